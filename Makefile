@@ -1,0 +1,56 @@
+# privlens: two commands do all set-up on a fresh machine.
+#   make run    install (once) and start the dashboard on the embedded default
+#   make test   install (once) and run the test suite
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PORT ?= 8501
+FMNIST_DEB_DIR := /usr/share/datasets/fashion-mnist
+
+.PHONY: run test test-slow install system-deps fashion-mnist lint bench clean
+
+run: install fashion-mnist
+	$(PY) -m streamlit run app.py --server.headless=true --server.port=$(PORT) --browser.gatherUsageStats=false
+
+test: install system-deps
+	$(PY) -m pytest -q
+
+test-slow: install system-deps
+	$(PY) -m pytest -q -m "slow or not slow"
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	@touch $@
+
+# Debian's Chromium drives the real-browser tests (no browser download needed).
+system-deps:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "warning: could not install Debian's chromium; browser tests will fail"; \
+	  else echo "warning: not root, cannot apt-get install chromium; browser tests will fail"; fi; \
+	fi
+
+# Real Fashion-MNIST from Debian where the machine allows it; the embedded digits otherwise.
+fashion-mnist:
+	@if [ ! -d $(FMNIST_DEB_DIR) ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null) \
+	      || echo "note: Fashion-MNIST not installed; the dashboard uses the embedded digits"; \
+	  else echo "note: not root; the dashboard uses the embedded digits (see README for Fashion-MNIST)"; fi; \
+	fi
+
+lint: install
+	$(PY) -m ruff check .
+
+bench: install
+	$(PY) bench/lipschitz.py --quick
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,32 @@
+"""Command-line interface: ``python -m privcore COMMAND ...``.
+
+Each part of privcore registers its own sub-commands below (one line each), so this file
+stays a table of contents.
+"""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="privcore",
+    help="privlens / privcore: inference-time privacy, certified.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.command()
+def version() -> None:
+    """Print privcore's version."""
+    from privcore import __version__
+
+    typer.echo(__version__)
+
+
+# --- sub-command registrations (one line per part; keep imports local to each module) ---
+
+
+def main() -> None:
+    """Entry point of ``python -m privcore``."""
+    app()

@@ -1,0 +1,120 @@
+"""The one place where privcore checks its parameters.
+
+Every check raises ``ValueError`` (bad value) or ``TypeError`` (bad type) with a message
+that names the parameter, the value it got and the allowed range, so a user never has to
+guess what went wrong. Nothing is released after a failed check.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "check_real",
+    "check_epsilon",
+    "check_delta",
+    "check_positive",
+    "check_nonnegative",
+    "check_in_range",
+    "check_int",
+    "check_choice",
+    "check_finite_array",
+]
+
+
+def check_real(name: str, value: Any) -> float:
+    """Return ``value`` as a float; TypeError unless it is a real number (bool excluded)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        if isinstance(value, np.ndarray) and value.ndim == 0 and np.issubdtype(value.dtype, np.number):
+            value = value.item()
+        elif hasattr(value, "item") and getattr(value, "ndim", None) == 0:
+            value = value.item()
+        else:
+            raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be a real number, got bool {value!r}")
+    return float(value)
+
+
+def check_positive(name: str, value: Any, *, allow_inf: bool = False) -> float:
+    """A real number > 0 (finite unless ``allow_inf``)."""
+    v = check_real(name, value)
+    upper = "∞]" if allow_inf else "∞)"
+    if math.isnan(v) or v <= 0 or (math.isinf(v) and not allow_inf):
+        raise ValueError(f"{name} must be in (0, {upper}, got {value!r}")
+    return v
+
+
+def check_nonnegative(name: str, value: Any, *, allow_inf: bool = False) -> float:
+    """A real number ≥ 0 (finite unless ``allow_inf``)."""
+    v = check_real(name, value)
+    upper = "∞]" if allow_inf else "∞)"
+    if math.isnan(v) or v < 0 or (math.isinf(v) and not allow_inf):
+        raise ValueError(f"{name} must be in [0, {upper}, got {value!r}")
+    return v
+
+
+def check_in_range(
+    name: str,
+    value: Any,
+    low: float,
+    high: float,
+    *,
+    low_open: bool = True,
+    high_open: bool = True,
+) -> float:
+    """A real number in the interval (low, high), ends open or closed as asked."""
+    v = check_real(name, value)
+    ok = not math.isnan(v)
+    ok = ok and (v > low if low_open else v >= low)
+    ok = ok and (v < high if high_open else v <= high)
+    if not ok:
+        lo = "(" if low_open else "["
+        hi = ")" if high_open else "]"
+        raise ValueError(f"{name} must be in {lo}{low:g}, {high:g}{hi}, got {value!r}")
+    return v
+
+
+def check_epsilon(value: Any, name: str = "epsilon") -> float:
+    """Privacy parameter ε: finite and > 0."""
+    return check_positive(name, value)
+
+
+def check_delta(value: Any, name: str = "delta") -> float:
+    """Privacy parameter δ: in the open interval (0, 1)."""
+    return check_in_range(name, value, 0.0, 1.0)
+
+
+def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
+    """An integer (bool excluded), at least ``minimum`` when given."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    v = int(value)
+    if minimum is not None and v < minimum:
+        raise ValueError(f"{name} must be an integer ≥ {minimum}, got {value!r}")
+    return v
+
+
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    """One of a fixed set of strings."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+    return value
+
+
+def check_finite_array(name: str, value: Any) -> np.ndarray:
+    """A real array (numpy, torch or nested lists) with no NaN or infinity, as float64."""
+    if hasattr(value, "detach"):  # torch tensor, without importing torch here
+        value = value.detach().cpu().numpy()
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an array of real numbers, got {type(value).__name__}") from exc
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
+        raise ValueError(f"{name} must contain only finite numbers; {bad} entries are NaN or infinite")
+    return arr
