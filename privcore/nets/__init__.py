@@ -1,0 +1,1 @@
+"""Torch modules used by privcore (embedder, obfuscator, classifier, adversary, Lipschitz layers)."""
