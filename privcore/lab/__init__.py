@@ -1,0 +1,1 @@
+"""Mechanism lab: learned ε-DP mechanisms with Lipschitz networks (Shavit & Gjura 2019)."""

@@ -1,0 +1,200 @@
+"""``python -m privcore lab ...``: train, verify and evaluate learned DP mechanisms.
+
+Shavit & Gjura (2019). Commands: ``train`` (one mechanism, saved with a card), ``fig5``
+(the ERL-vs-k sweep as CSV, optionally saving the dashboard's models), ``fig4`` (response
+distributions of a saved mechanism), ``verify`` (the Lipschitz engine on a saved model),
+``release`` (one ε-DP release on a fresh synthetic dataset).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+lab_app = typer.Typer(name="lab", help="Mechanism lab: learned ε-DP mechanisms with Lipschitz networks.",
+                      no_args_is_help=True, add_completion=False)
+
+MODELS_DIR = Path("models/lab")
+RESULTS_DIR = Path("data/results/lab")
+
+
+def _command() -> str:
+    return "python -m privcore " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+@contextmanager
+def _bar(description: str):  # yields a progress callback
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), transient=False) as prog:
+        task = prog.add_task(description, total=None)
+
+        def update(done: int, total: int, message: str) -> None:
+            prog.update(task, completed=done, total=total, description=f"{description}: {message}")
+
+        yield update
+
+
+def _threads(threads: int | None) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+@lab_app.command()
+def train(
+    mechanism: Annotated[str, typer.Option(help="laplace or exponential")],
+    query: Annotated[str, typer.Option(help="mean, median, variance or percentile10")],
+    k: Annotated[float, typer.Option(help="Lipschitz bound of the network (sensitivity k·c)")],
+    epsilon: Annotated[float, typer.Option(help="privacy parameter ε (exponential: trained for it)")] = 1.0,
+    epochs: Annotated[int, typer.Option(help="passes over the 10⁴ training datasets")] = 10,
+    loss: Annotated[str, typer.Option(help="squared or quantile ('' = the default for the query)")] = "",
+    seed: Annotated[int, typer.Option(help="network seed")] = 0,
+    device: Annotated[str, typer.Option(help="auto (cuda if present), cpu or cuda")] = "auto",
+    out: Annotated[Path, typer.Option(help="directory for the .safetensors + .json card")] = MODELS_DIR,
+    verify: Annotated[bool, typer.Option(help="check the network with the exact Lipschitz engine")] = True,
+    time_limit: Annotated[float, typer.Option(help="seconds per MIP (the bound stays certified)")] = 30.0,
+    threads: Annotated[int, typer.Option(help="torch CPU threads (0 = torch's default)")] = 0,
+) -> None:
+    """Train one learned mechanism by its expected response loss and save it with a card."""
+    from privcore.lab.experiments import _save, evaluation_sets
+    from privcore.lab.train import LabConfig, train_mechanism
+
+    _threads(threads)
+    cfg = LabConfig(mechanism=mechanism, query=query, k=k, epsilon=epsilon, epochs=epochs, loss=loss,
+                    seed=seed)
+    with _bar("training") as update:
+        res = train_mechanism(cfg, device=device, progress=update)
+    evals = evaluation_sets()
+    metrics = {s: float(res.mechanism.expected_loss(d, cfg.loss).mean()) for s, d in evals.items()}
+    extra = {}
+    if verify:
+        from privcore.lab.experiments import _verify
+
+        extra = _verify(res, time_limit)
+        if not extra["engine_passed"]:
+            msg = f"Lipschitz check FAILED: engine upper {extra['engine_upper']:.9g} > k={k:g}"
+            typer.echo(msg, err=True)
+            raise typer.Exit(2)
+    path = _save(res, out, metrics, [], extra, _command())
+    typer.echo(f"ERL train-dist {metrics['train']:.5g}, test-dist {metrics['test']:.5g}; "
+               f"certified layer product {res.mechanism.certified_bound:.9g} ≤ k={k:g}; card {path}")
+
+
+@lab_app.command()
+def fig5(
+    out: Annotated[Path, typer.Option(help="directory for fig5_runs.csv and fig5_summary.csv")] = RESULTS_DIR,
+    runs: Annotated[int, typer.Option(help="training runs per point (paper: 5)")] = 5,
+    ks: Annotated[str, typer.Option(help="comma-separated k values")] = "0.003,0.01,0.03,0.1,0.3,1,10",
+    mechanisms: Annotated[str, typer.Option(help="comma-separated")] = "laplace,exponential",
+    queries: Annotated[str, typer.Option(help="comma-separated")] = "mean,median,variance,percentile10",
+    epsilon: Annotated[float, typer.Option(help="privacy parameter ε")] = 1.0,
+    epochs: Annotated[int, typer.Option(help="epochs per run")] = 10,
+    quick: Annotated[bool, typer.Option(help="2 epochs, 1 restart, 1000 evaluation datasets")] = False,
+    num_eval: Annotated[int, typer.Option(help="fresh evaluation datasets per distribution")] = 2000,
+    save_models: Annotated[Path | None, typer.Option(help="save run 0 of the --ship-* models here")] = None,
+    ship_laplace: Annotated[str, typer.Option(help="k values of Laplace models to save")] = "",
+    ship_exponential: Annotated[str, typer.Option(help="k values of exponential models to save")] = "",
+    verify: Annotated[bool, typer.Option(help="check every network with the Lipschitz engine")] = False,
+    time_limit: Annotated[float, typer.Option(help="seconds per MIP")] = 10.0,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
+    threads: Annotated[int, typer.Option(help="torch CPU threads (0 = default)")] = 0,
+) -> None:
+    """Fig. 5: expected response loss against k (train and test distributions, several runs)."""
+    from privcore.lab.experiments import fig5_summary, fig5_sweep
+
+    _threads(threads)
+    if quick:
+        epochs, num_eval = 2, 1000
+    restarts = 1 if quick else 3
+    fl = [float(v) for v in ks.split(",") if v.strip()]
+    ship = {"laplace": [float(v) for v in ship_laplace.split(",") if v.strip()],
+            "exponential": [float(v) for v in ship_exponential.split(",") if v.strip()]}
+    with _bar("fig5") as update:
+        df = fig5_sweep(mechanisms=[m.strip() for m in mechanisms.split(",")],
+                        queries=[q.strip() for q in queries.split(",")], ks=fl, runs=runs, epsilon=epsilon,
+                        epochs=epochs, max_restarts=restarts, num_eval=num_eval, device=device, verify=verify,
+                        time_limit=time_limit, save_dir=save_models, save_ks=ship, command=_command(),
+                        progress=update)
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / "fig5_runs.csv", index=False)
+    summary = fig5_summary(df)
+    summary.to_csv(out / "fig5_summary.csv", index=False)
+    (out / "fig5_command.txt").write_text(_command() + "\n")
+    typer.echo(f"wrote {out / 'fig5_runs.csv'} ({len(df)} rows) and {out / 'fig5_summary.csv'}")
+
+
+@lab_app.command()
+def fig4(
+    model: Annotated[Path, typer.Option(help="a lab model card (.json)")] = MODELS_DIR
+    / "exponential-median-k1.json",
+    out: Annotated[Path, typer.Option(help="output directory")] = RESULTS_DIR,
+    datasets: Annotated[int, typer.Option(help="number of fresh datasets")] = 6,
+    seed: Annotated[int, typer.Option(help="dataset seed")] = 2_000_001,
+) -> None:
+    """Fig. 4: a saved mechanism's response distribution on fresh datasets, with the truth."""
+    from privcore.lab.experiments import fig4_tables
+    from privcore.lab.store import load_mechanism
+
+    mech, _card = load_mechanism(model)
+    responses, points = fig4_tables(mech, n_datasets=datasets, seed=seed)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"fig4_{model.stem}"
+    responses.to_csv(out / f"{stem}_responses.csv", index=False)
+    points.to_csv(out / f"{stem}_datasets.csv", index=False)
+    typer.echo(f"wrote {out / (stem + '_responses.csv')} and {out / (stem + '_datasets.csv')}")
+
+
+@lab_app.command()
+def verify(
+    model: Annotated[Path, typer.Option(help="a lab model card (.json)")],
+    time_limit: Annotated[float, typer.Option(help="seconds per MIP")] = 30.0,
+    write_card: Annotated[bool, typer.Option(help="record the result in the card")] = False,
+) -> None:
+    """Certify a saved model's global Lipschitz bound with the exact engine (exit 2 if > k)."""
+    from privcore.lab.store import card_file, load_mechanism
+    from privcore.lab.verify import verify_mechanism
+
+    mech, card = load_mechanism(model)
+    rep = verify_mechanism(mech, time_limit=time_limit)
+    summary = rep.to_dict()
+    summary.pop("checks")
+    typer.echo(json.dumps(summary, indent=2))
+    if write_card:
+        card["verification"] = {
+            "engine_upper": rep.upper, "engine_lower": rep.lower, "engine_exact": rep.exact,
+            "engine_passed": rep.passed, "engine_seconds": summary["seconds"],
+            "solvers": summary["solvers"], "time_limit": time_limit,
+        }
+        card_file(model).write_text(json.dumps(card, indent=2, sort_keys=True, default=str) + "\n")
+    if not rep.passed:
+        raise typer.Exit(2)
+
+
+@lab_app.command()
+def release(
+    model: Annotated[Path, typer.Option(help="a lab model card (.json)")],
+    epsilon: Annotated[float | None, typer.Option(help="release at this ε instead of the card's")] = None,
+    data_seed: Annotated[int, typer.Option(help="seed of the synthetic dataset")] = 0,
+    components: Annotated[int, typer.Option(help="mixture components of the synthetic dataset")] = 4,
+) -> None:
+    """One ε-DP release (OS randomness) on a fresh synthetic dataset, next to the true value."""
+    from privcore.lab.data import TruncatedGaussianMixture
+    from privcore.lab.queries import query_values
+    from privcore.lab.store import load_mechanism
+
+    mech, _card = load_mechanism(model)
+    if epsilon is not None:
+        mech = mech.with_epsilon(epsilon)
+    data = TruncatedGaussianMixture(n_components=components, domain=mech.domain).sample(1, seed=data_seed)
+    value = mech.release(data[0])
+    typer.echo(f"{mech.name} ({mech.query}, ε={mech.epsilon:g}, k={mech.k:g}): released {value:.6g}; "
+               f"true {float(query_values(mech.query, data)[0]):.6g}")
