@@ -14,8 +14,8 @@ from scipy.stats import norm
 from privcore.mechanisms import (
     analytic_gaussian_delta,
     analytic_gaussian_sigma,
-    classic_gaussian_sigma,
     cks_zcdp_delta,
+    classic_gaussian_sigma,
     discrete_gaussian_sigma_floor,
     gaussian_sigma,
 )
@@ -71,7 +71,8 @@ def test_analytic_never_exceeds_classic(eps: float, delta: float) -> None:
 
 def test_analytic_sigma_is_linear_in_sensitivity() -> None:
     one = analytic_gaussian_sigma(epsilon=1.0, delta=1e-5, sensitivity=1.0)
-    assert analytic_gaussian_sigma(epsilon=1.0, delta=1e-5, sensitivity=8.0) == pytest.approx(8 * one, rel=1e-9)
+    eight = analytic_gaussian_sigma(epsilon=1.0, delta=1e-5, sensitivity=8.0)
+    assert eight == pytest.approx(8 * one, rel=1e-9)
 
 
 @pytest.mark.parametrize("eps,sigma", [(0.1, 30.0), (1.0, 3.7), (5.0, 0.9), (50.0, 0.15)])
