@@ -1,0 +1,441 @@
+"""Extended Propose-Test-Release for (ε, δ, R)-semantic-neighbourhood privacy (posthoc PTR paper).
+
+Follows Algorithm 1 and Theorem 4.4 of the posthoc paper with the corrections of DESIGN.md:
+the bisection evaluates the local Lipschitz bound at R_mid and keeps the lower end; φ is
+max(R*/2, R* − R); the test noise carries the bisection grid spacing ζ; the release noise is
+Lap(Δp·R/ε), not Lap(Δp/ε). Metrics: ℓ∞ on the embedding z, ℓ1 on the obfuscator output f(z).
+
+Split in two so that a dashboard can move ε/δ sliders without any solve:
+:func:`compute_phi` (depends on f, z, R, Δp, R_max, tol and the certifier; never on ε or δ) and
+:func:`propose_test_release` (reuses a :class:`PhiResult` when given one).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from privcore.errors import CertificationError
+from privcore.mechanisms._arrays import as_float64
+from privcore.mechanisms.guarantee import Guarantee
+from privcore.mechanisms.sampling import NoisePlan, RngLike, add_noise, as_random_bits, plan_laplace
+from privcore.validation import (
+    check_delta,
+    check_epsilon,
+    check_finite_array,
+    check_nonnegative,
+    check_positive,
+)
+
+__all__ = [
+    "DecidingSensitivityOracle",
+    "PTRResult",
+    "PTRScales",
+    "PhiResult",
+    "SensitivityOracle",
+    "compute_phi",
+    "propose_delta_p",
+    "propose_test_release",
+    "ptr_scales",
+]
+
+_MAX_BISECTION_STEPS = 52  # grid indices k/2^m stay exact in float64
+
+
+@runtime_checkable
+class SensitivityOracle(Protocol):
+    """Certified upper bound U(center, radius) on the local Lipschitz constant of f.
+
+    ``oracle(f, center, radius) -> float`` bounds sup over the ℓ∞ ball B(center, radius) of
+    ‖J_f‖∞→1 (ℓ∞ input, ℓ1 output; DESIGN.md). U must be a certified *upper* bound (e.g. a MIP's
+    proven dual bound, never its incumbent) and monotone under ball inclusion:
+    B(c', r') ⊆ B(c, r) ⇒ U(c', r') ≤ U(c, r). It may raise
+    :class:`privcore.errors.CertificationError` (e.g. a solver time-out); PTR then fails and
+    releases nothing. An oracle may also provide ``decide`` (see
+    :class:`DecidingSensitivityOracle`).
+    """
+
+    def __call__(self, f: Any, center: np.ndarray, radius: float, /) -> float: ...
+
+
+@runtime_checkable
+class DecidingSensitivityOracle(SensitivityOracle, Protocol):
+    """An oracle that can answer ``U(center, radius) <= threshold`` directly, possibly faster.
+
+    ``decide`` must return exactly the truth value of ``U(center, radius) <= threshold`` for the
+    same U as ``__call__`` (e.g. stop a MIP as soon as its bound settles the question, or settle it
+    with cheap bounds when they do: upper ≤ threshold or lower > threshold). It must never guess:
+    when it cannot decide it raises CertificationError.
+    """
+
+    def decide(self, f: Any, center: np.ndarray, radius: float, threshold: float, /) -> bool: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class PhiResult:
+    """φ(z) and how it was found (the client's private intermediate: never send it anywhere).
+
+    ``evaluations`` lists every (radius, passed) decision "U(z, radius) ≤ Δp" in order;
+    ``r_star`` is None when the test at R already failed (φ = 0); ``zeta`` is the spacing of the
+    fixed bisection grid (a public function of R, R_max and tol).
+    """
+
+    phi: float
+    r_star: float | None
+    zeta: float
+    radius: float
+    delta_p: float
+    r_max: float
+    tol: float
+    n_decisions: int
+    evaluations: tuple[tuple[float, bool], ...]
+    center: tuple[float, ...]
+
+    def matches(self, *, z: np.ndarray, radius: float, delta_p: float, r_max: float, tol: float) -> bool:
+        """True when this result was computed for exactly these inputs."""
+        return (
+            (self.radius, self.delta_p, self.r_max, self.tol) == (radius, delta_p, r_max, tol)
+            and len(self.center) == z.size
+            and bool(np.array_equal(np.asarray(self.center, dtype=np.float64), z.ravel()))
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PTRResult:
+    """Outcome of :func:`propose_test_release`.
+
+    ``released`` False means ⊥ and ``value`` is None. Only ``value``/⊥ (and ``phi_noisy``, the
+    output of the ε-DP test) are covered by ``guarantee`` = (2ε, δ/2, R) (Theorem 4.4); ``phi`` and
+    ``phi_result`` are private intermediates for the user's own view. ``noise_scale`` = Δp·R/ε and
+    ``test_scale`` = (R+ζ)/ε are the formulas; the ``*_effective`` values are what the exact sampler
+    drew (slightly larger, see :mod:`privcore.mechanisms.sampling`); ``threshold`` is the test
+    threshold actually used, ln(1/δ)·test_scale_effective plus a ≤ 2⁻³⁰ relative correction that
+    keeps P[pass | φ = 0] ≤ δ/2 for the discrete noise.
+    """
+
+    released: bool
+    value: np.ndarray | None
+    phi: float
+    phi_noisy: float
+    threshold: float
+    noise_scale: float
+    test_scale: float
+    noise_scale_effective: float
+    test_scale_effective: float
+    guarantee: Guarantee
+    phi_result: PhiResult
+
+
+def _validate_grid(
+    radius: float, delta_p: float, r_max: float, tol: float
+) -> tuple[float, float, float, float]:
+    r = check_positive("radius", radius)
+    dp = check_positive("delta_p", delta_p)
+    rm = check_positive("r_max", r_max)
+    if rm < r:
+        raise ValueError(f"r_max must be in [radius, ∞) = [{r:g}, ∞), got {r_max!r}")
+    t = check_positive("tol", tol)
+    span = rm - r
+    if span > 0 and span / t > 2.0**_MAX_BISECTION_STEPS:
+        raise ValueError(
+            f"tol must be ≥ (r_max − radius)/2^{_MAX_BISECTION_STEPS} = "
+            f"{span / 2.0**_MAX_BISECTION_STEPS:.3g}, got {tol!r}"
+        )
+    return r, dp, rm, t
+
+
+def _validate_center(z: Any) -> np.ndarray:
+    arr, _ = as_float64("z", z)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"z must be a non-empty 1-D embedding, got shape {arr.shape}")
+    arr.setflags(write=False)
+    return arr
+
+
+def _grid_steps(span: float, tol: float) -> int:
+    """Smallest m ≥ 0 with span/2^m ≤ tol."""
+    m = 0
+    while span / 2.0**m > tol:
+        m += 1
+    return m
+
+
+def _decider(oracle: Any, f: Any, center: np.ndarray, threshold: float):
+    """Return r -> bool deciding U(center, r) ≤ threshold via ``decide`` if present, else via U."""
+    if not callable(oracle):
+        raise TypeError(f"lipschitz must be a sensitivity oracle (callable), got {type(oracle).__name__}")
+    decide = getattr(oracle, "decide", None)
+    if callable(decide):
+
+        def by_decide(r: float) -> bool:
+            answer = decide(f, center, r, threshold)
+            if not isinstance(answer, bool | np.bool_):
+                raise TypeError(f"oracle.decide must return a bool, got {type(answer).__name__}")
+            return bool(answer)
+
+        return by_decide
+
+    def by_bound(r: float) -> bool:
+        bound = oracle(f, center, r)
+        try:
+            value = float(bound)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"lipschitz oracle must return a real number, got {type(bound).__name__}"
+            ) from exc
+        if math.isnan(value) or value < 0:
+            raise CertificationError(
+                f"lipschitz oracle returned {value!r} at radius {r:g}: not a certificate"
+            )
+        return value <= threshold
+
+    return by_bound
+
+
+def compute_phi(
+    f: Any,
+    z: Any,
+    *,
+    radius: float,
+    delta_p: float,
+    r_max: float,
+    tol: float,
+    lipschitz: SensitivityOracle,
+) -> PhiResult:
+    """φ(z) = max(R*/2, R* − R) by bisection over a fixed dyadic grid (posthoc Alg. 1, DESIGN.md).
+
+    Decisions are "U(z, r) ≤ Δp?" with the sensitivity oracle (``lipschitz.decide`` when it
+    exists, else ``lipschitz(f, z, r) <= Δp``). If U(z, R) > Δp: φ = 0, R* = None. Else, with the
+    grid r_k = R + k·(R_max − R)/2^m (m the least integer making the spacing ζ ≤ tol): if R_max
+    passes, R* = R_max; otherwise bisect on k evaluating the midpoint and keeping the lower end
+    while hi − lo > 1. With U monotone in r, R* is the largest grid point that passes and never
+    exceeds the true sup. No ε, δ involved: compute once, reuse across sliders. A
+    CertificationError from the oracle propagates (never turned into a decision).
+
+    Why this φ is safe (proof sketch). Let R̄(z) = sup{r ∈ [R, R_max] : U(z, r) ≤ Δp}.
+      * R̄ is 1-Lipschitz in z for ‖·‖∞: if ‖z − z'‖∞ ≤ η then B(z', r − η) ⊆ B(z, r), so by
+        monotonicity U(z', r − η) ≤ U(z, r) ≤ Δp, i.e. R̄(z') ≥ R̄(z) − η, and symmetrically
+        (balls nest). Flooring to the fixed grid moves R* by less than ζ at every z, so
+        |R*(z) − R*(z')| ≤ ‖z − z'‖∞ + ζ.
+      * (a) |φ(z) − φ(z')| ≤ R + ζ whenever ‖z − z'‖∞ ≤ R: if both are positive, r ↦ max(r/2, r − R)
+        is 1-Lipschitz, so the bound above carries over. If φ(z') = 0 < φ(z) then U(z', R) > Δp,
+        and B(z', R) ⊆ B(z, R + η) forces R̄(z) < R + η ≤ 2R, so φ(z) = max(R*/2, R* − R) ≤ R.
+      * (b) φ(z) = 0 whenever the local sensitivity at z exceeds Δp: Δ_LS(z, R) ≤ L(f, N(z, R)) ≤
+        U(z, R) (Lemma 4.1), so U(z, R) > Δp and the first test fails.
+    The paper's R*/2, the certified distance R* − R and their maximum each satisfy (a) and (b);
+    the maximum releases most often. (a) needs every decision to be the exact truth value for a
+    fixed monotone U, which is why a time-out must raise and never pick a side.
+    """
+    r, dp, rm, t = _validate_grid(radius, delta_p, r_max, tol)
+    center = _validate_center(z)
+    decide = _decider(lipschitz, f, center, dp)
+    span = rm - r
+    m = _grid_steps(span, t)
+    zeta = span / 2.0**m
+    n_grid = 2**m
+
+    def radius_at(k: int) -> float:
+        return rm if k == n_grid else r + span * (k / n_grid)
+
+    evaluations: list[tuple[float, bool]] = []
+
+    def check(rr: float) -> bool:
+        ok = decide(rr)
+        evaluations.append((rr, ok))
+        return ok
+
+    r_star: float | None
+    if not check(r):
+        r_star = None
+    elif span == 0.0:
+        r_star = r
+    elif check(rm):
+        r_star = rm
+    else:
+        lo, hi = 0, n_grid
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if check(radius_at(mid)):
+                lo = mid
+            else:
+                hi = mid
+        r_star = radius_at(lo)
+    phi = 0.0 if r_star is None else max(r_star / 2.0, r_star - r)
+    return PhiResult(
+        phi=phi,
+        r_star=r_star,
+        zeta=zeta,
+        radius=r,
+        delta_p=dp,
+        r_max=rm,
+        tol=t,
+        n_decisions=len(evaluations),
+        evaluations=tuple(evaluations),
+        center=tuple(float(v) for v in center),
+    )
+
+
+def _evaluate(f: Any, center: np.ndarray) -> np.ndarray:
+    """f(z) as a float64 array: torch modules get z in their parameter dtype/device, callables float64."""
+    import torch
+
+    if isinstance(f, torch.nn.Module):
+        param = next(f.parameters(), None)
+        dtype = param.dtype if param is not None else torch.float64
+        device = param.device if param is not None else torch.device("cpu")
+    elif callable(f):
+        dtype, device = torch.float64, torch.device("cpu")
+    else:
+        raise TypeError(f"f must be a torch module or a callable, got {type(f).__name__}")
+    with torch.no_grad():
+        out = f(torch.as_tensor(np.array(center), dtype=dtype, device=device))
+    arr, _ = as_float64("f(z)", out)
+    return arr
+
+
+def _ptr_guarantee(eps: float, dlt: float, r: float, dp: float) -> Guarantee:
+    """(2ε, δ/2, R) over ℓ∞ on z (posthoc Thm 4.4)."""
+    return Guarantee(
+        epsilon=2.0 * eps,
+        delta=dlt / 2.0,
+        radius=r,
+        metric="ℓ∞ on the embedding z",
+        mechanism="extended PTR (posthoc Alg. 1)",
+        definition="(ε, δ, R)-semantic-neighbourhood privacy (posthoc Thm 4.4)",
+        calibration=f"Laplace: test (R+ζ)/ε, release Δp·R/ε with Δp = {dp:.4g}",
+    )
+
+
+def _test_threshold(plan: NoisePlan, delta: float) -> float:
+    """Smallest safe T with P[φ̂ > T | φ = 0] ≤ δ/2 for the discrete Laplace of ``plan``.
+
+    For P(N = n) ∝ q^|n|, q = e^{−1/t}: P(N ≥ n) = q^n/(1+q), so T = b_eff·(ln(1/δ) + ln(2/(1+q)))
+    gives ≤ δ/2; 2⁻³⁸ more covers the sampler's (1 ± 2⁻⁴⁰) pmf accuracy, 2⁻⁵⁰ the rounding here.
+    """
+    t = plan.grid_scale
+    log_two_over_1_plus_q = -math.log1p(math.expm1(-1.0 / t) / 2.0)
+    return plan.effective * (math.log(1.0 / delta) + log_two_over_1_plus_q + 2.0**-38) * (1.0 + 2.0**-50)
+
+
+def propose_test_release(
+    f: Any,
+    z: Any,
+    *,
+    epsilon: float,
+    delta: float,
+    radius: float,
+    delta_p: float,
+    r_max: float,
+    tol: float,
+    lipschitz: SensitivityOracle,
+    rng: RngLike = None,
+    phi: PhiResult | None = None,
+) -> PTRResult:
+    """Extended PTR (posthoc Alg. 1, Thm 4.4 with DESIGN.md's corrections): (2ε, δ/2, R)-private release.
+
+    1. φ = :func:`compute_phi` (or the given ``phi``, checked to match z, R, Δp, R_max, tol).
+    2. Test: φ̂ = φ + Lap(b_test), b_test = (R + ζ)/ε: φ has sensitivity R + ζ over ℓ∞-distance R
+       (compute_phi's docstring), so φ̂ is ε-private; with ζ = 0 this is the paper's Lap(R/ε).
+       If φ̂ ≤ ln(1/δ)·b_test (threshold as in :class:`PTRResult`): return ⊥. When the local
+       sensitivity exceeds Δp, φ = 0 and the test passes with probability ≤ δ/2.
+    3. Release f(z) + Lap(Δp·R/ε) i.i.d. per coordinate: Δp bounds ‖f(z) − f(z')‖₁ per unit of
+       ‖z − z'‖∞, so over the radius R the ℓ1 sensitivity is Δp·R (the paper's Lap(Δp/ε) is too
+       little noise for R > 1).
+    Every parameter is validated and f(z) evaluated before any noise is drawn; any error raises
+    and nothing is released. Noise comes from the exact grid samplers (secure unless seeded).
+    """
+    eps = check_epsilon(epsilon)
+    dlt = check_delta(delta)
+    r, dp, rm, t = _validate_grid(radius, delta_p, r_max, tol)
+    center = _validate_center(z)
+    bits = as_random_bits(rng)
+    if phi is not None:
+        if not isinstance(phi, PhiResult):
+            raise TypeError(f"phi must be a PhiResult from compute_phi, got {type(phi).__name__}")
+        if not phi.matches(z=center, radius=r, delta_p=dp, r_max=rm, tol=t):
+            raise ValueError(
+                "phi was computed for a different (z, radius, delta_p, r_max, tol): "
+                f"got radius={phi.radius}, delta_p={phi.delta_p}, r_max={phi.r_max}, tol={phi.tol}"
+            )
+        phi_result = phi
+    else:
+        phi_result = compute_phi(f, center, radius=r, delta_p=dp, r_max=rm, tol=t, lipschitz=lipschitz)
+    output = _evaluate(f, center)  # before any noise: an error here must not depend on the test
+    test_sensitivity = math.nextafter(r + phi_result.zeta, math.inf)
+    test_plan = plan_laplace(sensitivity=test_sensitivity, epsilon=eps, numel=1)
+    release_plan = plan_laplace(
+        sensitivity=math.nextafter(dp * r, math.inf), epsilon=eps, numel=max(1, output.size)
+    )
+    threshold = _test_threshold(test_plan, dlt)
+    phi_noisy = float(add_noise(np.array([phi_result.phi]), test_plan, bits)[0])
+    released = phi_noisy > threshold
+    value = add_noise(output, release_plan, bits) if released else None
+    return PTRResult(
+        released=released,
+        value=value,
+        phi=phi_result.phi,
+        phi_noisy=phi_noisy,
+        threshold=threshold,
+        noise_scale=dp * r / eps,
+        test_scale=(r + phi_result.zeta) / eps,
+        noise_scale_effective=release_plan.effective,
+        test_scale_effective=test_plan.effective,
+        guarantee=_ptr_guarantee(eps, dlt, r, dp),
+        phi_result=phi_result,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PTRScales:
+    """PTR's noise levels for given parameters, before any solve (for dashboards and tables)."""
+
+    test_scale: float
+    threshold: float
+    release_scale: float
+    pass_probability_at_zero: float
+    guarantee: Guarantee
+
+
+def ptr_scales(
+    *, epsilon: float, delta: float, radius: float, delta_p: float, zeta: float = 0.0
+) -> PTRScales:
+    """Formulas of :func:`propose_test_release`: b_test = (R+ζ)/ε, threshold ln(1/δ)·b_test, Δp·R/ε.
+
+    ``pass_probability_at_zero`` = δ/2 is the chance that the test passes when φ = 0.
+    """
+    eps = check_epsilon(epsilon)
+    dlt = check_delta(delta)
+    r = check_positive("radius", radius)
+    dp = check_positive("delta_p", delta_p)
+    z = check_nonnegative("zeta", zeta)
+    test_scale = (r + z) / eps
+    return PTRScales(
+        test_scale=test_scale,
+        threshold=math.log(1.0 / dlt) * test_scale,
+        release_scale=dp * r / eps,
+        pass_probability_at_zero=dlt / 2.0,
+        guarantee=_ptr_guarantee(eps, dlt, r, dp),
+    )
+
+
+def propose_delta_p(lipschitz_values: Any, n_sigma: float = 3.0) -> float:
+    """Δp = μ + n·σ of local Lipschitz constants L(f, N(z_i, R)) (posthoc paper, Sec. 5, n = 3).
+
+    ``lipschitz_values`` must come from TRAINING embeddings (or other public data): PTR's proof
+    treats Δp as a data-independent public parameter, so computing it from the test points (as
+    the authors' public code did) breaks the guarantee. σ is the sample standard deviation
+    (ddof = 1); at least two values are needed.
+    """
+    values = check_finite_array("lipschitz_values", lipschitz_values).ravel()
+    if values.size < 2:
+        raise ValueError(f"lipschitz_values must hold at least 2 values, got {values.size}")
+    if np.any(values < 0):
+        raise ValueError("lipschitz_values must be ≥ 0 (they are Lipschitz constants)")
+    n = check_nonnegative("n_sigma", n_sigma)
+    proposal = float(values.mean() + n * values.std(ddof=1))
+    if proposal <= 0:
+        raise ValueError("the proposed delta_p is 0: all Lipschitz values are 0; choose delta_p by hand")
+    return proposal
