@@ -1,0 +1,73 @@
+"""privcore's privacy mechanisms: inference privacy, extended PTR, LDP baselines, calibration, sampling.
+
+Papers: Tian et al., "inference privacy" (Lap-Output, Gauss-Output, Gauss-Input); the posthoc
+privacy paper (extended Propose-Test-Release, Algorithm 1, Theorem 4.4; LDP baselines, Table 2);
+Balle & Wang 2018 (analytic Gaussian); Canonne, Kamath & Steinke 2020 and Mironov 2012 (exact
+noise on a grid). Accounting lives in :mod:`privcore.accounting`.
+"""
+
+from privcore.mechanisms.gaussian_calibration import (
+    analytic_gaussian_delta,
+    analytic_gaussian_sigma,
+    cks_zcdp_delta,
+    classic_gaussian_sigma,
+    discrete_gaussian_sigma_floor,
+    gaussian_sigma,
+)
+from privcore.mechanisms.guarantee import ANY_METRIC, Guarantee
+from privcore.mechanisms.inference import GaussInput, GaussOutput, LapOutput
+from privcore.mechanisms.ldp import LDPEmbedding, LDPImage
+from privcore.mechanisms.ptr import (
+    DecidingSensitivityOracle,
+    PhiResult,
+    PTRResult,
+    PTRScales,
+    SensitivityOracle,
+    compute_phi,
+    propose_delta_p,
+    propose_test_release,
+    ptr_scales,
+)
+from privcore.mechanisms.sampling import (
+    MIN_EPSILON,
+    NoisePlan,
+    RandomBits,
+    add_noise,
+    discrete_gaussian_integers,
+    discrete_laplace_integers,
+    plan_gaussian,
+    plan_laplace,
+)
+
+__all__ = [
+    "ANY_METRIC",
+    "MIN_EPSILON",
+    "DecidingSensitivityOracle",
+    "GaussInput",
+    "GaussOutput",
+    "Guarantee",
+    "LDPEmbedding",
+    "LDPImage",
+    "LapOutput",
+    "NoisePlan",
+    "PTRResult",
+    "PTRScales",
+    "PhiResult",
+    "RandomBits",
+    "SensitivityOracle",
+    "add_noise",
+    "analytic_gaussian_delta",
+    "analytic_gaussian_sigma",
+    "cks_zcdp_delta",
+    "classic_gaussian_sigma",
+    "compute_phi",
+    "discrete_gaussian_integers",
+    "discrete_gaussian_sigma_floor",
+    "discrete_laplace_integers",
+    "gaussian_sigma",
+    "plan_gaussian",
+    "plan_laplace",
+    "propose_delta_p",
+    "propose_test_release",
+    "ptr_scales",
+]

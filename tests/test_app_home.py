@@ -1,0 +1,36 @@
+"""The home page runs headless (streamlit.testing) and its numbers follow the sliders via privcore."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from privcore.mechanisms import GaussInput
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+def _metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def test_home_page_runs_and_sigma_follows_the_epsilon_slider() -> None:
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert not at.exception
+    before = _metric(at, "Gauss-Input (analytic)")
+    assert before == f"σ = {GaussInput(epsilon=1.0, delta=1e-5, alpha=0.1).sigma:.4g}"
+    at.select_slider(key="epsilon").set_value(0.25).run()
+    assert not at.exception
+    after = _metric(at, "Gauss-Input (analytic)")
+    assert after != before
+    assert after == f"σ = {GaussInput(epsilon=0.25, delta=1e-5, alpha=0.1).sigma:.4g}"
+
+
+def test_refused_parameters_are_shown_with_st_error() -> None:
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert any("classic" in e.value and "analytic" in e.value for e in at.error)  # ε = 1 by default
+    assert _metric(at, "Gauss-Input (classic)") == "refused"
+    at.select_slider(key="epsilon").set_value(0.5).run()
+    assert not at.error
+    assert _metric(at, "Gauss-Input (classic)").startswith("σ = ")
