@@ -1,0 +1,469 @@
+"""View-model helpers for the privlens dashboard: pure Python, no Streamlit, no privacy maths.
+
+The dashboard's pages hold widgets and layout only; what they need beyond privcore's mechanisms,
+accounting and Lipschitz engine lives here so it can be tested without a browser:
+
+* :class:`Settings` — the sidebar's values (dataset, model, mechanism, ε, δ, R, α, certifier),
+  validated, with a round trip to and from URL query parameters (a view can be shared; bad
+  query values fall back to defaults with a warning, never an exception);
+* :func:`release_document` — the JSON a user downloads after a posthoc-PTR release
+  (posthoc paper, Algorithm 1): only what the mechanism outputs and public parameters, never φ,
+  the image or anything else computed from the private input;
+* :func:`outcome_summary`, :func:`plain_guarantee` — the outcome and the (2ε, δ/2, R) guarantee of
+  Theorem 4.4 in plain words;
+* :func:`ptr_search_range` — R_max and tol for the bisection that do not depend on the current
+  ε/δ (so one φ serves every slider position, DESIGN.md);
+* :func:`load_results`, :func:`experiment_command`, :func:`smallest_epsilon` — the experiment
+  CSVs of ``data/results/README.md`` and reading the trade-off curves;
+* :func:`list_samples` — the shipped sample images under ``data/samples``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privcore.validation import check_choice, check_delta, check_epsilon, check_in_range, check_positive
+
+__all__ = [
+    "ALPHA_GRID",
+    "CERTIFIER_CHOICES",
+    "DELTA_GRID",
+    "EPSILON_GRID",
+    "IP_MECHANISMS",
+    "MECHANISMS",
+    "RADIUS_GRID",
+    "RELEASE_FORMAT",
+    "EpsilonSolution",
+    "OutcomeText",
+    "Sample",
+    "Settings",
+    "bisection_decisions",
+    "experiment_command",
+    "grid_with",
+    "image_digest",
+    "list_samples",
+    "load_results",
+    "outcome_summary",
+    "plain_guarantee",
+    "ptr_search_range",
+    "release_document",
+    "results_path",
+    "settings_from_query",
+    "smallest_epsilon",
+]
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SAMPLES_DIR = REPO_ROOT / "data" / "samples"
+RESULTS_DIR = REPO_ROOT / "data" / "results"
+
+#: "PTR" is posthoc Propose-Test-Release on the obfuscator; the others are the IP paper's.
+MECHANISMS: tuple[str, ...] = ("PTR", "Gauss-Input", "Gauss-Output", "Lap-Output")
+IP_MECHANISMS: tuple[str, ...] = MECHANISMS[1:]
+CERTIFIER_CHOICES: tuple[str, ...] = ("exact", "lp", "interval")
+
+# Slider grids (log-spaced where the parameter is). Any in-range value is accepted (it is added
+# to the grid), so shared URLs and the ε solver can carry values between grid points.
+EPSILON_GRID: tuple[float, ...] = (0.1, 0.2, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.0, 10.0, 20.0)
+DELTA_GRID: tuple[float, ...] = (1e-10, 1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 0.01, 0.02, 0.05, 0.1)
+RADIUS_GRID: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
+ALPHA_GRID: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
+
+_RANGES: dict[str, tuple[float, float]] = {
+    "epsilon": (0.01, 100.0),
+    "delta": (1e-12, 0.5),
+    "radius": (1e-3, 2.0),
+    "alpha": (1e-4, 10.0),
+}
+_QUERY_KEYS = {
+    "dataset": "dataset",
+    "model": "model",
+    "mechanism": "mech",
+    "epsilon": "eps",
+    "delta": "delta",
+    "radius": "R",
+    "alpha": "alpha",
+    "certifier": "cert",
+}
+
+RELEASE_FORMAT = "privlens.release/1"
+
+
+# ------------------------------------------------------------------------------------ settings
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """The dashboard's shared sidebar values; every field validated on construction.
+
+    ``radius`` is R of posthoc PTR (ℓ∞ on the embedding); ``alpha`` is α of inference privacy
+    (ℓ2 on pixels for the Gauss mechanisms, ℓ1 for Lap-Output). ``epsilon``/``delta`` are the
+    per-mechanism parameters (PTR then guarantees (2ε, δ/2, R), posthoc Thm 4.4).
+    """
+
+    dataset: str = "digits"
+    model: str = "ARL-C-N"
+    mechanism: str = "PTR"
+    epsilon: float = 1.0
+    delta: float = 0.05
+    radius: float = 0.25
+    alpha: float = 0.1
+    certifier: str = "exact"
+
+    def __post_init__(self) -> None:
+        for name in ("dataset", "model"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+        check_choice("mechanism", self.mechanism, MECHANISMS)
+        check_choice("certifier", self.certifier, CERTIFIER_CHOICES)
+        object.__setattr__(self, "epsilon", _in_range("epsilon", check_epsilon(self.epsilon)))
+        object.__setattr__(self, "delta", _in_range("delta", check_delta(self.delta)))
+        object.__setattr__(self, "radius", _in_range("radius", check_positive("radius", self.radius)))
+        object.__setattr__(self, "alpha", _in_range("alpha", check_positive("alpha", self.alpha)))
+
+    @property
+    def is_ptr(self) -> bool:
+        """True for posthoc PTR, False for an inference-privacy mechanism."""
+        return self.mechanism == "PTR"
+
+    def to_query(self) -> dict[str, str]:
+        """URL query parameters (short keys, floats written so they read back exactly)."""
+        out: dict[str, str] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[_QUERY_KEYS[f.name]] = repr(float(value)) if isinstance(value, float) else str(value)
+        return out
+
+    def replace(self, **changes: Any) -> Settings:
+        """A validated copy with ``changes``."""
+        return replace(self, **changes)
+
+
+def _in_range(name: str, value: float) -> float:
+    lo, hi = _RANGES[name]
+    return check_in_range(name, value, lo, hi, low_open=False, high_open=False)
+
+
+def settings_from_query(
+    query: Mapping[str, Any],
+    *,
+    default: Settings,
+    models: Mapping[str, Sequence[str]],
+) -> tuple[Settings, tuple[str, ...]]:
+    """Settings from URL query parameters, each bad value replaced by its default with a warning.
+
+    ``models`` maps every available dataset to its available model names. Unknown keys are
+    ignored. Never raises on user input: the warnings say which value was refused and why.
+    """
+    warnings: list[str] = []
+    values: dict[str, Any] = asdict(default)
+
+    def raw(key: str) -> str | None:
+        v = query.get(key)
+        if isinstance(v, list | tuple):
+            v = v[-1] if v else None
+        return None if v is None else str(v)
+
+    for name, key in _QUERY_KEYS.items():
+        text = raw(key)
+        if text is None or text == "":
+            continue
+        if name in _RANGES:
+            try:
+                number = float(text)
+                candidate = replace(default, **{name: number})
+                values[name] = getattr(candidate, name)
+            except (TypeError, ValueError) as exc:
+                lo, hi = _RANGES[name]
+                reason = str(exc) if "must" in str(exc) else f"not a number in [{lo:g}, {hi:g}]"
+                warnings.append(f"URL parameter {key}={text!r} ignored ({reason}); using {values[name]!r}.")
+        else:
+            values[name] = text
+    if values["mechanism"] not in MECHANISMS:
+        warnings.append(
+            f"URL parameter mech={values['mechanism']!r} ignored (allowed: {', '.join(MECHANISMS)}); "
+            f"using {default.mechanism!r}."
+        )
+        values["mechanism"] = default.mechanism
+    if values["certifier"] not in CERTIFIER_CHOICES:
+        warnings.append(
+            f"URL parameter cert={values['certifier']!r} ignored (allowed: {', '.join(CERTIFIER_CHOICES)}); "
+            f"using {default.certifier!r}."
+        )
+        values["certifier"] = default.certifier
+    if values["dataset"] not in models:
+        warnings.append(
+            f"URL parameter dataset={values['dataset']!r} ignored (available: {', '.join(models)}); "
+            f"using {default.dataset!r}."
+        )
+        values["dataset"] = default.dataset
+    available = tuple(models.get(values["dataset"], ()))
+    if available and values["model"] not in available:
+        fallback = default.model if default.model in available else available[0]
+        if raw(_QUERY_KEYS["model"]) is not None:
+            warnings.append(
+                f"URL parameter model={values['model']!r} ignored (available for {values['dataset']}: "
+                f"{', '.join(available)}); using {fallback!r}."
+            )
+        values["model"] = fallback
+    return Settings(**values), tuple(warnings)
+
+
+def grid_with(grid: Sequence[float], value: float) -> tuple[float, ...]:
+    """The slider options: ``grid`` plus ``value`` if it is not on it, sorted."""
+    return tuple(sorted({float(v) for v in grid} | {float(value)}))
+
+
+# ------------------------------------------------------------------------- PTR presentation
+
+
+def ptr_search_range(
+    radius: float, *, epsilon_min: float, delta_min: float, miss: float = 1e-3, tol_fraction: float = 1 / 16
+) -> tuple[float, float]:
+    """(R_max, tol) for φ's bisection, fixed before any ε/δ is chosen (DESIGN.md, "certifier choice").
+
+    With test noise Lap(b), b = R/ε, and threshold ln(1/δ)·b, a φ of b·(ln(1/δ) + ln(1/(2·miss)))
+    passes with probability ≥ 1 − ``miss`` (Laplace tail ½e^{−t/b}); φ = R* − R once R* ≥ 2R, so
+    bisecting beyond R_max = R + that φ at the smallest ε and δ offered buys nothing but MIP
+    time. ``tol`` = ``tol_fraction``·R bounds the grid spacing ζ, which adds at most that fraction
+    to the test noise (R + ζ)/ε.
+    """
+    r = check_positive("radius", radius)
+    eps = check_epsilon(epsilon_min, "epsilon_min")
+    dlt = check_delta(delta_min, "delta_min")
+    b = r / eps
+    r_max = r + b * (math.log(1.0 / dlt) + math.log(1.0 / (2.0 * miss)))
+    r_max = max(r_max, 2.0 * r)
+    frac = check_in_range("tol_fraction", tol_fraction, 0.0, 1.0, high_open=False)
+    return float(r_max), float(frac * r)
+
+
+def bisection_decisions(radius: float, r_max: float, tol: float) -> int:
+    """Upper bound on the decisions compute_phi makes (for a progress bar): 2 + ⌈log2((R_max − R)/tol)⌉."""
+    span = r_max - radius
+    if span <= 0:
+        return 1
+    m = 0
+    while span / 2.0**m > tol:
+        m += 1
+    return 2 + m
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutcomeText:
+    """What the Release page prints: a headline, one explanatory sentence and the test in numbers."""
+
+    released: bool
+    headline: str
+    detail: str
+    test: str
+
+
+def outcome_summary(result: Any) -> OutcomeText:
+    """Plain-words reading of a :class:`privcore.mechanisms.PTRResult` (posthoc Alg. 1)."""
+    phi = float(result.phi)
+    phi_hat = float(result.phi_noisy)
+    thr = float(result.threshold)
+    test = f"φ̂ = {phi_hat:.4g} {'>' if result.released else '≤'} threshold {thr:.4g} (φ = {phi:.4g})"
+    if result.released:
+        return OutcomeText(
+            released=True,
+            headline="Released",
+            detail=(
+                f"The noisy test passed, so the obfuscated vector was released with Laplace noise of "
+                f"scale {result.noise_scale_effective:.4g} per coordinate."
+            ),
+            test=test,
+        )
+    if phi == 0.0:
+        why = (
+            "φ = 0: the certified local Lipschitz constant of the obfuscator over the R-ball already exceeds "
+            "Δp, so this image is too sensitive to be released at this R."
+        )
+    else:
+        why = (
+            "φ > 0 (the image is at least φ from any point whose R-neighbourhood breaks Δp) but the noisy "
+            "test fell at or below the threshold ln(1/δ)·b; a larger ε or δ makes it pass more often."
+        )
+    return OutcomeText(released=False, headline="⊥ (nothing released)", detail=why, test=test)
+
+
+def plain_guarantee(guarantee: Any) -> str:
+    """The guarantee of a release as one sentence (posthoc Def. 1 / Thm 4.4; IP paper Def. 2)."""
+    eps, dlt, r = float(guarantee.epsilon), float(guarantee.delta), float(guarantee.radius)
+    factor = math.exp(eps) if eps < 700 else math.inf
+    if math.isinf(r):
+        who = "Any other image"
+    elif "embedding" in guarantee.metric:
+        who = f"Any image whose embedding lies within ℓ∞ distance R = {r:.4g} of this one's"
+    else:
+        who = f"Any input within distance α = {r:.4g} of this one ({guarantee.metric})"
+    return (
+        f"{who} would have produced this output with almost the same probability: "
+        f"ε = {eps:.4g}, δ = {dlt:.3g} (no outcome becomes more than e^ε ≈ {factor:.3g} times "
+        f"more likely, except with probability δ)."
+    )
+
+
+def release_document(
+    result: Any,
+    *,
+    dataset: str,
+    model: str,
+    model_digest: str,
+    epsilon: float,
+    delta: float,
+    certifier: str,
+) -> dict[str, Any]:
+    """The downloadable JSON of one posthoc-PTR outcome (posthoc Alg. 1 output).
+
+    Contains the outcome (the noisy vector, or ⊥ as ``null``), the guarantee of Thm 4.4 and the
+    public parameters (ε, δ, R, Δp, R_max, tol, noise scales, certifier, model). Deliberately
+    absent: φ, φ̂, R*, the bisection trace, the image, its digest or name — all computed from the
+    private input without noise, hence not covered by the guarantee.
+    """
+    phi_result = result.phi_result
+    value = None if not result.released else [float(v) for v in np.asarray(result.value).ravel()]
+    return {
+        "format": RELEASE_FORMAT,
+        "outcome": "released" if result.released else "bottom",
+        "value": value,
+        "guarantee": {**result.guarantee.to_dict(), "text": plain_guarantee(result.guarantee)},
+        "parameters": {
+            "epsilon": float(epsilon),
+            "delta": float(delta),
+            "radius": float(phi_result.radius),
+            "delta_p": float(phi_result.delta_p),
+            "r_max": float(phi_result.r_max),
+            "tol": float(phi_result.tol),
+            "release_noise_scale": float(result.noise_scale),
+            "release_noise_scale_effective": float(result.noise_scale_effective),
+            "test_noise_scale_effective": float(result.test_scale_effective),
+            "certifier": certifier,
+        },
+        "model": {"dataset": dataset, "obfuscator": model, "digest": model_digest},
+    }
+
+
+def image_digest(image: Any) -> str:
+    """SHA-256 of an image tensor's shape, dtype and bytes: a session-local key, never released."""
+    arr = image.detach().cpu().numpy() if hasattr(image, "detach") else np.asarray(image)
+    arr = np.ascontiguousarray(arr)
+    h = hashlib.sha256(f"{arr.shape}|{arr.dtype}".encode())
+    h.update(arr.tobytes())
+    return h.hexdigest()
+
+
+# -------------------------------------------------------------------------------- experiments
+
+
+def results_path(dataset: str, name: str, *, root: Path | None = None) -> Path:
+    """``data/results/<dataset>/<name>.csv`` (see ``data/results/README.md``)."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", dataset) or not re.fullmatch(r"[A-Za-z0-9_]+", name):
+        raise ValueError(f"dataset and name must be simple identifiers, got {dataset!r}, {name!r}")
+    return (root or RESULTS_DIR) / dataset / f"{name}.csv"
+
+
+def load_results(dataset: str, name: str, *, root: Path | None = None) -> Any:
+    """The experiment CSV as a pandas DataFrame, or None when it has not been produced (or is empty)."""
+    import pandas as pd
+
+    path = results_path(dataset, name, root=root)
+    if not path.is_file():
+        return None
+    try:
+        df = pd.read_csv(path)
+    except (OSError, ValueError, pd.errors.ParserError):
+        return None
+    return None if df.empty else df
+
+
+def experiment_command(name: str, dataset: str, *, quick: bool = True) -> str:
+    """The command that writes ``data/results/<dataset>/<name>.csv``."""
+    command = f".venv/bin/python -m privcore experiment {name} --dataset {dataset}"
+    return command + (" --quick" if quick else "")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpsilonSolution:
+    """Smallest ε reaching a target accuracy on a measured curve.
+
+    ``measured``: smallest measured ε whose accuracy reaches the target (None if none does);
+    ``interpolated``: linear interpolation in log ε between it and the measured point before it
+    (an estimate, not a measurement; None when there is no bracket); ``reachable`` False when
+    no finite measured ε reaches the target.
+    """
+
+    target: float
+    measured: float | None
+    interpolated: float | None
+    reachable: bool
+    note: str
+
+
+def smallest_epsilon(
+    epsilons: Sequence[float], accuracies: Sequence[float], *, target: float
+) -> EpsilonSolution:
+    """Smallest ε whose measured accuracy reaches ``target`` (finite ε only), plus a log-ε interpolation."""
+    tgt = check_in_range("target", target, 0.0, 1.0, low_open=False, high_open=False)
+    pts = sorted(
+        (float(e), float(a))
+        for e, a in zip(epsilons, accuracies, strict=True)
+        if math.isfinite(float(e)) and float(e) > 0 and math.isfinite(float(a))
+    )
+    for i, (e, a) in enumerate(pts):
+        if a >= tgt:
+            interp = None
+            if i > 0:
+                e0, a0 = pts[i - 1]
+                if a > a0:
+                    t = (tgt - a0) / (a - a0)
+                    interp = float(math.exp(math.log(e0) + t * (math.log(e) - math.log(e0))))
+            note = f"ε = {e:g} is the smallest measured ε with accuracy ≥ {tgt:.3g} ({a:.3g})."
+            if interp is not None:
+                note += f" Interpolating in log ε between measured points: ε ≈ {interp:.3g} (an estimate)."
+            return EpsilonSolution(target=tgt, measured=e, interpolated=interp, reachable=True, note=note)
+    best = max((a for _, a in pts), default=float("nan"))
+    return EpsilonSolution(
+        target=tgt,
+        measured=None,
+        interpolated=None,
+        reachable=False,
+        note=f"No measured ε reaches accuracy {tgt:.3g} (best measured: {best:.3g}).",
+    )
+
+
+# ----------------------------------------------------------------------------------- samples
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sample:
+    """A shipped sample image: file ``path``, display ``name`` and its test-set ``label``."""
+
+    name: str
+    label: str
+    path: Path
+
+    def data(self) -> bytes:
+        """The PNG bytes."""
+        return self.path.read_bytes()
+
+
+def list_samples(dataset: str, *, root: Path | None = None) -> tuple[Sample, ...]:
+    """Sample images of ``dataset`` (``data/samples/<dataset>/<label>-<index>.png``), sorted by name."""
+    folder = (root or SAMPLES_DIR) / dataset
+    if not folder.is_dir():
+        return ()
+    out = []
+    for path in sorted(folder.glob("*.png")):
+        label = path.stem.rpartition("-")[0]
+        out.append(Sample(name=path.stem, label=label or path.stem, path=path))
+    return tuple(out)

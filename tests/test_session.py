@@ -1,0 +1,189 @@
+"""privcore.session: the dashboard's view-model (settings and URLs, release documents, readings)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from privcore.images import load_image
+from privcore.mechanisms import compute_phi, propose_test_release
+from privcore.session import (
+    Settings,
+    bisection_decisions,
+    experiment_command,
+    grid_with,
+    list_samples,
+    load_results,
+    outcome_summary,
+    plain_guarantee,
+    ptr_search_range,
+    release_document,
+    settings_from_query,
+    smallest_epsilon,
+)
+
+MODELS = {"digits": ("ARL-C-N", "Encoder"), "fashion-mnist": ("ARL-C-N",)}
+DEFAULT = Settings()
+
+
+def test_settings_validate_and_name_the_parameter() -> None:
+    with pytest.raises(ValueError, match=r"epsilon must be in \[0.01, 100\], got 1000"):
+        Settings(epsilon=1000.0)
+    with pytest.raises(ValueError, match=r"delta must be in \(0, 1\)"):
+        Settings(delta=1.0)
+    with pytest.raises(ValueError, match="mechanism must be one of"):
+        Settings(mechanism="Gauss")
+    with pytest.raises(ValueError, match=r"radius must be in \(0, ∞\)"):
+        Settings(radius=-1.0)
+
+
+def test_query_round_trip_is_exact() -> None:
+    s = Settings(dataset="fashion-mnist", model="ARL-C-N", mechanism="Lap-Output", epsilon=0.1 + 0.2,
+                 delta=1e-5, radius=0.2, alpha=0.03, certifier="lp")
+    back, warnings = settings_from_query(s.to_query(), default=DEFAULT, models=MODELS)
+    assert back == s and warnings == ()
+
+
+def test_bad_query_values_fall_back_with_warnings() -> None:
+    query = {"eps": "lots", "delta": "2", "mech": "Magic", "cert": "guess", "R": "-1", "alpha": "nan",
+             "dataset": "digits", "model": "Nope", "unknown": "x"}
+    s, warnings = settings_from_query(query, default=DEFAULT, models=MODELS)
+    assert s == DEFAULT
+    text = " ".join(warnings)
+    refused = ("eps='lots'", "delta='2'", "mech='Magic'", "cert='guess'", "R='-1'", "alpha='nan'",
+               "model='Nope'")
+    for key in refused:
+        assert key in text
+    assert len(warnings) == 7
+    s, warnings = settings_from_query({"dataset": "imagenet"}, default=DEFAULT, models=MODELS)
+    assert s.dataset == "digits" and "imagenet" in warnings[0]
+    # list-valued parameters (repeated keys): the last one counts
+    s, _ = settings_from_query({"eps": ["1", "2"]}, default=DEFAULT, models=MODELS)
+    assert s.epsilon == 2.0
+
+
+def test_grid_with_adds_off_grid_value() -> None:
+    assert grid_with((1.0, 2.0), 1.5) == (1.0, 1.5, 2.0)
+    assert grid_with((1.0, 2.0), 2.0) == (1.0, 2.0)
+
+
+def test_ptr_search_range_passes_with_the_stated_probability() -> None:
+    r, eps, dlt, miss = 0.25, 0.1, 1e-10, 1e-3
+    r_max, tol = ptr_search_range(r, epsilon_min=eps, delta_min=dlt, miss=miss)
+    b = r / eps
+    threshold = math.log(1 / dlt) * b
+    phi_at_r_max = r_max - r  # φ = R* − R once R* ≥ 2R
+    # P[φ + Lap(b) > threshold] = 1 − ½·exp(−(φ − threshold)/b) must equal 1 − miss
+    assert 1 - 0.5 * math.exp(-(phi_at_r_max - threshold) / b) == pytest.approx(1 - miss, rel=1e-12)
+    assert tol == r / 16
+
+
+class _StepOracle:
+    """U(z, r) = 1 for r ≤ r0, 2 beyond: monotone in r; with Δp = 1.5 it passes exactly for r ≤ r0."""
+
+    def __init__(self, r0: float) -> None:
+        self.r0 = r0
+
+    def __call__(self, f, center, radius):
+        return 1.0 if radius <= self.r0 else 2.0
+
+
+@pytest.mark.parametrize("r0", [0.2, 0.25, 0.3, 0.9, 5.0, 100.0])
+def test_bisection_decisions_bounds_compute_phi(r0: float) -> None:
+    r_max, tol = ptr_search_range(0.25, epsilon_min=0.1, delta_min=1e-10)
+    res = compute_phi(lambda z: z, np.zeros(2), radius=0.25, delta_p=1.5, r_max=r_max, tol=tol,
+                      lipschitz=_StepOracle(r0))
+    assert res.n_decisions <= bisection_decisions(0.25, r_max, tol)
+
+
+def _ptr(seed: int, x: float):
+    f = torch.nn.Linear(3, 2).double()
+    torch.nn.init.constant_(f.weight, 0.1)
+    z = np.full(3, x)
+    phi = compute_phi(f, z, radius=0.2, delta_p=1.0, r_max=5.0, tol=0.01, lipschitz=lambda *_: 0.6)
+    return propose_test_release(f, z, epsilon=5.0, delta=0.05, radius=0.2, delta_p=1.0, r_max=5.0, tol=0.01,
+                                lipschitz=lambda *_: 0.6, rng=seed, phi=phi)
+
+
+def test_release_document_holds_only_the_outcome_and_public_parameters() -> None:
+    res = _ptr(0, 0.3)
+    assert res.released
+    doc = release_document(res, dataset="digits", model="ARL-C-N", model_digest="abc", epsilon=5.0,
+                           delta=0.05, certifier="exact")
+    text = json.dumps(doc)  # JSON-serialisable
+    assert doc["outcome"] == "released" and doc["value"] == [float(v) for v in res.value]
+    assert set(doc) == {"format", "outcome", "value", "guarantee", "parameters", "model"}
+    assert set(doc["parameters"]) == {
+        "epsilon", "delta", "radius", "delta_p", "r_max", "tol", "release_noise_scale",
+        "release_noise_scale_effective", "test_noise_scale_effective", "certifier",
+    }
+    assert "phi" not in text and "r_star" not in text and "center" not in text
+    assert doc["guarantee"]["epsilon"] == 10.0 and doc["guarantee"]["delta"] == 0.025  # (2ε, δ/2, R)
+    # two different inputs with the same parameters give documents that differ only in the value
+    other = release_document(_ptr(0, -0.7), dataset="digits", model="ARL-C-N", model_digest="abc",
+                             epsilon=5.0, delta=0.05, certifier="exact")
+    assert {k: v for k, v in doc.items() if k != "value"} == {k: v for k, v in other.items() if k != "value"}
+
+
+def test_release_document_for_bottom() -> None:
+    f = torch.nn.Linear(3, 2).double()
+    res = propose_test_release(f, np.zeros(3), epsilon=1.0, delta=0.05, radius=0.2, delta_p=1.0, r_max=5.0,
+                               tol=0.01, lipschitz=lambda *_: 3.0, rng=1)
+    assert not res.released and res.phi == 0.0
+    doc = release_document(res, dataset="digits", model="m", model_digest="d", epsilon=1.0, delta=0.05,
+                           certifier="lp")
+    assert doc["outcome"] == "bottom" and doc["value"] is None
+    text = outcome_summary(res)
+    assert text.headline.startswith("⊥") and "φ = 0" in text.detail and "≤ threshold" in text.test
+
+
+def test_outcome_and_guarantee_texts() -> None:
+    res = _ptr(0, 0.3)
+    text = outcome_summary(res)
+    assert text.released and text.headline == "Released" and "> threshold" in text.test
+    sentence = plain_guarantee(res.guarantee)
+    assert sentence.startswith("Any image whose embedding lies within ℓ∞ distance R = 0.2")
+    assert "ε = 10" in sentence and "δ = 0.025" in sentence
+
+
+def test_smallest_epsilon_measured_and_interpolated() -> None:
+    eps = [1.0, 2.0, 5.0, 10.0, math.inf]
+    acc = [0.3, 0.5, 0.7, 0.8, 0.9]
+    sol = smallest_epsilon(eps, acc, target=0.6)
+    assert sol.measured == 5.0 and sol.reachable
+    # halfway between 0.5 and 0.7 in accuracy → geometric mean of 2 and 5 in ε
+    assert sol.interpolated == pytest.approx(math.sqrt(10.0))
+    assert smallest_epsilon(eps, acc, target=0.3).interpolated is None  # first point already reaches it
+    sol = smallest_epsilon(eps, acc, target=0.85)  # only ε = ∞ reaches it: not reachable
+    assert not sol.reachable and sol.measured is None and "0.8" in sol.note
+    with pytest.raises(ValueError, match="target"):
+        smallest_epsilon(eps, acc, target=1.5)
+
+
+def test_samples_ship_and_decode() -> None:
+    samples = list_samples("digits")
+    assert len(samples) >= 4
+    for s in samples:
+        x = load_image(s.data(), target_shape=(1, 8, 8))
+        assert x.shape == (1, 8, 8) and 0 <= float(x.min()) and float(x.max()) <= 1
+        assert s.label.isdigit()
+    assert list_samples("no-such-dataset") == ()
+
+
+def test_results_loading(tmp_path) -> None:
+    assert load_results("digits", "table1", root=tmp_path) is None
+    (tmp_path / "digits").mkdir()
+    pd.DataFrame({"epsilon": [1.0, float("inf")], "accuracy": [0.5, 0.9]}).to_csv(
+        tmp_path / "digits" / "table1.csv", index=False
+    )
+    df = load_results("digits", "table1", root=tmp_path)
+    assert list(df["accuracy"]) == [0.5, 0.9] and math.isinf(df["epsilon"].iloc[1])
+    with pytest.raises(ValueError):
+        load_results("../etc", "passwd", root=tmp_path)
+    expected = ".venv/bin/python -m privcore experiment table1 --dataset digits --quick"
+    assert experiment_command("table1", "digits") == expected
