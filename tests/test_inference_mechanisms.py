@@ -231,3 +231,8 @@ def test_gauss_input_satisfies_the_dp_inequality_on_neighbours() -> None:
     assert dp_violations(
         weak(np.full(N, 0.3), rng=303), weak(np.full(N, 0.3 + alpha), rng=304), sets, eps, delta
     )
+
+
+def test_epsilon_below_the_sampler_minimum_is_refused_at_construction() -> None:
+    with pytest.raises(ValueError, match="exact samplers"):
+        LapOutput(epsilon=1e-9, alpha=0.1, lipschitz=1.0)

@@ -331,3 +331,36 @@ def test_propose_delta_p_is_mean_plus_n_sigma() -> None:
         propose_delta_p([1.0, -2.0])
     with pytest.raises(ValueError, match="NaN"):
         propose_delta_p([1.0, math.nan])
+
+
+def test_epsilon_below_the_sampler_minimum_fails_before_any_oracle_call() -> None:
+    oracle = SlopeOracle()
+    with pytest.raises(ValueError, match="epsilon must be in"):
+        propose_test_release(
+            identity, np.zeros(2), epsilon=1e-9, delta=0.05, radius=0.5, delta_p=1.0, r_max=2.0, tol=0.01,
+            lipschitz=oracle, rng=0,
+        )  # fmt: skip
+    assert oracle.calls == 0
+
+
+def test_modules_are_released_in_eval_mode_and_their_mode_is_restored() -> None:
+    """Dropout would make f(z) a random function the certificate does not cover."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Linear(3, 200), torch.nn.Dropout(p=0.5), torch.nn.Linear(200, 2)
+    ).double()
+    net.train()
+    z = np.array([0.1, 0.2, 0.3])
+    kw = {"radius": 0.5, "delta_p": 0.1, "r_max": 50.0, "tol": 0.5}  # U = 1e-3·r passes up to R_max
+    res = propose_test_release(
+        net, z, epsilon=50.0, delta=0.05, lipschitz=SlopeOracle(slope=1e-3), rng=0, **kw
+    )
+    assert net.training
+    tolerance = 20 * res.noise_scale_effective  # 0.02; Laplace exceeds 20 scales w.p. 2e-9
+    with torch.no_grad():
+        net.eval()
+        clean = net(torch.as_tensor(z)).numpy()
+        net.train()
+        noisy_forward = [net(torch.as_tensor(z)).numpy() for _ in range(5)]
+    assert all(np.abs(o - clean).max() > tolerance for o in noisy_forward)  # train mode would be visible
+    assert res.released and np.abs(res.value - clean).max() < tolerance

@@ -25,8 +25,15 @@ from typing import Any
 from privcore.mechanisms._arrays import as_float64
 from privcore.mechanisms.gaussian_calibration import CALIBRATIONS, gaussian_sigma
 from privcore.mechanisms.guarantee import Guarantee
-from privcore.mechanisms.sampling import NoisePlan, RngLike, add_noise, plan_gaussian, plan_laplace
-from privcore.validation import check_choice, check_delta, check_epsilon, check_positive
+from privcore.mechanisms.sampling import (
+    NoisePlan,
+    RngLike,
+    add_noise,
+    check_sampler_epsilon,
+    plan_gaussian,
+    plan_laplace,
+)
+from privcore.validation import check_choice, check_delta, check_positive
 
 __all__ = ["GaussInput", "GaussOutput", "LapOutput"]
 
@@ -56,7 +63,7 @@ class GaussInput:
     sigma: float = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", check_sampler_epsilon(self.epsilon))
         object.__setattr__(self, "delta", check_delta(self.delta))
         object.__setattr__(self, "alpha", check_positive("alpha", self.alpha))
         check_choice("calibration", self.calibration, CALIBRATIONS)
@@ -119,7 +126,7 @@ class GaussOutput:
     sigma: float = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", check_sampler_epsilon(self.epsilon))
         object.__setattr__(self, "delta", check_delta(self.delta))
         object.__setattr__(self, "alpha", check_positive("alpha", self.alpha))
         object.__setattr__(self, "lipschitz", check_positive("lipschitz", self.lipschitz))
@@ -183,7 +190,7 @@ class LapOutput:
     scale: float = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", check_sampler_epsilon(self.epsilon))
         object.__setattr__(self, "alpha", check_positive("alpha", self.alpha))
         object.__setattr__(self, "lipschitz", check_positive("lipschitz", self.lipschitz))
         object.__setattr__(self, "scale", self.lipschitz * self.alpha / self.epsilon)

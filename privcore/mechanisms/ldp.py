@@ -23,8 +23,8 @@ import numpy as np
 
 from privcore.mechanisms._arrays import as_float64
 from privcore.mechanisms.guarantee import ANY_METRIC, Guarantee
-from privcore.mechanisms.sampling import NoisePlan, RngLike, add_noise, plan_laplace
-from privcore.validation import check_epsilon, check_int, check_positive
+from privcore.mechanisms.sampling import NoisePlan, RngLike, add_noise, check_sampler_epsilon, plan_laplace
+from privcore.validation import check_int, check_positive
 
 __all__ = ["LDPEmbedding", "LDPImage"]
 
@@ -56,7 +56,7 @@ class LDPImage:
     values_per_image: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", check_sampler_epsilon(self.epsilon))
         if self.values_per_image is not None:
             object.__setattr__(
                 self, "values_per_image", check_int("values_per_image", self.values_per_image, minimum=1)
@@ -119,7 +119,7 @@ class LDPEmbedding:
     bound: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", check_sampler_epsilon(self.epsilon))
         object.__setattr__(self, "bound", check_positive("bound", self.bound))
 
     def scale_for(self, dim: int) -> float:

@@ -21,7 +21,14 @@ import numpy as np
 from privcore.errors import CertificationError
 from privcore.mechanisms._arrays import as_float64
 from privcore.mechanisms.guarantee import Guarantee
-from privcore.mechanisms.sampling import NoisePlan, RngLike, add_noise, as_random_bits, plan_laplace
+from privcore.mechanisms.sampling import (
+    NoisePlan,
+    RngLike,
+    add_noise,
+    as_random_bits,
+    check_sampler_epsilon,
+    plan_laplace,
+)
 from privcore.validation import (
     check_delta,
     check_epsilon,
@@ -279,7 +286,8 @@ def compute_phi(
 
 
 def _evaluate(f: Any, center: np.ndarray) -> np.ndarray:
-    """f(z) as a float64 array: torch modules get z in their parameter dtype/device, callables float64."""
+    """f(z) as float64: modules get z in their parameter dtype/device and run in eval mode (restored
+    afterwards), plain callables get a float64 CPU tensor."""
     import torch
 
     if isinstance(f, torch.nn.Module):
@@ -290,8 +298,16 @@ def _evaluate(f: Any, center: np.ndarray) -> np.ndarray:
         dtype, device = torch.float64, torch.device("cpu")
     else:
         raise TypeError(f"f must be a torch module or a callable, got {type(f).__name__}")
-    with torch.no_grad():
-        out = f(torch.as_tensor(np.array(center), dtype=dtype, device=device))
+    module = f if isinstance(f, torch.nn.Module) else None
+    was_training = module.training if module is not None else False
+    try:
+        if module is not None:
+            module.eval()  # the certified function: no dropout, frozen normalisation statistics
+        with torch.no_grad():
+            out = f(torch.as_tensor(np.array(center), dtype=dtype, device=device))
+    finally:
+        if module is not None:
+            module.train(was_training)
     arr, _ = as_float64("f(z)", out)
     return arr
 
@@ -347,7 +363,7 @@ def propose_test_release(
     Every parameter is validated and f(z) evaluated before any noise is drawn; any error raises
     and nothing is released. Noise comes from the exact grid samplers (secure unless seeded).
     """
-    eps = check_epsilon(epsilon)
+    eps = check_sampler_epsilon(epsilon)
     dlt = check_delta(delta)
     r, dp, rm, t = _validate_grid(radius, delta_p, r_max, tol)
     center = _validate_center(z)

@@ -69,6 +69,7 @@ __all__ = [
     "RngLike",
     "add_noise",
     "as_random_bits",
+    "check_sampler_epsilon",
     "discrete_gaussian_integers",
     "discrete_laplace_integers",
     "plan_gaussian",
@@ -199,6 +200,14 @@ class NoisePlan:
         )
 
 
+def check_sampler_epsilon(epsilon: float) -> float:
+    """ε finite and ≥ :data:`MIN_EPSILON` (below it the samplers' numerical slack would dominate)."""
+    eps = check_epsilon(epsilon)
+    if eps < MIN_EPSILON:
+        raise ValueError(f"epsilon must be in [{MIN_EPSILON:.3g}, ∞) for the exact samplers, got {epsilon!r}")
+    return eps
+
+
 def _shift_for(ratio: float) -> int:
     """Grid exponent offset so that the rounding slack is ≤ 2⁻³⁰ of the sensitivity, within limits."""
     need = _SHIFT_BASE + math.ceil(math.log2(ratio)) if ratio > 1.0 else _SHIFT_BASE
@@ -212,10 +221,8 @@ def plan_laplace(*, sensitivity: float, epsilon: float, numel: int) -> NoisePlan
     t·g ≥ (Δ + numel·g)/(ε − 2⁻³⁶), g = 2^(⌊log₂ b⌋ − shift) (module docstring).
     """
     sens = check_positive("sensitivity", sensitivity)
-    eps = check_epsilon(epsilon)
+    eps = check_sampler_epsilon(epsilon)
     n = check_int("numel", numel, minimum=1)
-    if eps < MIN_EPSILON:
-        raise ValueError(f"epsilon must be ≥ {MIN_EPSILON:.3g} for the exact samplers, got {epsilon!r}")
     nominal = sens / eps
     eps_cal = eps - _EPS_SLACK
     exponent = math.floor(math.log2(nominal)) - _shift_for(n / eps)
@@ -250,11 +257,9 @@ def plan_gaussian(*, sigma: float, sensitivity: float, epsilon: float, delta: fl
     """
     sig = check_positive("sigma", sigma)
     sens = check_positive("sensitivity", sensitivity)
-    eps = check_epsilon(epsilon)
+    eps = check_sampler_epsilon(epsilon)
     dlt = check_delta(delta)
     n = check_int("numel", numel, minimum=1)
-    if eps < MIN_EPSILON:
-        raise ValueError(f"epsilon must be ≥ {MIN_EPSILON:.3g} for the exact samplers, got {epsilon!r}")
     eps_cal = eps - _EPS_SLACK
     dlt_cal = dlt * (1.0 - _DELTA_REL_SLACK) - _DELTA_ABS_SLACK
     root_n = math.sqrt(n) * _ROUND_UP
