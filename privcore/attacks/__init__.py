@@ -4,39 +4,41 @@
 * :mod:`privcore.attacks.audit` — empirical lower bounds on ε from many releases of a pair.
 * :mod:`privcore.attacks.reconstruction` — the attacker network and its training.
 
-Each part appends its exports below (one block per module).
+Exports are loaded lazily (PEP 562), so ``import privcore.attacks.audit`` does not pay for
+torchmetrics. Each part appends its names to ``_EXPORTS`` (name → submodule).
 """
 
-from privcore.attacks.audit import (
-    AuditResult,
-    audit_pair,
-    clopper_pearson_upper,
-    epsilon_lower_bound,
-    laplace_llr_statistic,
-    projection_statistic,
-)
-from privcore.attacks.metrics import (
-    ImageMetrics,
-    image_metrics,
-    l1_error,
-    l2_error,
-    paper_psnr,
-    psnr,
-    ssim,
-)
+from __future__ import annotations
 
-__all__ = [
-    "AuditResult",
-    "ImageMetrics",
-    "audit_pair",
-    "clopper_pearson_upper",
-    "epsilon_lower_bound",
-    "image_metrics",
-    "l1_error",
-    "l2_error",
-    "laplace_llr_statistic",
-    "paper_psnr",
-    "projection_statistic",
-    "psnr",
-    "ssim",
-]
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    # privcore.attacks.audit
+    "AuditResult": "audit",
+    "audit_pair": "audit",
+    "clopper_pearson_upper": "audit",
+    "epsilon_lower_bound": "audit",
+    "laplace_llr_statistic": "audit",
+    "projection_statistic": "audit",
+    # privcore.attacks.metrics
+    "ImageMetrics": "metrics",
+    "image_metrics": "metrics",
+    "l1_error": "metrics",
+    "l2_error": "metrics",
+    "paper_psnr": "metrics",
+    "psnr": "metrics",
+    "ssim": "metrics",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"privcore.attacks.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'privcore.attacks' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

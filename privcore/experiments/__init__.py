@@ -1,0 +1,59 @@
+"""Runners that regenerate every table and figure of the papers as tidy CSVs and plotly figures.
+
+``python -m privcore experiment NAME --dataset D [--quick]`` (see :mod:`privcore.experiments.cli`);
+one module per experiment, each with ``run(ctx: RunContext) -> pandas.DataFrame``. Columns of
+every CSV: ``data/results/README.md``. Our numbers beside the papers': ``docs/RESULTS.md``.
+
+============  ==================================================================================
+``table1``    posthoc paper Table 1: eight obfuscators under PTR, accuracy and release rate
+``table2``    posthoc paper Table 2: LDP-Image, LDP-Embedding and the adversarial pipeline
+``attack``    posthoc paper Tables 3–6: reconstruction attack, SSIM / ℓ1 / ℓ2 / PSNR over (R, ε)
+``fig2``      posthoc paper Fig. 2: local Lipschitz constant against the ARL weight α
+``fig3``      posthoc paper Fig. 3: decoded points on the boundary of the R-ball
+``fig4``      posthoc paper Fig. 4: certification runtime against radius, dimension, depth
+``ip``        inference-privacy paper Figs 3–5 and its CIFAR table
+``audit``     empirical privacy audit of every mechanism (lower bounds on ε)
+============  ==================================================================================
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from privcore.experiments.runner import DEFAULT_RESULTS_DIR, ResultTable, RunContext
+
+__all__ = [
+    "DEFAULT_RESULTS_DIR",
+    "EXPERIMENTS",
+    "ResultTable",
+    "RunContext",
+    "get_experiment",
+    "run_experiment",
+]
+
+#: Experiment name → module (under privcore.experiments) holding ``run(ctx)``, in ``all`` order.
+EXPERIMENTS: dict[str, str] = {
+    "audit": "audit",
+    "fig4": "fig4",
+    "ip": "ip",
+    "fig3": "fig3",
+    "fig2": "fig2",
+    "table2": "table2",
+    "table1": "table1",
+    "attack": "attack",
+}
+
+
+def get_experiment(name: str) -> Callable[[RunContext], Any]:
+    """The ``run`` function of experiment ``name`` (ValueError naming the known ones otherwise)."""
+    if name not in EXPERIMENTS:
+        raise ValueError(f"experiment must be one of {', '.join(map(repr, EXPERIMENTS))}, got {name!r}")
+    module = importlib.import_module(f"privcore.experiments.{EXPERIMENTS[name]}")
+    return module.run
+
+
+def run_experiment(name: str, ctx: RunContext) -> Any:
+    """Run one experiment (resuming where a previous identical run stopped); return its DataFrame."""
+    return get_experiment(name)(ctx)

@@ -1,0 +1,367 @@
+"""Shared plumbing of the experiments: resumable tidy CSV tables, provenance, progress and figures.
+
+Every experiment (``python -m privcore experiment NAME --dataset D``) writes
+``data/results/<D>/<NAME>.csv`` (one row per setting), ``<NAME>.json`` (provenance) and a plotly
+figure, as documented in ``data/results/README.md``. A :class:`ResultTable` appends each row as
+soon as it is computed and flushes it, so an interrupted run leaves a valid CSV; rerunning the
+same command (same configuration hash) skips the settings already done, while a different
+configuration starts afresh.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import hashlib
+import json
+import math
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privcore.validation import check_choice, check_int
+
+__all__ = [
+    "DEFAULT_RESULTS_DIR",
+    "Progress",
+    "ResultTable",
+    "RunContext",
+    "format_value",
+    "progress_bar",
+    "save_figure",
+]
+
+#: Where results live unless ``--out`` says otherwise: ``<repository>/data/results``.
+DEFAULT_RESULTS_DIR = Path(__file__).resolve().parents[2] / "data" / "results"
+
+#: ``progress(done, total, message)``: how long operations report progress.
+Progress = Callable[[int, int, str], None]
+
+
+def _no_progress(done: int, total: int, message: str) -> None:
+    return None
+
+
+def format_value(value: Any) -> str:
+    """One CSV cell: floats in round-trip ``repr`` (``inf``; NaN/None → empty), bools True/False."""
+    if value is None:
+        return ""
+    if isinstance(value, bool | np.bool_):
+        return "True" if value else "False"
+    if isinstance(value, float | np.floating):
+        v = float(value)
+        if math.isnan(v):
+            return ""
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(value, int | np.integer):
+        return str(int(value))
+    return str(value)
+
+
+def _config_hash(config: Mapping[str, Any]) -> str:
+    blob = json.dumps(config, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _git_revision() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip()
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def _versions() -> dict[str, str]:
+    import plotly
+    import torch
+
+    from privcore import __version__
+
+    return {
+        "privcore": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "plotly": plotly.__version__,
+    }
+
+
+class ResultTable:
+    """An append-only CSV of one experiment with resume (module docstring).
+
+    ``columns`` fixes the CSV header; ``key`` names the columns that identify a setting. ``config``
+    (JSON-able) is everything that changes the numbers; its hash decides whether an existing file
+    is resumed (same hash) or replaced (different hash, or ``fresh=True``).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        columns: Sequence[str],
+        key: Sequence[str],
+        config: Mapping[str, Any],
+        command: str = "",
+        fresh: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        self.meta_path = self.path.with_suffix(".json")
+        self.columns = tuple(columns)
+        self.key = tuple(key)
+        missing = [k for k in self.key if k not in self.columns]
+        if missing or len(set(self.columns)) != len(self.columns):
+            raise ValueError(f"key columns {missing} are not among the columns, or a column repeats")
+        self.config = dict(config)
+        self.config_hash = _config_hash(self.config)
+        self._done: set[tuple[str, ...]] = set()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        resumed = False
+        if not fresh and self.path.is_file() and self.meta_path.is_file():
+            try:
+                meta = json.loads(self.meta_path.read_text())
+            except (OSError, json.JSONDecodeError):
+                meta = {}
+            if meta.get("config_hash") == self.config_hash and tuple(meta.get("columns", ())) == self.columns:
+                resumed = self._load_existing()
+        if not resumed:
+            with self.path.open("w", newline="", encoding="utf-8") as fh:
+                csv.writer(fh).writerow(self.columns)
+            self.meta = {
+                "experiment": self.path.stem,
+                "command": command,
+                "config": self.config,
+                "config_hash": self.config_hash,
+                "columns": list(self.columns),
+                "key": list(self.key),
+                "git_revision": _git_revision(),
+                "versions": _versions(),
+                "started": _utc_now(),
+                "finished": None,
+                "rows": 0,
+                "complete": False,
+                "figures": [],
+            }
+        else:
+            self.meta = json.loads(self.meta_path.read_text())
+            self.meta["resumed"] = _utc_now()
+            self.meta["complete"] = False
+            self.meta["rows"] = len(self._done)
+        self.resumed = resumed
+        self._write_meta()
+
+    def _load_existing(self) -> bool:
+        with self.path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            if header is None or tuple(header) != self.columns:
+                return False
+            idx = [self.columns.index(k) for k in self.key]
+            rows = [r for r in reader if len(r) == len(self.columns)]
+        # rewrite without any half-written trailing line
+        with self.path.open("w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(self.columns)
+            w.writerows(rows)
+        self._done = {tuple(r[i] for i in idx) for r in rows}
+        return True
+
+    def _write_meta(self) -> None:
+        tmp = self.meta_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.meta, indent=2, sort_keys=True, default=str) + "\n")
+        tmp.replace(self.meta_path)
+
+    def _key_of(self, values: Mapping[str, Any]) -> tuple[str, ...]:
+        try:
+            return tuple(format_value(values[k]) for k in self.key)
+        except KeyError as exc:
+            raise KeyError(f"setting lacks key column {exc.args[0]!r} (key = {self.key})") from None
+
+    def done(self, **setting: Any) -> bool:
+        """True when a row with these key values is already in the table."""
+        return self._key_of(setting) in self._done
+
+    @property
+    def n_rows(self) -> int:
+        """Rows in the table so far."""
+        return len(self._done)
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        """Append one row (every column present, no extra ones) and flush it to disk."""
+        extra = set(row) - set(self.columns)
+        missing = [c for c in self.columns if c not in row]
+        if extra or missing:
+            raise ValueError(f"row has extra columns {sorted(extra)} / lacks {missing}")
+        key = self._key_of(row)
+        if key in self._done:
+            raise ValueError(
+                f"a row with key {dict(zip(self.key, key, strict=True))} is already in {self.path}"
+            )
+        with self.path.open("a", newline="", encoding="utf-8") as fh:
+            csv.writer(fh).writerow([format_value(row[c]) for c in self.columns])
+            fh.flush()
+        self._done.add(key)
+        self.meta["rows"] = len(self._done)
+        self._write_meta()
+
+    def frame(self):  # -> pandas.DataFrame
+        """The table as a pandas DataFrame (as a reader of the CSV sees it)."""
+        import pandas as pd
+
+        return pd.read_csv(self.path)
+
+    def finish(self, *, figures: Iterable[str] = (), notes: Mapping[str, Any] | None = None):
+        """Mark the run complete, record its figures and notes; return :meth:`frame`."""
+        self.meta["finished"] = _utc_now()
+        self.meta["complete"] = True
+        self.meta["figures"] = sorted(set(self.meta.get("figures", [])) | set(figures))
+        if notes:
+            self.meta.setdefault("notes", {}).update(dict(notes))
+        self._write_meta()
+        return self.frame()
+
+
+def save_figure(fig: Any, stem: str | os.PathLike[str], *, png: bool = True) -> list[str]:
+    """Write a plotly figure as ``stem.html`` and, when an image exporter (kaleido) is installed,
+    ``stem.png``; return the file names written.
+
+    The HTML loads ``plotly.min.js`` from the results root (``<stem>/../../plotly.min.js``, written
+    once), so pages work offline without a 4.8 MB copy of plotly.js per figure.
+    """
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    shared = stem.parent.parent / "plotly.min.js"
+    if not shared.is_file():
+        from plotly.offline import get_plotlyjs
+
+        shared.write_text(get_plotlyjs(), encoding="utf-8")
+    html = stem.with_suffix(".html")
+    fig.write_html(str(html), include_plotlyjs="../plotly.min.js", full_html=True)
+    written = [html.name]
+    if png:
+        try:
+            fig.write_image(str(stem.with_suffix(".png")), scale=2)
+            written.append(stem.with_suffix(".png").name)
+        except (ValueError, ImportError, RuntimeError, OSError):
+            pass  # no static image exporter here: HTML only (data/results/README.md)
+    return written
+
+
+@contextmanager
+def progress_bar(description: str, *, enabled: bool = True) -> Iterator[Progress]:
+    """A rich progress bar as a ``progress(done, total, message)`` callback (no-op when disabled)."""
+    if not enabled:
+        yield _no_progress
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        transient=False,
+    ) as prog:
+        task = prog.add_task(description, total=None)
+
+        def update(done: int, total: int, message: str) -> None:
+            prog.update(task, completed=done, total=total, description=f"{description} {message}".rstrip())
+
+        yield update
+
+
+MODES = ("tiny", "quick", "full")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunContext:
+    """What every experiment gets: dataset, mode, where to write, seed, device, progress.
+
+    ``mode`` is ``full`` (the papers' settings, as far as two CPU cores allow), ``quick`` (a
+    subsample: every experiment of one dataset in minutes) or ``tiny`` (seconds; for tests).
+    """
+
+    dataset: str
+    mode: str = "full"
+    out_dir: Path = DEFAULT_RESULTS_DIR
+    seed: int = 0
+    device: str = "auto"
+    certifier: str = "exact"
+    fresh: bool = False
+    show_progress: bool = True
+    command: str = ""
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_choice("mode", self.mode, MODES)
+        check_int("seed", self.seed, minimum=0)
+        check_choice("certifier", self.certifier, ("exact", "lp", "interval"))
+        object.__setattr__(self, "out_dir", Path(self.out_dir))
+
+    @property
+    def quick(self) -> bool:
+        """True in ``quick`` and ``tiny`` modes."""
+        return self.mode != "full"
+
+    def pick(self, *, full: Any, quick: Any, tiny: Any) -> Any:
+        """The value of a size parameter for this mode."""
+        return {"full": full, "quick": quick, "tiny": tiny}[self.mode]
+
+    @property
+    def dataset_dir(self) -> Path:
+        """``<out_dir>/<dataset>``."""
+        return self.out_dir / self.dataset
+
+    def table(
+        self, name: str, *, columns: Sequence[str], key: Sequence[str], config: Mapping[str, Any]
+    ) -> ResultTable:
+        """The resumable table ``<out_dir>/<dataset>/<name>.csv`` for this run."""
+        full_config = {"dataset": self.dataset, "mode": self.mode, "seed": self.seed, **dict(config)}
+        return ResultTable(
+            self.dataset_dir / f"{name}.csv",
+            columns=columns,
+            key=key,
+            config=full_config,
+            command=self.command or default_command(),
+            fresh=self.fresh,
+        )
+
+    def torch_device(self):  # -> torch.device
+        """CUDA when present (or asked for), else CPU."""
+        import torch
+
+        if self.device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device(self.device)
+
+    @contextmanager
+    def progress(self, description: str) -> Iterator[Progress]:
+        """Progress callback for one long step of the experiment."""
+        with progress_bar(f"[{self.dataset}] {description}", enabled=self.show_progress) as update:
+            yield update
+
+
+def default_command() -> str:
+    """The command line that started this process, as the user would retype it."""
+    return "python -m privcore " + " ".join(shlex.quote(a) for a in sys.argv[1:])

@@ -1,0 +1,98 @@
+"""Experiment plumbing (privcore.experiments.runner): resumable CSV tables, provenance, figures."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from privcore.experiments.runner import ResultTable, RunContext, format_value, save_figure
+
+COLS = ("dataset", "epsilon", "radius", "accuracy", "released")
+KEY = ("epsilon", "radius")
+
+
+def _table(path, config=None, **kw) -> ResultTable:
+    return ResultTable(path, columns=COLS, key=KEY, config=config or {"a": 1}, command="test", **kw)
+
+
+def test_format_value_round_trips_through_pandas(tmp_path) -> None:
+    assert format_value(math.inf) == "inf"
+    assert format_value(float("nan")) == ""
+    assert format_value(None) == ""
+    assert format_value(True) == "True"
+    assert format_value(0.1) == repr(0.1)
+    t = _table(tmp_path / "t.csv")
+    t.add({"dataset": "d", "epsilon": math.inf, "radius": 0.1, "accuracy": 1 / 3, "released": True})
+    t.add({"dataset": "d", "epsilon": 2.0, "radius": 0.1, "accuracy": None, "released": False})
+    df = pd.read_csv(tmp_path / "t.csv")
+    assert df["epsilon"].tolist() == [math.inf, 2.0]
+    assert df["accuracy"].iloc[0] == 1 / 3  # exact float round trip
+    assert math.isnan(df["accuracy"].iloc[1])
+    assert df["released"].dtype == bool
+
+
+def test_resume_skips_done_settings_and_repairs_a_torn_line(tmp_path) -> None:
+    path = tmp_path / "t.csv"
+    t = _table(path)
+    t.add({"dataset": "d", "epsilon": 1.0, "radius": 0.2, "accuracy": 0.5, "released": True})
+    with path.open("a") as fh:  # a run killed while writing a row
+        fh.write("d,2.0,0.2,0.")
+    again = _table(path)
+    assert again.resumed
+    assert again.done(epsilon=1.0, radius=0.2)
+    assert not again.done(epsilon=2.0, radius=0.2)
+    again.add({"dataset": "d", "epsilon": 2.0, "radius": 0.2, "accuracy": 0.7, "released": True})
+    df = again.finish()
+    assert len(df) == 2 and df["accuracy"].tolist() == [0.5, 0.7]
+    meta = json.loads(path.with_suffix(".json").read_text())
+    assert meta["complete"] is True and meta["rows"] == 2 and meta["command"] == "test"
+    with pytest.raises(ValueError, match="already"):
+        again.add({"dataset": "d", "epsilon": 2.0, "radius": 0.2, "accuracy": 0.7, "released": True})
+
+
+def test_a_different_config_or_fresh_starts_over(tmp_path) -> None:
+    path = tmp_path / "t.csv"
+    t = _table(path, {"n": 10})
+    t.add({"dataset": "d", "epsilon": 1.0, "radius": 0.2, "accuracy": 0.5, "released": True})
+    assert not _table(path, {"n": 20}).done(epsilon=1.0, radius=0.2)
+    assert len(pd.read_csv(path)) == 0
+    t = _table(path, {"n": 20})
+    t.add({"dataset": "d", "epsilon": 1.0, "radius": 0.2, "accuracy": 0.5, "released": True})
+    assert not _table(path, {"n": 20}, fresh=True).done(epsilon=1.0, radius=0.2)
+
+
+def test_rows_must_match_the_columns(tmp_path) -> None:
+    t = _table(tmp_path / "t.csv")
+    with pytest.raises(ValueError, match="lacks"):
+        t.add({"dataset": "d", "epsilon": 1.0, "radius": 0.2})
+    with pytest.raises(ValueError, match="extra"):
+        t.add({"dataset": "d", "epsilon": 1.0, "radius": 0.2, "accuracy": 1, "released": 1, "oops": 0})
+    with pytest.raises(ValueError, match="key columns"):
+        ResultTable(tmp_path / "u.csv", columns=("a",), key=("b",), config={})
+
+
+def test_run_context_modes_and_paths(tmp_path) -> None:
+    ctx = RunContext(dataset="digits", mode="tiny", out_dir=tmp_path, show_progress=False)
+    assert ctx.quick and ctx.pick(full=3, quick=2, tiny=1) == 1
+    assert ctx.dataset_dir == tmp_path / "digits"
+    with pytest.raises(ValueError, match="mode"):
+        RunContext(dataset="digits", mode="fast")
+    with pytest.raises(ValueError, match="certifier"):
+        RunContext(dataset="digits", certifier="guess")
+    table = ctx.table("x", columns=("dataset", "v"), key=("v",), config={"k": 1})
+    meta = json.loads((tmp_path / "digits" / "x.json").read_text())
+    assert meta["config"] == {"dataset": "digits", "mode": "tiny", "seed": 0, "k": 1}
+    assert table.n_rows == 0
+
+
+def test_save_figure_writes_html_sharing_one_plotly_js(tmp_path) -> None:
+    import plotly.graph_objects as go
+
+    names = save_figure(go.Figure(go.Scatter(x=[0, 1], y=[1, 0])), tmp_path / "digits" / "fig")
+    assert "fig.html" in names
+    html = (tmp_path / "digits" / "fig.html").read_text()
+    assert "../plotly.min.js" in html and len(html) < 100_000
+    assert (tmp_path / "plotly.min.js").stat().st_size > 1_000_000
