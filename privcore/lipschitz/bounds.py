@@ -1,0 +1,364 @@
+"""Cheap bounds on the local Lipschitz constant of a ReLU network over a box.
+
+Notation (DESIGN.md, "maths contract"): ``L(f, B) = sup_{x ∈ B} ‖J_f(x)‖_{p→q}`` with the
+generalized (Clarke) Jacobian, ``B = [lo, hi]`` a box (the ℓ∞ ball ``B(z, r)`` in the API),
+``p`` the input norm ("linf" or "l1") and ``q`` the output norm ("l1" or "linf").
+
+* :func:`forward_bounds` — interval bound propagation (IBP, Gowal et al. 2018) of the hidden
+  pre-activations over the box; it fixes the stable neurons and gives LipMIP's big-M constants.
+* :func:`backward_bounds` / :func:`interval_upper_bound` — interval propagation of the Jacobian
+  (Jordan & Dimakis 2020, §4 "bounds on the backward pass"): ``Jᵀ = W_1ᵀ D_1 … W_Lᵀ`` with
+  ``D_i = diag(ReLU')`` fixed at 0 or 1 for stable neurons and the interval [0, 1] for unstable
+  ones, evaluated in midpoint–radius interval arithmetic, followed by the exact maximum of the
+  operator norm over the resulting interval matrix.
+* :func:`global_upper_bound` — product of layer operator norms (Szegedy et al. 2014; valid on
+  all of ℝ^d because ``‖diag(ReLU')‖_{k→k} ≤ 1``).
+* :func:`sampled_lower_bound` — Jacobian norms at sampled points of the box and at points
+  improved by a local random search; every reported value is the exact float64 norm of the
+  Jacobian at a point where the network is affine nearby, hence a certified lower bound.
+
+Monotonicity (what PTR needs of a certifier, DESIGN.md "certifier choice"): interval
+arithmetic is inclusion-isotone, so for boxes ``B' ⊆ B`` the pre-activation intervals, the
+stability pattern (stable stays stable) and the Jacobian interval matrix over ``B'`` are
+contained in those over ``B``; the maximum of a norm over a smaller set is no larger. Hence
+``interval_upper_bound(B') ≤ interval_upper_bound(B)`` (exactly, not only up to rounding,
+because every step is a monotone function of the box in floating point as well).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from privcore.lipschitz.network import ReluNetwork
+from privcore.validation import check_choice, check_finite_array, check_int, check_nonnegative
+
+__all__ = [
+    "INPUT_NORMS",
+    "OUTPUT_NORMS",
+    "BackwardBounds",
+    "ForwardBounds",
+    "LowerBound",
+    "backward_bounds",
+    "box_around",
+    "forward_bounds",
+    "global_upper_bound",
+    "interval_upper_bound",
+    "jacobian_norms",
+    "operator_norm",
+    "sampled_lower_bound",
+]
+
+INPUT_NORMS = ("linf", "l1")
+OUTPUT_NORMS = ("l1", "linf")
+#: ∞→1 norms are computed exactly by enumerating sign vectors of the smaller side up to this size.
+MAX_EXACT_SIGN_DIM = 20
+
+
+def box_around(center: np.ndarray, radius: float) -> tuple[np.ndarray, np.ndarray]:
+    """The ℓ∞ ball ``B(center, radius)`` as a box ``[center − r, center + r]``."""
+    c = np.asarray(center, dtype=np.float64)
+    return c - radius, c + radius
+
+
+@dataclass(frozen=True, eq=False)
+class ForwardBounds:
+    """Pre-activation intervals ``[lower[i], upper[i]]`` of every ReLU layer over a box."""
+
+    lower: tuple[np.ndarray, ...]
+    upper: tuple[np.ndarray, ...]
+
+    # Strict inequalities: a neuron whose pre-activation touches 0 somewhere on the (closed) box
+    # keeps both Clarke choices there, so it stays a binary of the MILP. This makes the MILP's
+    # value the same for any valid bounds: the sup over the closed box of the generalized
+    # Jacobian norm of f as a function on ℝ^d.
+    def active(self, i: int) -> np.ndarray:
+        """Neurons of layer ``i`` that are ReLU-active on the whole box (pre-activation > 0)."""
+        return self.lower[i] > 0.0
+
+    def inactive(self, i: int) -> np.ndarray:
+        """Neurons of layer ``i`` that are off on the whole box (pre-activation < 0)."""
+        return self.upper[i] < 0.0
+
+    def unstable(self, i: int) -> np.ndarray:
+        """Neurons of layer ``i`` whose sign changes over the box."""
+        return ~(self.active(i) | self.inactive(i))
+
+    @property
+    def n_unstable(self) -> int:
+        """Total number of unstable neurons."""
+        return int(sum(int(self.unstable(i).sum()) for i in range(len(self.lower))))
+
+
+def forward_bounds(net: ReluNetwork, lo: np.ndarray, hi: np.ndarray) -> ForwardBounds:
+    """Interval bound propagation of hidden pre-activations over the box ``[lo, hi]`` (IBP)."""
+    mid = (np.asarray(lo, dtype=np.float64) + hi) / 2.0
+    rad = (np.asarray(hi, dtype=np.float64) - lo) / 2.0
+    lows, ups = [], []
+    for w, b in zip(net.weights[:-1], net.biases[:-1], strict=True):
+        m = w @ mid + b
+        r = np.abs(w) @ rad
+        lower, upper = m - r, m + r
+        lows.append(lower)
+        ups.append(upper)
+        post_lo, post_hi = np.maximum(lower, 0.0), np.maximum(upper, 0.0)
+        mid, rad = (post_lo + post_hi) / 2.0, (post_hi - post_lo) / 2.0
+    return ForwardBounds(lower=tuple(lows), upper=tuple(ups))
+
+
+@dataclass(frozen=True, eq=False)
+class BackwardBounds:
+    """Interval matrices of the partial transposed Jacobians, midpoint–radius form.
+
+    ``mid[i] ± rad[i]`` (shape ``(n_i, m)``) encloses ``W_{i+1}ᵀ D_{i+1} … W_Lᵀ`` for every
+    admissible ``D``; index 0 is the full ``Jᵀ`` (shape ``(d, m)``); index ``i ≥ 1`` is the
+    backward signal *before* the ReLU of hidden layer ``i`` (1-based).
+    """
+
+    mid: tuple[np.ndarray, ...]
+    rad: tuple[np.ndarray, ...]
+
+    def signal_bound(self, i: int, output_norm: str) -> np.ndarray:
+        """``max |q_j|`` over the dual output set: ``q = M c``, ``c ∈ [-1,1]^m`` (output ℓ1) or
+        ``‖c‖₁ ≤ 1`` (output ℓ∞), ``M`` in the interval matrix of layer ``i``."""
+        absmax = np.abs(self.mid[i]) + self.rad[i]
+        if output_norm == "l1":
+            return absmax.sum(axis=1)
+        return absmax.max(axis=1, initial=0.0)
+
+
+def backward_bounds(net: ReluNetwork, fwd: ForwardBounds) -> BackwardBounds:
+    """Interval propagation of the transposed Jacobian through the ReLU pattern of ``fwd``."""
+    n_hidden = len(net.weights) - 1
+    mids: list[np.ndarray] = [np.empty(0)] * (n_hidden + 1)
+    rads: list[np.ndarray] = [np.empty(0)] * (n_hidden + 1)
+    mid = np.array(net.weights[-1].T)
+    rad = np.zeros_like(mid)
+    for i in range(n_hidden, 0, -1):  # hidden layer i (1-based) has bounds fwd.*[i-1]
+        mids[i], rads[i] = mid, rad
+        act, una = fwd.active(i - 1), fwd.unstable(i - 1)
+        lo, hi = mid - rad, mid + rad
+        lo = np.where(act[:, None], lo, np.where(una[:, None], np.minimum(lo, 0.0), 0.0))
+        hi = np.where(act[:, None], hi, np.where(una[:, None], np.maximum(hi, 0.0), 0.0))
+        mid, rad = (lo + hi) / 2.0, (hi - lo) / 2.0
+        w = net.weights[i - 1]
+        mid, rad = w.T @ mid, np.abs(w.T) @ rad
+    mids[0], rads[0] = mid, rad
+    return BackwardBounds(mid=tuple(mids), rad=tuple(rads))
+
+
+@functools.lru_cache(maxsize=32)
+def _sign_vectors(n: int) -> np.ndarray:
+    """All sign vectors in {±1}^n with first entry +1 (the others are their negatives)."""
+    if n == 0:
+        return np.ones((1, 0))
+    codes = np.arange(1 << (n - 1), dtype=np.int64)
+    rest = 1.0 - 2.0 * ((codes[:, None] >> np.arange(n - 1, dtype=np.int64)) & 1)
+    out = np.hstack([np.ones((codes.shape[0], 1)), rest])
+    out.setflags(write=False)
+    return out
+
+
+def _inf_to_one(a: np.ndarray) -> np.ndarray:
+    """Exact ``‖A‖_{∞→1} = max_{s ∈ {±1}^d} ‖A s‖₁`` for a stack of matrices ``(..., m, d)``."""
+    m, d = a.shape[-2:]
+    if min(m, d) > MAX_EXACT_SIGN_DIM:
+        raise ValueError(
+            f"exact ∞→1 norm needs min(rows, cols) ≤ {MAX_EXACT_SIGN_DIM}, got a {m}×{d} matrix"
+        )
+    if m < d:  # ‖A‖_{∞→1} = ‖Aᵀ‖_{∞→1}: enumerate over the smaller side
+        a = np.swapaxes(a, -1, -2)
+    signs = _sign_vectors(a.shape[-1])
+    out = np.zeros(a.shape[:-2])
+    for chunk in np.array_split(signs, max(1, signs.shape[0] // 4096)):
+        vals = np.abs(np.einsum("...ij,sj->...si", a, chunk)).sum(axis=-1)
+        out = np.maximum(out, vals.max(axis=-1))
+    return out
+
+
+def operator_norm(a: np.ndarray, *, input_norm: str = "linf", output_norm: str = "l1") -> float | np.ndarray:
+    """Exact operator norm ``‖A‖_{p→q}`` for ``p ∈ {ℓ∞, ℓ1}``, ``q ∈ {ℓ1, ℓ∞}`` (stacks allowed).
+
+    ℓ1→ℓ1: max column ℓ1 norm; ℓ∞→ℓ∞: max row ℓ1 norm; ℓ1→ℓ∞: max |a_ij|; ℓ∞→ℓ1: max over
+    sign vectors (NP-hard in general; exact here by enumeration of the smaller side).
+    """
+    check_choice("input_norm", input_norm, INPUT_NORMS)
+    check_choice("output_norm", output_norm, OUTPUT_NORMS)
+    a = np.asarray(a, dtype=np.float64)
+    if a.shape[-1] == 0 or a.shape[-2] == 0:
+        res = np.zeros(a.shape[:-2])
+    elif input_norm == "l1" and output_norm == "l1":
+        res = np.abs(a).sum(axis=-2).max(axis=-1)
+    elif input_norm == "linf" and output_norm == "linf":
+        res = np.abs(a).sum(axis=-1).max(axis=-1)
+    elif input_norm == "l1" and output_norm == "linf":
+        res = np.abs(a).max(axis=(-1, -2))
+    else:
+        res = _inf_to_one(a)
+    return float(res) if np.ndim(res) == 0 else res
+
+
+def _operator_norm_upper(a: np.ndarray, input_norm: str, output_norm: str) -> float:
+    """The exact operator norm, or ``Σ|a_ij|`` (a valid ∞→1 upper bound) when that is too costly."""
+    if input_norm == "linf" and output_norm == "l1" and min(a.shape) > MAX_EXACT_SIGN_DIM:
+        return float(np.abs(a).sum())
+    return float(operator_norm(a, input_norm=input_norm, output_norm=output_norm))
+
+
+def _interval_matrix_norm(mid: np.ndarray, rad: np.ndarray, input_norm: str, output_norm: str) -> float:
+    """``max ‖J‖_{p→q}`` over all ``J`` with ``Jᵀ ∈ [mid − rad, mid + rad]`` (shape ``(d, m)``).
+
+    For a fixed dual pair (c, s) the maximum over the box is attained entrywise, so e.g. for
+    ∞→1 it equals ``‖midᵀ‖_{∞→1} + Σ rad`` — exact, not a further relaxation.
+    """
+    absmax = np.abs(mid) + rad
+    if mid.size == 0:
+        return 0.0
+    if input_norm == "linf" and output_norm == "l1":
+        if min(mid.shape) > MAX_EXACT_SIGN_DIM:
+            return float(absmax.sum())
+        return float(_inf_to_one(mid.T)) + float(rad.sum())
+    if input_norm == "linf" and output_norm == "linf":  # max over outputs k of Σ_j |J_kj|
+        return float(absmax.sum(axis=0).max())
+    if input_norm == "l1" and output_norm == "l1":  # max over inputs j of Σ_k |J_kj|
+        return float(absmax.sum(axis=1).max())
+    return float(absmax.max())
+
+
+def _check_norms(input_norm: str, output_norm: str) -> None:
+    check_choice("input_norm", input_norm, INPUT_NORMS)
+    check_choice("output_norm", output_norm, OUTPUT_NORMS)
+
+
+def interval_upper_bound(
+    net: ReluNetwork,
+    center: np.ndarray,
+    radius: float,
+    *,
+    input_norm: str = "linf",
+    output_norm: str = "l1",
+    fwd: ForwardBounds | None = None,
+) -> float:
+    """Upper bound on ``L(f, B(center, radius))`` by interval propagation of the Jacobian
+    (Jordan & Dimakis 2020, §4); monotone under ball inclusion (see module docstring)."""
+    _check_norms(input_norm, output_norm)
+    if fwd is None:
+        fwd = forward_bounds(net, *box_around(center, radius))
+    bwd = backward_bounds(net, fwd)
+    return _interval_matrix_norm(bwd.mid[0], bwd.rad[0], input_norm, output_norm)
+
+
+def global_upper_bound(net: ReluNetwork, *, input_norm: str = "linf", output_norm: str = "l1") -> float:
+    """Global Lipschitz upper bound: ``min_k ‖W_L‖_{k→q} ∏ ‖W_i‖_{k→k} ‖W_1‖_{p→k}`` over
+    ``k ∈ {ℓ1, ℓ∞}`` (Szegedy et al. 2014; ReLU is 1-Lipschitz coordinatewise, so
+    ``‖diag(ReLU')‖_{k→k} ≤ 1``). Independent of the ball, hence trivially monotone."""
+    _check_norms(input_norm, output_norm)
+    ws = net.weights
+    if len(ws) == 1:
+        return _operator_norm_upper(ws[0], input_norm, output_norm)
+    best = np.inf
+    for k in ("linf", "l1"):
+        # a "k→k" norm with k as both the input and the output norm; q/p as given at the ends.
+        first = _operator_norm_upper(ws[0], input_norm, "l1" if k == "l1" else "linf")
+        last = _operator_norm_upper(ws[-1], k, output_norm)
+        middle = 1.0
+        for w in ws[1:-1]:
+            middle *= _operator_norm_upper(w, k, "l1" if k == "l1" else "linf")
+        best = min(best, first * middle * last)
+    return float(best)
+
+
+@dataclass(frozen=True)
+class LowerBound:
+    """A certified lower bound: the Jacobian norm ``value`` at the point ``point`` of the box."""
+
+    value: float
+    point: np.ndarray | None
+    n_evaluated: int
+
+
+#: relative safety margin for float64 rounding in a reported lower bound
+_LOWER_DEFLATE = 1e-12
+
+
+def jacobian_norms(
+    net: ReluNetwork, points: np.ndarray, *, input_norm: str = "linf", output_norm: str = "l1"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Jacobian norms at a batch of points, and a mask of the points where the network is
+    affine in a neighbourhood (no pre-activation within rounding of 0), where the norm is a
+    certified lower bound on the local Lipschitz constant of any box containing the point."""
+    pts = np.atleast_2d(np.asarray(points, dtype=np.float64))
+    pre = net.preactivations(pts)
+    strict = np.ones(pts.shape[0], dtype=bool)
+    for z in pre:
+        scale = 1e-9 * (1.0 + np.abs(z).max(axis=1, keepdims=True))
+        strict &= np.all(np.abs(z) > scale, axis=1)
+    patterns = [(z > 0).astype(np.float64) for z in pre]
+    jac = net.jacobians(pts, patterns)
+    norms = operator_norm(jac, input_norm=input_norm, output_norm=output_norm)
+    return np.atleast_1d(np.asarray(norms, dtype=np.float64)), strict
+
+
+def sampled_lower_bound(
+    net: ReluNetwork,
+    center: np.ndarray,
+    radius: float,
+    *,
+    input_norm: str = "linf",
+    output_norm: str = "l1",
+    n_samples: int = 256,
+    n_rounds: int = 6,
+    seed: int = 0,
+) -> LowerBound:
+    """Certified lower bound on ``L(f, B(center, radius))`` from Jacobians at sampled points
+    (uniform, box vertices, the centre) and a local random search around the best ones.
+
+    Sampling is deterministic given ``seed`` (a lower bound is not a privacy parameter: any
+    point of the box gives a valid one, so no secure randomness is needed here).
+    """
+    _check_norms(input_norm, output_norm)
+    center = check_finite_array("center", center).reshape(-1)
+    radius = check_nonnegative("radius", radius)
+    n_samples = check_int("n_samples", n_samples, minimum=1)
+    d = center.shape[0]
+    rng = np.random.default_rng(seed)
+    lo, hi = box_around(center, radius)
+    n_vert = n_samples // 2
+    pts = np.vstack(
+        [
+            center[None, :],
+            center + radius * rng.choice((-1.0, 1.0), size=(n_vert, d)),
+            rng.uniform(lo, hi, size=(n_samples - n_vert, d)),
+        ]
+    )
+    best_val, best_pt, n_eval = -np.inf, None, 0
+
+    def evaluate(p: np.ndarray) -> np.ndarray:
+        nonlocal best_val, best_pt, n_eval
+        vals, ok = jacobian_norms(net, p, input_norm=input_norm, output_norm=output_norm)
+        n_eval += p.shape[0]
+        vals = np.where(ok, vals, -np.inf)
+        k = int(np.argmax(vals))
+        if vals[k] > best_val:
+            best_val, best_pt = float(vals[k]), p[k].copy()
+        return vals
+
+    vals = evaluate(pts)
+    n_top = min(8, pts.shape[0])
+    per = max(1, n_samples // (2 * n_top))
+    for rnd in range(n_rounds if radius > 0 else 0):
+        top = pts[np.argsort(-vals)[:n_top]]
+        scale = radius * 0.5**rnd
+        moves = rng.uniform(-scale, scale, size=(n_top, per, d))
+        flips = rng.random((n_top, per, d)) < 1.0 / max(d, 1)  # jump some coordinates to a face
+        cand = top[:, None, :] + moves
+        cand = np.where(flips, center + radius * np.sign(moves + 1e-300), cand)
+        cand = np.clip(cand.reshape(-1, d), lo, hi)
+        cand_vals = evaluate(cand)
+        pts = np.vstack([top, cand])
+        vals = np.concatenate([np.sort(vals)[::-1][:n_top], cand_vals])
+    if not np.isfinite(best_val):
+        return LowerBound(value=0.0, point=None, n_evaluated=n_eval)
+    return LowerBound(value=best_val * (1.0 - _LOWER_DEFLATE), point=best_pt, n_evaluated=n_eval)

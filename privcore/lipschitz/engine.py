@@ -1,0 +1,375 @@
+"""Certificates of the local Lipschitz constant: exact (LipMIP), LP relaxation, interval.
+
+``local_lipschitz`` is the engine's entry point (Jordan & Dimakis, NeurIPS 2020): it parses the
+network, bounds it over the box, and, for the exact certifier, solves LipMIP's MILP with Gurobi
+or HiGHS. :func:`decide_exact` answers "L ≤ τ?" exactly, with cheap bounds first and a MILP
+with early stops otherwise; it backs the PTR oracle in :mod:`privcore.lipschitz.certifier`.
+
+Region and norms (DESIGN.md): the region is always the ℓ∞ box ``B(center, r) = [center − r,
+center + r]``; ``input_norm``/``output_norm`` only choose the operator norm of the Jacobian:
+ℓ∞→ℓ1 (default; the product's d_X = ℓ∞, d_Y = ℓ1), ℓ∞→ℓ∞ (max row ℓ1 norm), ℓ1→ℓ1 (max column
+ℓ1 norm, used to verify a global bound on a box) and ℓ1→ℓ∞ (max entry).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from privcore.errors import CertificationError
+from privcore.lipschitz.backends import SOLVERS, SolveResult, solve
+from privcore.lipschitz.bounds import (
+    INPUT_NORMS,
+    OUTPUT_NORMS,
+    box_around,
+    forward_bounds,
+    interval_upper_bound,
+    jacobian_norms,
+    operator_norm,
+    sampled_lower_bound,
+)
+from privcore.lipschitz.milp import LipschitzMILP, build_milp
+from privcore.lipschitz.network import ReluNetwork, as_network
+from privcore.validation import check_choice, check_finite_array, check_nonnegative, check_positive
+
+__all__ = [
+    "CERTIFIERS",
+    "Certificate",
+    "Decision",
+    "decide_exact",
+    "local_lipschitz",
+    "lp_upper_bound",
+    "verified_lower_bound",
+]
+
+CERTIFIERS = ("exact", "lp", "interval")
+
+#: relative gap at which a MILP counts as solved to optimality
+MIP_GAP = 1e-6
+
+
+@dataclass(frozen=True, kw_only=True)
+class Certificate:
+    """A certified bracket ``lower ≤ L(f, B(center, radius)) ≤ upper``.
+
+    ``upper`` is what mechanisms use: a proven bound (the solver's dual bound on a time-out,
+    never its incumbent). ``exact`` is True when ``upper`` is the certifier's exact value (the
+    MILP solved to optimality, or the closed form; for ``lp``/``interval`` the relaxation's
+    value itself). ``solver`` says what ran ("gurobi", "highs", "closed-form", "interval");
+    ``status`` is the solver's status; the model size is reported as unstable neurons,
+    variables and constraints (0 when no MILP was built).
+    """
+
+    upper: float
+    lower: float
+    exact: bool
+    solver: str
+    status: str
+    seconds: float
+    certifier: str
+    radius: float
+    input_norm: str
+    output_norm: str
+    n_unstable: int
+    n_variables: int
+    n_constraints: int
+    argmax: tuple[float, ...] | None = None
+    model_hash: str = ""
+
+
+def _check_common(center: Any, radius: Any, input_norm: str, output_norm: str, net: ReluNetwork) -> tuple:
+    c = check_finite_array("center", center).reshape(-1)
+    if c.shape[0] != net.in_dim:
+        raise ValueError(f"center must have the network's input dimension {net.in_dim}, got {c.shape[0]}")
+    r = check_nonnegative("radius", radius)
+    check_choice("input_norm", input_norm, INPUT_NORMS)
+    check_choice("output_norm", output_norm, OUTPUT_NORMS)
+    return c, r
+
+
+def _pattern_from_solution(milp: LipschitzMILP, fwd, sol: np.ndarray) -> list[np.ndarray]:
+    pats = []
+    for i, un in enumerate(milp.unstable):
+        p = fwd.active(i).astype(np.float64)
+        p[un] = np.round(sol[milp.delta_index[i]])
+        pats.append(p)
+    return pats
+
+
+def _strict_point_for_pattern(
+    net: ReluNetwork, lo: np.ndarray, hi: np.ndarray, pattern: list[np.ndarray]
+) -> np.ndarray | None:
+    """A point of the box where every neuron strictly has the sign of ``pattern``, if one exists
+    (LP: maximise the smallest signed pre-activation margin), else None."""
+    from scipy.optimize import linprog
+
+    d = net.in_dim
+    if len(net.weights) == 1:  # affine: every point is interior to the single region
+        return (np.asarray(lo) + hi) / 2.0
+    rows, rhs = [], []
+    A = np.eye(d)
+    a = np.zeros(d)
+    for w, b, p in zip(net.weights[:-1], net.biases[:-1], pattern, strict=True):
+        P, p0 = w @ A, w @ a + b
+        s = np.where(p > 0.5, 1.0, -1.0)
+        # s·(P x + p0) ≥ η  ⇔  −s·P x + η ≤ s·p0
+        rows.append(np.hstack([-(s[:, None] * P), np.ones((len(s), 1))]))
+        rhs.append(s * p0)
+        A, a = p[:, None] * P, p * p0
+    scale = 1.0 + max(float(np.abs(r).max()) for r in rhs)
+    res = linprog(
+        c=np.r_[np.zeros(d), -1.0],
+        A_ub=np.vstack(rows),
+        b_ub=np.concatenate(rhs),
+        bounds=[*zip(lo, hi, strict=True), (None, scale)],
+        method="highs",
+    )
+    if res.status != 0 or -res.fun <= 1e-9 * scale:
+        return None
+    return np.clip(res.x[:d], lo, hi)
+
+
+def verified_lower_bound(
+    net: ReluNetwork,
+    center: np.ndarray,
+    radius: float,
+    candidates: list[tuple[np.ndarray, list[np.ndarray] | None]],
+    *,
+    input_norm: str,
+    output_norm: str,
+) -> tuple[float, np.ndarray | None]:
+    """Largest certified Jacobian norm among candidate (point, pattern) pairs of the box.
+
+    A candidate counts only after a float64 re-evaluation at a point of the box where the network
+    is affine nearby (a MILP incumbent often sits on a boundary between regions; then the LP of
+    :func:`_strict_point_for_pattern` moves it into the interior of its pattern's region)."""
+    lo, hi = box_around(center, radius)
+    best, arg = 0.0, None
+    for x, pattern in candidates:
+        pts = [np.clip(x, lo, hi)]
+        if pattern is not None:
+            strict = _strict_point_for_pattern(net, lo, hi, pattern)
+            if strict is not None:
+                pts.append(strict)
+        vals, ok = jacobian_norms(net, np.array(pts), input_norm=input_norm, output_norm=output_norm)
+        for v, good, p in zip(vals, ok, pts, strict=True):
+            inside = bool(np.all(p >= lo) and np.all(p <= hi))
+            if good and inside and v * (1 - 1e-12) > best:
+                best, arg = float(v * (1 - 1e-12)), p
+    return best, arg
+
+
+def lp_upper_bound(
+    net: Any,
+    center: Any,
+    radius: float,
+    *,
+    input_norm: str = "linf",
+    output_norm: str = "l1",
+    solver: str = "highs",
+) -> float:
+    """The ``lp`` certifier's value: ``min(LP relaxation of LipMIP with interval big-M, interval
+    bound)``. Both terms are monotone under ball inclusion (see :mod:`privcore.lipschitz.milp`),
+    hence so is their minimum. Raises CertificationError if the LP is not solved."""
+    net = as_network(net)
+    c, r = _check_common(center, radius, input_norm, output_norm, net)
+    fwd = forward_bounds(net, *box_around(c, r))
+    interval = interval_upper_bound(net, c, r, input_norm=input_norm, output_norm=output_norm, fwd=fwd)
+    if fwd.n_unstable == 0:
+        return interval
+    milp = build_milp(net, c, r, input_norm=input_norm, output_norm=output_norm, fwd=fwd)
+    res = solve(milp, solver=solver, relax=True)
+    if res.status != "optimal" or not math.isfinite(res.upper):
+        raise CertificationError(f"LP relaxation not solved ({res.solver}: {res.status})")
+    return min(interval, res.upper)
+
+
+def _closed_form(net: ReluNetwork, center: np.ndarray, fwd, input_norm: str, output_norm: str) -> float:
+    """With no unstable neuron the Jacobian is constant on the box: its exact operator norm."""
+    pats = [fwd.active(i).astype(np.float64) for i in range(len(net.weights) - 1)]
+    jac = net.jacobians(np.zeros((1, net.in_dim)), pats)[0]
+    return float(operator_norm(jac, input_norm=input_norm, output_norm=output_norm))
+
+
+def local_lipschitz(
+    net: Any,
+    center: Any,
+    radius: float,
+    *,
+    input_norm: str = "linf",
+    output_norm: str = "l1",
+    solver: str = "auto",
+    time_limit: float | None = None,
+    certifier: str = "exact",
+    threads: int | None = None,
+) -> Certificate:
+    """Local Lipschitz constant of a ReLU network over the ℓ∞ box ``B(center, radius)``.
+
+    ``certifier="exact"``: LipMIP (Jordan & Dimakis 2020) solved to optimality (relative gap
+    1e-6); on a time-out ``exact=False`` and ``upper`` is the solver's proven bound.
+    ``"lp"``/``"interval"``: the monotone relaxations of DESIGN.md (``upper`` is their value).
+    ``net`` is a torch module made of Linear and ReLU layers (anything else is refused) or a
+    :class:`~privcore.lipschitz.network.ReluNetwork`. ``solver`` is "auto" (Gurobi when the
+    model fits its licence, else HiGHS), "gurobi" or "highs"; with "auto" a network with no
+    unstable neuron on the box is answered in closed form without a solver.
+    """
+    start = time.perf_counter()
+    check_choice("certifier", certifier, CERTIFIERS)
+    check_choice("solver", solver, SOLVERS)
+    if time_limit is not None:
+        time_limit = check_positive("time_limit", time_limit)
+    net = as_network(net)
+    c, r = _check_common(center, radius, input_norm, output_norm, net)
+    norms = dict(input_norm=input_norm, output_norm=output_norm)
+    lo, hi = box_around(c, r)
+    fwd = forward_bounds(net, lo, hi)
+    interval = interval_upper_bound(net, c, r, fwd=fwd, **norms)
+    lower = sampled_lower_bound(net, c, r, **norms)
+    base = dict(certifier=certifier, radius=r, n_unstable=fwd.n_unstable, model_hash=net.digest, **norms)
+
+    def done(**kw: Any) -> Certificate:
+        kw.setdefault("n_variables", 0)
+        kw.setdefault("n_constraints", 0)
+        return Certificate(seconds=time.perf_counter() - start, **base, **kw)
+
+    argmax = None if lower.point is None else tuple(float(v) for v in lower.point)
+    if certifier == "interval" or (fwd.n_unstable == 0 and solver == "auto"):
+        if fwd.n_unstable == 0:
+            value = _closed_form(net, c, fwd, input_norm, output_norm)
+            return done(upper=value, lower=min(lower.value, value), exact=True, solver="closed-form",
+                        status="optimal", argmax=argmax)
+        return done(upper=interval, lower=lower.value, exact=True, solver="interval", status="optimal",
+                    argmax=argmax)
+    milp = build_milp(net, c, r, fwd=fwd, **norms)
+    size = dict(n_variables=milp.n_variables, n_constraints=milp.n_constraints)
+    if certifier == "lp":
+        res = solve(milp, solver=solver, relax=True, time_limit=time_limit, threads=threads)
+        if res.status != "optimal":
+            return done(upper=interval, lower=lower.value, exact=False, solver=res.solver, status=res.status,
+                        argmax=argmax, **size)
+        return done(upper=min(interval, res.upper), lower=lower.value, exact=True, solver=res.solver,
+                    status=res.status, argmax=argmax, **size)
+    res = solve(milp, solver=solver, time_limit=time_limit, mip_gap=MIP_GAP, threads=threads)
+    upper = min(res.upper, interval) if math.isfinite(res.upper) else interval
+    best_lower, best_arg = lower.value, lower.point
+    if res.solution is not None:
+        cand = [(res.solution[milp.x_index], _pattern_from_solution(milp, fwd, res.solution))]
+        v, p = verified_lower_bound(net, c, r, cand, **norms)
+        if v > best_lower:
+            best_lower, best_arg = v, p
+    exact = res.status == "optimal"
+    return done(
+        upper=upper,
+        lower=min(best_lower, upper),
+        exact=exact,
+        solver=res.solver,
+        status=res.status,
+        argmax=None if best_arg is None else tuple(float(v) for v in best_arg),
+        **size,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    """Answer to "L(f, B(center, radius)) ≤ threshold?" and the evidence that settled it.
+
+    ``how`` is one of "interval", "lp", "sampled", "mip-bound", "mip-incumbent", "mip-optimal".
+    ``upper``/``lower`` are certified bounds on L at this radius learnt on the way (``lower_radius``
+    is the distance from the centre of the verified point behind ``lower``: the lower bound holds
+    for every ball of at least that radius).
+    """
+
+    passed: bool
+    how: str
+    upper: float = math.inf
+    lower: float = 0.0
+    lower_radius: float = 0.0
+    seconds: float = 0.0
+    solver: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def decide_exact(
+    net: ReluNetwork,
+    center: np.ndarray,
+    radius: float,
+    threshold: float,
+    *,
+    input_norm: str = "linf",
+    output_norm: str = "l1",
+    solver: str = "auto",
+    time_limit: float | None = None,
+    threads: int | None = None,
+    use_lp: bool = True,
+) -> Decision:
+    """Exactly decide ``L(f, B(center, radius)) ≤ threshold`` (posthoc PTR's bisection step).
+
+    Cheap certified bounds settle the step only when they do (interval or LP upper ≤ τ: pass;
+    a verified Jacobian norm > τ at a point of the box: fail). Otherwise LipMIP runs with early
+    stops: pass as soon as the proven bound is ≤ τ (Gurobi ``BestBdStop``, HiGHS dual-bound
+    interrupt), fail as soon as an incumbent exceeds τ *and* its Jacobian norm, re-evaluated in
+    float64 at a point of the box, confirms it. If the solve ends without either, the decision
+    is the proven bound at optimality (bound ≤ τ: pass, else fail: a τ inside the solver's
+    1e-6 optimality gap is failed, never guessed as a pass). A time-out raises
+    :class:`CertificationError` — it must never become a decision (DESIGN.md).
+    """
+    start = time.perf_counter()
+    norms = dict(input_norm=input_norm, output_norm=output_norm)
+    lo, hi = box_around(center, radius)
+    fwd = forward_bounds(net, lo, hi)
+
+    def out(passed: bool, how: str, **kw: Any) -> Decision:
+        return Decision(passed=passed, how=how, seconds=time.perf_counter() - start, **kw)
+
+    interval = interval_upper_bound(net, center, radius, fwd=fwd, **norms)
+    if interval <= threshold:
+        return out(True, "interval", upper=interval)
+    if fwd.n_unstable == 0:
+        value = _closed_form(net, center, fwd, input_norm, output_norm)
+        if value <= threshold:
+            return out(True, "closed-form", upper=value)
+    low = sampled_lower_bound(net, center, radius, **norms)
+    lower_r = float(np.max(np.abs(low.point - center))) if low.point is not None else 0.0
+    if low.value > threshold:
+        return out(False, "sampled", upper=interval, lower=low.value, lower_radius=lower_r)
+    if fwd.n_unstable == 0:  # closed form > τ but not verified by sampling (cannot happen in practice)
+        return out(False, "closed-form", upper=interval, lower=low.value, lower_radius=lower_r)
+    milp = build_milp(net, center, radius, fwd=fwd, **norms)
+    upper = interval
+    if use_lp:
+        lp = solve(milp, solver=solver, relax=True, threads=threads)
+        if lp.status == "optimal" and math.isfinite(lp.upper):
+            upper = min(upper, lp.upper)
+            if upper <= threshold:
+                return out(True, "lp", upper=upper, lower=low.value, lower_radius=lower_r, solver=lp.solver)
+    stop_obj = threshold + max(1e-9, 1e-7 * abs(threshold))
+    res: SolveResult = solve(
+        milp, solver=solver, time_limit=time_limit, stop_bound_at=threshold, stop_objective_at=stop_obj,
+        mip_gap=MIP_GAP, threads=threads,
+    )
+    info = dict(solver=res.solver, extra={"nodes": res.nodes, "mip_seconds": res.seconds})
+    if res.status in ("bound_stop", "optimal") and res.upper <= threshold:
+        return out(True, "mip-bound", upper=min(upper, res.upper), lower=low.value, lower_radius=lower_r,
+                   **info)
+    if res.solution is not None and res.lower > threshold:
+        cand = [(res.solution[milp.x_index], _pattern_from_solution(milp, fwd, res.solution))]
+        v, p = verified_lower_bound(net, center, radius, cand, **norms)
+        if v > threshold:
+            return out(False, "mip-incumbent", upper=min(upper, res.upper), lower=v,
+                       lower_radius=float(np.max(np.abs(p - center))), **info)
+        if res.status == "objective_stop":  # unverified incumbent: solve to optimality instead
+            res = solve(milp, solver=solver, time_limit=time_limit, mip_gap=MIP_GAP, threads=threads)
+            info = dict(solver=res.solver, extra={"nodes": res.nodes, "mip_seconds": res.seconds})
+    if res.status == "optimal":
+        passed = res.upper <= threshold
+        return out(passed, "mip-optimal", upper=min(upper, res.upper), lower=low.value, lower_radius=lower_r,
+                   **info)
+    raise CertificationError(
+        f"the MILP deciding L ≤ {threshold:g} at radius {radius:g} ended with status {res.status!r} "
+        f"after {res.seconds:.2f} s ({res.solver}; proven bound {res.upper:.6g}, incumbent {res.lower:.6g}); "
+        "a time-out cannot become a privacy decision, so the query fails and nothing is released"
+    )

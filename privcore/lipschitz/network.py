@@ -1,0 +1,302 @@
+"""Parse a torch ReLU network into float64 weight lists, and hash it.
+
+LipMIP (Jordan & Dimakis, NeurIPS 2020, §3) is exact for compositions of affine maps and
+ReLUs, so this is the only kind of network the engine accepts:
+``f = A_L ∘ ReLU ∘ A_{L-1} ∘ … ∘ ReLU ∘ A_1`` with ``A_i(x) = W_i x + b_i``. Any torch
+module whose traced graph is a single chain of ``nn.Linear``, ``nn.ReLU`` (module or
+``torch.relu`` / ``F.relu`` / ``.relu()``) and ``nn.Identity`` is accepted; consecutive
+affine maps are composed and a trailing ReLU gets an identity output layer. Everything else
+(other activations, dropout, batch norm, skip connections, convolutions) is refused with
+a message naming the offending operation, because the MILP would not describe it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from privcore.errors import PrivcoreError
+
+__all__ = ["ReluNetwork", "UnsupportedNetworkError", "as_network", "model_hash"]
+
+
+class UnsupportedNetworkError(PrivcoreError, TypeError):
+    """The module is not a chain of Linear and ReLU layers, so LipMIP does not apply."""
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.array(a, dtype=np.float64, copy=True)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class ReluNetwork:
+    """A ReLU MLP in float64: ``x ↦ W_L relu(… relu(W_1 x + b_1) …) + b_L``.
+
+    ``weights[i]`` has shape ``(n_{i+1}, n_i)``; ReLU follows every layer but the last.
+    ``digest`` is the model hash (architecture + parameters) used as a cache key.
+    """
+
+    weights: tuple[np.ndarray, ...]
+    biases: tuple[np.ndarray, ...]
+    digest: str
+
+    @classmethod
+    def from_arrays(cls, weights: Any, biases: Any, *, digest: str | None = None) -> ReluNetwork:
+        """Build from lists of weight matrices and bias vectors (checked, copied to float64)."""
+        from privcore.validation import check_finite_array
+
+        ws = tuple(_frozen(check_finite_array(f"weights[{i}]", w)) for i, w in enumerate(weights))
+        bs = tuple(_frozen(check_finite_array(f"biases[{i}]", b)) for i, b in enumerate(biases))
+        if not ws or len(ws) != len(bs):
+            raise ValueError(f"need one bias vector per weight matrix (≥ 1), got {len(ws)} and {len(bs)}")
+        for i, (w, b) in enumerate(zip(ws, bs, strict=True)):
+            if w.ndim != 2 or b.shape != (w.shape[0],):
+                raise ValueError(f"layer {i}: weight shape {w.shape} and bias shape {b.shape} do not match")
+            if i and w.shape[1] != ws[i - 1].shape[0]:
+                raise ValueError(
+                    f"layer {i}: input width {w.shape[1]} ≠ previous output width {ws[i - 1].shape[0]}"
+                )
+        if digest is None:
+            h = hashlib.sha256(b"privcore.ReluNetwork.v1")
+            for w, b in zip(ws, bs, strict=True):
+                h.update(repr(w.shape).encode())
+                h.update(np.ascontiguousarray(w, dtype="<f8").tobytes())
+                h.update(np.ascontiguousarray(b, dtype="<f8").tobytes())
+            digest = h.hexdigest()
+        return cls(weights=ws, biases=bs, digest=digest)
+
+    @property
+    def in_dim(self) -> int:
+        """Input dimension d."""
+        return int(self.weights[0].shape[1])
+
+    @property
+    def out_dim(self) -> int:
+        """Output dimension m."""
+        return int(self.weights[-1].shape[0])
+
+    @property
+    def hidden_widths(self) -> tuple[int, ...]:
+        """Widths of the ReLU layers."""
+        return tuple(int(w.shape[0]) for w in self.weights[:-1])
+
+    @property
+    def n_hidden(self) -> int:
+        """Number of ReLU neurons."""
+        return int(sum(self.hidden_widths))
+
+    def describe(self) -> str:
+        """Architecture as ``d→h1→…→m``."""
+        return "→".join(str(n) for n in (self.in_dim, *self.hidden_widths, self.out_dim))
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        """Evaluate on a point ``(d,)`` or a batch ``(n, d)`` in float64."""
+        a = np.asarray(x, dtype=np.float64)
+        for w, b in zip(self.weights[:-1], self.biases[:-1], strict=True):
+            a = np.maximum(a @ w.T + b, 0.0)
+        return a @ self.weights[-1].T + self.biases[-1]
+
+    def preactivations(self, x: np.ndarray) -> list[np.ndarray]:
+        """Hidden pre-activations for a batch ``(n, d)``, one ``(n, width)`` array per ReLU layer."""
+        a = np.atleast_2d(np.asarray(x, dtype=np.float64))
+        out = []
+        for w, b in zip(self.weights[:-1], self.biases[:-1], strict=True):
+            z = a @ w.T + b
+            out.append(z)
+            a = np.maximum(z, 0.0)
+        return out
+
+    def jacobians(self, x: np.ndarray, patterns: list[np.ndarray] | None = None) -> np.ndarray:
+        """Jacobians ``(n, m, d)`` at a batch of points (ReLU'(0) := 0), or for given 0/1 patterns."""
+        x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+        if patterns is None:
+            patterns = [(z > 0).astype(np.float64) for z in self.preactivations(x)]
+        n = x.shape[0]
+        jac = np.broadcast_to(self.weights[0], (n, *self.weights[0].shape))
+        for w, s in zip(self.weights[1:], patterns, strict=True):
+            s = np.broadcast_to(np.atleast_2d(s), (n, w.shape[1]))
+            jac = np.einsum("ij,nj,njk->nik", w, s, jac, optimize=True)
+        return np.array(jac)
+
+
+class _ParseMemo:
+    """Parsed networks per live torch module, re-validated by a cheap fingerprint each call."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._memo: weakref.WeakKeyDictionary[Any, tuple[str, ReluNetwork]] = weakref.WeakKeyDictionary()
+
+    def get(self, module: Any, fingerprint: str) -> ReluNetwork | None:
+        with self._lock:
+            hit = self._memo.get(module)
+        return hit[1] if hit is not None and hit[0] == fingerprint else None
+
+    def put(self, module: Any, fingerprint: str, net: ReluNetwork) -> None:
+        with self._lock:
+            self._memo[module] = (fingerprint, net)
+
+
+_MEMO = _ParseMemo()
+
+
+def model_hash(module: Any) -> str:
+    """Stable hash of a torch module: its structure (``repr``) and every state_dict tensor in order
+    (name, dtype, shape, bytes). A ``ReluNetwork`` returns its own digest."""
+    if isinstance(module, ReluNetwork):
+        return module.digest
+    import torch
+
+    h = hashlib.sha256(b"privcore.model_hash.v1\0")
+    h.update(repr(module).encode())
+    for name, t in module.state_dict().items():
+        t = t.detach().cpu().contiguous()
+        h.update(f"\0{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def as_network(net: Any) -> ReluNetwork:
+    """Return ``net`` as a :class:`ReluNetwork`, parsing a torch module if needed (memoised per
+    module and re-parsed whenever its structure or parameters change)."""
+    if isinstance(net, ReluNetwork):
+        return net
+    try:
+        import torch
+    except ImportError as exc:  # pragma: no cover - torch is pinned
+        raise UnsupportedNetworkError("net must be a ReluNetwork or a torch module") from exc
+    if not isinstance(net, torch.nn.Module):
+        raise UnsupportedNetworkError(
+            f"net must be a torch.nn.Module made of Linear and ReLU layers, got {type(net).__name__}"
+        )
+    digest = model_hash(net)
+    hit = _MEMO.get(net, digest)
+    if hit is not None:
+        return hit
+    parsed = _parse_module(net, digest)
+    _MEMO.put(net, digest, parsed)
+    return parsed
+
+
+def _parse_module(module: Any, digest: str) -> ReluNetwork:
+    import torch
+    import torch.fx as fx
+    import torch.nn.functional as F
+
+    relu_functions = {torch.relu, F.relu, torch.relu_, torch.nn.functional.relu}
+    if isinstance(module, torch.nn.Linear | torch.nn.ReLU | torch.nn.Identity):
+        module = torch.nn.Sequential(module)  # a bare leaf module: trace it as a one-layer chain
+    try:
+        graph = fx.symbolic_trace(module).graph
+    except Exception as exc:
+        raise UnsupportedNetworkError(
+            f"cannot trace {type(module).__name__} into a chain of Linear/ReLU layers ({exc}); "
+            "LipMIP supports only fully connected ReLU networks"
+        ) from exc
+    ops: list[tuple[str, Any]] = []  # ("affine", (W, b)) or ("relu", None)
+    previous = None
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            if previous is not None:
+                raise UnsupportedNetworkError("the network must take exactly one input tensor")
+            previous = node
+            continue
+        if node.op == "output":
+            if node.args[0] is not previous:
+                raise UnsupportedNetworkError("the network's output must be the last layer's output")
+            break
+        if len(node.args) < 1 or node.args[0] is not previous or any(
+            isinstance(a, fx.Node) for a in (*node.args[1:], *node.kwargs.values())
+        ):
+            raise UnsupportedNetworkError(
+                f"operation {node.format_node()} is not part of a single Linear/ReLU chain "
+                "(skip connections and multi-input operations are not supported by LipMIP)"
+            )
+        if node.op == "call_module":
+            sub = module.get_submodule(node.target)
+            if isinstance(sub, torch.nn.Linear):
+                w = sub.weight.detach().cpu().double().numpy()
+                b = (
+                    sub.bias.detach().cpu().double().numpy()
+                    if sub.bias is not None
+                    else np.zeros(w.shape[0])
+                )
+                ops.append(("affine", (w, b)))
+            elif isinstance(sub, torch.nn.ReLU):
+                ops.append(("relu", None))
+            elif isinstance(sub, torch.nn.Identity):
+                pass
+            else:
+                raise UnsupportedNetworkError(
+                    f"layer {node.target!r} is {type(sub).__name__}; LipMIP supports only "
+                    "torch.nn.Linear and torch.nn.ReLU (and Identity)"
+                )
+        elif node.op == "call_function" and node.target in relu_functions:
+            ops.append(("relu", None))
+        elif node.op == "call_method" and node.target in ("relu", "relu_"):
+            ops.append(("relu", None))
+        else:
+            raise UnsupportedNetworkError(
+                f"operation {node.format_node()} is not supported; LipMIP supports only "
+                "Linear layers and ReLU activations"
+            )
+        previous = node
+    weights, biases = _normalise(ops, type(module).__name__)
+    parsed = ReluNetwork.from_arrays(weights, biases, digest=digest)
+    _check_equivalent(module, parsed)
+    return parsed
+
+
+def _normalise(ops: list[tuple[str, Any]], name: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Compose consecutive affine maps and collapse repeated ReLUs into A_L∘σ∘…∘σ∘A_1."""
+    weights: list[np.ndarray] = []
+    biases: list[np.ndarray] = []
+    pending_relu = False
+    for kind, payload in ops:
+        if kind == "relu":
+            if not weights:
+                raise UnsupportedNetworkError(f"{name}: a ReLU before the first Linear layer is unsupported")
+            pending_relu = True
+            continue
+        w, b = payload
+        if weights and not pending_relu:  # two affine maps in a row: compose
+            weights[-1], biases[-1] = w @ weights[-1], w @ biases[-1] + b
+        else:
+            weights.append(np.asarray(w, dtype=np.float64))
+            biases.append(np.asarray(b, dtype=np.float64))
+        pending_relu = False
+    if not weights:
+        raise UnsupportedNetworkError(f"{name} contains no Linear layer")
+    if pending_relu:  # ReLU on the output: identity output layer after it
+        m = weights[-1].shape[0]
+        weights.append(np.eye(m))
+        biases.append(np.zeros(m))
+    return weights, biases
+
+
+def _check_equivalent(module: Any, parsed: ReluNetwork) -> None:
+    """Refuse a parse that does not reproduce the module's outputs (defence in depth)."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, parsed.in_dim))
+    try:
+        p = next(module.parameters())
+        dtype, device = p.dtype, p.device
+    except StopIteration:  # pragma: no cover - parse needs a Linear layer
+        dtype, device = torch.float32, torch.device("cpu")
+    with torch.no_grad():
+        y = module(torch.as_tensor(x, dtype=dtype, device=device)).double().cpu().numpy()
+    ours = parsed.forward(x)
+    eps = 1e-4 if dtype != torch.float64 else 1e-9
+    if y.shape != ours.shape or not np.allclose(y, ours, rtol=eps, atol=eps * (1 + np.abs(ours).max())):
+        raise UnsupportedNetworkError(
+            f"{type(module).__name__}: parsed Linear/ReLU chain does not reproduce the module's output; "
+            "its forward() does something LipMIP cannot model"
+        )

@@ -1,0 +1,222 @@
+"""Exact local Lipschitz engine (LipMIP on Gurobi and HiGHS): exactness, soundness, agreement.
+
+Every comparison is against something independent of the MILP encoding: brute force over all
+activation patterns with an LP feasibility check per pattern (tiny nets), closed forms for
+affine nets, and finite differences / autograd Jacobians at sampled points.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from privcore.lipschitz import (
+    ReluNetwork,
+    as_network,
+    build_milp,
+    global_upper_bound,
+    interval_upper_bound,
+    local_lipschitz,
+    lp_upper_bound,
+    operator_norm,
+    sampled_lower_bound,
+)
+from privcore.lipschitz.backends import solve
+from privcore.lipschitz.reference import brute_force_lipschitz
+
+NORMS = [("linf", "l1"), ("linf", "linf"), ("l1", "l1"), ("l1", "linf")]
+SOLVERS = ["gurobi", "highs"]
+
+
+def random_net(seed: int, dims: tuple[int, ...], bias: float = 0.3) -> ReluNetwork:
+    rng = np.random.default_rng(seed)
+    ws = [rng.standard_normal((dims[i + 1], dims[i])) * np.sqrt(2.0 / dims[i]) for i in range(len(dims) - 1)]
+    bs = [rng.standard_normal(dims[i + 1]) * bias for i in range(len(dims) - 1)]
+    return ReluNetwork.from_arrays(ws, bs)
+
+
+TINY = [(2, 4, 3, 2), (3, 5, 2), (2, 3, 3, 3), (3, 4, 4, 2)]
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("norms", NORMS, ids=lambda n: f"{n[0]}->{n[1]}")
+def test_exact_equals_brute_force_on_tiny_nets(solver: str, norms: tuple[str, str]) -> None:
+    """The MILP optimum equals the max pattern-Jacobian norm over patterns feasible in the box."""
+    rng = np.random.default_rng(11)
+    n_checked = 0
+    kw = dict(input_norm=norms[0], output_norm=norms[1])
+    for k, dims in enumerate(TINY):
+        net = random_net(100 + k, dims)
+        for radius in (0.3, 1.5):
+            center = rng.standard_normal(dims[0])
+            cert = local_lipschitz(net, center, radius, solver=solver, **kw)
+            truth = brute_force_lipschitz(net, center, radius, **kw)
+            assert cert.exact and cert.status == "optimal" and cert.solver == solver
+            assert cert.upper == pytest.approx(truth, rel=1e-6, abs=1e-9)
+            assert cert.lower <= cert.upper
+            n_checked += cert.n_unstable > 0
+    assert n_checked >= 5  # the sample really exercises unstable neurons
+
+
+def test_solvers_agree_on_random_nets() -> None:
+    """Gurobi and HiGHS return the same optimum (to the 1e-6 gap) on nets too big for brute force."""
+    rng = np.random.default_rng(5)
+    for k, dims in enumerate([(4, 8, 6), (5, 6, 6, 4), (8, 10, 8)]):
+        net = random_net(200 + k, dims)
+        for radius in (0.2, 0.7):
+            center = rng.standard_normal(dims[0])
+            milp = build_milp(net, center, radius)
+            a = solve(milp, solver="gurobi", mip_gap=1e-9)
+            b = solve(milp, solver="highs", mip_gap=1e-9)
+            assert a.status == b.status == "optimal"
+            assert a.upper == pytest.approx(b.upper, rel=1e-6)
+
+
+@pytest.mark.parametrize("norms", NORMS, ids=lambda n: f"{n[0]}->{n[1]}")
+def test_soundness_sampled_pairs_and_gradients(norms: tuple[str, str]) -> None:
+    """No sampled pair's difference quotient nor autograd Jacobian in the ball exceeds ``upper``."""
+    rng = np.random.default_rng(3)
+    p_in = np.inf if norms[0] == "linf" else 1
+    p_out = 1 if norms[1] == "l1" else np.inf
+    for k, dims in enumerate([(4, 8, 6), (3, 6, 5, 3)]):
+        torch.manual_seed(k)
+        layers: list[torch.nn.Module] = []
+        for i in range(len(dims) - 1):
+            layers += [torch.nn.Linear(dims[i], dims[i + 1]).double(), torch.nn.ReLU()]
+        module = torch.nn.Sequential(*layers[:-1])
+        center = rng.standard_normal(dims[0])
+        radius = 0.5
+        cert = local_lipschitz(module, center, radius, input_norm=norms[0], output_norm=norms[1])
+        tol = 1e-7 * (1 + cert.upper)
+        x = center + rng.uniform(-radius, radius, size=(2000, dims[0]))
+        y = center + rng.uniform(-radius, radius, size=(2000, dims[0]))
+        with torch.no_grad():
+            fx = module(torch.from_numpy(x)).numpy()
+            fy = module(torch.from_numpy(y)).numpy()
+        quot = np.linalg.norm(fx - fy, ord=p_out, axis=1) / np.linalg.norm(x - y, ord=p_in, axis=1)
+        assert quot.max() <= cert.upper + tol
+        for pt in x[:200]:
+            jac = torch.autograd.functional.jacobian(module, torch.from_numpy(pt)).numpy()
+            assert operator_norm(jac, input_norm=norms[0], output_norm=norms[1]) <= cert.upper + tol
+        assert cert.lower <= cert.upper + tol
+
+
+def test_affine_nets_equal_closed_form() -> None:
+    """For an affine net L is the operator norm of W everywhere; the MILP (both solvers) agrees with
+    the mechanisms engineer's exact ‖W‖∞→1 and with brute-force ℓ∞→ℓ1 enumeration."""
+    from privcore.lipschitz.affine import affine_linf_to_l1_norm
+
+    rng = np.random.default_rng(8)
+    for m, n in [(3, 5), (8, 8), (6, 2)]:
+        w = rng.standard_normal((m, n))
+        lin = torch.nn.Linear(n, m).double()
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(w))
+        brute = max(np.abs(w @ np.array(s)).sum() for s in itertools.product((-1.0, 1.0), repeat=n))
+        assert affine_linf_to_l1_norm(w) == pytest.approx(brute, rel=1e-12)
+        for solver in (*SOLVERS, "auto"):
+            center = rng.standard_normal(n)
+            for ni, no in NORMS:
+                cert = local_lipschitz(lin, center, 0.3, input_norm=ni, output_norm=no, solver=solver)
+                assert cert.exact
+                assert cert.upper == pytest.approx(operator_norm(w, input_norm=ni, output_norm=no), rel=1e-6)
+            cert = local_lipschitz(lin, center, 0.3, solver=solver)
+            assert cert.upper == pytest.approx(brute, rel=1e-6)
+        assert operator_norm(w, input_norm="l1", output_norm="l1") == pytest.approx(np.abs(w).sum(0).max())
+        row_sums = np.abs(w).sum(1).max()
+        assert operator_norm(w, input_norm="linf", output_norm="linf") == pytest.approx(row_sums)
+        assert operator_norm(w, input_norm="l1", output_norm="linf") == pytest.approx(np.abs(w).max())
+
+
+def test_linf_output_is_not_the_l1_output_norm() -> None:
+    """LipMIP's 'l1Ball1' dual set computes ‖J‖∞→∞, which can be m times smaller than ‖J‖∞→1:
+    an all-ones column map makes the gap exactly m."""
+    m = 6
+    w = np.ones((m, 1))
+    net = ReluNetwork.from_arrays([w], [np.zeros(m)])
+    a = local_lipschitz(net, np.zeros(1), 1.0, solver="highs")
+    b = local_lipschitz(net, np.zeros(1), 1.0, output_norm="linf", solver="highs")
+    assert a.upper == pytest.approx(m) and b.upper == pytest.approx(1.0)
+
+
+def test_time_out_gives_valid_upper_bound_not_exact() -> None:
+    """A tiny time limit: ``exact=False`` and ``upper`` is still ≥ the true constant (from a full solve)."""
+    net = random_net(7, (8, 10, 8))
+    center = np.random.default_rng(0).standard_normal(8)
+    full = local_lipschitz(net, center, 0.5, solver="gurobi", time_limit=120)
+    assert full.exact
+    for solver in SOLVERS:
+        cert = local_lipschitz(net, center, 0.5, solver=solver, time_limit=0.001)
+        assert not cert.exact and cert.status == "time_limit"
+        assert cert.upper >= full.upper * (1 - 1e-6)
+        assert cert.lower <= full.upper * (1 + 1e-6)
+
+
+def test_relaxations_bracket_and_are_monotone() -> None:
+    """lower ≤ exact ≤ lp ≤ interval ≤ global, and lp/interval grow under ball inclusion (nested
+    balls with moved centres: B(z', r') ⊆ B(z, r) whenever ‖z − z'‖∞ + r' ≤ r)."""
+    rng = np.random.default_rng(21)
+    for k, dims in enumerate([(4, 8, 6), (3, 6, 5, 3), (8, 10, 8)]):
+        net = random_net(300 + k, dims)
+        z = rng.standard_normal(dims[0])
+        glob = global_upper_bound(net)
+        prev_lp = prev_int = None
+        for r in (0.05, 0.2, 0.5, 1.0):
+            exact = local_lipschitz(net, z, r).upper
+            lp = lp_upper_bound(net, z, r)
+            itv = interval_upper_bound(net, z, r)
+            low = sampled_lower_bound(net, z, r).value
+            assert low <= exact * (1 + 1e-6) and exact <= lp * (1 + 1e-6) and lp <= itv + 1e-12
+            assert itv <= glob * (1 + 1e-12)
+            if prev_lp is not None:
+                assert prev_lp <= lp * (1 + 1e-7) and prev_int <= itv
+            prev_lp, prev_int = lp, itv
+            # a smaller ball with a shifted centre, inside B(z, r)
+            shift = rng.uniform(-1, 1, dims[0]) * r / 2
+            inner_r = r / 2 - 1e-12
+            assert lp_upper_bound(net, z + shift, inner_r) <= lp * (1 + 1e-7)
+            assert interval_upper_bound(net, z + shift, inner_r) <= itv
+
+
+def test_certificate_reports_model_size_and_solver() -> None:
+    net = random_net(9, (8, 10, 8))
+    center = np.zeros(8)
+    cert = local_lipschitz(net, center, 0.5)
+    assert cert.solver == "gurobi"  # fits the size-limited licence
+    assert cert.n_unstable > 0 and cert.n_variables > 0 and cert.n_constraints > 0
+    assert cert.seconds > 0 and cert.model_hash == net.digest
+    interval = local_lipschitz(net, center, 0.5, certifier="interval")
+    assert interval.solver == "interval" and interval.upper >= cert.upper
+    with pytest.raises(ValueError, match="input_norm"):
+        local_lipschitz(net, center, 0.5, input_norm="l2")
+    with pytest.raises(ValueError, match="radius"):
+        local_lipschitz(net, center, -1.0)
+    with pytest.raises(ValueError, match="dimension 8"):
+        local_lipschitz(net, np.zeros(3), 0.5)
+
+
+def test_auto_falls_back_to_highs_beyond_the_licence() -> None:
+    """A model over 2000 variables/constraints goes to HiGHS under the pip licence."""
+    from privcore.lipschitz.backends import choose_solver, gurobi_size_limit
+
+    limit = gurobi_size_limit()
+    net = random_net(1, (8, 400, 8), bias=0.0)
+    milp = build_milp(net, np.zeros(8), 1.0)
+    small = build_milp(random_net(1, (8, 10, 8)), np.zeros(8), 1.0)
+    assert choose_solver(small) == "gurobi"
+    if limit is not None:
+        assert milp.n_constraints > limit
+        assert choose_solver(milp) == "highs"
+
+
+def test_torch_module_and_parsed_network_give_the_same_certificate() -> None:
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.ReLU(), torch.nn.Linear(6, 3))
+    net = as_network(module)
+    center = np.array([0.1, -0.2, 0.3, 0.0])
+    a = local_lipschitz(module, center, 0.4, solver="highs")
+    b = local_lipschitz(net, center, 0.4, solver="highs")
+    assert a.upper == b.upper and a.model_hash == b.model_hash
