@@ -1,0 +1,340 @@
+"""The sensitivity oracle for PTR: ``Certifier(kind="exact" | "lp" | "interval")``, and cached φ.
+
+A certifier is chosen *before* the query (DESIGN.md, "certifier choice"):
+
+* ``exact`` — U = L(f, B(z, r)), LipMIP solved to optimality (Jordan & Dimakis 2020): the
+  largest R*, the most releases, the slowest.
+* ``lp`` — U = min(LP relaxation of LipMIP with big-M from interval bounds, interval bound).
+* ``interval`` — U = interval propagation of the Jacobian (min with nothing else).
+
+Each U is monotone under ball inclusion (B(z', r') ⊆ B(z, r) ⇒ U(z', r') ≤ U(z, r); proofs in
+:mod:`privcore.lipschitz.bounds` and :mod:`privcore.lipschitz.milp`; a minimum of monotone
+functions is monotone), which is all PTR's φ needs, so every kind is private. Switching kind
+per step because a solve ran out of time is *not* allowed (the switch would depend on the
+data): a time-out raises :class:`~privcore.errors.CertificationError` and the query fails.
+
+``decide(f, z, r, τ)`` returns exactly ``U(z, r) ≤ τ`` for the certifier's own U:
+
+* exact: U = L, so any certified bracket of L settles it — interval/LP upper ≤ τ ⇒ pass, a
+  verified Jacobian norm > τ ⇒ fail — and otherwise LipMIP with early stops decides
+  (:func:`~privcore.lipschitz.engine.decide_exact`).
+* lp / interval: the relaxation's upper bounds on L are *not* U, so they may only settle a
+  step through U itself: for lp, the interval bound ≤ τ ⇒ pass (U_lp ≤ U_int by definition); a
+  verified Jacobian norm v > τ ⇒ fail, because U ≥ L ≥ v > τ for every sound relaxation (this
+  never changes the answer, it only skips an LP); otherwise U is computed and compared. The
+  interval bound is computed directly (it is cheaper than anything that could skip it).
+
+A memo per (model, centre, norms) remembers what was learnt, per certifier instance and so per
+kind — never across kinds: an upper fact (r, u) means U(r) ≤ u and so U(r') ≤ τ for every
+r' ≤ r when u ≤ τ (monotonicity); a lower fact (ρ, v) means U(r) ≥ v for every r ≥ ρ (for
+exact/lp/interval alike from a verified point at distance ρ, or from U(ρ) = v itself).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from privcore.errors import CertificationError
+from privcore.lipschitz.backends import SOLVERS
+from privcore.lipschitz.bounds import (
+    INPUT_NORMS,
+    OUTPUT_NORMS,
+    box_around,
+    forward_bounds,
+    interval_upper_bound,
+    sampled_lower_bound,
+)
+from privcore.lipschitz.cache import LipschitzCache, resolve_cache
+from privcore.lipschitz.engine import CERTIFIERS, Certificate, decide_exact, local_lipschitz, lp_upper_bound
+from privcore.lipschitz.network import ReluNetwork, as_network
+from privcore.validation import check_choice, check_finite_array, check_nonnegative, check_positive
+
+__all__ = ["Certifier", "cached_phi", "certificate_from_dict", "certificate_key"]
+
+
+class _Facts:
+    """Monotone facts about one U(·) as a function of the radius (see module docstring)."""
+
+    __slots__ = ("lowers", "uppers")
+
+    def __init__(self) -> None:
+        self.uppers: list[tuple[float, float]] = []  # (r, u): U(r) ≤ u
+        self.lowers: list[tuple[float, float]] = []  # (ρ, v): U(r) ≥ v for r ≥ ρ
+
+    def add_upper(self, r: float, u: float) -> None:
+        if not math.isfinite(u):
+            return
+        if any(r2 >= r and u2 <= u for r2, u2 in self.uppers):
+            return
+        self.uppers = [(r2, u2) for r2, u2 in self.uppers if not (r >= r2 and u <= u2)] + [(r, u)]
+
+    def add_lower(self, rho: float, v: float) -> None:
+        if not v > 0:
+            return
+        if any(r2 <= rho and v2 >= v for r2, v2 in self.lowers):
+            return
+        self.lowers = [(r2, v2) for r2, v2 in self.lowers if not (rho <= r2 and v >= v2)] + [(rho, v)]
+
+    def decide(self, r: float, tau: float) -> bool | None:
+        if any(r2 >= r and u2 <= tau for r2, u2 in self.uppers):
+            return True
+        if any(r2 <= r and v2 > tau for r2, v2 in self.lowers):
+            return False
+        return None
+
+
+class _Memo:
+    """Thread-safe LRU of :class:`_Facts` per (model hash, centre bytes, norms)."""
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self._lock = threading.RLock()
+        self._facts: OrderedDict[tuple, _Facts] = OrderedDict()
+        self._max = max_entries
+        self.stats: dict[str, int] = {}
+
+    def facts(self, key: tuple) -> _Facts:
+        with self._lock:
+            f = self._facts.pop(key, None) or _Facts()
+            self._facts[key] = f
+            while len(self._facts) > self._max:
+                self._facts.popitem(last=False)
+            return f
+
+    def count(self, how: str) -> None:
+        with self._lock:
+            self.stats[how] = self.stats.get(how, 0) + 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._facts.clear()
+            self.stats.clear()
+
+
+def _center_bytes(center: np.ndarray) -> bytes:
+    return np.ascontiguousarray(center, dtype="<f8").tobytes()
+
+
+def certificate_key(
+    digest: str, center: np.ndarray, radius: float, *, kind: str, input_norm: str, output_norm: str
+) -> dict:
+    """Cache key of a certificate: model hash, exact centre bytes, radius, norms, certifier kind."""
+    return {
+        "model": digest,
+        "center": _center_bytes(center).hex(),
+        "radius": float(radius),
+        "input_norm": input_norm,
+        "output_norm": output_norm,
+        "certifier": kind,
+    }
+
+
+def certificate_from_dict(d: dict) -> Certificate:
+    """Inverse of ``dataclasses.asdict`` for :class:`Certificate` (raises on any mismatch)."""
+    d = dict(d)
+    if d.get("argmax") is not None:
+        d["argmax"] = tuple(float(v) for v in d["argmax"])
+    return Certificate(**d)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Certifier:
+    """Sensitivity oracle ``U(f, center, radius)`` with an exact ``decide`` (posthoc PTR, DESIGN.md).
+
+    ``kind``: "exact", "lp" or "interval" (fixed before any query). ``solver``: "auto", "gurobi"
+    or "highs". ``time_limit`` (seconds per MILP; None = no limit): reaching it raises
+    CertificationError. ``cache``: None, True (default directory), a directory or a
+    :class:`LipschitzCache` for certificates. Norms as in
+    :func:`~privcore.lipschitz.engine.local_lipschitz` (the product's default ℓ∞→ℓ1).
+    """
+
+    kind: str = "exact"
+    solver: str = "auto"
+    time_limit: float | None = 60.0
+    cache: Any = None
+    input_norm: str = "linf"
+    output_norm: str = "l1"
+    threads: int | None = None
+    _memo: _Memo = field(default_factory=_Memo, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        check_choice("kind", self.kind, CERTIFIERS)
+        check_choice("solver", self.solver, SOLVERS)
+        check_choice("input_norm", self.input_norm, INPUT_NORMS)
+        check_choice("output_norm", self.output_norm, OUTPUT_NORMS)
+        if self.time_limit is not None:
+            object.__setattr__(self, "time_limit", check_positive("time_limit", self.time_limit))
+        object.__setattr__(self, "cache", resolve_cache(self.cache))
+
+    # -- helpers ------------------------------------------------------------------------------------
+    @property
+    def norms(self) -> dict[str, str]:
+        """``{"input_norm": …, "output_norm": …}``."""
+        return {"input_norm": self.input_norm, "output_norm": self.output_norm}
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """How many decisions each kind of evidence settled (memo, interval, sampled, lp, mip-…)."""
+        return dict(self._memo.stats)
+
+    def _prepare(self, f: Any, center: Any, radius: Any) -> tuple[ReluNetwork, np.ndarray, float, _Facts]:
+        net = as_network(f)
+        c = check_finite_array("center", center).reshape(-1)
+        if c.shape[0] != net.in_dim:
+            raise ValueError(f"center must have the network's input dimension {net.in_dim}, got {c.shape[0]}")
+        r = check_nonnegative("radius", radius)
+        facts = self._memo.facts((net.digest, _center_bytes(c), self.input_norm, self.output_norm))
+        return net, c, r, facts
+
+    # -- the oracle ---------------------------------------------------------------------------------
+    def certify(self, f: Any, center: Any, radius: float) -> Certificate:
+        """The full :class:`Certificate` of this kind at (center, radius), through the cache."""
+        net, c, r, facts = self._prepare(f, center, radius)
+        cache: LipschitzCache | None = self.cache
+        key = certificate_key(net.digest, c, r, kind=self.kind, **self.norms)
+        if cache is not None:
+            hit = cache.get("certificate", key)
+            if hit is not None:
+                try:
+                    cert = certificate_from_dict(hit)
+                    if cert.exact and cert.model_hash == net.digest and cert.radius == r:
+                        self._learn(facts, cert)
+                        return cert
+                except (TypeError, ValueError):
+                    pass
+                cache.delete("certificate", key)
+        cert = local_lipschitz(
+            net, c, r, solver=self.solver, time_limit=self.time_limit, certifier=self.kind,
+            threads=self.threads, **self.norms,
+        )
+        if cert.exact:
+            self._learn(facts, cert)
+            if cache is not None:
+                cache.put("certificate", key, asdict(cert))
+        return cert
+
+    def _learn(self, facts: _Facts, cert: Certificate) -> None:
+        facts.add_upper(cert.radius, cert.upper)
+        facts.add_lower(cert.radius, cert.upper if self.kind != "exact" else cert.lower)
+
+    def __call__(self, f: Any, center: np.ndarray, radius: float, /) -> float:
+        """U(center, radius): a certified upper bound, monotone under ball inclusion; raises
+        CertificationError when this kind's value could not be computed (e.g. a MILP time-out)."""
+        cert = self.certify(f, center, radius)
+        if not cert.exact:
+            raise CertificationError(
+                f"{self.kind} certificate at radius {radius:g} not completed ({cert.solver}: {cert.status}, "
+                f"proven bound {cert.upper:.6g}); a time-out cannot be used as this certifier's value"
+            )
+        return float(cert.upper)
+
+    def decide(self, f: Any, center: np.ndarray, radius: float, threshold: float, /) -> bool:
+        """Exactly ``U(center, radius) ≤ threshold`` for this kind's U (see module docstring)."""
+        net, c, r, facts = self._prepare(f, center, radius)
+        tau = check_positive("threshold", threshold)
+        known = facts.decide(r, tau)
+        if known is not None:
+            self._memo.count("memo")
+            return known
+        if self.kind == "exact":
+            dec = decide_exact(
+                net, c, r, tau, solver=self.solver, time_limit=self.time_limit, threads=self.threads,
+                **self.norms,
+            )
+            facts.add_upper(r, dec.upper)
+            facts.add_lower(dec.lower_radius, dec.lower)
+            self._memo.count(dec.how)
+            return dec.passed
+        if self.kind == "interval":
+            u = interval_upper_bound(net, c, r, **self.norms)
+            facts.add_upper(r, u)
+            facts.add_lower(r, u)
+            self._memo.count("interval")
+            return u <= tau
+        # lp
+        fwd = forward_bounds(net, *box_around(c, r))
+        u_int = interval_upper_bound(net, c, r, fwd=fwd, **self.norms)
+        if u_int <= tau:
+            facts.add_upper(r, u_int)
+            self._memo.count("interval")
+            return True
+        low = sampled_lower_bound(net, c, r, **self.norms)
+        if low.value > tau:  # U_lp ≥ L ≥ low > τ
+            rho = float(np.max(np.abs(low.point - c)))
+            facts.add_lower(rho, low.value)
+            self._memo.count("sampled")
+            return False
+        u = lp_upper_bound(net, c, r, solver="highs" if self.solver == "auto" else self.solver, **self.norms)
+        facts.add_upper(r, u)
+        facts.add_lower(r, u)
+        self._memo.count("lp")
+        return u <= tau
+
+    def clear_memo(self) -> None:
+        """Forget what was learnt (the persistent cache is untouched)."""
+        self._memo.clear()
+
+
+def _phi_key(digest: str, z: np.ndarray, *, radius: float, delta_p: float, r_max: float, tol: float,
+             certifier: Certifier) -> dict:
+    return {
+        "model": digest,
+        "center": _center_bytes(z).hex(),
+        "radius": float(radius),
+        "delta_p": float(delta_p),
+        "r_max": float(r_max),
+        "tol": float(tol),
+        "input_norm": certifier.input_norm,
+        "output_norm": certifier.output_norm,
+        "certifier": certifier.kind,
+    }
+
+
+def cached_phi(
+    f: Any,
+    z: Any,
+    *,
+    radius: float,
+    delta_p: float,
+    r_max: float,
+    tol: float,
+    certifier: Certifier,
+    cache: Any = True,
+) -> Any:
+    """φ(z) of posthoc PTR through the persistent cache (key: model hash, z bytes, R, Δp, R_max,
+    tol, norms, certifier kind); on a miss :func:`privcore.mechanisms.ptr.compute_phi` with
+    ``certifier`` as the oracle. φ never depends on ε or δ (DESIGN.md), so one entry serves every
+    slider position; an entry that fails its checks is recomputed, never trusted."""
+    from privcore.mechanisms.ptr import PhiResult, compute_phi
+
+    if not isinstance(certifier, Certifier):
+        raise TypeError(f"certifier must be a privcore.lipschitz.Certifier, got {type(certifier).__name__}")
+    net = as_network(f)
+    zz = check_finite_array("z", z).reshape(-1)
+    store = resolve_cache(cache)
+    key = _phi_key(net.digest, zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol, certifier=certifier)
+    if store is not None:
+        hit = store.get("phi", key)
+        if hit is not None:
+            try:
+                res = PhiResult(
+                    **{
+                        **hit,
+                        "evaluations": tuple((float(a), bool(b)) for a, b in hit["evaluations"]),
+                        "center": tuple(float(v) for v in hit["center"]),
+                    }
+                )
+                if res.matches(z=zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol):
+                    return res
+            except (TypeError, ValueError, KeyError):
+                pass
+            store.delete("phi", key)
+    res = compute_phi(f, zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol, lipschitz=certifier)
+    if store is not None:
+        store.put("phi", key, asdict(res))
+    return res
