@@ -192,8 +192,14 @@ def test_a_network_above_k_is_refused() -> None:
     with pytest.raises(CertificationError, match="not k-Lipschitz"):
         LearnedLaplaceMechanism(query="mean", epsilon=1.0, k=2.9, domain=dom, weights=(w0, w1),
                                 biases=(np.zeros(3), np.zeros(1)))
-    LearnedLaplaceMechanism(query="mean", epsilon=1.0, k=3.0, domain=dom, weights=(w0, w1),
-                            biases=(np.zeros(3), np.zeros(1)))
+    ok = LearnedLaplaceMechanism(query="mean", epsilon=1.0, k=3.0, domain=dom, weights=(w0, w1),
+                                 biases=(np.zeros(3), np.zeros(1)))
+    # The certified weights are a private read-only copy: neither the caller's array nor the
+    # mechanism's can change them after the check.
+    w0[:] = 100.0
+    assert float(ok.weights[0].max()) == 1.0
+    with pytest.raises(ValueError, match="read-only"):
+        ok.weights[0][0, 0] = 100.0
 
 
 def test_bad_inputs_release_nothing() -> None:
@@ -318,6 +324,7 @@ def test_dataset_distribution() -> None:
     a = TruncatedGaussianMixture().sample(200, seed=3)
     b = TruncatedGaussianMixture().sample(200, seed=3)
     assert a.shape == (200, 100) and np.array_equal(a, b)
+    assert TruncatedGaussianMixture().sample(1, seed=3).shape == (1, 100)
     assert a.min() >= 0.0 and a.max() <= 10.0
     two = TruncatedGaussianMixture(n_components=2).sample(200, seed=3)
     assert not np.array_equal(a, two)

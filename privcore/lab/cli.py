@@ -155,27 +155,36 @@ def fig4(
 
 @lab_app.command()
 def verify(
-    model: Annotated[Path, typer.Option(help="a lab model card (.json)")],
-    time_limit: Annotated[float, typer.Option(help="seconds per MIP")] = 30.0,
+    model: Annotated[Path, typer.Option(help="a lab model card (.json), or a directory of them")],
+    pattern: Annotated[str, typer.Option(help="with a directory: glob of the cards to check")] = "*.json",
+    certifier: Annotated[str, typer.Option(help="exact (LipMIP), lp or interval")] = "exact",
+    time_limit: Annotated[float, typer.Option(help="seconds per MIP (the bound stays certified)")] = 30.0,
     write_card: Annotated[bool, typer.Option(help="record the result in the card")] = False,
 ) -> None:
-    """Certify a saved model's global Lipschitz bound with the exact engine (exit 2 if > k)."""
-    from privcore.lab.store import card_file, load_mechanism
+    """Certify saved models' global Lipschitz bounds with the Lipschitz engine (exit 2 if any > k)."""
+    from privcore.lab.store import card_file, list_cards, load_mechanism
     from privcore.lab.verify import verify_mechanism
 
-    mech, card = load_mechanism(model)
-    rep = verify_mechanism(mech, time_limit=time_limit)
-    summary = rep.to_dict()
-    summary.pop("checks")
-    typer.echo(json.dumps(summary, indent=2))
-    if write_card:
-        card["verification"] = {
-            "engine_upper": rep.upper, "engine_lower": rep.lower, "engine_exact": rep.exact,
-            "engine_passed": rep.passed, "engine_seconds": summary["seconds"],
-            "solvers": summary["solvers"], "time_limit": time_limit,
-        }
-        card_file(model).write_text(json.dumps(card, indent=2, sort_keys=True, default=str) + "\n")
-    if not rep.passed:
+    paths = [p for p, _ in list_cards(model) if p.match(pattern)] if model.is_dir() else [card_file(model)]
+    failed = False
+    for path in paths:
+        mech, card = load_mechanism(path)
+        rep = verify_mechanism(mech, time_limit=time_limit, certifier=certifier)
+        summary = rep.to_dict()
+        summary.pop("checks")
+        typer.echo(f"{path.name}: engine upper {rep.upper:.9g} (lower {rep.lower:.9g}, "
+                   f"{'exact' if rep.exact else 'certified bound'}) vs k={mech.k:g}: "
+                   f"{'PASSED' if rep.passed else 'FAILED'} in {summary['seconds']:.1f}s")
+        failed |= not rep.passed
+        if write_card:
+            card["verification"] = {
+                "engine_upper": rep.upper, "engine_lower": rep.lower, "engine_exact": rep.exact,
+                "engine_passed": rep.passed, "engine_seconds": summary["seconds"], "certifier": certifier,
+                "solvers": summary["solvers"], "time_limit": time_limit, "n_networks": summary["n_networks"],
+                "command": _command(),
+            }
+            path.write_text(json.dumps(card, indent=2, sort_keys=True, default=str) + "\n")
+    if failed:
         raise typer.Exit(2)
 
 

@@ -109,5 +109,6 @@ class TruncatedGaussianMixture:
         comp = (u[:, :, None] > cum[:, None, :]).sum(axis=2)
         mu = np.take_along_axis(means, comp, axis=1)
         sd = np.take_along_axis(stds, comp, axis=1)
-        x = truncnorm.rvs((dom.low - mu) / sd, (dom.high - mu) / sd, loc=mu, scale=sd, random_state=rng)
+        x = truncnorm.rvs((dom.low - mu) / sd, (dom.high - mu) / sd, loc=mu, scale=sd, size=mu.shape,
+                          random_state=rng)  # size: scipy would squeeze a leading 1
         return np.clip(np.asarray(x, dtype=np.float64), dom.low, dom.high)

@@ -235,15 +235,21 @@ def fig4_tables(mechanism: Mechanism, *, n_datasets: int = 6, components: int = 
                 domain: DataDomain = DEFAULT_DOMAIN) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Fig. 4: the mechanism's response law on ``n_datasets`` fresh datasets.
 
-    Returns (responses, datasets): ``responses`` has dataset, response, probability (or bin
-    mass for a Laplace law), truth; ``datasets`` has dataset, value (the records).
+    Returns (responses, datasets): ``responses`` has dataset, response, probability, truth —
+    a discrete law's own responses and probabilities, a Laplace law's mass on 50 equal bins
+    (response = bin centre); ``datasets`` has dataset, value (the records).
     """
     data = TruncatedGaussianMixture(n_components=components, domain=domain).sample(n_datasets, seed=seed)
     truth = np.asarray(query_values(mechanism.query, data))
     resp, pts = [], []
     for i in range(n_datasets):
-        dist = response_distribution({"m": mechanism}, data[i], query=mechanism.query, domain=domain)
-        resp.append(pd.DataFrame({"dataset": i, "response": dist.response, "probability": dist.mass,
-                                  "truth": truth[i]}))
+        out = mechanism.output(data[i])
+        if isinstance(out, DiscreteOutput):
+            support, probs = out.support, out.probs[0]
+        else:
+            dist = response_distribution({"m": mechanism}, data[i], query=mechanism.query, domain=domain)
+            support, probs = dist.response.to_numpy(), dist.mass.to_numpy()
+        frame = {"dataset": i, "response": support, "probability": probs, "truth": truth[i]}
+        resp.append(pd.DataFrame(frame))
         pts.append(pd.DataFrame({"dataset": i, "value": data[i]}))
     return pd.concat(resp, ignore_index=True), pd.concat(pts, ignore_index=True)

@@ -95,13 +95,13 @@ Output = LaplaceOutput | DiscreteOutput
 
 def expected_response_loss(output: Output, data: np.ndarray, truth: np.ndarray, loss: str) -> np.ndarray:
     """Exact ERL per dataset over the mechanism's randomness (Shavit & Gjura Defs. 2.2, Sec. 2.2)."""
-    x = torch.as_tensor(data, dtype=torch.float64)
-    q = torch.as_tensor(truth, dtype=torch.float64)
+    def t(a: object) -> torch.Tensor:  # a float64 copy (inputs may be read-only arrays)
+        return torch.tensor(np.asarray(a, dtype=np.float64))
+
+    x, q = t(data), t(truth)
     if isinstance(output, LaplaceOutput):
-        loc = torch.as_tensor(output.loc, dtype=torch.float64)
-        return laplace_erl(loss, x, q, loc, float(output.scale)).numpy()
-    r = torch.as_tensor(output.support, dtype=torch.float64)
-    p = torch.as_tensor(output.probs, dtype=torch.float64)
+        return laplace_erl(loss, x, q, t(output.loc), float(output.scale)).numpy()
+    r, p = t(output.support), t(output.probs)
     return discrete_erl(loss, x, q, r, p).numpy()
 
 
@@ -150,6 +150,13 @@ def _certify_product(norms: list[Fraction], k: float, what: str) -> float:
         )
     up = float(prod)
     return up if Fraction(up) >= prod else math.nextafter(up, math.inf)
+
+
+def _frozen(a: object, dtype: type) -> np.ndarray:
+    """A private read-only copy: the certified weights cannot be changed after the check."""
+    out = np.array(a, dtype=dtype, copy=True)
+    out.setflags(write=False)
+    return out
 
 
 def _relu(a: np.ndarray) -> np.ndarray:
@@ -224,8 +231,8 @@ class LearnedLaplaceMechanism(_Base):
         check_choice("query", self.query, QUERIES)
         check_epsilon(self.epsilon)
         check_positive("k", self.k)
-        ws = tuple(np.asarray(w, dtype=np.float32) for w in self.weights)
-        bs = tuple(np.asarray(b, dtype=np.float32) for b in self.biases)
+        ws = tuple(_frozen(w, np.float32) for w in self.weights)
+        bs = tuple(_frozen(b, np.float32) for b in self.biases)
         if not ws or len(ws) != len(bs) or ws[0].shape[1] != self.domain.n or ws[-1].shape[0] != 1:
             raise ValueError("weights must map n records to one number, with one bias per layer")
         object.__setattr__(self, "weights", ws)
@@ -317,8 +324,8 @@ class LearnedExponentialMechanism(_Base):
         missing = [key for key in self._KEYS if key not in self.arrays]
         if missing:
             raise ValueError(f"arrays is missing {missing}")
-        arr = {key: np.asarray(self.arrays[key], dtype=np.float32) for key in self._KEYS[:-1]}
-        arr["responses"] = np.asarray(self.arrays["responses"], dtype=np.float64)
+        arr = {key: _frozen(self.arrays[key], np.float32) for key in self._KEYS[:-1]}
+        arr["responses"] = _frozen(self.arrays["responses"], np.float64)
         if arr["d0"].shape[1] != self.domain.n or arr["c"].shape[0] != arr["responses"].shape[0]:
             raise ValueError("arrays do not fit the domain's n or the response grid")
         object.__setattr__(self, "arrays", arr)

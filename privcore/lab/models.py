@@ -82,6 +82,7 @@ class UtilityNet(nn.Module):
         resp = np.asarray(responses, dtype=np.float64)
         lo, hi = float(resp.min()), float(resp.max())
         self.register_buffer("responses", torch.as_tensor(resp, dtype=torch.float32))
+        self._grid = resp.copy()  # the exact float64 grid, recorded by bake()
         # Responses are scaled to [-1, 1] before G_r (no Lipschitz requirement in r).
         self.r_center = (lo + hi) / 2.0
         self.r_scale = max((hi - lo) / 2.0, 1e-12)
@@ -128,5 +129,5 @@ class UtilityNet(nn.Module):
             "c": _np(c),
             "w": _np(out_lin.weight),
             "v": _np(out_lin.bias),
-            "responses": np.asarray(self.responses.cpu().numpy(), dtype=np.float64),
+            "responses": self._grid.copy(),
         }

@@ -1,0 +1,57 @@
+"""The mechanism-lab dashboard page (Streamlit AppTest, headless, on the shipped models)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "mechanism_lab.py")
+
+
+def _learned_row(at: AppTest) -> dict[str, float]:
+    df = at.dataframe[0].value
+    row = df[df["mechanism"].str.startswith("learned")].iloc[0]
+    return {key: float(row[key]) for key in ("mean response", "std", "expected squared error")}
+
+
+@pytest.fixture(scope="module")
+def app() -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_page_runs_and_shows_learned_expert_and_blind(app: AppTest) -> None:
+    df = app.dataframe[0].value
+    labels = " ".join(df["mechanism"])
+    assert "learned" in labels and "expert" in labels and "data-blind" in labels
+    assert len(app.get("plotly_chart")) == 2  # the response laws and the Fig. 5 curves
+    assert not app.warning  # the precomputed Fig. 5 CSV is shipped
+
+
+def test_changing_epsilon_changes_the_distribution(app: AppTest) -> None:
+    app.select_slider(key="lab_epsilon").set_value(1.0).run()
+    before = _learned_row(app)
+    app.select_slider(key="lab_epsilon").set_value(4.0).run()
+    assert not app.exception
+    after = _learned_row(app)
+    # Laplace scale k·c/ε shrinks 4×: same centre, smaller spread and error.
+    assert after["std"] == pytest.approx(before["std"] / 4, rel=1e-9)
+    assert after["mean response"] == pytest.approx(before["mean response"], rel=1e-12)
+    assert after["expected squared error"] < before["expected squared error"]
+
+
+def test_exponential_median_and_other_choices(app: AppTest) -> None:
+    app.selectbox(key="lab_query").set_value("median").run()
+    app.selectbox(key="lab_kind").set_value("exponential").run()
+    assert not app.exception, [e.value for e in app.exception]
+    first = _learned_row(app)
+    app.select_slider(key="lab_epsilon").set_value(0.25).run()
+    assert _learned_row(app)["std"] != first["std"]
+    app.radio(key="lab_components").set_value(2).run()
+    app.number_input(key="lab_seed").set_value(11).run()
+    assert not app.exception
+    app.button(key="lab_release").click().run()
+    assert not app.exception and any("released" in s.value for s in app.success)
