@@ -1,0 +1,367 @@
+"""Checkpoints: safetensors weights + a JSON card, verified on every load.
+
+A checkpoint ``<stem>.safetensors`` holds one or more named modules (keys ``<module>.<param>``);
+``<stem>.json`` is its card: dataset (name, fingerprint), recipe, hyperparameters, metrics, Δp
+statistics (posthoc-PTR paper, Sec. 6 "How to propose Δ"), the SHA-256 of the weights file, the
+architecture of every module (registry type + constructor arguments), a code fingerprint of the
+source that defines each architecture, and the command that regenerates it.
+
+Loading re-hashes the weights, rebuilds every module from the card and loads the tensors
+strictly (every key present, no extra key, same shapes); any mismatch raises
+:class:`privcore.errors.CheckpointError` saying what is wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import json
+import os
+import tempfile
+import textwrap
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from privcore.errors import CheckpointError
+
+__all__ = [
+    "CARD_FORMAT",
+    "Architecture",
+    "Checkpoint",
+    "CheckpointWarning",
+    "build_module",
+    "card_path",
+    "code_fingerprint",
+    "file_sha256",
+    "load_checkpoint",
+    "read_card",
+    "register_architecture",
+    "save_checkpoint",
+    "update_card",
+    "weights_path",
+]
+
+CARD_FORMAT = "privcore-checkpoint/1"
+
+
+class CheckpointWarning(UserWarning):
+    """The code that defines an architecture changed since the checkpoint was written."""
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A registered architecture type and the keyword arguments that build it (JSON-able)."""
+
+    type: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain-dict form stored in the card."""
+        return {"type": self.type, "kwargs": _jsonable(dict(self.kwargs))}
+
+
+@dataclass(frozen=True)
+class _ArchEntry:
+    factory: Callable[..., nn.Module]
+    sources: tuple[Any, ...]
+
+
+_ARCHITECTURES: dict[str, _ArchEntry] = {}
+
+
+def register_architecture(
+    name: str, factory: Callable[..., nn.Module], *, sources: tuple[Any, ...] = ()
+) -> None:
+    """Register ``factory`` under ``name``; ``sources`` (classes/functions) define the architecture
+    and feed its code fingerprint (the factory itself is always included)."""
+    _ARCHITECTURES[name] = _ArchEntry(factory, (factory, *sources))
+
+
+def _ensure_registered() -> None:
+    from privcore.nets import registry  # noqa: F401  (registers the architectures on import)
+
+
+def build_module(arch: Architecture) -> nn.Module:
+    """Instantiate a registered architecture (CheckpointError for an unknown type or bad kwargs)."""
+    _ensure_registered()
+    entry = _ARCHITECTURES.get(arch.type)
+    if entry is None:
+        raise CheckpointError(
+            f"unknown architecture type {arch.type!r}; known: {', '.join(sorted(_ARCHITECTURES))}"
+        )
+    try:
+        return entry.factory(**dict(arch.kwargs))
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(
+            f"cannot build architecture {arch.type!r} from {dict(arch.kwargs)}: {exc}"
+        ) from exc
+
+
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)):
+            body = node.body
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(getattr(body[0], "value", None), ast.Constant)
+            ):
+                if isinstance(body[0].value.value, str):
+                    node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def code_fingerprint(type_name: str) -> str:
+    """SHA-256 of the source that defines architecture ``type_name`` (AST without docstrings and
+    comments, so editing documentation does not invalidate checkpoints, changing code does)."""
+    _ensure_registered()
+    entry = _ARCHITECTURES.get(type_name)
+    if entry is None:
+        raise CheckpointError(f"unknown architecture type {type_name!r}")
+    h = hashlib.sha256()
+    for obj in entry.sources:
+        src = textwrap.dedent(inspect.getsource(obj))
+        h.update(ast.dump(_strip_docstrings(ast.parse(src)), include_attributes=False).encode())
+    return h.hexdigest()
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def weights_path(stem: str | os.PathLike[str]) -> Path:
+    """``<stem>.safetensors`` (``stem`` may already carry either extension)."""
+    return _stem(stem).with_suffix(".safetensors")
+
+
+def card_path(stem: str | os.PathLike[str]) -> Path:
+    """``<stem>.json``."""
+    return _stem(stem).with_suffix(".json")
+
+
+def _stem(p: str | os.PathLike[str]) -> Path:
+    p = Path(p)
+    return p.with_suffix("") if p.suffix in (".json", ".safetensors") else p
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "item") and getattr(obj, "ndim", None) == 0:
+        return obj.item()
+    if isinstance(obj, float) and obj != obj:  # NaN is not JSON
+        return None
+    return obj
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _card_bytes(card: Mapping[str, Any]) -> bytes:
+    return (json.dumps(_jsonable(card), indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode()
+
+
+@dataclass(frozen=True, eq=False)
+class Checkpoint:
+    """A loaded checkpoint: its modules (eval mode, no gradients) and its card."""
+
+    path: Path
+    card: Mapping[str, Any]
+    modules: Mapping[str, nn.Module]
+
+    def __getitem__(self, name: str) -> nn.Module:
+        return self.modules[name]
+
+
+def save_checkpoint(
+    stem: str | os.PathLike[str],
+    *,
+    modules: Mapping[str, tuple[Architecture, nn.Module]],
+    card: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Write ``<stem>.safetensors`` and ``<stem>.json``; returns the card as written.
+
+    ``card`` carries the caller's fields (kind, dataset, recipe, hyperparameters, metrics,
+    command, …); this function adds the architecture, parameter counts, code fingerprints,
+    the weights' SHA-256 and the creation time. The weights are written first, the card last,
+    each atomically, so a crash never leaves a card describing other weights.
+    """
+    from safetensors.torch import save as st_save
+
+    if not modules:
+        raise ValueError("a checkpoint needs at least one module")
+    tensors: dict[str, torch.Tensor] = {}
+    arch_json: dict[str, Any] = {}
+    for name, (arch, mod) in modules.items():
+        if "." in name:
+            raise ValueError(f"module names may not contain '.', got {name!r}")
+        build_module(arch)  # fail now, not at load time, if the card could not rebuild it
+        for k, v in mod.state_dict().items():
+            tensors[f"{name}.{k}"] = v.detach().to("cpu").contiguous().clone()
+        arch_json[name] = {**arch.to_json(), "n_params": int(sum(p.numel() for p in mod.parameters()))}
+    blob = st_save(tensors, metadata={"format": CARD_FORMAT})
+    wpath, cpath = weights_path(stem), card_path(stem)
+    _atomic_write(wpath, blob)
+    full = {
+        "format": CARD_FORMAT,
+        **dict(card),
+        "architecture": arch_json,
+        "code_fingerprint": {a["type"]: code_fingerprint(a["type"]) for a in arch_json.values()},
+        "weights": {"file": wpath.name, "sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)},
+        "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "versions": {"privcore": _privcore_version(), "torch": torch.__version__.split("+")[0]},
+    }
+    _atomic_write(cpath, _card_bytes(full))
+    return json.loads(_card_bytes(full))
+
+
+def _privcore_version() -> str:
+    from privcore import __version__
+
+    return __version__
+
+
+def read_card(stem: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and minimally validate a card (CheckpointError when missing, unreadable or foreign)."""
+    cpath = card_path(stem)
+    if not cpath.is_file():
+        raise CheckpointError(f"checkpoint card {cpath} does not exist")
+    try:
+        card = json.loads(cpath.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(
+            f"checkpoint card {cpath} is not valid JSON ({exc}); regenerate the checkpoint"
+        ) from exc
+    if not isinstance(card, dict) or card.get("format") != CARD_FORMAT:
+        raise CheckpointError(
+            f"{cpath} is not a {CARD_FORMAT} card (format={card.get('format')!r})"
+            if isinstance(card, dict)
+            else f"{cpath} is not a checkpoint card"
+        )
+    for key in ("kind", "dataset", "architecture", "weights", "code_fingerprint"):
+        if key not in card:
+            raise CheckpointError(
+                f"checkpoint card {cpath} lacks the field {key!r}; regenerate the checkpoint"
+            )
+    return card
+
+
+def update_card(stem: str | os.PathLike[str], updates: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge top-level ``updates`` into an existing card (weights untouched; their hash is
+    re-checked first so a card is never attached to weights it does not describe)."""
+    card = read_card(stem)
+    _check_weights(stem, card)
+    card.update(_jsonable(dict(updates)))
+    card["updated_utc"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    _atomic_write(card_path(stem), _card_bytes(card))
+    return card
+
+
+def _check_weights(stem: str | os.PathLike[str], card: Mapping[str, Any]) -> Path:
+    wpath = card_path(stem).with_name(card["weights"]["file"])
+    if not wpath.is_file():
+        raise CheckpointError(f"weights file {wpath} named by card {card_path(stem)} does not exist")
+    digest = file_sha256(wpath)
+    if digest != card["weights"]["sha256"]:
+        raise CheckpointError(
+            f"weights file {wpath} is corrupt or does not belong to its card: sha256 {digest[:16]}… "
+            f"!= card's {card['weights']['sha256'][:16]}…; regenerate the checkpoint (see the card's "
+            f"'command')"
+        )
+    return wpath
+
+
+def load_checkpoint(
+    stem: str | os.PathLike[str],
+    *,
+    kind: str | None = None,
+    dataset: str | None = None,
+    device: str | torch.device | None = None,
+    strict_code: bool = False,
+) -> Checkpoint:
+    """Load and verify a checkpoint; every module comes back in eval mode without gradients.
+
+    Raises CheckpointError when the card is missing or malformed, the weights' SHA-256 differs
+    from the card's, a tensor is missing, extra or of the wrong shape, or ``kind``/``dataset``
+    differ from the card's. A changed code fingerprint warns (:class:`CheckpointWarning`), or
+    raises when ``strict_code``.
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    card = read_card(stem)
+    if kind is not None and card["kind"] != kind:
+        raise CheckpointError(f"{card_path(stem)} is a {card['kind']!r} checkpoint, expected {kind!r}")
+    if dataset is not None and card["dataset"].get("name") != dataset:
+        raise CheckpointError(
+            f"{card_path(stem)} was trained on {card['dataset'].get('name')!r}, expected {dataset!r}"
+        )
+    wpath = _check_weights(stem, card)
+    try:
+        tensors = load_file(str(wpath), device="cpu")
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise CheckpointError(f"cannot read weights {wpath}: {exc}") from exc
+    modules: dict[str, nn.Module] = {}
+    used: set[str] = set()
+    for name, spec in card["architecture"].items():
+        arch = Architecture(spec["type"], spec.get("kwargs", {}))
+        now = code_fingerprint(arch.type)
+        if card["code_fingerprint"].get(arch.type) != now:
+            msg = (
+                f"{card_path(stem)}: the code defining architecture {arch.type!r} changed since this "
+                f"checkpoint was written; its metrics and Δp statistics may be stale (regenerate with "
+                f"the card's 'command')"
+            )
+            if strict_code:
+                raise CheckpointError(msg)
+            warnings.warn(msg, CheckpointWarning, stacklevel=2)
+        mod = build_module(arch)
+        expected = mod.state_dict()
+        sd: dict[str, torch.Tensor] = {}
+        for k, v in expected.items():
+            key = f"{name}.{k}"
+            if key not in tensors:
+                raise CheckpointError(f"{wpath} lacks tensor {key!r} that architecture {arch.type!r} needs")
+            if tuple(tensors[key].shape) != tuple(v.shape):
+                raise CheckpointError(
+                    f"{wpath}: tensor {key!r} has shape {tuple(tensors[key].shape)}, architecture "
+                    f"{arch.type!r} expects {tuple(v.shape)}"
+                )
+            sd[k] = tensors[key]
+            used.add(key)
+        mod.load_state_dict(sd, strict=True)
+        mod.eval()
+        for p in mod.parameters():
+            p.requires_grad_(False)
+        modules[name] = mod.to(device) if device is not None else mod
+    extra = sorted(set(tensors) - used)
+    if extra:
+        raise CheckpointError(f"{wpath} holds tensors its card does not describe: {', '.join(extra[:5])}")
+    return Checkpoint(path=weights_path(stem), card=card, modules=modules)

@@ -1,0 +1,161 @@
+"""The networks of the posthoc-PTR pipeline (Sec. 4, Fig. 1) and of the inference-privacy
+experiments (Sec. V): obfuscator, task classifier, proxy adversary, IP classifiers.
+
+* Obfuscator f: z ↦ z̃, a ReLU MLP in latent space made only of ``nn.Linear``/``nn.ReLU`` in
+  one ``nn.Sequential`` (the authors used 8–10 units per layer), so the exact LipMIP engine
+  certifies it in well under a second per point.
+* Classifier on z̃ and proxy adversary (z̃ ↦ image or z̃ ↦ z) of the ARL min-max game.
+* IP classifiers: a standard CNN (ResNet-18 for CIFAR-10) for Gauss-Input, and Lipschitz MLPs
+  (ℓ1 column-norm / exact spectral layers from :mod:`privcore.nets.lipschitz_layers`) whose
+  certified global constant calibrates Lap-Output / Gauss-Output. Every classifier takes
+  pixels in [0, 1] as the user sees them: no normalisation layer sits outside the bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from privcore.nets.blocks import ImageDecoder, relu_mlp
+from privcore.nets.lipschitz_layers import LipschitzMLP
+from privcore.validation import check_choice, check_int, check_positive
+
+__all__ = [
+    "LatentAdversary",
+    "LipschitzClassifier",
+    "ProxyImageAdversary",
+    "SmallCNN",
+    "cifar_resnet18",
+    "latent_mlp",
+]
+
+
+def latent_mlp(*, widths: Sequence[int]) -> nn.Sequential:
+    """A ReLU MLP on vectors (obfuscator, classifier on z̃): :func:`relu_mlp` of ``widths``."""
+    return relu_mlp(widths)
+
+
+class ProxyImageAdversary(nn.Module):
+    """Proxy adversary of ARL training: obfuscated vector z̃ ↦ reconstructed image in [0, 1]."""
+
+    def __init__(
+        self,
+        *,
+        in_dim: int,
+        image_shape: Sequence[int],
+        arch: str = "mlp",
+        width: int = 32,
+        hidden: int = 256,
+    ) -> None:
+        super().__init__()
+        self.decoder = ImageDecoder(
+            in_dim=in_dim, image_shape=image_shape, arch=arch, width=width, hidden=hidden
+        )
+
+    def forward(self, z_tilde: torch.Tensor) -> torch.Tensor:
+        """Reconstruct images from obfuscated vectors."""
+        return torch.sigmoid(self.decoder(z_tilde))
+
+
+class LatentAdversary(nn.Module):
+    """Proxy adversary that rebuilds the latent z from z̃ (cheaper than images, the same
+    information since z decodes almost losslessly; App. E)."""
+
+    def __init__(self, *, in_dim: int, out_dim: int, hidden: int = 64) -> None:
+        super().__init__()
+        self.net = relu_mlp([in_dim, hidden, hidden, out_dim])
+
+    def forward(self, z_tilde: torch.Tensor) -> torch.Tensor:
+        """Predict z from z̃."""
+        return self.net(z_tilde)
+
+
+class SmallCNN(nn.Module):
+    """A standard small CNN classifier for 8×8 to 64×64 images (two conv blocks, max-pooling,
+    a dense head): the "standard CNN" of the IP experiments on digits and Fashion-MNIST."""
+
+    def __init__(
+        self, *, image_shape: Sequence[int], num_classes: int, width: int = 32, hidden: int = 128
+    ) -> None:
+        super().__init__()
+        c, h, w = (int(v) for v in image_shape)
+        check_int("num_classes", num_classes, minimum=2)
+        pool = 2 if min(h, w) >= 16 else 1
+        self.features = nn.Sequential(
+            nn.Conv2d(c, width, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(pool),
+            nn.Conv2d(width, 2 * width, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        with torch.no_grad():
+            n = self.features(torch.zeros(1, c, h, w)).numel()
+        self.head = nn.Sequential(
+            nn.Flatten(), nn.Linear(n, hidden), nn.ReLU(), nn.Linear(hidden, num_classes)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits of a batch of images (pixels in [0, 1])."""
+        return self.head(self.features(x))
+
+
+class _Normalize(nn.Module):
+    def __init__(self, mean: Sequence[float], std: Sequence[float]) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1))
+        self.register_buffer("std", torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean) / self.std
+
+
+def cifar_resnet18(*, num_classes: int = 10, in_channels: int = 3) -> nn.Sequential:
+    """torchvision's ResNet-18 adapted to 32×32 inputs (3×3 stem, no max-pool), with the
+    CIFAR-10 normalisation inside the model so that it takes pixels in [0, 1] (the IP paper's
+    α is measured on the input as the user sees it)."""
+    from torchvision.models import resnet18
+
+    net = resnet18(num_classes=check_int("num_classes", num_classes, minimum=2))
+    net.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)
+    net.maxpool = nn.Identity()
+    mean, std = (
+        ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)) if in_channels == 3 else ((0.5,), (0.25,))
+    )
+    return nn.Sequential(_Normalize(mean, std), net)
+
+
+class LipschitzClassifier(nn.Module):
+    """Flatten → :class:`LipschitzMLP`: a classifier on raw pixels whose global ℓp→ℓp Lipschitz
+    constant (``norm="l1"`` for Lap-Output, ``"l2"`` for Gauss-Output) is at most ``bound`` by
+    construction, every layer (the last one included) covered."""
+
+    def __init__(
+        self,
+        *,
+        image_shape: Sequence[int],
+        num_classes: int,
+        norm: str = "l2",
+        hidden: Sequence[int] = (256, 128),
+        bound: float = 1.0,
+    ) -> None:
+        super().__init__()
+        c, h, w = (int(v) for v in image_shape)
+        check_choice("norm", norm, ("l1", "l2"))
+        self.flatten = nn.Flatten()
+        self.mlp = LipschitzMLP(
+            [c * h * w, *[int(v) for v in hidden], num_classes],
+            bound=check_positive("bound", bound),
+            norm=norm,
+        )  # type: ignore[arg-type]
+        self.norm = norm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Class scores of a batch of images (pixels in [0, 1])."""
+        return self.mlp(self.flatten(x))
+
+    def lipschitz_bound(self, p: float | str | None = None) -> float:
+        """Certified global ℓp→ℓp bound (flattening is an isometry for every ℓp)."""
+        return self.mlp.lipschitz_bound(p)
