@@ -27,6 +27,8 @@ def version() -> None:
 # --- sub-command registrations (one line per part; keep imports local to each module) ---
 app.add_typer(__import__("privcore.lab.cli", fromlist=["lab_app"]).lab_app, name="lab")
 app.add_typer(__import__("privcore.experiments.cli", fromlist=["experiment_app"]).experiment_app, name="experiment")
+app.add_typer(__import__("privcore.train.cli", fromlist=["train_app"]).train_app, name="train")
+app.command("evaluate")(__import__("privcore.train.cli", fromlist=["evaluate"]).evaluate)
 
 
 def main() -> None:

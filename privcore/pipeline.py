@@ -1,0 +1,334 @@
+"""One entry point to the trained networks: :func:`load_pipeline` (posthoc-PTR: embedder g,
+decoder, obfuscator f, classifier, attacker, R and Δp), :func:`load_ip_models` (inference-privacy
+classifiers with their certified global Lipschitz constants) and :func:`list_models`.
+
+Everything comes back verified (weights' SHA-256, architecture, which embedder an obfuscator was
+trained on, which obfuscator an attacker attacks), in eval mode and without gradients: inference
+only. Checkpoints live in ``<models_dir>/<dataset>/<name>.{safetensors,json}``; ``models_dir``
+defaults to ``$PRIVCORE_MODELS_DIR`` or the repository's ``models/``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from privcore.errors import CheckpointError
+from privcore.nets.checkpoint import CARD_FORMAT, load_checkpoint
+from privcore.nets.embedder import LatentDecoder, MeanEncoder
+
+__all__ = [
+    "DeltaP",
+    "IPModel",
+    "IPModels",
+    "ModelInfo",
+    "Pipeline",
+    "default_models_dir",
+    "list_models",
+    "load_ip_models",
+    "load_pipeline",
+]
+
+
+def default_models_dir() -> Path:
+    """``$PRIVCORE_MODELS_DIR`` if set, else ``<repository>/models``."""
+    env = os.environ.get("PRIVCORE_MODELS_DIR")
+    return Path(env).expanduser() if env else Path(__file__).resolve().parents[1] / "models"
+
+
+def _device(device: str | torch.device | None) -> torch.device:
+    from privcore.train.common import resolve_device
+
+    return resolve_device(device)
+
+
+@dataclass(frozen=True)
+class DeltaP:
+    """Δp statistics stored with an obfuscator (posthoc-PTR Sec. 6): μ, σ of L(f, N(z_i, R)) over
+    ``n`` training embeddings and the proposal ``proposed`` = μ + ``n_sigma``·σ."""
+
+    mu: float
+    sigma: float
+    n_sigma: float
+    proposed: float
+    n: int
+    radius: float
+    all_exact: bool
+
+    @classmethod
+    def from_card(cls, d: Mapping[str, Any] | None) -> DeltaP | None:
+        """Read the card's ``delta_p`` block (None when Δp has not been computed)."""
+        if not d:
+            return None
+        return cls(
+            mu=float(d["mu"]),
+            sigma=float(d["sigma"]),
+            n_sigma=float(d["n_sigma"]),
+            proposed=float(d["proposed"]),
+            n=int(d["n"]),
+            radius=float(d["radius"]),
+            all_exact=bool(d.get("all_exact", False)),
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Pipeline:
+    """The posthoc-PTR networks of one dataset and obfuscator variant (Fig. 1 of the paper).
+
+    ``embedder`` maps images (N, C, H, W) in [0, 1] to latent means z; ``decoder`` maps z back to
+    images; ``obfuscator`` (a Linear/ReLU ``nn.Sequential``) maps z to z̃; ``classifier`` maps z̃
+    to class logits; ``attacker`` maps a release (z̃ plus noise) to an image, or is None when no
+    attacker was trained. ``radius`` is the paper's R in ℓ∞ on z; ``delta_p`` the stored Δp
+    statistics (None before ``python -m privcore train delta-p``).
+    """
+
+    dataset: str
+    obfuscator_name: str
+    embedder: nn.Module
+    decoder: nn.Module
+    obfuscator: nn.Sequential
+    classifier: nn.Module
+    attacker: nn.Module | None
+    radius: float
+    delta_p: DeltaP | None
+    image_shape: tuple[int, int, int]
+    class_names: tuple[str, ...]
+    latent_dim: int
+    cards: Mapping[str, Mapping[str, Any]]
+    device: torch.device
+
+    @property
+    def proposed_delta_p(self) -> float | None:
+        """Δp = μ + n·σ from the card, or None."""
+        return None if self.delta_p is None else self.delta_p.proposed
+
+    @torch.no_grad()
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """z = g(x) for a batch of images (or one image of shape (C, H, W))."""
+        single = x.ndim == 3
+        z = self.embedder((x.unsqueeze(0) if single else x).to(self.device, torch.float32))
+        return z[0] if single else z
+
+    @torch.no_grad()
+    def obfuscate(self, z: torch.Tensor) -> torch.Tensor:
+        """z̃ = f(z)."""
+        return self.obfuscator(z.to(self.device, torch.float32))
+
+    @torch.no_grad()
+    def classify(self, z_tilde: torch.Tensor) -> torch.Tensor:
+        """Class logits of (possibly noisy) obfuscated vectors."""
+        return self.classifier(z_tilde.to(self.device, torch.float32))
+
+    @torch.no_grad()
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        """Images decoded from latent points."""
+        return self.decoder(z.to(self.device, torch.float32))
+
+    @torch.no_grad()
+    def reconstruct(self, release: torch.Tensor) -> torch.Tensor:
+        """The attacker's reconstruction from a release (CheckpointError when no attacker)."""
+        if self.attacker is None:
+            raise CheckpointError(f"no attacker was trained for {self.dataset}/{self.obfuscator_name}")
+        return self.attacker(release.to(self.device, torch.float32))
+
+    @torch.no_grad()
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        """Noise-free (ε = ∞) predicted classes of images."""
+        return self.classify(self.obfuscate(self.embed(x))).argmax(-1)
+
+
+def _stem(models_dir: Path, dataset: str, name: str) -> Path:
+    return models_dir / dataset / name
+
+
+def _missing(models_dir: Path, dataset: str, what: str) -> CheckpointError:
+    have = sorted(p.name for p in models_dir.iterdir() if p.is_dir()) if models_dir.is_dir() else []
+    return CheckpointError(
+        f"no {what} for dataset {dataset!r} in {models_dir} "
+        f"(datasets with models: {', '.join(have) or 'none'}); "
+        f"train it with `python -m privcore train all --dataset {dataset}`"
+    )
+
+
+def load_pipeline(
+    dataset: str,
+    obfuscator: str = "ARL-C-N",
+    models_dir: str | os.PathLike[str] | None = None,
+    device: str | torch.device | None = None,
+) -> Pipeline:
+    """Load and verify the posthoc-PTR networks of ``dataset`` with obfuscator variant ``obfuscator``
+    (a Table-1 name such as ``"ARL-C-N"`` or an α-sweep name such as ``"ARL-alpha0.9"``)."""
+    mdir = Path(models_dir) if models_dir is not None else default_models_dir()
+    dev = _device(device)
+    emb_stem, obf_stem = _stem(mdir, dataset, "embedder"), _stem(mdir, dataset, f"obfuscator-{obfuscator}")
+    if not emb_stem.with_suffix(".json").is_file():
+        raise _missing(mdir, dataset, "embedder")
+    if not obf_stem.with_suffix(".json").is_file():
+        raise _missing(mdir, dataset, f"obfuscator {obfuscator!r}")
+    emb = load_checkpoint(emb_stem, kind="embedder", dataset=dataset, device=dev)
+    obf = load_checkpoint(obf_stem, kind="obfuscator", dataset=dataset, device=dev)
+    if obf.card["embedder"]["sha256"] != emb.card["weights"]["sha256"]:
+        raise CheckpointError(
+            f"{obf_stem}.json was trained on another embedder "
+            f"(sha256 {obf.card['embedder']['sha256'][:12]}…) "
+            f"than {emb_stem}.safetensors ({emb.card['weights']['sha256'][:12]}…); retrain the obfuscator"
+        )
+    att_stem = _stem(mdir, dataset, f"attacker-{obfuscator}")
+    attacker = None
+    cards: dict[str, Mapping[str, Any]] = {"embedder": emb.card, "obfuscator": obf.card}
+    if att_stem.with_suffix(".json").is_file():
+        att = load_checkpoint(att_stem, kind="attacker", dataset=dataset, device=dev)
+        if att.card["obfuscator"]["sha256"] != obf.card["weights"]["sha256"]:
+            raise CheckpointError(
+                f"{att_stem}.json attacks another obfuscator than {obf_stem}.safetensors; "
+                f"retrain the attacker"
+            )
+        attacker = att["attacker"]
+        cards["attacker"] = att.card
+    vae = emb["vae"]
+    f = obf["obfuscator"]
+    if not isinstance(f, nn.Sequential):
+        raise CheckpointError(f"{obf_stem}: the obfuscator must be a Linear/ReLU nn.Sequential")
+    return Pipeline(
+        dataset=dataset,
+        obfuscator_name=obfuscator,
+        embedder=MeanEncoder(vae).eval(),
+        decoder=LatentDecoder(vae).eval(),
+        obfuscator=f,
+        classifier=obf["classifier"],
+        attacker=attacker,
+        radius=float(obf.card["radius"]["value"]),
+        delta_p=DeltaP.from_card(obf.card.get("delta_p")),
+        image_shape=tuple(int(v) for v in emb.card["dataset"]["image_shape"]),  # type: ignore[arg-type]
+        class_names=tuple(emb.card["dataset"]["class_names"]),
+        latent_dim=int(emb.card["architecture"]["vae"]["kwargs"]["latent_dim"]),
+        cards=cards,
+        device=dev,
+    )
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """One checkpoint as its card describes it (no weights loaded)."""
+
+    dataset: str
+    kind: str
+    name: str
+    path: Path
+    metrics: Mapping[str, Any]
+    card: Mapping[str, Any]
+
+
+def list_models(models_dir: str | os.PathLike[str] | None = None) -> list[ModelInfo]:
+    """Every privcore checkpoint card under ``models_dir`` (``<dataset>/<name>.json``), sorted by
+    dataset, kind and name. Other JSON files are ignored; weights are not read."""
+    mdir = Path(models_dir) if models_dir is not None else default_models_dir()
+    out: list[ModelInfo] = []
+    for p in sorted(mdir.glob("*/*.json")):
+        try:
+            card = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(card, dict) or card.get("format") != CARD_FORMAT:
+            continue
+        metrics = {k: v for k, v in (card.get("metrics") or {}).items() if k != "history"}
+        out.append(
+            ModelInfo(
+                dataset=str(card["dataset"]["name"]),
+                kind=str(card["kind"]),
+                name=str(card["name"]),
+                path=p.with_suffix(".safetensors"),
+                metrics=metrics,
+                card=card,
+            )
+        )
+    return sorted(out, key=lambda m: (m.dataset, m.kind, m.name))
+
+
+@dataclass(frozen=True, eq=False)
+class IPModel:
+    """An inference-privacy classifier on pixels in [0, 1]. ``lipschitz`` holds certified global
+    ℓ1→ℓ1 and ℓ2→ℓ2 constants (recomputed from the loaded weights) for the Lipschitz models, and
+    is None for the CNNs (Gauss-Input only). ``finetune`` describes Gauss-Input fine-tuning."""
+
+    name: str
+    model: nn.Module
+    lipschitz: Mapping[str, float] | None
+    finetune: Mapping[str, Any] | None
+    card: Mapping[str, Any]
+
+    @torch.no_grad()
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        dev = next(self.model.parameters()).device
+        return self.model(x.to(dev, torch.float32))
+
+
+@dataclass(frozen=True, eq=False)
+class IPModels:
+    """The IP classifiers of one dataset, by name (``ip-cnn``, ``ip-cnn-gauss-input``,
+    ``ip-lipschitz-l1``, ``ip-lipschitz-l2``: whichever were trained)."""
+
+    dataset: str
+    models: Mapping[str, IPModel]
+    image_shape: tuple[int, int, int]
+    class_names: tuple[str, ...]
+
+    def __getitem__(self, name: str) -> IPModel:
+        if name not in self.models:
+            raise KeyError(f"no IP model {name!r} for {self.dataset}; have {', '.join(self.models)}")
+        return self.models[name]
+
+
+def load_ip_models(
+    dataset: str,
+    models_dir: str | os.PathLike[str] | None = None,
+    device: str | torch.device | None = None,
+) -> IPModels:
+    """Load every IP classifier of ``dataset``. For Lipschitz models the certified constants are
+    recomputed from the loaded weights; a card that states a smaller constant than the weights
+    have is refused (CheckpointError), so a mechanism never calibrates on an understated μ."""
+    mdir = Path(models_dir) if models_dir is not None else default_models_dir()
+    dev = _device(device)
+    stems = sorted((mdir / dataset).glob("ip-*.json"))
+    if not stems:
+        raise _missing(mdir, dataset, "IP classifiers")
+    models: dict[str, IPModel] = {}
+    shape: tuple[int, int, int] | None = None
+    classes: tuple[str, ...] = ()
+    for s in stems:
+        ck = load_checkpoint(s, kind="ip-classifier", dataset=dataset, device=dev)
+        model = ck["model"]
+        lip = None
+        if "lipschitz" in ck.card:
+            if not hasattr(model, "lipschitz_bound"):
+                raise CheckpointError(
+                    f"{s}: card states Lipschitz constants but the model cannot certify them"
+                )
+            live = {"l1": float(model.lipschitz_bound(1)), "l2": float(model.lipschitz_bound(2))}
+            for p, v in live.items():
+                stated = float(ck.card["lipschitz"][p])
+                if not math.isfinite(v) or v > stated * (1 + 1e-9):
+                    raise CheckpointError(
+                        f"{s}: the weights' certified ℓ{p[1]} constant {v:.6g} exceeds the "
+                        f"card's {stated:.6g}; regenerate the checkpoint"
+                    )
+            lip = live
+        models[str(ck.card["name"])] = IPModel(
+            name=str(ck.card["name"]),
+            model=model,
+            lipschitz=lip,
+            finetune=ck.card.get("finetune"),
+            card=ck.card,
+        )
+        shape = tuple(int(v) for v in ck.card["dataset"]["image_shape"])  # type: ignore[assignment]
+        classes = tuple(ck.card["dataset"]["class_names"])
+    assert shape is not None
+    return IPModels(dataset=dataset, models=models, image_shape=shape, class_names=classes)

@@ -1,0 +1,456 @@
+"""``python -m privcore train ...`` and ``python -m privcore evaluate``.
+
+Every command runs on CUDA when present and on the CPU otherwise (``--device``), shows progress
+bars, resumes an interrupted run from its ``*.resume.pt`` state, and writes checkpoints into
+``<models-dir>/<dataset>/`` whose cards record the command that regenerates them.
+Heavy imports stay inside the commands so that ``python -m privcore --help`` is fast.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+train_app = typer.Typer(
+    help="Train embedders, obfuscators (Table 1), α sweeps (Fig. 2), attackers, IP classifiers; compute Δp.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+_DATASET = typer.Option(
+    "digits", "--dataset", "-d", help="digits, fashion-mnist, mnist, cifar10, utkface, folder"
+)
+_DEVICE = typer.Option("auto", help="auto (CUDA when present, else CPU), cpu or cuda")
+_SEED = typer.Option(0, help="seed of initialisation, shuffling and training noise")
+_MODELS = typer.Option(None, "--models-dir", help="default: $PRIVCORE_MODELS_DIR or the repository's models/")
+_DATA_ROOT = typer.Option(None, "--data-root", help="dataset root (default: $PRIVCORE_DATA_DIR or data/raw)")
+_THREADS = typer.Option(None, help="CPU threads for torch (default: torch's choice)")
+_PROGRESS = typer.Option(True, "--progress/--no-progress", help="progress bars")
+_RESUME = typer.Option(True, "--resume/--no-resume", help="continue an interrupted run from its state file")
+
+
+def _command() -> str:
+    return "python -m privcore " + shlex.join(sys.argv[1:])
+
+
+def _setup(models_dir: Path | None, threads: int | None) -> Path:
+    from privcore.pipeline import default_models_dir
+    from privcore.train.common import set_threads
+
+    set_threads(threads)
+    return Path(models_dir) if models_dir is not None else default_models_dir()
+
+
+def _load(dataset: str, data_root: Path | None) -> Any:
+    from privcore.data import load_dataset
+    from privcore.errors import DatasetUnavailableError
+
+    try:
+        return load_dataset(dataset, root=data_root)
+    except DatasetUnavailableError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
+def _summary(card: dict[str, Any]) -> None:
+    m = {k: v for k, v in (card.get("metrics") or {}).items() if k != "history"}
+    typer.echo(
+        f"wrote {card['kind']} {card['name']} ({card['weights']['bytes'] / 1024:.0f} KiB): "
+        f"{json.dumps(m, default=str)[:600]}"
+    )
+
+
+@train_app.command("embedder")
+def embedder_cmd(
+    dataset: str = _DATASET,
+    epochs: int = typer.Option(None, help="override the recipe's epochs"),
+    n_train: int = typer.Option(None, "--n-train", help="train on a random subset of this size"),
+    arch: str = typer.Option(None, help="mlp or conv"),
+    hidden: int = typer.Option(None),
+    width: int = typer.Option(None),
+    beta: float = typer.Option(None, help="β of the β-VAE (paper: 5)"),
+    device: str = _DEVICE,
+    seed: int = _SEED,
+    models_dir: Path = _MODELS,
+    data_root: Path = _DATA_ROOT,
+    threads: int = _THREADS,
+    progress: bool = _PROGRESS,
+    resume: bool = _RESUME,
+) -> None:
+    """Train the β-VAE embedder (posthoc-PTR App. E)."""
+    from privcore.train.embedder import train_embedder
+    from privcore.train.recipes import embedder_recipe
+
+    mdir = _setup(models_dir, threads)
+    ds = _load(dataset, data_root)
+    rec = embedder_recipe(
+        dataset, epochs=epochs, n_train=n_train, arch=arch, hidden=hidden, width=width, beta=beta
+    )
+    _summary(
+        train_embedder(
+            ds,
+            rec,
+            out=mdir / dataset / "embedder",
+            device=device,
+            seed=seed,
+            progress=progress,
+            resume=resume,
+            command=_command(),
+        )
+    )
+
+
+@train_app.command("obfuscator")
+def obfuscator_cmd(
+    dataset: str = _DATASET,
+    variant: str = typer.Option("ARL-C-N", help="Encoder, ARL, C, N, ARL-C, ARL-N, C-N or ARL-C-N (Table 1)"),
+    alpha: float = typer.Option(
+        None, help="ARL weight α (only with --variant ARL: an α-sweep member, Fig. 2)"
+    ),
+    epochs: int = typer.Option(None),
+    keep_adversary: bool = typer.Option(False, "--keep-adversary", help="also store the proxy adversary"),
+    device: str = _DEVICE,
+    seed: int = _SEED,
+    models_dir: Path = _MODELS,
+    data_root: Path = _DATA_ROOT,
+    threads: int = _THREADS,
+    progress: bool = _PROGRESS,
+    resume: bool = _RESUME,
+) -> None:
+    """Train one obfuscator variant with its classifier and proxy adversary (Table 1)."""
+    from privcore.train.obfuscator import train_obfuscator
+    from privcore.train.recipes import obfuscator_recipe
+
+    mdir = _setup(models_dir, threads)
+    ds = _load(dataset, data_root)
+    rec = obfuscator_recipe(dataset, variant, alpha=alpha, epochs=epochs)
+    _summary(
+        train_obfuscator(
+            ds,
+            rec,
+            embedder=mdir / dataset / "embedder",
+            out=mdir / dataset / f"obfuscator-{rec.name}",
+            device=device,
+            seed=seed,
+            progress=progress,
+            resume=resume,
+            keep_adversary=keep_adversary,
+            command=_command(),
+        )
+    )
+
+
+@train_app.command("alpha-sweep")
+def alpha_sweep_cmd(
+    dataset: str = _DATASET,
+    alphas: str = typer.Option("0,0.5,0.9,0.99,0.999", help="comma-separated ARL weights (Fig. 2)"),
+    epochs: int = typer.Option(None),
+    device: str = _DEVICE,
+    seed: int = _SEED,
+    models_dir: Path = _MODELS,
+    data_root: Path = _DATA_ROOT,
+    threads: int = _THREADS,
+    progress: bool = _PROGRESS,
+    resume: bool = _RESUME,
+) -> None:
+    """Train ARL obfuscators at several α (Fig. 2: higher α, smaller local Lipschitz constants)."""
+    from privcore.train.obfuscator import train_obfuscator
+    from privcore.train.recipes import obfuscator_recipe
+
+    mdir = _setup(models_dir, threads)
+    ds = _load(dataset, data_root)
+    for a in (float(v) for v in alphas.split(",")):
+        rec = obfuscator_recipe(dataset, "ARL", alpha=a, epochs=epochs)
+        _summary(
+            train_obfuscator(
+                ds,
+                rec,
+                embedder=mdir / dataset / "embedder",
+                out=mdir / dataset / f"obfuscator-{rec.name}",
+                device=device,
+                seed=seed,
+                progress=progress,
+                resume=resume,
+                command=_command(),
+            )
+        )
+
+
+@train_app.command("delta-p")
+def delta_p_cmd(
+    dataset: str = _DATASET,
+    variant: str = typer.Option("ARL-C-N", help="obfuscator name (a Table-1 variant or ARL-alpha<α>)"),
+    n: int = typer.Option(300, help="training embeddings to certify"),
+    n_sigma: float = typer.Option(3.0, help="Δp = μ + n_sigma·σ (paper: 3)"),
+    radius: float = typer.Option(None, help="R (default: the card's, i.e. the paper's for the dataset)"),
+    certifier: str = typer.Option("exact", help="exact, lp or interval"),
+    solver: str = typer.Option("auto", help="auto, gurobi or highs"),
+    workers: int = typer.Option(2, help="solver processes"),
+    time_limit: float = typer.Option(
+        None, help="seconds per solve (a time-out keeps the proven upper bound)"
+    ),
+    seed: int = _SEED,
+    models_dir: Path = _MODELS,
+    progress: bool = _PROGRESS,
+) -> None:
+    """Certify local Lipschitz constants on training embeddings; store μ, σ, Δp and timings in the card."""
+    from privcore.train.delta_p import compute_delta_p
+
+    mdir = _setup(models_dir, None)
+    card = compute_delta_p(
+        mdir / dataset / f"obfuscator-{variant}",
+        n=n,
+        radius=radius,
+        n_sigma=n_sigma,
+        certifier=certifier,
+        solver=solver,
+        workers=workers,
+        time_limit=time_limit,
+        seed=seed,
+        progress=progress,
+        command=_command(),
+    )
+    d, c = card["delta_p"], card["certification"]
+    typer.echo(
+        f"{dataset}/{variant}: R={d['radius']:g} n={d['n']} μ={d['mu']:.4g} σ={d['sigma']:.4g} "
+        f"Δp=μ+{d['n_sigma']:g}σ={d['proposed']:.4g} (all exact: {d['all_exact']}); "
+        f"certification {c['seconds_mean']:.3f} s/point mean, {c['seconds_max']:.3f} s max ({c['solvers']})"
+    )
+
+
+@train_app.command("attacker")
+def attacker_cmd(
+    dataset: str = _DATASET,
+    variant: str = typer.Option("ARL-C-N", help="obfuscator to attack"),
+    epochs: int = typer.Option(None),
+    epsilons: str = typer.Option("1,2,5,10", help="release ε values mixed into the training data"),
+    device: str = _DEVICE,
+    seed: int = _SEED,
+    models_dir: Path = _MODELS,
+    threads: int = _THREADS,
+    progress: bool = _PROGRESS,
+    resume: bool = _RESUME,
+) -> None:
+    """Train the reconstruction attacker on releases f(z) + Lap(Δp·R/ε) and noise-free f(z)."""
+    from privcore.attacks.reconstruction import train_reconstruction_attacker
+    from privcore.train.recipes import attacker_recipe
+
+    mdir = _setup(models_dir, threads)
+    rec = attacker_recipe(dataset, epochs=epochs, epsilons=tuple(float(e) for e in epsilons.split(",")))
+    _summary(
+        train_reconstruction_attacker(
+            mdir / dataset / f"obfuscator-{variant}",
+            recipe=rec,
+            out=mdir / dataset / f"attacker-{variant}",
+            device=device,
+            seed=seed,
+            progress=progress,
+            resume=resume,
+            command=_command(),
+        )
+    )
+
+
+@train_app.command("ip")
+def ip_cmd(
+    dataset: str = _DATASET,
+    model: str = typer.Option("cnn", help="cnn (ResNet-18 on CIFAR-10), lipschitz-l1 or lipschitz-l2"),
+    epochs: int = typer.Option(None),
+    finetune_epochs: int = typer.Option(None, help="Gauss-Input fine-tuning epochs (cnn only; 0 = none)"),
+    target_epsilon: float = typer.Option(None, help="Gauss-Input fine-tuning target ε"),
+    target_alpha: float = typer.Option(None, help="Gauss-Input fine-tuning target α (ℓ2, pixels in [0, 1])"),
+    n_train: int = typer.Option(None, "--n-train"),
+    device: str = _DEVICE,
+    seed: int = _SEED,
+    models_dir: Path = _MODELS,
+    data_root: Path = _DATA_ROOT,
+    threads: int = _THREADS,
+    progress: bool = _PROGRESS,
+    resume: bool = _RESUME,
+) -> None:
+    """Train an inference-privacy classifier (IP paper Sec. V)."""
+    from privcore.train.ip import train_ip_classifier
+    from privcore.train.recipes import ip_recipe
+
+    mdir = _setup(models_dir, threads)
+    ds = _load(dataset, data_root)
+    rec = ip_recipe(
+        dataset,
+        model,
+        epochs=epochs,
+        finetune_epochs=finetune_epochs,
+        target_epsilon=target_epsilon,
+        target_alpha=target_alpha,
+        n_train=n_train,
+    )
+    for card in train_ip_classifier(
+        ds,
+        rec,
+        out_dir=mdir / dataset,
+        device=device,
+        seed=seed,
+        progress=progress,
+        resume=resume,
+        command=_command(),
+    ):
+        _summary(card)
+
+
+def _fmt_eval(res: dict[str, Any]) -> str:
+    lines = [f"== {res['dataset']} (test set) =="]
+    for o in res["obfuscators"]:
+        line = f"{o['obfuscator']:>14}: accuracy ε=∞ {o['accuracy_eps_inf']:.4f}"
+        if "noise_only_accuracy" in o:
+            noisy = ", ".join(f"ε={k}: {v:.3f}" for k, v in o["noise_only_accuracy"].items())
+            line += f" | Δp={o['delta_p']:.4g}, R={o['radius']:g}, release noise only (no ⊥): {noisy}"
+        lines.append(line)
+    for m in res["ip"]:
+        lip = (
+            f" (certified μ₁={m['lipschitz']['l1']:.4g}, μ₂={m['lipschitz']['l2']:.4g})"
+            if m["lipschitz"]
+            else ""
+        )
+        lines.append(f"{m['name']:>20}: accuracy {m['accuracy']:.4f}{lip}")
+    return "\n".join(lines)
+
+
+def evaluate(
+    dataset: str = _DATASET,
+    obfuscator: list[str] = typer.Option(
+        None, "--obfuscator", "-o", help="variant(s); default: every shipped one"
+    ),
+    epsilons: str = typer.Option("1,2,5,10", help="ε values for the release-noise accuracy"),
+    ip: bool = typer.Option(True, "--ip/--no-ip", help="also evaluate the IP classifiers"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+    device: str = _DEVICE,
+    seed: int = _SEED,
+    models_dir: Path = _MODELS,
+) -> None:
+    """Test-set accuracy of the shipped pipelines (ε = ∞ and under release noise) and IP classifiers."""
+    from privcore.errors import CheckpointError, DatasetUnavailableError
+    from privcore.train.evaluate import evaluate_dataset
+
+    try:
+        res = evaluate_dataset(
+            dataset,
+            obfuscators=obfuscator or None,
+            models_dir=models_dir,
+            device=device,
+            epsilons=tuple(float(e) for e in epsilons.split(",")),
+            include_ip=ip,
+            seed=seed,
+        )
+    except (CheckpointError, DatasetUnavailableError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(json.dumps(res, indent=2) if as_json else _fmt_eval(res))
+
+
+@train_app.command("all")
+def all_cmd(
+    dataset: str = _DATASET,
+    variants: str = typer.Option("Encoder,ARL,ARL-C-N", help="obfuscator variants to train (Table 1 names)"),
+    ip_models: str = typer.Option(
+        "cnn,lipschitz-l1,lipschitz-l2", "--ip-models", help="IP classifiers ('' = none)"
+    ),
+    attackers: bool = typer.Option(
+        True, "--attackers/--no-attackers", help="train a reconstruction attacker per variant"
+    ),
+    delta_p_n: int = typer.Option(300, "--delta-p-n", help="training embeddings certified for Δp"),
+    workers: int = typer.Option(2, help="solver processes for Δp"),
+    device: str = _DEVICE,
+    seed: int = _SEED,
+    models_dir: Path = _MODELS,
+    data_root: Path = _DATA_ROOT,
+    threads: int = _THREADS,
+    progress: bool = _PROGRESS,
+    resume: bool = _RESUME,
+    force: bool = typer.Option(False, help="retrain even what already exists"),
+) -> None:
+    """Everything the dashboard ships for a dataset: embedder, obfuscators (+ Δp), attackers, IP
+    classifiers. Steps whose checkpoint exists are skipped (unless --force); each card records the
+    single-step command that regenerates it."""
+    from privcore.attacks.reconstruction import train_reconstruction_attacker
+    from privcore.nets.checkpoint import read_card
+    from privcore.train.delta_p import compute_delta_p
+    from privcore.train.embedder import train_embedder
+    from privcore.train.ip import train_ip_classifier
+    from privcore.train.obfuscator import train_obfuscator
+    from privcore.train.recipes import attacker_recipe, embedder_recipe, ip_recipe, obfuscator_recipe
+
+    mdir = _setup(models_dir, threads)
+    ds = _load(dataset, data_root)
+    d = mdir / dataset
+    common = f"--dataset {dataset} --seed {seed} --device {device}" + (
+        f" --threads {threads}" if threads else ""
+    )
+    common += "" if models_dir is None else f" --models-dir {shlex.quote(str(models_dir))}"
+    run = dict(device=device, seed=seed, progress=progress, resume=resume)
+
+    def need(stem: Path) -> bool:
+        return force or not stem.with_suffix(".json").is_file()
+
+    if need(d / "embedder"):
+        _summary(
+            train_embedder(
+                ds,
+                embedder_recipe(dataset),
+                out=d / "embedder",
+                command=f"python -m privcore train embedder {common}",
+                **run,
+            )
+        )
+    for v in [s for s in variants.split(",") if s]:
+        stem = d / f"obfuscator-{v}"
+        if need(stem):
+            _summary(
+                train_obfuscator(
+                    ds,
+                    obfuscator_recipe(dataset, v),
+                    embedder=d / "embedder",
+                    out=stem,
+                    command=f"python -m privcore train obfuscator {common} --variant {v}",
+                    **run,
+                )
+            )
+        if force or not read_card(stem).get("delta_p"):
+            mcommon = f"--dataset {dataset}" + ("" if models_dir is None else f" --models-dir {models_dir}")
+            compute_delta_p(
+                stem,
+                n=delta_p_n,
+                workers=workers,
+                seed=seed,
+                progress=progress,
+                command=f"python -m privcore train delta-p {mcommon} --variant {v} --n {delta_p_n} "
+                f"--workers {workers} --seed {seed}",
+            )
+            dp = read_card(stem)["delta_p"]
+            typer.echo(
+                f"Δp {v}: μ={dp['mu']:.4g} σ={dp['sigma']:.4g} proposed={dp['proposed']:.4g} (n={dp['n']})"
+            )
+        if attackers and need(d / f"attacker-{v}"):
+            _summary(
+                train_reconstruction_attacker(
+                    stem,
+                    recipe=attacker_recipe(dataset),
+                    out=d / f"attacker-{v}",
+                    command=f"python -m privcore train attacker {common} --variant {v}",
+                    **run,
+                )
+            )
+    for m in [s for s in ip_models.split(",") if s]:
+        first = d / ("ip-cnn" if m == "cnn" else f"ip-{m}")
+        if need(first):
+            for card in train_ip_classifier(
+                ds,
+                ip_recipe(dataset, m),
+                out_dir=d,
+                command=f"python -m privcore train ip {common} --model {m}",
+                **run,
+            ):
+                _summary(card)

@@ -1,0 +1,230 @@
+"""Stage ii of the posthoc-PTR pipeline (Sec. 4–5, App. E): train an obfuscator f on the
+frozen embedder's latent means together with its task classifier h and proxy adversary a.
+
+ARL min-max (the adversarial representation learning of Table 1): every step,
+h minimises CE(h(z̃ + n), y) and a minimises MSE(a(z̃), x) on the detached z̃ = f(z); then f
+minimises ``(1 − α)·CE(h(f(z) + n), y) − α·MSE(a(f(z)), x) + λ·C(f(z), y)``. The authors'
+public code *added* α·MSE (training f to help the adversary) and applied C to z (no gradient
+reaches f); both are bugs this module does not copy. After the joint phase, h is refitted for
+a few epochs on the final, frozen f so that the shipped classifier matches the shipped f.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from privcore.data import Dataset, get_spec
+from privcore.nets.checkpoint import Architecture, build_module, load_checkpoint, save_checkpoint
+from privcore.train.common import (
+    ResumableRun,
+    batched_apply,
+    epoch_bar,
+    minibatches,
+    resolve_device,
+    seed_everything,
+)
+from privcore.train.embedder import dataset_card
+from privcore.train.losses import contrastive_loss
+from privcore.train.recipes import ObfuscatorRecipe
+
+__all__ = ["obfuscator_architectures", "train_obfuscator"]
+
+
+def obfuscator_architectures(
+    ds: Dataset, recipe: ObfuscatorRecipe, latent_dim: int
+) -> dict[str, Architecture]:
+    """Architectures of the obfuscator, classifier and proxy adversary a recipe describes."""
+    archs = {
+        "obfuscator": Architecture(
+            "relu_mlp", {"widths": [latent_dim, *recipe.obfuscator_hidden, recipe.out_dim]}
+        ),
+        "classifier": Architecture(
+            "relu_mlp", {"widths": [recipe.out_dim, *recipe.classifier_hidden, ds.num_classes]}
+        ),
+    }
+    if recipe.adversary == "image":
+        archs["adversary"] = Architecture(
+            "proxy_image_adversary",
+            {
+                "in_dim": recipe.out_dim,
+                "image_shape": list(ds.image_shape),
+                "arch": "mlp",
+                "hidden": recipe.adversary_hidden,
+            },
+        )
+    else:
+        archs["adversary"] = Architecture(
+            "latent_adversary", {"in_dim": recipe.out_dim, "out_dim": latent_dim}
+        )
+    return archs
+
+
+def _noisy(z: torch.Tensor, sigma: float, on: bool) -> torch.Tensor:
+    if not on:
+        return z
+    # Laplace(0, σ) i.i.d. (the release noise's family); training noise, not a release.
+    u = torch.rand_like(z) - 0.5
+    return z - sigma * torch.sign(u) * torch.log1p(-2.0 * u.abs())
+
+
+def train_obfuscator(
+    ds: Dataset,
+    recipe: ObfuscatorRecipe,
+    *,
+    embedder: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    device: str | torch.device | None = "auto",
+    seed: int = 0,
+    progress: bool = True,
+    resume: bool = True,
+    keep_adversary: bool = False,
+    command: str | None = None,
+) -> dict[str, Any]:
+    """Train one obfuscator variant on the latent means of the embedder checkpoint ``embedder``
+    and write checkpoint ``out`` (obfuscator + classifier, and the proxy adversary when
+    ``keep_adversary``). Returns the card (Δp statistics are added later by
+    :func:`privcore.train.delta_p.compute_delta_p`)."""
+    dev = resolve_device(device)
+    emb_ck = load_checkpoint(embedder, kind="embedder", dataset=ds.name)
+    if emb_ck.card["dataset"]["fingerprint"] != ds.fingerprint:
+        raise ValueError(
+            f"embedder {embedder} was trained on different {ds.name!r} data (fingerprint mismatch)"
+        )
+    vae = emb_ck["vae"].to(dev)
+    latent_dim = int(emb_ck.card["architecture"]["vae"]["kwargs"]["latent_dim"])
+    z_tr = batched_apply(lambda b: vae.encode(b)[0], ds.x_train, device=dev)
+    z_te = batched_apply(lambda b: vae.encode(b)[0], ds.x_test, device=dev)
+    y_tr, y_te = ds.y_train, ds.y_test
+    target_tr = ds.x_train if recipe.adversary == "image" else z_tr
+
+    gen = seed_everything(seed)
+    archs = obfuscator_architectures(ds, recipe, latent_dim)
+    f, h, a = (build_module(archs[k]).to(dev) for k in ("obfuscator", "classifier", "adversary"))
+    opt_f = torch.optim.Adam(f.parameters(), lr=recipe.lr)
+    opt_h = torch.optim.Adam(h.parameters(), lr=recipe.lr)
+    opt_a = torch.optim.Adam(a.parameters(), lr=recipe.lr)
+    mods: dict[str, nn.Module] = {"f": f, "h": h, "a": a}
+    opts = {"f": opt_f, "h": opt_h, "a": opt_a}
+    total_epochs = recipe.epochs + recipe.classifier_refit_epochs
+    run = ResumableRun(
+        out,
+        enabled=resume,
+        config={
+            "recipe": recipe.to_json(),
+            "seed": seed,
+            "data": ds.fingerprint,
+            "embedder": emb_ck.card["weights"]["sha256"],
+        },
+    )
+    start, history = run.restore(mods, opts, gen)
+    alpha, lam = recipe.alpha, (recipe.lam if recipe.contrastive else 0.0)
+    t0 = time.perf_counter()
+    bar = epoch_bar(
+        total_epochs, desc=f"obfuscator {recipe.name} {ds.name}", progress=progress, initial=start
+    )
+    for epoch in range(start, total_epochs):
+        joint = epoch < recipe.epochs
+        f.train(), h.train(), a.train()
+        sums = {"ce": 0.0, "adv_mse": 0.0, "contrastive": 0.0}
+        n_seen = 0
+        for idx in minibatches(z_tr.shape[0], recipe.batch_size, gen):
+            z, y, t = z_tr[idx].to(dev), y_tr[idx].to(dev), target_tr[idx].to(dev)
+            with torch.no_grad():
+                zt = f(z)
+            # h and a: best responses to the current f (on detached z̃)
+            ce = F.cross_entropy(h(_noisy(zt, recipe.sigma, recipe.noise)), y)
+            opt_h.zero_grad(set_to_none=True)
+            ce.backward()
+            opt_h.step()
+            adv = F.mse_loss(a(zt), t)
+            if joint:
+                opt_a.zero_grad(set_to_none=True)
+                adv.backward()
+                opt_a.step()
+                # f: task utility against the adversary, plus the contrastive regulariser
+                zt = f(z)
+                loss = (1.0 - alpha) * F.cross_entropy(h(_noisy(zt, recipe.sigma, recipe.noise)), y)
+                if alpha > 0:
+                    loss = loss - alpha * F.mse_loss(a(zt), t)
+                if lam > 0:
+                    con = contrastive_loss(zt, y, margin=recipe.margin)
+                    loss = loss + lam * con
+                    sums["contrastive"] += con.item() * len(idx)
+                opt_f.zero_grad(set_to_none=True)
+                loss.backward()
+                opt_f.step()
+            sums["ce"] += ce.item() * len(idx)
+            sums["adv_mse"] += adv.item() * len(idx)
+            n_seen += len(idx)
+        row = {
+            "epoch": epoch + 1,
+            "phase": "joint" if joint else "classifier-refit",
+            **{k: v / n_seen for k, v in sums.items()},
+        }
+        history.append(row)
+        run.save(epoch + 1, mods, opts, gen, history)
+        bar.update(1)
+        bar.set_postfix(ce=f"{row['ce']:.3f}", adv=f"{row['adv_mse']:.4f}")
+    bar.close()
+    seconds = time.perf_counter() - t0
+    metrics = _evaluate(f, h, a, z_tr, y_tr, z_te, y_te, ds, recipe, dev)
+    metrics["history"] = history
+    spec = get_spec(ds.name)
+    card = {
+        "kind": "obfuscator",
+        "name": recipe.name,
+        "variant": recipe.variant,
+        "dataset": dataset_card(ds),
+        "embedder": {"file": Path(emb_ck.path).name, "sha256": emb_ck.card["weights"]["sha256"]},
+        "radius": {"value": spec.radius, "note": spec.radius_note, "input_norm": "linf", "output_norm": "l1"},
+        "recipe": recipe.to_json(),
+        "metrics": metrics,
+        "delta_p": None,
+        "seed": seed,
+        "device": str(dev),
+        "train_seconds": round(seconds, 1),
+        "command": command,
+    }
+    modules = {"obfuscator": (archs["obfuscator"], f.cpu()), "classifier": (archs["classifier"], h.cpu())}
+    if keep_adversary:
+        modules["adversary"] = (archs["adversary"], a.cpu())
+    written = save_checkpoint(out, modules=modules, card=card)
+    run.finish()
+    return written
+
+
+@torch.no_grad()
+def _evaluate(
+    f: nn.Module,
+    h: nn.Module,
+    a: nn.Module,
+    z_tr: torch.Tensor,
+    y_tr: torch.Tensor,
+    z_te: torch.Tensor,
+    y_te: torch.Tensor,
+    ds: Dataset,
+    recipe: ObfuscatorRecipe,
+    dev: torch.device,
+) -> dict[str, Any]:
+    f.eval(), h.eval(), a.eval()
+    zt_tr = batched_apply(f, z_tr, device=dev)
+    zt_te = batched_apply(f, z_te, device=dev)
+    acc_tr = float((batched_apply(h, zt_tr, device=dev).argmax(1) == y_tr).float().mean())
+    acc_te = float((batched_apply(h, zt_te, device=dev).argmax(1) == y_te).float().mean())
+    target_te = ds.x_test if recipe.adversary == "image" else z_te
+    adv = batched_apply(a, zt_te, device=dev)
+    return {
+        "train_accuracy": acc_tr,
+        "test_accuracy": acc_te,
+        "proxy_adversary_test_mse": float(F.mse_loss(adv, target_te)),
+        "proxy_adversary_target": recipe.adversary,
+        "z_tilde_train_std": [round(float(v), 4) for v in zt_tr.std(0)],
+        "z_tilde_train_linf_mean": float(zt_tr.abs().amax(1).mean()),
+    }
