@@ -42,6 +42,8 @@ def experiment(
     fresh: Annotated[
         bool, typer.Option("--fresh", help="ignore (overwrite) earlier results of this config")
     ] = False,
+    workers: Annotated[int, typer.Option(help="solver processes for Lipschitz certificates")] = 2,
+    models_dir: Annotated[Path | None, typer.Option(help="checkpoints (default: models/)")] = None,
     threads: Annotated[int, typer.Option(help="torch CPU threads (0 = torch's default)")] = 0,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="no progress bars (logs)")] = False,
 ) -> None:
@@ -65,6 +67,8 @@ def experiment(
         seed=seed,
         device=device,
         certifier=certifier,
+        workers=workers,
+        models_dir=models_dir,
         fresh=fresh,
         show_progress=not no_progress,
         command=default_command(),

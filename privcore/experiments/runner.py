@@ -300,6 +300,8 @@ class RunContext:
 
     ``mode`` is ``full`` (the papers' settings, as far as two CPU cores allow), ``quick`` (a
     subsample: every experiment of one dataset in minutes) or ``tiny`` (seconds; for tests).
+    ``workers`` is the number of solver processes; ``models_dir`` where checkpoints are read from
+    (default: the pipeline's, ``$PRIVCORE_MODELS_DIR`` or ``models/``).
     """
 
     dataset: str
@@ -308,6 +310,8 @@ class RunContext:
     seed: int = 0
     device: str = "auto"
     certifier: str = "exact"
+    workers: int = 2
+    models_dir: Path | None = None
     fresh: bool = False
     show_progress: bool = True
     command: str = ""
@@ -317,7 +321,10 @@ class RunContext:
         check_choice("mode", self.mode, MODES)
         check_int("seed", self.seed, minimum=0)
         check_choice("certifier", self.certifier, ("exact", "lp", "interval"))
+        check_int("workers", self.workers, minimum=1)
         object.__setattr__(self, "out_dir", Path(self.out_dir))
+        if self.models_dir is not None:
+            object.__setattr__(self, "models_dir", Path(self.models_dir))
 
     @property
     def quick(self) -> bool:
@@ -346,6 +353,18 @@ class RunContext:
             command=self.command or default_command(),
             fresh=self.fresh,
         )
+
+    def pipeline(self, obfuscator: str = "ARL-C-N"):  # -> privcore.pipeline.Pipeline
+        """The verified posthoc-PTR networks of this dataset (CheckpointError naming what is missing)."""
+        from privcore.pipeline import load_pipeline
+
+        return load_pipeline(self.dataset, obfuscator, models_dir=self.models_dir, device=self.torch_device())
+
+    def model_infos(self):  # -> list[privcore.pipeline.ModelInfo]
+        """Cards of every checkpoint of this dataset."""
+        from privcore.pipeline import list_models
+
+        return [m for m in list_models(self.models_dir) if m.dataset == self.dataset]
 
     def torch_device(self):  # -> torch.device
         """CUDA when present (or asked for), else CPU."""
