@@ -153,15 +153,6 @@ def test_tiny_sweep_and_summary(tmp_path) -> None:
     assert set(baselines.method) == {"data-blind", "expert"}
 
 
-def _engine_available() -> bool:
-    try:
-        from privcore.lipschitz import local_lipschitz  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _engine_available(), reason="privcore.lipschitz.local_lipschitz has not landed yet")
 def test_engine_verifies_trained_networks() -> None:
     """The exact engine's certified bound is ≤ k and ≥ sampled gradient norms (small nets)."""
     from privcore.lab.verify import verify_mechanism
