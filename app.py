@@ -1,138 +1,52 @@
-"""privlens home page: what the product is, the mechanisms it implements, and their noise, live.
+"""privlens: the Streamlit entry point (``make run``, i.e. ``streamlit run app.py``).
 
-Layout and widgets only: every number comes from privcore (no maths in this file).
+Navigation over the pages in ``pages/`` and the sidebar every page shares (dataset, model,
+mechanism, ε, δ, R or α); the settings live in the session and in the URL query, so a view can
+be shared. Layout only: all computation is in ``privcore``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import time
+from pathlib import Path
 
 import streamlit as st
 
-from privcore.mechanisms import (
-    GaussInput,
-    GaussOutput,
-    LapOutput,
-    LDPEmbedding,
-    LDPImage,
-    ptr_scales,
-)
+from privlens import ui
 
-EPSILONS = [0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0]
-DELTAS = [1e-10, 1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.05, 0.1]
-RADII = [0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0]
-LIPSCHITZ = [0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 50.0]
-IMAGE_VALUES = 784  # a 28×28 image
-EMBEDDING_DIM, EMBEDDING_BOUND = 8, 3.0
+_start = time.perf_counter()
+st.set_page_config(page_title="privlens", page_icon=":material/visibility_lock:", layout="wide")
 
-st.set_page_config(page_title="privlens", layout="wide")
-st.title("privlens")
-st.markdown(
-    "**privlens** shows what actually leaves your device when an ML inference service is made private. "
-    "Pick a mechanism and its privacy parameters and the dashboard computes, with the `privcore` "
-    "library, the certified noise it adds, the privatized release (or the refusal ⊥), what an attacker "
-    "could rebuild from it, and where it sits on the privacy–utility curves. It implements posthoc "
-    "privacy by extended Propose-Test-Release over exact local Lipschitz constants, inference privacy "
-    "(Lap-Output, Gauss-Output, Gauss-Input) with its accounting, and local-DP baselines; all noise is "
-    "drawn by exact samplers on a fixed grid from the operating system's secure random source."
-)
+PAGES_DIR = Path(__file__).resolve().parent / "pages"
+PAGES = {
+    "": [
+        st.Page(PAGES_DIR / "home.py", title="Home", icon=":material/home:", default=True),
+    ],
+    "Posthoc privacy (PTR)": [
+        st.Page(PAGES_DIR / "release.py", title="Release", icon=":material/upload:"),
+        st.Page(PAGES_DIR / "tradeoffs.py", title="Trade-offs", icon=":material/insights:"),
+        st.Page(PAGES_DIR / "neighbourhood.py", title="Neighbourhood", icon=":material/blur_on:"),
+        st.Page(PAGES_DIR / "attack.py", title="Attack", icon=":material/person_search:"),
+        st.Page(PAGES_DIR / "lipschitz.py", title="Lipschitz", icon=":material/functions:"),
+    ],
+    "Inference privacy": [
+        st.Page(PAGES_DIR / "inference_privacy.py", title="Inference privacy", icon=":material/shield:"),
+    ],
+    "Accounting": [
+        st.Page(PAGES_DIR / "accountant.py", title="Accountant", icon=":material/receipt_long:"),
+    ],
+    "Learned mechanisms": [
+        st.Page(PAGES_DIR / "mechanism_lab.py", title="Mechanism lab", icon=":material/science:"),
+    ],
+}
 
-left, right = st.columns(2)
-with left:
-    epsilon = st.select_slider("ε (privacy budget)", options=EPSILONS, value=1.0, key="epsilon")
-    delta = st.select_slider("δ (failure probability)", options=DELTAS, value=1e-5, key="delta")
-with right:
-    radius = st.select_slider("α or R (neighbourhood radius)", options=RADII, value=0.1, key="radius")
-    lipschitz = st.select_slider(
-        "μ (global Lipschitz constant; Δp for PTR)", options=LIPSCHITZ, value=1.0, key="lipschitz"
-    )
-
-ROWS: list[dict[str, Any]] = []
-
-
-def _row(name: str, paper: str, formula: str, build: Callable[[], tuple[str, float, str]]) -> None:
-    """One mechanism: build it through privcore; show its noise or the reason it is refused."""
-    try:
-        label, value, guarantee = build()
-    except ValueError as exc:
-        st.error(f"{name}: {exc}")
-        ROWS.append({"mechanism": name, "paper": paper, "noise": formula, "now": "refused", "guarantee": ""})
-        return
-    ROWS.append(
-        {
-            "mechanism": name,
-            "paper": paper,
-            "noise": formula,
-            "now": f"{label} = {value:.4g}",
-            "guarantee": guarantee,
-        }
-    )
-
-
-def _gauss_input(calibration: str) -> tuple[str, float, str]:
-    mech = GaussInput(epsilon=epsilon, delta=delta, alpha=radius, calibration=calibration)
-    return "σ", mech.sigma, mech.guarantee.describe()
-
-
-def _gauss_output() -> tuple[str, float, str]:
-    mech = GaussOutput(epsilon=epsilon, delta=delta, alpha=radius, lipschitz=lipschitz)
-    return "σ", mech.sigma, mech.guarantee.describe()
-
-
-def _lap_output() -> tuple[str, float, str]:
-    mech = LapOutput(epsilon=epsilon, alpha=radius, lipschitz=lipschitz)
-    return "b", mech.scale, mech.guarantee.describe()
-
-
-def _ptr() -> tuple[str, float, str]:
-    scales = ptr_scales(epsilon=epsilon, delta=delta, radius=radius, delta_p=lipschitz)
-    return "release b", scales.release_scale, scales.guarantee.describe()
-
-
-def _ldp_image() -> tuple[str, float, str]:
-    mech = LDPImage(epsilon=epsilon, values_per_image=IMAGE_VALUES)
-    return "b", mech.scale, mech.guarantee.describe()
-
-
-def _ldp_embedding() -> tuple[str, float, str]:
-    mech = LDPEmbedding(epsilon=epsilon, bound=EMBEDDING_BOUND)
-    return "b", mech.scale_for(EMBEDDING_DIM), mech.guarantee.describe()
-
-
-_row(
-    "Gauss-Input (analytic)",
-    "Tian et al. Def. 5; Balle & Wang 2018",
-    "C(x + N(0, σ²)), σ from α/ε, δ",
-    lambda: _gauss_input("analytic"),
-)
-_row(
-    "Gauss-Input (classic)",
-    "Tian et al. Def. 5",
-    "σ = √(2 ln(1.25/δ))·α/ε, ε < 1",
-    lambda: _gauss_input("classic"),
-)
-_row("Gauss-Output", "Tian et al. Def. 4", "C(x) + N(0, σ²), σ from α·μ₂/ε, δ (analytic)", _gauss_output)
-_row("Lap-Output", "Tian et al. Def. 3", "C(x) + Lap(μ₁·α/ε)", _lap_output)
-_row("Extended PTR", "posthoc Alg. 1, Thm 4.4", "test Lap(R/ε); release f(z) + Lap(Δp·R/ε)", _ptr)
-_row("LDP-Image (28×28)", "posthoc Table 2", "clip to [0,1], Lap(d/ε)", _ldp_image)
-_row("LDP-Embedding (k=8, B=3)", "posthoc Table 2", "clip to [−B,B], Lap(2Bk/ε)", _ldp_embedding)
-
-metric_columns = st.columns(4)
-for column, row in zip(metric_columns, ROWS[:4], strict=False):
-    column.metric(row["mechanism"], row["now"])
-
-st.subheader("Mechanisms")
-st.dataframe(
-    [{k: r[k] for k in ("mechanism", "paper", "noise", "now")} for r in ROWS],
-    hide_index=True,
-    width="stretch",
-)
-with st.expander("Guarantees in plain words"):
-    for row in ROWS:
-        if row["guarantee"]:
-            st.markdown(f"- {row['guarantee']}")
-st.caption(
-    "σ and b are the papers' formulas. The exact grid samplers draw at least this much noise; for the "
-    "discrete Gaussian the proven bound can add a few per cent (see privcore.mechanisms.sampling)."
-)
+page = st.navigation(PAGES)
+ui.warm_up()
+ui.sidebar()
+st.session_state[ui.NAV_FLAG] = True  # the page must not render the sidebar a second time
+try:
+    page.run()
+finally:
+    st.session_state[ui.NAV_FLAG] = False
+    # server time of this run (script start to end), read by bench/dashboard.py
+    st.session_state[ui.RUN_TIME_KEY] = time.perf_counter() - _start

@@ -408,5 +408,5 @@ def encode_png(image: torch.Tensor | np.ndarray, *, scale: int = 1) -> bytes:
     if scale > 1:
         u8 = np.repeat(np.repeat(u8, scale, axis=0), scale, axis=1)
     buf = io.BytesIO()
-    Image.fromarray(u8).save(buf, format="PNG", optimize=True)
+    Image.fromarray(u8).save(buf, format="PNG", compress_level=1)
     return buf.getvalue()

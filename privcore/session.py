@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
@@ -30,7 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from privcore.validation import check_choice, check_delta, check_epsilon, check_in_range, check_positive
+from privcore.validation import (
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_in_range,
+    check_nonnegative,
+    check_positive,
+)
 
 __all__ = [
     "ALPHA_GRID",
@@ -49,15 +57,19 @@ __all__ = [
     "experiment_command",
     "grid_with",
     "image_digest",
+    "latent_walk",
     "list_samples",
     "load_results",
     "outcome_summary",
     "plain_guarantee",
     "ptr_search_range",
+    "rank_axes",
     "release_document",
+    "release_probability",
     "results_path",
     "settings_from_query",
     "smallest_epsilon",
+    "tile_images",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -299,6 +311,8 @@ def outcome_summary(result: Any) -> OutcomeText:
 def plain_guarantee(guarantee: Any) -> str:
     """The guarantee of a release as one sentence (posthoc Def. 1 / Thm 4.4; IP paper Def. 2)."""
     eps, dlt, r = float(guarantee.epsilon), float(guarantee.delta), float(guarantee.radius)
+    if dlt >= 1.0:
+        return f"No protection: δ = 1 (ε = {eps:.4g}); this statement holds for every mechanism."
     factor = math.exp(eps) if eps < 700 else math.inf
     if math.isinf(r):
         who = "Any other image"
@@ -353,6 +367,82 @@ def release_document(
     }
 
 
+def release_probability(
+    phi: float, *, epsilon: float, delta: float, radius: float, zeta: float = 0.0
+) -> float:
+    """P[PTR releases] for a given φ: P[φ + Lap(b) > ln(1/δ)·b], b = (R + ζ)/ε (posthoc Alg. 1).
+
+    Continuous-Laplace reading of the test (the exact sampler's discrete noise and its slightly
+    larger threshold differ by a relative ~1e-9); for a dashboard curve, never for calibration.
+    """
+    p = check_nonnegative("phi", phi)
+    eps = check_epsilon(epsilon)
+    dlt = check_delta(delta)
+    b = (check_positive("radius", radius) + check_nonnegative("zeta", zeta)) / eps
+    gap = (p - math.log(1.0 / dlt) * b) / b
+    return 1.0 - 0.5 * math.exp(-gap) if gap >= 0 else 0.5 * math.exp(gap)
+
+
+def latent_walk(z: Any, *, axes: Sequence[int], offsets: Sequence[float]) -> np.ndarray:
+    """Points z + t·e_k for every axis k and offset t, shape (len(axes), len(offsets), d) (posthoc Fig. 3).
+
+    With offsets in [−R, R] every point lies in the ℓ∞ ball B(z, R), the neighbourhood the
+    guarantee protects; decode them to see what R means in pictures.
+    """
+    center = np.asarray(z, dtype=np.float64).reshape(-1)
+    d = center.size
+    ks = [int(k) for k in axes]
+    if any(k < 0 or k >= d for k in ks):
+        raise ValueError(f"axes must be in [0, {d - 1}], got {ks}")
+    ts = np.asarray(offsets, dtype=np.float64)
+    out = np.repeat(np.repeat(center[None, None, :], len(ks), axis=0), ts.size, axis=1)
+    for i, k in enumerate(ks):
+        out[i, :, k] += ts
+    return out
+
+
+def rank_axes(decode: Any, z: Any, *, radius: float, top: int) -> tuple[int, ...]:
+    """The ``top`` latent axes along which the decoded picture changes most over [−R, R].
+
+    ``decode`` maps a (n, d) array of latent points to images; the score of axis k is the mean
+    absolute pixel difference between decode(z + R·e_k) and decode(z − R·e_k).
+    """
+    center = np.asarray(z, dtype=np.float64).reshape(-1)
+    r = check_positive("radius", radius)
+    d = center.size
+    pts = latent_walk(center, axes=range(d), offsets=(-r, r)).reshape(2 * d, d)
+    imgs = np.asarray(decode(pts), dtype=np.float64).reshape(d, 2, -1)
+    score = np.abs(imgs[:, 1] - imgs[:, 0]).mean(axis=1)
+    order = np.argsort(-score, kind="stable")
+    return tuple(int(k) for k in order[: max(1, min(int(top), d))])
+
+
+def tile_images(
+    images: Any, *, pad: int = 1, pad_value: float = 1.0, highlight_col: int | None = None
+) -> np.ndarray:
+    """A (rows, cols, C, H, W) stack in [0, 1] as one RGB picture (3, H', W') with ``pad`` pixels
+    between tiles; the tiles of ``highlight_col`` get a red frame (the centre of posthoc Fig. 3)."""
+    arr = np.clip(np.asarray(images, dtype=np.float64), 0.0, 1.0)
+    if arr.ndim != 5 or arr.shape[2] not in (1, 3):
+        raise ValueError(f"images must have shape (rows, cols, 1 or 3, H, W), got {arr.shape}")
+    rows, cols, ch, h, w = arr.shape
+    if ch == 1:
+        arr = np.repeat(arr, 3, axis=2)
+    p = int(pad)
+    out = np.full((rows * (h + p) + p, cols * (w + p) + p, 3), float(pad_value))
+    for i in range(rows):
+        for j in range(cols):
+            top, left = p + i * (h + p), p + j * (w + p)
+            out[top : top + h, left : left + w] = arr[i, j].transpose(1, 2, 0)
+            if highlight_col is not None and j == highlight_col and p > 0:
+                red = np.array([0.85, 0.1, 0.1])
+                out[top - p : top, left - p : left + w + p] = red
+                out[top + h : top + h + p, left - p : left + w + p] = red
+                out[top - p : top + h + p, left - p : left] = red
+                out[top - p : top + h + p, left + w : left + w + p] = red
+    return out.transpose(2, 0, 1)
+
+
 def image_digest(image: Any) -> str:
     """SHA-256 of an image tensor's shape, dtype and bytes: a session-local key, never released."""
     arr = image.detach().cpu().numpy() if hasattr(image, "detach") else np.asarray(image)
@@ -366,10 +456,13 @@ def image_digest(image: Any) -> str:
 
 
 def results_path(dataset: str, name: str, *, root: Path | None = None) -> Path:
-    """``data/results/<dataset>/<name>.csv`` (see ``data/results/README.md``)."""
+    """``<root>/<dataset>/<name>.csv``; root defaults to ``$PRIVLENS_RESULTS_DIR`` or ``data/results``
+    (see ``data/results/README.md``)."""
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", dataset) or not re.fullmatch(r"[A-Za-z0-9_]+", name):
         raise ValueError(f"dataset and name must be simple identifiers, got {dataset!r}, {name!r}")
-    return (root or RESULTS_DIR) / dataset / f"{name}.csv"
+    env = os.environ.get("PRIVLENS_RESULTS_DIR")
+    base = root if root is not None else (Path(env).expanduser() if env else RESULTS_DIR)
+    return base / dataset / f"{name}.csv"
 
 
 def load_results(dataset: str, name: str, *, root: Path | None = None) -> Any:

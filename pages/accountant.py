@@ -1,0 +1,161 @@
+"""Accountant: this session's releases composed (basic composition), and calculators for chaining
+and group privacy, each with the formula used (IP paper Props 2–4; Vadhan 2017, Lemma 2.2).
+Widgets and layout only: every number comes from privcore.accounting."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from privcore.accounting import PrivacyLedger, basic_composition, chaining, chaining_hops, group_privacy
+from privcore.mechanisms import Guarantee, ptr_scales
+from privcore.session import plain_guarantee
+from privlens import ui
+
+s = ui.page_setup()
+st.title("Accountant")
+st.caption(
+    "Every release of the same image spends privacy. Releases recorded in this session (Release and "
+    "Inference privacy pages) are composed per image by basic composition — IP paper Prop. 2: (Σεᵢ, Σδᵢ) "
+    "over the smallest radius — separately for each neighbourhood metric, since guarantees over different "
+    "metrics do not combine. The ledger lives in your browser session only."
+)
+
+
+def _fmt(g: Guarantee) -> str:
+    radius = "all pairs" if math.isinf(g.radius) else f"{g.radius:.4g}"
+    return f"(ε = {g.epsilon:.4g}, δ = {g.delta:.3g}, radius {radius})"
+
+
+def _show(g: Guarantee) -> None:
+    """A result: green when it still protects something, red when δ reached 1 (vacuous)."""
+    (st.error if g.vacuous else st.success)(_fmt(g))
+    st.caption(plain_guarantee(g))
+
+
+rows = ui.ledger_rows()
+st.subheader("This session's releases")
+if not rows:
+    st.info(
+        "Nothing released yet in this session. Releases appear here as you make them on the Release and "
+        "Inference privacy pages."
+    )
+else:
+    table = pd.DataFrame(
+        [
+            {
+                "#": i + 1,
+                "image": r["image"],
+                "release": r["label"],
+                "ε": r["guarantee"].epsilon,
+                "δ": r["guarantee"].delta,
+                "radius": r["guarantee"].radius,
+                "metric": r["guarantee"].metric,
+            }
+            for i, r in enumerate(rows)
+        ]
+    )
+    st.dataframe(table, hide_index=True, width="stretch")
+    st.markdown("**Composed per image** (basic composition, per metric):")
+    composed = []
+    for key in dict.fromkeys(r["image_key"] for r in rows):
+        mine = [r for r in rows if r["image_key"] == key]
+        ledger = PrivacyLedger()
+        for r in mine:
+            ledger = ledger.add(r["guarantee"], label=r["label"])
+        for metric, total in ledger.totals_by_metric().items():
+            n = sum(1 for r in mine if r["guarantee"].metric == metric)
+            composed.append(
+                {
+                    "image": mine[0]["image"],
+                    "metric": metric,
+                    "releases": n,
+                    "total ε = Σεᵢ": total.epsilon,
+                    "total δ = Σδᵢ": total.delta,
+                    "radius = min rᵢ": total.radius,
+                }
+            )
+    st.dataframe(pd.DataFrame(composed), hide_index=True, width="stretch")
+    st.latex(
+        r"\text{basic composition: } (\varepsilon, \delta) = \Big(\sum_i \varepsilon_i,\ \sum_i \delta_i\Big)"
+        r"\ \text{at radius } \min_i r_i"
+    )
+    c1, c2 = st.columns(2)
+    with c1:
+        ui.download_json(
+            "Download the ledger (JSON)",
+            [{"image": r["image"], "label": r["label"], **r["guarantee"].to_dict()} for r in rows],
+            file_name="privacy-ledger.json",
+            key="dl_ledger",
+        )
+    if c2.button("Clear the ledger", key="clear_ledger", icon=":material/delete:"):
+        rows.clear()
+        st.rerun()
+
+st.subheader("Calculators")
+st.caption("Start from the sidebar's mechanism and parameters, or enter any guarantee.")
+if s.is_ptr:
+    base = ptr_scales(epsilon=s.epsilon, delta=s.delta, radius=s.radius, delta_p=1.0).guarantee
+    origin = f"PTR at ε = {s.epsilon:g}, δ = {s.delta:g}: (2ε, δ/2, R) by posthoc Thm 4.4"
+else:
+    base = Guarantee(
+        epsilon=s.epsilon,
+        delta=0.0 if s.mechanism == "Lap-Output" else s.delta,
+        radius=s.alpha,
+        metric="ℓ1 on the input" if s.mechanism == "Lap-Output" else "ℓ2 on the input",
+        mechanism=s.mechanism,
+    )
+    origin = f"{s.mechanism} at ε = {s.epsilon:g}, α = {s.alpha:g}"
+c1, c2, c3 = st.columns(3)
+eps = c1.number_input(
+    "ε", min_value=0.0, value=float(base.epsilon), format="%.4g", key=f"acc_eps_{base.epsilon}"
+)
+dlt = c2.number_input(
+    "δ", min_value=0.0, max_value=1.0, value=float(base.delta), format="%.3g", key=f"acc_delta_{base.delta}"
+)
+rad = c3.number_input(
+    "radius α (or R)",
+    min_value=1e-9,
+    value=float(base.radius),
+    format="%.4g",
+    key=f"acc_radius_{base.radius}",
+)
+try:
+    g = Guarantee(epsilon=eps, delta=dlt, radius=rad, metric=base.metric, mechanism=base.mechanism)
+except ValueError as exc:
+    st.error(str(exc))
+    st.stop()
+st.markdown(
+    f"Starting guarantee {_fmt(g)} — from {origin}."
+    if (eps, dlt, rad) == (base.epsilon, base.delta, base.radius)
+    else f"Starting guarantee {_fmt(g)} (entered by hand)."
+)
+
+left, right = st.columns(2)
+with left:
+    st.markdown("**Chaining** — the guarantee at a larger radius β (IP paper Prop. 4, Appendix D)")
+    beta = st.number_input("β", min_value=1e-9, value=float(4 * rad), format="%.4g", key=f"acc_beta_{rad}")
+    h = chaining_hops(g.radius, beta)
+    c = chaining(g, beta)
+    st.latex(
+        r"h = \lceil \beta/\alpha \rceil = "
+        + str(h)
+        + r",\quad (h\varepsilon,\ \delta\,\frac{e^{h\varepsilon}-1}"
+        r"{e^{\varepsilon}-1})"
+    )
+    _show(c)
+with right:
+    st.markdown("**Group privacy** — k steps of the radius at once (Vadhan 2017, Lemma 2.2)")
+    k = st.number_input("k", min_value=1, max_value=1000, value=3, step=1, key="acc_k")
+    gp = group_privacy(g, int(k))
+    st.latex(r"(k\varepsilon,\ k\,e^{(k-1)\varepsilon}\,\delta)\ \text{at radius } k\alpha")
+    _show(gp)
+    st.caption(f"Chaining to the same radius k·α gives {_fmt(chaining(g, int(k) * g.radius))}, never worse.")
+
+st.markdown("**Composing k identical releases** (basic composition)")
+n = st.slider("number of releases", 1, 50, 5, key="acc_n")
+total = basic_composition([g] * int(n))
+st.latex(r"(n\varepsilon,\ n\delta)")
+_show(total)

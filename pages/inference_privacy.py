@@ -1,0 +1,212 @@
+"""Inference privacy: Gauss-Input, Gauss-Output and Lap-Output (Tian et al., Defs 3–5) on the IP
+classifiers — the prediction for the current image with and without noise, accuracy curves from the
+``ip`` experiment, and what the guarantee becomes at other radii (chaining). Widgets and layout only."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+import torch
+
+from privcore.accounting import chaining, chaining_hops
+from privcore.errors import CheckpointError, DatasetUnavailableError
+from privcore.mechanisms import GaussInput, GaussOutput, LapOutput
+from privcore.session import ALPHA_GRID, IP_MECHANISMS, load_results, plain_guarantee
+from privlens import ui
+
+NONCE = "privlens_ip_nonce"
+
+s = ui.page_setup()
+st.title("Inference privacy")
+st.caption(
+    "{(ε, δ), α} inference privacy (Tian et al., Def. 2): any two inputs within distance α give almost "
+    "the same output distribution. Gauss-Input adds Gaussian noise to the pixels; Gauss-Output and "
+    "Lap-Output add noise to the outputs of a classifier whose global Lipschitz constant μ is certified "
+    "by construction."
+)
+if s.is_ptr:
+    st.info(
+        "The sidebar's mechanism is PTR; this page shows the three inference-privacy mechanisms with the "
+        "sidebar's ε and δ and the α below (pick one of them in the sidebar to highlight it)."
+    )
+    ui.bound_widget(
+        "select_slider",
+        "alpha",
+        "α (radius on the input)",
+        options=ALPHA_GRID,
+        format_func=ui.fmt_num,
+        suffix="_ip",
+    )
+    s = ui.settings()
+if s.delta > 1e-3:
+    st.warning(
+        f"δ = {s.delta:g} is large for inference privacy (the paper uses δ = 1e-5): the Gaussian "
+        "mechanisms' guarantee fails with probability up to δ per query."
+    )
+
+models = ui.catalogue()
+dataset = s.dataset if s.dataset in models else ui.DEFAULT_DATASET
+
+
+@st.cache_resource(show_spinner="Loading the IP classifiers (once per server process)…", max_entries=4)
+def _ip_models(name: str, directory: str):
+    from privcore.pipeline import load_ip_models
+
+    return load_ip_models(name, models_dir=directory)
+
+
+try:
+    ip = _ip_models(dataset, ui.models_dir())
+except (CheckpointError, DatasetUnavailableError, FileNotFoundError) as exc:
+    st.warning(f"No inference-privacy classifiers for {dataset}: {exc}")
+    st.info(f"Train them with `.venv/bin/python -m privcore train ip --dataset {dataset}`.")
+    ip = None
+
+if ip is not None:
+    image = ui.current_image(dataset, ip.image_shape)
+    if image is None:
+        st.error("No image: pick one on the Release page.")
+        st.stop()
+    st.markdown(ui.image_caption(image))
+    x = image.tensor[None]
+    names = ip.class_names
+
+    def pick(*candidates: str):
+        return next((ip.models[c] for c in candidates if c in ip.models), None)
+
+    plan = {
+        "Gauss-Input": pick("ip-cnn-gauss-input", "ip-cnn", "ip-lipschitz-l2"),
+        "Gauss-Output": pick("ip-lipschitz-l2"),
+        "Lap-Output": pick("ip-lipschitz-l1"),
+    }
+    nonce = int(st.session_state.get(NONCE, 0))
+    draws = st.session_state.setdefault("privlens_ip_draws", {})
+    rows = []
+    guarantees = {}
+    for mech_name in IP_MECHANISMS:
+        model = plan[mech_name]
+        if model is None:
+            rows.append({"mechanism": mech_name, "model": "—", "noise": "no model shipped"})
+            continue
+        try:
+            if mech_name == "Gauss-Input":
+                mech = GaussInput(epsilon=s.epsilon, delta=s.delta, alpha=s.alpha)
+                noise = f"σ = {mech.sigma:.4g} on pixels"
+            elif mech_name == "Gauss-Output":
+                mech = GaussOutput(
+                    epsilon=s.epsilon, delta=s.delta, alpha=s.alpha, lipschitz=model.lipschitz["l2"]
+                )
+                noise = f"σ = {mech.sigma:.4g} on logits (μ₂ = {model.lipschitz['l2']:.3g})"
+            else:
+                mech = LapOutput(epsilon=s.epsilon, alpha=s.alpha, lipschitz=model.lipschitz["l1"])
+                noise = f"b = {mech.scale:.4g} on logits (μ₁ = {model.lipschitz['l1']:.3g})"
+        except ValueError as exc:
+            rows.append({"mechanism": mech_name, "model": model.name, "noise": f"refused: {exc}"})
+            continue
+        guarantees[mech_name] = mech.guarantee
+        clean = model(x)
+        key = (image.digest, mech_name, model.name, s.epsilon, s.delta, s.alpha, nonce)
+        if key not in draws:
+            if len(draws) > 96:
+                draws.pop(next(iter(draws)))
+            noisy = model(mech(x)) if mech_name == "Gauss-Input" else mech(clean)
+            draws[key] = noisy
+            ui.record_release(
+                image=image,
+                guarantee=mech.guarantee,
+                label=f"IP page: {mech_name} ε={s.epsilon:g}, δ={mech.guarantee.delta:g}, α={s.alpha:g}",
+            )
+        noisy = draws[key]
+        p_clean = torch.softmax(clean, -1)[0]
+        p_noisy = torch.softmax(torch.as_tensor(noisy), -1)[0]
+        rows.append(
+            {
+                "mechanism": mech_name + (" ◀" if mech_name == s.mechanism else ""),
+                "model": model.name,
+                "noise": noise,
+                "prediction without noise": f"{names[int(p_clean.argmax())]} ({float(p_clean.max()):.2f})",
+                "noisy prediction (released)": f"{names[int(p_noisy.argmax())]} ({float(p_noisy.max()):.2f})",
+                "guarantee": f"(ε = {mech.guarantee.epsilon:g}, δ = {mech.guarantee.delta:g}) "
+                f"at α = {s.alpha:g}, {mech.guarantee.metric}",
+            }
+        )
+    st.subheader("Your image, with and without noise")
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    if st.button(
+        "Draw new noise",
+        key="ip_resample",
+        icon=":material/casino:",
+        help="Each draw is a new release of your image, recorded in the session ledger.",
+    ):
+        st.session_state[NONCE] = nonce + 1
+        st.rerun()
+    st.caption(
+        "The noisy outputs are releases of your image: each distinct draw is recorded in the session "
+        "ledger (Accountant page). Softmax of the noisy logits is post-processing and costs nothing."
+    )
+
+    focus = s.mechanism if s.mechanism in guarantees else next(iter(guarantees), None)
+    if focus is not None:
+        st.subheader(f"Chaining: {focus} at other radii")
+        g = guarantees[focus]
+        st.markdown(plain_guarantee(g))
+        betas = [float(f"{s.alpha * k:.12g}") for k in (1, 2, 3, 5, 10, 20)]
+        chain = []
+        for b in betas:
+            c = chaining(g, b)
+            chain.append(
+                {
+                    "β": f"{b:.4g}",
+                    "hops h = ⌈β/α⌉": chaining_hops(g.radius, b),
+                    "ε": f"{c.epsilon:.4g}",
+                    "δ": f"{c.delta:.3g}",
+                    "meaningful": "yes" if c.delta < 1 and c.epsilon < 20 else "no",
+                }
+            )
+        st.dataframe(pd.DataFrame(chain), hide_index=True)
+        st.caption(
+            "Chaining (IP paper Prop. 4, Appendix D): (ε, δ) at α gives (h·ε, δ·(e^{hε} − 1)/(e^ε − 1)) at "
+            "β with h = ⌈β/α⌉ (the main text's h·δ is a misprint)."
+        )
+
+st.subheader("Accuracy curves (ip experiment)")
+df = load_results(dataset, "ip")
+if df is None:
+    ui.missing_results("ip", dataset, "inference-privacy results")
+else:
+    for sweep, xcol, title, current in (
+        ("alpha", "alpha", "accuracy vs α (ε = 1)", s.alpha),
+        ("epsilon", "epsilon", "accuracy vs ε (α = 0.1)", s.epsilon),
+    ):
+        part = df[df["sweep"] == sweep]
+        if part.empty:
+            continue
+        fig = go.Figure()
+        for (mech_name, model_name), grp in part.groupby(["mechanism", "model"], sort=True):
+            g = grp.sort_values(xcol)
+            g = g[g[xcol].apply(lambda v: math.isfinite(float(v)))]
+            fig.add_trace(
+                go.Scatter(
+                    x=g[xcol],
+                    y=g["accuracy_mean"],
+                    mode="lines+markers",
+                    name=f"{mech_name} ({model_name})",
+                    error_y={"type": "data", "array": g["accuracy_std"]},
+                    line={"width": 4 if mech_name == s.mechanism else 1.5},
+                )
+            )
+        fig.add_vline(
+            x=current, line_dash="dot", line_color="crimson", annotation_text=f"current {xcol} = {current:g}"
+        )
+        fig.update_layout(
+            title=f"{dataset}: {title}",
+            xaxis_title=f"{xcol} (log scale)",
+            xaxis_type="log",
+            yaxis_title="test accuracy (mean ± std over noise draws)",
+            legend_title_text="mechanism",
+            yaxis_range=[0, 1],
+        )
+        ui.chart(fig, name=f"ip-{sweep}-{dataset}", data=part)

@@ -1,0 +1,183 @@
+"""Lipschitz: the obfuscator's local Lipschitz constant around the current image against the radius
+(certified upper and lower bounds, exact points, Δp, the solver that ran and its time), and the
+posthoc Fig. 2 comparison over the ARL weight α. Widgets and layout only."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from privcore.errors import CertificationError
+from privcore.lipschitz.certifier import Certifier
+from privcore.session import load_results
+from privlens import ptr, ui
+
+MULTIPLES = (0.125, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
+
+s = ui.page_setup()
+st.title("Lipschitz")
+st.caption(
+    "L(f, B(z, r)) = sup over the ℓ∞ ball of ‖J_f‖∞→1 — how much the obfuscator's output (ℓ1) can move "
+    "per unit of embedding movement (ℓ∞) near your image. PTR releases only while it stays ≤ Δp over the "
+    "R-ball. "
+    "Exact values by LipMIP (mixed-integer programming, Gurobi or HiGHS); the interval and LP bounds are the "
+    "cheap certified relaxations; the lower bound is the Jacobian norm at a verified point."
+)
+
+loaded = ui.pipeline(s)
+if loaded is None:
+    st.stop()
+pipe = loaded.pipeline
+image = ui.current_image(loaded.dataset, pipe.image_shape)
+if image is None:
+    st.error("No image: pick one on the Release page.")
+    st.stop()
+st.markdown(ui.image_caption(image))
+z = ptr.embedding(pipe, image)
+R = s.radius
+delta_p = pipe.proposed_delta_p
+radii = tuple(round(R * m, 6) for m in MULTIPLES)
+
+memo = st.session_state.setdefault("privlens_lipschitz", {})
+key = (str(pipe.cards["obfuscator"]["weights"]["sha256"]), image.digest, radii)
+if key not in memo:
+    rows = []
+    bar = st.progress(0.0, text="certifying…")
+    certifiers = {
+        kind: Certifier(kind=kind, cache=True, time_limit=60.0) for kind in ("exact", "lp", "interval")
+    }
+    try:
+        for i, r in enumerate(radii):
+            row = {"radius": r}
+            for kind, cert in certifiers.items():
+                t0 = time.perf_counter()
+                c = cert.certify(pipe.obfuscator, z, r)
+                row[f"{kind}_upper"] = c.upper
+                row[f"{kind}_seconds"] = time.perf_counter() - t0
+                if kind == "exact":
+                    row.update(
+                        lower=c.lower,
+                        exact=c.exact,
+                        solver=c.solver,
+                        status=c.status,
+                        unstable=c.n_unstable,
+                        solve_seconds=c.seconds,
+                    )
+            rows.append(row)
+            bar.progress(
+                (i + 1) / len(radii), text=f"radius {r:g}: L ≤ {row['exact_upper']:.4g} ({row['solver']})"
+            )
+    except CertificationError as exc:
+        st.error(f"Certification failed: {exc}")
+        st.stop()
+    bar.empty()
+    memo[key] = pd.DataFrame(rows)
+table = memo[key]
+
+fig = go.Figure()
+fig.add_trace(
+    go.Scatter(
+        x=table["radius"],
+        y=table["exact_upper"],
+        mode="lines+markers",
+        name="upper bound (exact MIP)",
+        marker={"symbol": ["circle" if e else "circle-open" for e in table["exact"]], "size": 10},
+    )
+)
+fig.add_trace(
+    go.Scatter(
+        x=table["radius"],
+        y=table["lower"],
+        mode="lines+markers",
+        name="lower bound (verified point)",
+        line={"dash": "dot"},
+    )
+)
+fig.add_trace(
+    go.Scatter(
+        x=table["radius"],
+        y=table["lp_upper"],
+        mode="lines",
+        name="LP relaxation (upper)",
+        line={"dash": "dash"},
+    )
+)
+fig.add_trace(
+    go.Scatter(
+        x=table["radius"],
+        y=table["interval_upper"],
+        mode="lines",
+        name="interval bound (upper)",
+        line={"dash": "longdash"},
+    )
+)
+if delta_p is not None:
+    fig.add_hline(y=delta_p, line_color="crimson", annotation_text=f"Δp = {delta_p:.4g}")
+fig.add_vline(x=R, line_dash="dot", line_color="gray", annotation_text=f"R = {R:g}")
+if s.is_ptr and delta_p is not None:
+    ctx = ptr.context(s, loaded, image)
+    phi = ptr.known_phi(ctx) if ctx is not None else None
+    if phi is not None and phi.r_star is not None:
+        fig.add_vline(
+            x=phi.r_star, line_dash="dash", line_color="green", annotation_text=f"R* = {phi.r_star:.3g}"
+        )
+fig.update_layout(
+    title=f"Local Lipschitz constant around {image.name} — {loaded.dataset}/{loaded.model}",
+    xaxis_title="radius r of the ℓ∞ ball B(z, r) in the embedding",
+    yaxis_title="L(f, B(z, r)) (ℓ1 output per ℓ∞ input)",
+    legend_title_text="bound",
+)
+ui.chart(fig, name=f"lipschitz-{loaded.dataset}", data=table)
+st.caption(
+    "Filled markers: the MIP was solved to optimality (upper = exact value); open markers: a time-out, "
+    "the solver's proven bound. The exact value lies between the lower and upper curves."
+)
+show = table[
+    [
+        "radius",
+        "lower",
+        "exact_upper",
+        "exact",
+        "solver",
+        "status",
+        "unstable",
+        "solve_seconds",
+        "lp_upper",
+        "interval_upper",
+    ]
+].rename(columns={"exact_upper": "upper (exact)", "unstable": "unstable ReLUs", "solve_seconds": "seconds"})
+st.dataframe(show, hide_index=True, width="stretch")
+if delta_p is not None:
+    st.caption(
+        f"Δp = {delta_p:.4g} = μ + {pipe.delta_p.n_sigma:g}σ of L over {pipe.delta_p.n} training embeddings "
+        f"at R = {pipe.delta_p.radius:g} (stored with the model; never from test data)."
+    )
+
+st.subheader("Role of adversarial training (posthoc Fig. 2)")
+fig2 = load_results(loaded.dataset, "fig2")
+if fig2 is None:
+    ui.missing_results("fig2", loaded.dataset, "Fig. 2 results")
+else:
+    f2 = go.Figure()
+    for r, grp in fig2.groupby("radius", sort=True):
+        g = grp.sort_values("arl_alpha")
+        f2.add_trace(
+            go.Bar(
+                x=g["arl_alpha"].astype(str),
+                y=g["lipschitz_mean"],
+                name=f"r = {r:g}",
+                error_y={"type": "data", "array": g["lipschitz_std"]},
+            )
+        )
+    f2.update_layout(
+        barmode="group",
+        title=f"Local Lipschitz constant vs ARL weight α — {loaded.dataset}",
+        xaxis_title="ARL weight α of the obfuscator",
+        yaxis_title="mean certified L(f, B(z, r)) ± std",
+        legend_title_text="radius",
+        xaxis_type="category",
+    )
+    ui.chart(f2, name=f"fig2-{loaded.dataset}", data=fig2)

@@ -1,0 +1,218 @@
+"""Release: upload an image (or pick a sample) and see exactly what posthoc PTR would let out.
+
+The image as the model sees it, its VAE reconstruction, and the outcome of extended
+Propose-Test-Release (posthoc paper, Algorithm 1, Theorem 4.4): the released noisy vector and the
+attacker's reconstruction from it, or ⊥ with the reason. Widgets and layout only.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from privcore.images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, decode_image, encode_png
+from privcore.session import outcome_summary, plain_guarantee, release_document
+from privlens import ptr, ui
+
+s = ui.page_setup()
+st.title("Release")
+st.caption(
+    "What would leave your device. The image is embedded (β-VAE mean z = g(x)), the obfuscator's local "
+    "Lipschitz constant around z is certified, and extended Propose-Test-Release either releases "
+    "f(z) + Laplace noise or refuses (⊥). Posthoc paper, Algorithm 1 and Theorem 4.4."
+)
+
+if not s.is_ptr:
+    st.info(
+        f"The sidebar's mechanism is **{s.mechanism}**, an inference-privacy mechanism: its release (a noisy "
+        "prediction) is on the Inference privacy page. This page runs posthoc PTR."
+    )
+    st.page_link(
+        ui.page_path("inference_privacy"), label="Open the Inference privacy page", icon=":material/shield:"
+    )
+    if st.button("Use PTR here", key="use_ptr"):
+        ui.update_settings(mechanism="PTR")
+        st.rerun()
+    st.stop()
+
+loaded = ui.pipeline(s)
+if loaded is None:
+    st.stop()
+pipe = loaded.pipeline
+shape = tuple(pipe.image_shape)
+
+# ----------------------------------------------------------------------------------- input
+st.subheader("1 · Your image")
+images = st.session_state.setdefault(ui.IMAGE_KEY, {})
+current = images.get(loaded.dataset)
+source_default = 1 if current is not None and current.get("source") == "upload" else 0
+source = st.radio(
+    "Image source",
+    ("Shipped sample", "Upload your own"),
+    index=source_default,
+    horizontal=True,
+    key="release_source",
+    label_visibility="collapsed",
+)
+if source == "Shipped sample":
+    shipped = ui.samples(loaded.dataset)
+    if not shipped:
+        st.warning(f"No sample images ship for {loaded.dataset}; upload one instead.")
+        st.stop()
+    names = [x.name for x in shipped]
+    chosen = current["name"] if current is not None and current["name"] in names else names[0]
+    pick = st.selectbox(
+        f"Sample from the {loaded.dataset} test set (label-index)",
+        names,
+        index=names.index(chosen),
+        key="release_sample",
+    )
+    if current is None or current["name"] != pick or current["source"] != "sample":
+        sample = shipped[names.index(pick)]
+        ui.set_image(loaded.dataset, name=sample.name, data=sample.data(), source="sample")
+else:
+    c, h, w = shape
+    upload = st.file_uploader(
+        f"PNG or JPEG, at most {DEFAULT_MAX_BYTES // (1 << 20)} MiB and {DEFAULT_MAX_PIXELS:,} pixels; it is "
+        f"converted to what the model sees ({'grey' if c == 1 else 'colour'}, {w}×{h}).",
+        type=["png", "jpg", "jpeg"],
+        key="release_upload",
+    )
+    invert = st.checkbox(
+        "Invert (for dark-on-light drawings)",
+        key="release_invert",
+        help="The training images are light on a dark background.",
+    )
+    if upload is None:
+        if current is None or current.get("source") != "upload":
+            st.info("Choose a file to see its release.")
+            st.stop()
+    else:
+        data = upload.getvalue()
+        try:
+            decode_image(data, target_shape=shape, invert=invert)
+        except ValueError as exc:
+            st.error(f"**This file cannot be used: {exc}.** Nothing was released.")
+            st.stop()
+        key = f"{upload.name}|{upload.size}|{invert}"
+        if current is None or current.get("upload_key") != key:
+            ui.set_image(loaded.dataset, name=upload.name, data=data, source="upload", invert=invert)
+            images[loaded.dataset]["upload_key"] = key
+
+image = ui.current_image(loaded.dataset, shape)
+if image is None:
+    st.error("The current image could not be decoded; pick another one. Nothing was released.")
+    st.stop()
+for note in image.decoded.notes:
+    st.warning(f"Note: {note}")
+
+# ------------------------------------------------------------------------------ certification
+ctx = ptr.context(s, loaded, image)
+if ctx is None:
+    st.stop()
+phi = ptr.certify(ctx)
+if phi is None:
+    st.stop()
+result = ptr.release(ctx, phi, epsilon=s.epsilon, delta=s.delta)
+text = outcome_summary(result)
+
+# ------------------------------------------------------------------------------ pictures
+st.subheader("2 · What happens to it")
+scale = max(1, 160 // shape[2])
+x = image.tensor
+views = ptr.image_views(ctx, scale=scale)  # ε-independent: computed once per image
+cols = st.columns(3)
+cols[0].image(views.input_png, caption="As the model sees it (x)", width=160)
+cols[1].image(views.reconstruction_png, caption="VAE reconstruction g⁻¹(g(x))", width=160)
+attack_png = None
+if result.released:
+    rec = pipe.reconstruct(ptr.as_tensor(result.value))[0] if pipe.attacker is not None else None
+    if rec is not None:
+        attack_png = encode_png(rec, scale=scale)
+        cols[2].image(attack_png, caption="Attacker's reconstruction from the release", width=160)
+    else:
+        cols[2].info("No attacker is shipped for this model.")
+else:
+    cols[2].markdown("### ⊥\nNothing released: the attacker gets nothing but ⊥.")
+
+# ------------------------------------------------------------------------------ outcome
+st.subheader("3 · Outcome")
+if result.released:
+    st.success(f"**{text.headline}.** {text.detail}")
+else:
+    st.error(f"**{text.headline}.** {text.detail}")
+st.markdown(f"Test: {text.test}")
+m = st.columns(5)
+m[0].metric("φ (private, yours only)", f"{result.phi:.4g}")
+m[1].metric("φ̂ = φ + Lap", f"{result.phi_noisy:.4g}", help="The noisy test value; ε-DP.")
+m[2].metric("threshold ln(1/δ)·b", f"{result.threshold:.4g}")
+m[3].metric("Δp", f"{ctx.delta_p:.4g}", help="Proposed sensitivity μ + 3σ from training embeddings.")
+m[4].metric(
+    "noise scale Δp·R/ε",
+    f"{result.noise_scale:.4g}",
+    help=f"Laplace scale per coordinate; the exact sampler draws {result.noise_scale_effective:.6g}.",
+)
+if result.released:
+    noisy_class = int(pipe.classify(ptr.as_tensor(result.value)).argmax(-1)[0])
+    clean_class = views.clean_class
+    names = pipe.class_names
+    st.markdown(
+        f"Released vector ({len(result.value)} numbers): `{', '.join(f'{v:.3f}' for v in result.value)}`  \n"
+        f"The server's classifier reads it as **{names[noisy_class]}** (without noise: {names[clean_class]})."
+    )
+st.info(
+    f"**Guarantee.** {plain_guarantee(result.guarantee)} (posthoc Theorem 4.4: PTR at ε, δ gives "
+    f"(2ε, δ/2, R) = ({result.guarantee.epsilon:g}, {result.guarantee.delta:g}, {ctx.radius:g}).)"
+)
+r_star = "—" if phi.r_star is None else f"{phi.r_star:.4g}"
+st.caption(
+    f"φ = max(R*/2, R* − R) with R* = {r_star}, the largest certified radius whose local Lipschitz "
+    f"constant stays ≤ Δp (searched up to R_max = {ctx.r_max:.3g} on a grid of spacing ζ = {phi.zeta:.3g}; "
+    f"the test noise is Lap((R + ζ)/ε)). Certifier: {ctx.certifier}. Moving ε or δ reuses φ: no new solve."
+)
+
+# ------------------------------------------------------------------------------ actions
+a = st.columns(4)
+if a[0].button(
+    "Resample noise",
+    key="resample",
+    icon=":material/casino:",
+    help="Draw fresh noise (a new release, recorded in the ledger).",
+):
+    ptr.resample()
+    st.rerun()
+doc = release_document(
+    result,
+    dataset=loaded.dataset,
+    model=loaded.model,
+    model_digest=ctx.model_digest,
+    epsilon=s.epsilon,
+    delta=s.delta,
+    certifier=ctx.certifier,
+)
+with a[1]:
+    ui.download_json("Download the release (JSON)", doc, file_name="release.json", key="dl_release")
+a[2].download_button(
+    "Download the input (PNG)",
+    views.input_png,
+    file_name="input.png",
+    mime="image/png",
+    key="dl_input",
+    on_click="ignore",
+)
+if attack_png is not None:
+    a[3].download_button(
+        "Download the reconstruction (PNG)",
+        attack_png,
+        file_name="attacker.png",
+        mime="image/png",
+        key="dl_attack",
+        on_click="ignore",
+    )
+
+with st.sidebar:
+    st.markdown("---")
+    st.markdown(
+        f"**This image:** φ = {result.phi:.3g}, Δp = {ctx.delta_p:.3g}, noise b = {result.noise_scale:.3g} → "
+        f"**{'released' if result.released else '⊥'}**"
+    )
+    st.caption(plain_guarantee(result.guarantee))

@@ -1,0 +1,189 @@
+"""Trade-offs: accuracy and release rate against ε (posthoc Tables 1–2), the current setting marked,
+and the smallest ε that reaches a target accuracy. Widgets and layout only."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from privcore.session import load_results, release_probability, smallest_epsilon
+from privlens import ptr, ui
+
+s = ui.page_setup()
+st.title("Trade-offs")
+st.caption(
+    "Test accuracy and release rate of posthoc PTR against ε for each obfuscator (posthoc Table 1) and the "
+    "local-DP baselines (Table 2). A ⊥ counts as a uniform random guess, the paper's convention. PTR at ε "
+    "guarantees (2ε, δ/2, R) on the embedding; LDP's ε holds for every pair of images — a stronger notion, "
+    "so compare the curves with that in mind."
+)
+
+models = ui.catalogue()
+dataset = s.dataset if s.dataset in models else ui.DEFAULT_DATASET
+t1 = load_results(dataset, "table1")
+t2 = load_results(dataset, "table2")
+
+
+def _finite(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["epsilon"].apply(lambda e: math.isfinite(float(e)))].sort_values("epsilon")
+
+
+def _mark_current(fig: go.Figure) -> None:
+    fig.add_vline(
+        x=s.epsilon,
+        line_dash="dot",
+        line_color="crimson",
+        annotation_text=f"current ε = {s.epsilon:g}",
+        annotation_position="top left",
+    )
+
+
+curves: dict[str, pd.DataFrame] = {}
+st.subheader("Accuracy against ε")
+if t1 is None and t2 is None:
+    ui.missing_results("table1", dataset, "Table 1 results")
+    ui.missing_results("table2", dataset, "Table 2 results")
+else:
+    fig = go.Figure()
+    if t1 is not None:
+        if s.certifier in set(t1.get("certifier", pd.Series(dtype=str))):
+            t1 = t1[t1["certifier"] == s.certifier]
+        for name, grp in t1.groupby("obfuscator", sort=True):
+            g = _finite(grp)
+            curves[str(name)] = g
+            current = name == s.model
+            fig.add_trace(
+                go.Scatter(
+                    x=g["epsilon"],
+                    y=g["accuracy"],
+                    mode="lines+markers",
+                    name=f"{name} (PTR)",
+                    line={"width": 4 if current else 1.5},
+                    opacity=1.0 if current else 0.6,
+                )
+            )
+    else:
+        ui.missing_results("table1", dataset, "Table 1 results")
+    if t2 is not None:
+        for name, grp in t2[t2["method"] != "Adversarial"].groupby("method", sort=True):
+            g = _finite(grp)
+            curves[str(name)] = g
+            fig.add_trace(
+                go.Scatter(
+                    x=g["epsilon"],
+                    y=g["accuracy"],
+                    mode="lines+markers",
+                    name=f"{name} (ε-LDP)",
+                    line={"dash": "dash"},
+                )
+            )
+    else:
+        ui.missing_results("table2", dataset, "Table 2 results (LDP baselines)")
+    _mark_current(fig)
+    fig.update_layout(
+        title=f"Test accuracy vs ε — {dataset}",
+        xaxis_title="ε (mechanism parameter, log scale)",
+        yaxis_title="test accuracy (fraction)",
+        legend_title_text="method",
+        xaxis_type="log",
+        yaxis_range=[0, 1],
+    )
+    data = pd.concat([d.assign(method=k) for k, d in curves.items()], ignore_index=True) if curves else None
+    ui.chart(fig, name=f"accuracy-vs-epsilon-{dataset}", data=data)
+    if t1 is not None:
+        informal = t1[~t1["epsilon"].apply(lambda e: math.isfinite(float(e)))]
+        if not informal.empty:
+            st.caption(
+                "Without noise (ε = ∞, the paper's 'informal' column): "
+                + ", ".join(f"{r.obfuscator} {r.accuracy:.3f}" for r in informal.itertuples())
+            )
+
+st.subheader("Release rate against ε")
+fig = go.Figure()
+rate_data = []
+ptr_curves = {k: v for k, v in curves.items() if t1 is not None and k in set(t1["obfuscator"].astype(str))}
+if t1 is not None and "release_rate" in t1:
+    for name, g in ptr_curves.items():
+        if g["release_rate"].notna().any():
+            fig.add_trace(
+                go.Scatter(
+                    x=g["epsilon"],
+                    y=g["release_rate"],
+                    mode="lines+markers",
+                    name=f"{name}: test set",
+                    line={"width": 4 if name == s.model else 1.5},
+                )
+            )
+            rate_data.append(g[["epsilon", "release_rate"]].assign(series=f"{name}: test set"))
+loaded = ui.pipeline(s) if s.dataset == dataset else None
+phi = None
+if loaded is not None and s.is_ptr:
+    image = ui.current_image(loaded.dataset, loaded.pipeline.image_shape)
+    ctx = ptr.context(s, loaded, image) if image is not None else None
+    phi = ptr.known_phi(ctx) if ctx is not None else None
+    if phi is not None:
+        eps_grid = [0.1 * 1.1**k for k in range(60) if 0.1 * 1.1**k <= 30]
+        probs = [
+            release_probability(phi.phi, epsilon=e, delta=s.delta, radius=ctx.radius, zeta=phi.zeta)
+            for e in eps_grid
+        ]
+        fig.add_trace(
+            go.Scatter(
+                x=eps_grid,
+                y=probs,
+                mode="lines",
+                name=f"your image ({image.name}), δ = {s.delta:g}",
+                line={"color": "black", "dash": "dot"},
+            )
+        )
+        rate_data.append(
+            pd.DataFrame(
+                {"epsilon": eps_grid, "release_rate": probs, "series": f"current image, delta={s.delta:g}"}
+            )
+        )
+if fig.data:
+    _mark_current(fig)
+    fig.update_layout(
+        title=f"Fraction released (not ⊥) vs ε — {dataset}",
+        xaxis_title="ε (log scale)",
+        yaxis_title="release probability / rate",
+        legend_title_text="series",
+        xaxis_type="log",
+        yaxis_range=[0, 1.02],
+    )
+    ui.chart(fig, name=f"release-rate-{dataset}", data=pd.concat(rate_data, ignore_index=True))
+if phi is None:
+    st.caption(
+        "Certify an image on the Release page to add its own release probability to this chart "
+        "(computed from its φ, no new solve)."
+    )
+else:
+    st.caption("The current image's curve is P[φ + Lap((R+ζ)/ε) > ln(1/δ)·(R+ζ)/ε] from its certified φ.")
+
+st.subheader("Smallest ε for a target accuracy")
+if not curves:
+    st.info("Needs the Table 1 / Table 2 results above.")
+else:
+    c1, c2 = st.columns(2)
+    names = list(curves)
+    method = c1.selectbox(
+        "Method", names, index=names.index(s.model) if s.model in names else 0, key="to_method"
+    )
+    target = c2.number_input(
+        "Target accuracy", min_value=0.0, max_value=1.0, value=0.5, step=0.01, key="to_target"
+    )
+    g = curves[method]
+    sol = smallest_epsilon(g["epsilon"].tolist(), g["accuracy"].tolist(), target=float(target))
+    (st.success if sol.reachable else st.warning)(sol.note)
+    if sol.reachable and method in models.get(dataset, ()):
+        eps = sol.measured if sol.interpolated is None else round(sol.interpolated, 3)
+        if (
+            eps is not None
+            and eps != s.epsilon
+            and st.button(f"Use ε = {eps:g} in the sidebar", key="use_eps")
+        ):
+            ui.update_settings(epsilon=float(eps))
+            st.rerun()

@@ -1,0 +1,259 @@
+"""Posthoc-PTR plumbing shared by the Release, Trade-offs, Attack and Neighbourhood pages.
+
+φ is certified once per (model, image, R, Δp, R_max, tol, certifier) — through privcore's on-disk
+cache and, within a session, ``st.session_state`` — with a progress bar and a cancel button; an
+ε/δ slider move then only redraws the noise (no solve). Releases are memoised per (φ key, ε, δ,
+resample counter) so a rerun for any other reason never draws new noise, and each new release is
+recorded once in the session's ledger.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import streamlit as st
+import torch
+
+from privcore.errors import CertificationError
+from privcore.lipschitz.certifier import Certifier, cached_phi
+from privcore.mechanisms import PhiResult, PTRResult, propose_test_release
+from privcore.session import DELTA_GRID, EPSILON_GRID, Settings, bisection_decisions, ptr_search_range
+from privlens import ui
+
+PHI_KEY = "privlens_phi"
+RELEASE_KEY = "privlens_releases"
+CANCELLED_KEY = "privlens_cert_cancelled"
+NONCE_KEY = "privlens_nonce"
+CERT_TIME_LIMIT_S = 60.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportingCertifier(Certifier):
+    """A :class:`Certifier` that reports every decision "U(z, r) ≤ Δp?" to ``report`` (progress bar).
+
+    Same kind, norms and cache keys as the parent, so φ is shared with every other caller; the
+    callback may raise (a cancelled Streamlit run does) and then nothing is cached or released.
+    """
+
+    report: Callable[[float, bool], None] | None = field(default=None, compare=False, repr=False)
+
+    def decide(self, f: Any, center: np.ndarray, radius: float, threshold: float, /) -> bool:
+        """The parent's exact decision, then a report."""
+        answer = super().decide(f, center, radius, threshold)
+        if self.report is not None:
+            self.report(float(radius), bool(answer))
+        return answer
+
+
+@dataclass(frozen=True)
+class PTRContext:
+    """Everything PTR needs for the current image, none of it depending on ε or δ."""
+
+    loaded: ui.Loaded
+    image: ui.CurrentImage
+    z: np.ndarray  # float64 embedding
+    radius: float
+    delta_p: float
+    r_max: float
+    tol: float
+    certifier: str
+
+    @property
+    def pipe(self) -> Any:
+        """The pipeline."""
+        return self.loaded.pipeline
+
+    @property
+    def key(self) -> tuple:
+        """φ's key: model, image, R, Δp, R_max, tol, certifier (never ε or δ)."""
+        digest = str(self.pipe.cards["obfuscator"]["weights"]["sha256"])
+        return (digest, self.image.digest, self.radius, self.delta_p, self.r_max, self.tol, self.certifier)
+
+    @property
+    def model_digest(self) -> str:
+        """SHA-256 of the obfuscator weights (public)."""
+        return str(self.pipe.cards["obfuscator"]["weights"]["sha256"])
+
+
+def context(s: Settings, loaded: ui.Loaded, image: ui.CurrentImage) -> PTRContext | None:
+    """The PTR context for the settings, or None after explaining what is missing."""
+    pipe = loaded.pipeline
+    delta_p = pipe.proposed_delta_p
+    if delta_p is None:
+        st.error(
+            f"No Δp is stored with {loaded.dataset}/{loaded.model}, so PTR cannot run (nothing is released). "
+            f"Compute it from training data with `.venv/bin/python -m privcore train delta-p --dataset "
+            f"{loaded.dataset}`."
+        )
+        return None
+    z = embedding(pipe, image)
+    r_max, tol = ptr_search_range(s.radius, epsilon_min=min(EPSILON_GRID), delta_min=min(DELTA_GRID))
+    return PTRContext(
+        loaded=loaded,
+        image=image,
+        z=z,
+        radius=s.radius,
+        delta_p=float(delta_p),
+        r_max=r_max,
+        tol=tol,
+        certifier=s.certifier,
+    )
+
+
+def embedding(pipe: Any, image: ui.CurrentImage) -> np.ndarray:
+    """z = g(x) as float64 (memoised per image in the session)."""
+    memo = st.session_state.setdefault("privlens_z", {})
+    key = (id(pipe), image.digest)
+    if key not in memo:
+        if len(memo) > 32:
+            memo.clear()
+        memo[key] = pipe.embed(image.tensor).double().cpu().numpy().reshape(-1)
+        memo[key].setflags(write=False)
+    return memo[key]
+
+
+@dataclass(frozen=True)
+class ImageViews:
+    """What the Release page shows that does not depend on ε or δ (computed once per image)."""
+
+    input_png: bytes
+    reconstruction_png: bytes
+    clean_class: int
+
+
+def image_views(ctx: PTRContext, *, scale: int) -> ImageViews:
+    """The model's input and its VAE reconstruction as PNGs, and the noise-free class (memoised)."""
+    from privcore.images import encode_png
+
+    memo = st.session_state.setdefault("privlens_views", {})
+    key = (id(ctx.pipe), ctx.image.digest, scale)
+    if key not in memo:
+        if len(memo) > 16:
+            memo.clear()
+        z = torch.from_numpy(ctx.z.astype(np.float32))[None]
+        recon = ctx.pipe.decode(z)[0]
+        clean = int(ctx.pipe.classify(ctx.pipe.obfuscate(z)).argmax(-1)[0])
+        memo[key] = ImageViews(
+            encode_png(ctx.image.tensor, scale=scale), encode_png(recon, scale=scale), clean
+        )
+    return memo[key]
+
+
+def known_phi(ctx: PTRContext) -> PhiResult | None:
+    """φ if this session already has it (no solve)."""
+    return st.session_state.setdefault(PHI_KEY, {}).get(ctx.key)
+
+
+def certify(ctx: PTRContext) -> PhiResult | None:
+    """φ for the context: from the session, else from privcore's disk cache or a fresh certification
+    with progress and a cancel button. Returns None when cancelled or failed (nothing released)."""
+    phis = st.session_state.setdefault(PHI_KEY, {})
+    if ctx.key in phis:
+        return phis[ctx.key]
+    cancelled = st.session_state.setdefault(CANCELLED_KEY, set())
+    if ctx.key in cancelled:
+        st.info("Certification of this image was cancelled; nothing was released.")
+        if st.button("Certify this image", key="cert_restart", type="primary"):
+            cancelled.discard(ctx.key)
+            st.rerun()
+        return None
+    total = bisection_decisions(ctx.radius, ctx.r_max, ctx.tol)
+    with st.status(
+        f"Certifying this image with the {ctx.certifier} certifier (first time only)…", expanded=True
+    ) as status:
+        if st.button("Cancel certification", key="cert_cancel"):
+            cancelled.add(ctx.key)
+            status.update(label="Certification cancelled", state="error")
+            st.rerun()
+        bar = st.progress(0.0, text="local Lipschitz decisions: 0")
+        start = time.perf_counter()
+        steps: list[tuple[float, bool]] = []
+
+        def report(radius: float, passed: bool) -> None:
+            steps.append((radius, passed))
+            verdict = "≤ Δp" if passed else "> Δp"
+            bar.progress(
+                min(1.0, len(steps) / total),
+                text=f"decision {len(steps)} of at most {total}: L(f, B(z, {radius:.4g})) {verdict}",
+            )
+
+        oracle = ReportingCertifier(
+            kind=ctx.certifier, time_limit=CERT_TIME_LIMIT_S, cache=True, report=report
+        )
+        try:
+            phi = cached_phi(
+                ctx.pipe.obfuscator,
+                ctx.z,
+                radius=ctx.radius,
+                delta_p=ctx.delta_p,
+                r_max=ctx.r_max,
+                tol=ctx.tol,
+                certifier=oracle,
+                cache=True,
+            )
+        except CertificationError as exc:
+            status.update(label="Certification failed: nothing released", state="error")
+            st.error(f"The local Lipschitz constant could not be certified: {exc}. Nothing was released.")
+            return None
+        seconds = time.perf_counter() - start
+        how = f"{len(steps)} decisions" if steps else "from the on-disk cache"
+        status.update(label=f"Certified in {seconds:.2f} s ({how})", state="complete", expanded=False)
+    phis[ctx.key] = phi
+    return phi
+
+
+def nonce(label: str = "Release page") -> int:
+    """The resample counter of this session for one page."""
+    return int(st.session_state.get(NONCE_KEY, {}).get(label, 0))
+
+
+def resample(label: str = "Release page") -> None:
+    """Draw fresh noise for ``label``'s releases on the next render."""
+    st.session_state.setdefault(NONCE_KEY, {})[label] = nonce(label) + 1
+
+
+def release(
+    ctx: PTRContext,
+    phi: PhiResult,
+    *,
+    epsilon: float,
+    delta: float,
+    record: bool = True,
+    label: str = "Release page",
+) -> PTRResult:
+    """The PTR outcome for (φ, ε, δ) in this session — drawn once (OS randomness), then memoised."""
+    releases: dict = st.session_state.setdefault(RELEASE_KEY, {})
+    key = (ctx.key, float(epsilon), float(delta), nonce(label), label)
+    if key not in releases:
+        if len(releases) > 64:
+            releases.pop(next(iter(releases)))
+        result = propose_test_release(
+            ctx.pipe.obfuscator,
+            ctx.z,
+            epsilon=epsilon,
+            delta=delta,
+            radius=ctx.radius,
+            delta_p=ctx.delta_p,
+            r_max=ctx.r_max,
+            tol=ctx.tol,
+            lipschitz=Certifier(kind=ctx.certifier),
+            phi=phi,
+        )
+        releases[key] = result
+        if record:
+            what = "released" if result.released else "⊥"
+            ui.record_release(
+                image=ctx.image,
+                guarantee=result.guarantee,
+                label=f"{label}: PTR ε={epsilon:g}, δ={delta:g}, R={ctx.radius:g} → {what}",
+            )
+    return releases[key]
+
+
+def as_tensor(value: Any) -> torch.Tensor:
+    """A released vector as a (1, d) float32 tensor."""
+    return torch.as_tensor(np.asarray(value, dtype=np.float32)).reshape(1, -1)

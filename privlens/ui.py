@@ -1,0 +1,487 @@
+"""Shared Streamlit plumbing of the privlens pages (widgets and layout only; no maths here).
+
+* the sidebar shared by every page: dataset, model, mechanism, ε, δ, R or α, certifier. The
+  values live in ``st.session_state`` (one validated :class:`privcore.session.Settings`) and are
+  mirrored into the URL query, so a view can be shared; bad URL values become defaults + warning;
+* models loaded once per process (``st.cache_resource``, eval mode, inference only), with the
+  embedded default (digits) as the fallback when a dataset or checkpoint is missing;
+* the current image (upload or shipped sample), the session's release ledger — per user, in
+  ``st.session_state``, never in a shared cache;
+* plotly charts with a PNG download button in the mode bar and a CSV of the plotted data.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from privcore.errors import CheckpointError, DatasetUnavailableError, PrivcoreError
+from privcore.images import DecodedImage, decode_image
+from privcore.session import (
+    ALPHA_GRID,
+    CERTIFIER_CHOICES,
+    DELTA_GRID,
+    EPSILON_GRID,
+    MECHANISMS,
+    RADIUS_GRID,
+    Sample,
+    Settings,
+    grid_with,
+    image_digest,
+    list_samples,
+    settings_from_query,
+)
+
+SETTINGS_KEY = "privlens_settings"
+NAV_FLAG = "privlens_sidebar_rendered"
+RUN_TIME_KEY = "privlens_last_run_seconds"
+URL_WARNINGS_KEY = "privlens_url_warnings"
+IMAGE_KEY = "privlens_images"
+LEDGER_KEY = "privlens_ledger"
+DEFAULT_DATASET = "digits"
+
+MECHANISM_HELP = {
+    "PTR": "posthoc Propose-Test-Release on the obfuscator: (2ε, δ/2, R) over ℓ∞ on the embedding",
+    "Gauss-Input": "IP paper Def. 5: C(x + N(0, σ²)), α in ℓ2 on pixels",
+    "Gauss-Output": "IP paper Def. 4: C(x) + N(0, σ²), α in ℓ2 on the input",
+    "Lap-Output": "IP paper Def. 3: C(x) + Lap(μ₁α/ε), α in ℓ1 on the input",
+}
+CERTIFIER_HELP = (
+    "How φ's local Lipschitz bounds are certified: exact = LipMIP to optimality (most releases, slowest); "
+    "lp / interval = monotone relaxations (fast, fewer releases). All three are private."
+)
+
+
+def page_path(name: str) -> str:
+    """Absolute path of ``pages/<name>.py`` (for ``st.page_link``; works whatever the entry script)."""
+    return str(Path(__file__).resolve().parents[1] / "pages" / f"{name}.py")
+
+
+def fmt_num(v: float) -> str:
+    """Compact number for slider labels (1e-05, 0.25, 10)."""
+    return f"{v:g}"
+
+
+# ----------------------------------------------------------------------------- catalogue
+
+
+def catalogue() -> dict[str, tuple[str, ...]]:
+    """Obfuscator names per dataset from the shipped model cards (``models/<dataset>/``); digits always."""
+    return _catalogue(models_dir())
+
+
+@st.cache_data(show_spinner=False, ttl=60)
+def _catalogue(directory: str) -> dict[str, tuple[str, ...]]:
+    models: dict[str, list[str]] = {}
+    try:
+        from privcore.pipeline import list_models
+
+        infos = list_models(directory)
+    except (ImportError, PrivcoreError, OSError, ValueError):
+        infos = []
+    embedders = {m.dataset for m in infos if m.kind == "embedder"}
+    for m in infos:
+        if (
+            m.kind == "obfuscator"
+            and m.dataset in embedders
+            and m.name not in models.setdefault(m.dataset, [])
+        ):
+            models[m.dataset].append(m.name)
+    models.setdefault(DEFAULT_DATASET, ["ARL-C-N"])
+    ordered = {DEFAULT_DATASET: models.pop(DEFAULT_DATASET), **dict(sorted(models.items()))}
+    return {
+        ds: tuple(sorted(names, key=lambda n: (n != "ARL-C-N", "alpha" in n, n)))
+        for ds, names in ordered.items()
+    }
+
+
+def default_settings(models: Mapping[str, Sequence[str]]) -> Settings:
+    """Defaults: digits, its first model, PTR with the paper's δ = 0.05 and the dataset's R."""
+    radius = 0.25
+    try:
+        from privcore.data import get_spec
+
+        radius = float(get_spec(DEFAULT_DATASET).radius)
+    except (ImportError, ValueError):
+        pass
+    return Settings(dataset=DEFAULT_DATASET, model=models[DEFAULT_DATASET][0], radius=radius)
+
+
+# ------------------------------------------------------------------------------ settings
+
+
+def settings() -> Settings:
+    """The current settings of this session (initialised from the URL on its first run)."""
+    if SETTINGS_KEY not in st.session_state:
+        models = catalogue()
+        default = default_settings(models)
+        query = {k: st.query_params.get_all(k) for k in st.query_params}
+        s, warnings = settings_from_query(query, default=default, models=models)
+        st.session_state[SETTINGS_KEY] = s
+        st.session_state[URL_WARNINGS_KEY] = warnings
+    return st.session_state[SETTINGS_KEY]
+
+
+def update_settings(**changes: Any) -> None:
+    """Change settings programmatically (e.g. "use this ε"); widgets follow on the next render."""
+    st.session_state[SETTINGS_KEY] = settings().replace(**changes)
+    st.session_state[URL_WARNINGS_KEY] = ()
+
+
+def _on_change(field: str, widget_key: str) -> None:
+    value = st.session_state[widget_key]
+    changes: dict[str, Any] = {field: value}
+    if field == "dataset":
+        models = catalogue()
+        available = models.get(value, ())
+        if settings().model not in available and available:
+            changes["model"] = available[0]
+        try:
+            from privcore.data import get_spec
+
+            changes["radius"] = float(get_spec(value).radius)
+        except (ImportError, ValueError):
+            pass
+    update_settings(**changes)
+
+
+def bound_widget(
+    kind: str, field: str, label: str, *, where: Any = None, suffix: str = "", **kwargs: Any
+) -> Any:
+    """A widget bound to one settings field: shows the shared value, writes changes back.
+
+    ``kind`` is "select_slider", "selectbox" or "radio"; the widget key is ``w_<field><suffix>``
+    (a page may show the same field as the sidebar under another suffix).
+    """
+    where = where or st
+    key = f"w_{field}{suffix}"
+    value = getattr(settings(), field)
+    if kind == "select_slider":
+        kwargs["options"] = grid_with(kwargs["options"], value)
+    if st.session_state.get(key) != value:
+        st.session_state[key] = value
+    widget = getattr(where, kind)
+    return widget(label, key=key, on_change=_on_change, args=(field, key), **kwargs)
+
+
+def sidebar() -> Settings:
+    """Render the shared sidebar and mirror the settings into the URL query."""
+    s = settings()
+    models = catalogue()
+    sb = st.sidebar
+    sb.markdown("### Settings")
+    bound_widget(
+        "selectbox",
+        "dataset",
+        "Dataset",
+        where=sb,
+        options=tuple(models),
+        help="Datasets with shipped models. digits (8×8, scikit-learn) is embedded and always works.",
+    )
+    bound_widget(
+        "selectbox",
+        "model",
+        "Model (obfuscator)",
+        where=sb,
+        options=models.get(s.dataset, (s.model,)),
+        help="Representation from the models/ cards: β-VAE embedder + obfuscator (posthoc Table 1).",
+    )
+    bound_widget(
+        "selectbox",
+        "mechanism",
+        "Mechanism",
+        where=sb,
+        options=MECHANISMS,
+        format_func=lambda m: m if m != "PTR" else "PTR (posthoc)",
+        help=MECHANISM_HELP[s.mechanism],
+    )
+    bound_widget(
+        "select_slider", "epsilon", "ε (privacy budget)", where=sb, options=EPSILON_GRID, format_func=fmt_num
+    )
+    bound_widget(
+        "select_slider", "delta", "δ (failure probability)", where=sb, options=DELTA_GRID, format_func=fmt_num
+    )
+    s = settings()
+    if s.is_ptr:
+        bound_widget(
+            "select_slider",
+            "radius",
+            "R (ℓ∞ radius in the embedding)",
+            where=sb,
+            options=RADIUS_GRID,
+            format_func=fmt_num,
+        )
+        bound_widget(
+            "selectbox", "certifier", "Certifier", where=sb, options=CERTIFIER_CHOICES, help=CERTIFIER_HELP
+        )
+    else:
+        metric = "ℓ1" if s.mechanism == "Lap-Output" else "ℓ2"
+        bound_widget(
+            "select_slider",
+            "alpha",
+            f"α ({metric} radius on the input)",
+            where=sb,
+            options=ALPHA_GRID,
+            format_func=fmt_num,
+        )
+    s = settings()
+    sb.caption(MECHANISM_HELP[s.mechanism] + ". The URL holds these settings: copy it to share this view.")
+    for w in st.session_state.get(URL_WARNINGS_KEY, ()):
+        sb.warning(w)
+    target = s.to_query()
+    if {k: st.query_params.get(k) for k in target} != target:
+        st.query_params.update(target)
+    return s
+
+
+def page_setup() -> Settings:
+    """First call of every page: the shared sidebar, unless ``app.py`` rendered it in this run.
+
+    (Streamlit runs a file in ``pages/`` directly, without ``app.py``, when it falls back to its
+    folder-based navigation — e.g. in ``AppTest`` reruns — and the sidebar must appear then too.)
+    """
+    _leave_folder_navigation()
+    if not st.session_state.get(NAV_FLAG):
+        return sidebar()
+    return settings()
+
+
+def _leave_folder_navigation() -> None:
+    """Rerun through ``app.py`` when Streamlit ran this page by its legacy ``pages/`` folder navigation.
+
+    Streamlit decides per server process, before ``app.py`` has ever called ``st.navigation``,
+    whether a folder named ``pages`` means the legacy multipage mode; a shared deep link such as
+    ``/release?eps=2`` opened first on a fresh server would then show the folder's file list and no
+    shared sidebar. Turning that legacy flag off (once per process) and rerunning sends the same
+    URL through ``app.py``'s navigation.
+    """
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:  # pragma: no cover - Streamlit internals moved; page_setup still renders the sidebar
+        return
+    # AppTest resets this flag before every run and then runs the page file alone; rerunning there
+    # would swallow button clicks, and page_setup's own sidebar already covers that case.
+    if getattr(PagesManager, "uses_pages_directory", None) and not st.get_option("global.appTest"):
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
+# ------------------------------------------------------------------------------- models
+
+#: Modules slow to import (torchmetrics pulls in torchvision and torch._dynamo: seconds) that a page
+#: needs later; imported once per server process in the background so no page waits for them.
+SLOW_IMPORTS = ("privcore.attacks.metrics",)
+
+
+@st.cache_resource(show_spinner=False)
+def warm_up() -> threading.Thread:
+    """Start importing :data:`SLOW_IMPORTS` in a daemon thread (once per process)."""
+
+    def run() -> None:
+        for name in SLOW_IMPORTS:
+            try:
+                importlib.import_module(name)
+            except ImportError:  # pragma: no cover - the page that needs it reports the problem
+                pass
+
+    thread = threading.Thread(target=run, name="privlens-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A loaded pipeline and the dataset it really belongs to (the fallback may differ)."""
+
+    pipeline: Any
+    dataset: str
+    model: str
+    fallback_reason: str | None
+
+
+def models_dir() -> str:
+    """Where checkpoints are read from (``$PRIVCORE_MODELS_DIR`` or ``models/``): part of every cache key."""
+    from privcore.pipeline import default_models_dir
+
+    return str(default_models_dir())
+
+
+@st.cache_resource(show_spinner="Loading models (once per server process)…", max_entries=8)
+def _load(dataset: str, model: str, directory: str) -> Any:
+    from privcore.pipeline import load_pipeline
+
+    pipe = load_pipeline(dataset, obfuscator=model, models_dir=directory)
+    for name in ("embedder", "decoder", "obfuscator", "classifier", "attacker"):
+        module = getattr(pipe, name, None)
+        if module is not None and hasattr(module, "eval"):
+            module.eval()
+            module.requires_grad_(False)
+    return pipe
+
+
+def pipeline(s: Settings) -> Loaded | None:
+    """The pipeline for the settings, or the embedded default with an explanation; None if even that fails."""
+    try:
+        return Loaded(_load(s.dataset, s.model, models_dir()), s.dataset, s.model, None)
+    except (DatasetUnavailableError, CheckpointError, FileNotFoundError, ValueError) as exc:
+        reason = str(exc)
+    except ImportError as exc:  # pipeline module not installed in this tree
+        st.error(f"The models cannot be loaded: {exc}.")
+        return None
+    st.warning(f"**{s.dataset} / {s.model} is not available on this machine.** {reason}")
+    if s.dataset == DEFAULT_DATASET:
+        st.info(
+            "Recreate the shipped digits models with "
+            "`.venv/bin/python -m privcore train all --dataset digits`."
+        )
+        return None
+    models = catalogue()[DEFAULT_DATASET]
+    try:
+        st.info(f"Showing the embedded default instead: {DEFAULT_DATASET} / {models[0]}.")
+        return Loaded(_load(DEFAULT_DATASET, models[0], models_dir()), DEFAULT_DATASET, models[0], reason)
+    except (PrivcoreError, OSError, ValueError) as exc:
+        st.error(f"The embedded default could not be loaded either: {exc}")
+        return None
+
+
+# -------------------------------------------------------------------------- current image
+
+
+@dataclass(frozen=True)
+class CurrentImage:
+    """The image the pages work on: its name, decoded model input and session-local digest."""
+
+    name: str
+    decoded: DecodedImage
+    digest: str
+    source: str  # "sample" or "upload"
+
+    @property
+    def tensor(self) -> Any:
+        """(C, H, W) float tensor in [0, 1]."""
+        return self.decoded.tensor
+
+
+def samples(dataset: str) -> tuple[Sample, ...]:
+    """Shipped samples of ``dataset``."""
+    return list_samples(dataset)
+
+
+def set_image(dataset: str, *, name: str, data: bytes, source: str, invert: bool = False) -> None:
+    """Make ``data`` the current image of ``dataset`` for this session (decoded lazily)."""
+    images = st.session_state.setdefault(IMAGE_KEY, {})
+    images[dataset] = {"name": name, "data": bytes(data), "source": source, "invert": bool(invert)}
+
+
+def current_image(
+    dataset: str, image_shape: Sequence[int], *, background: float = 0.0
+) -> CurrentImage | None:
+    """The session's current image for ``dataset`` (default: its first shipped sample)."""
+    images = st.session_state.setdefault(IMAGE_KEY, {})
+    entry = images.get(dataset)
+    if entry is None:
+        shipped = samples(dataset)
+        if not shipped:
+            return None
+        entry = {"name": shipped[0].name, "data": shipped[0].data(), "source": "sample"}
+        images[dataset] = entry
+    try:
+        decoded = _decode(
+            entry["data"],
+            tuple(int(v) for v in image_shape),
+            float(background),
+            bool(entry.get("invert", False)),
+        )
+    except ValueError:
+        images.pop(dataset, None)
+        return None
+    return CurrentImage(entry["name"], decoded, image_digest(decoded.tensor), entry["source"])
+
+
+def _decode(data: bytes, shape: tuple[int, ...], background: float, invert: bool) -> DecodedImage:
+    memo = st.session_state.setdefault("privlens_decoded", {})
+    key = (hash(data), len(data), shape, background, invert)
+    if key not in memo:
+        if len(memo) > 16:
+            memo.clear()
+        memo[key] = decode_image(data, target_shape=shape, background=background, invert=invert)
+    return memo[key]
+
+
+def image_caption(img: CurrentImage) -> str:
+    """One line: where the current image came from."""
+    kind = "shipped sample" if img.source == "sample" else "your upload"
+    return f"Current image: **{img.name}** ({kind}). Change it on the Release page."
+
+
+# ------------------------------------------------------------------------------- ledger
+
+
+def ledger_rows() -> list[dict[str, Any]]:
+    """The session's releases: dicts with image, image_key, label and guarantee."""
+    return st.session_state.setdefault(LEDGER_KEY, [])
+
+
+def record_release(*, image: CurrentImage, label: str, guarantee: Any) -> None:
+    """Append one release to this session's ledger."""
+    ledger_rows().append(
+        {"image": image.name, "image_key": image.digest[:12], "label": label, "guarantee": guarantee}
+    )
+
+
+# ------------------------------------------------------------------------------- charts
+
+PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 3}}
+
+
+def chart(fig: Any, *, name: str, data: Any = None, key: str | None = None) -> None:
+    """A plotly chart (camera button = PNG download) and, with ``data``, a CSV download of its numbers."""
+    fig.update_layout(
+        margin={"l": 10, "r": 10, "t": 50, "b": 10}, legend_title_text=fig.layout.legend.title.text
+    )
+    config = {
+        **PLOTLY_CONFIG,
+        "toImageButtonOptions": {**PLOTLY_CONFIG["toImageButtonOptions"], "filename": name},
+    }
+    st.plotly_chart(fig, config=config, key=key or f"chart_{name}")
+    if data is not None:
+        buf = io.StringIO()
+        data.to_csv(buf, index=False)
+        st.download_button(
+            f"Download data ({name}.csv)",
+            buf.getvalue(),
+            file_name=f"{name}.csv",
+            mime="text/csv",
+            key=f"dl_{key or name}",
+            on_click="ignore",
+        )
+
+
+def download_json(label: str, doc: Any, *, file_name: str, key: str) -> None:
+    """A JSON download button."""
+    st.download_button(
+        label,
+        json.dumps(doc, indent=2, ensure_ascii=False),
+        file_name=file_name,
+        mime="application/json",
+        key=key,
+        on_click="ignore",
+    )
+
+
+def missing_results(name: str, dataset: str, what: str) -> None:
+    """Say which command produces an experiment CSV that is not there yet."""
+    from privcore.session import experiment_command
+
+    st.info(
+        f"No {what} for **{dataset}** yet (`data/results/{dataset}/{name}.csv`). Produce it with:\n\n"
+        f"```\n{experiment_command(name, dataset)}\n```\n(drop `--quick` for the full run)."
+    )

@@ -1,0 +1,177 @@
+"""Release page (AppTest, headless, on the shipped digits models): a sample or an upload gives a
+release or ⊥ with its numbers; ε/δ moves redraw noise without any solve; bad uploads are refused
+with a clear message and nothing is released; a certification failure releases nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import privcore.mechanisms.ptr as ptr_module
+from privcore.errors import CertificationError
+from privcore.lipschitz.certifier import Certifier
+from privcore.mechanisms import ptr_scales
+from tests._dashboard import ROOT, app, isolate, metric, rgba_png, sample_png, texts
+from tests.test_images import make_png
+
+PHI = "φ (private, yours only)"
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    isolate(monkeypatch, tmp_path_factory)
+
+
+def _outcome(at: AppTest) -> str:
+    """'released' or 'bottom' from the page's alert, failing if neither is shown."""
+    if any(e.value.startswith("**Released") for e in at.success):
+        return "released"
+    assert any(e.value.startswith("**⊥") for e in at.error), texts(at)
+    return "bottom"
+
+
+def _ledger(at: AppTest) -> list:
+    return list(at.session_state["privlens_ledger"]) if "privlens_ledger" in at.session_state else []
+
+
+def test_sample_gives_release_or_bottom_with_its_numbers() -> None:
+    at = app("release")
+    outcome = _outcome(at)
+    dp = float(metric(at, "Δp"))
+    scale = float(metric(at, "noise scale Δp·R/ε"))
+    # the shown noise scale is Δp·R/ε at the sidebar's defaults (ε = 1, R = 0.25), to display precision
+    assert scale == pytest.approx(dp * 0.25 / 1.0, rel=2e-3)
+    phi_hat, threshold = float(metric(at, "φ̂ = φ + Lap")), float(metric(at, "threshold ln(1/δ)·b"))
+    assert (phi_hat > threshold) == (outcome == "released")
+    assert "Any image whose embedding lies within ℓ∞ distance R = 0.25" in texts(at)
+    assert len(_ledger(at)) == 1  # one release recorded
+
+
+def test_epsilon_and_delta_moves_redraw_without_any_solve(monkeypatch: pytest.MonkeyPatch) -> None:
+    at = app("release")  # certifies (or reads φ from the disk cache)
+    phi_before = metric(at, PHI)
+    calls = {"decide": 0, "compute_phi": 0}
+    real_decide, real_compute = Certifier.decide, ptr_module.compute_phi
+
+    def decide(self, *a, **k):
+        calls["decide"] += 1
+        return real_decide(self, *a, **k)
+
+    def compute(*a, **k):
+        calls["compute_phi"] += 1
+        return real_compute(*a, **k)
+
+    monkeypatch.setattr(Certifier, "decide", decide)
+    monkeypatch.setattr(ptr_module, "compute_phi", compute)
+    scales = set()
+    for eps in (2.0, 5.0, 0.5):
+        at.select_slider(key="w_epsilon").set_value(eps).run()
+        assert not at.exception
+        scales.add(metric(at, "noise scale Δp·R/ε"))
+        assert metric(at, PHI) == phi_before
+        _outcome(at)
+    at.select_slider(key="w_delta").set_value(0.01).run()
+    threshold = float(metric(at, "threshold ln(1/δ)·b"))
+    # threshold = ln(1/δ)·(R + ζ)/ε up to the sampler's grid (relative 1e-6 here)
+    zeta_free = ptr_scales(epsilon=0.5, delta=0.01, radius=0.25, delta_p=1.0).threshold
+    assert zeta_free <= threshold <= zeta_free * (1 + 1 / 16) * (1 + 1e-6)
+    assert calls == {"decide": 0, "compute_phi": 0}
+    assert len(scales) == 3  # Δp·R/ε follows ε
+    assert at.query_params["eps"] == "0.5" and at.query_params["delta"] == "0.01"
+    assert len(_ledger(at)) == 5  # 1 + 3 + 1 distinct releases
+
+
+def test_rerun_without_changes_draws_no_new_noise_and_resample_does() -> None:
+    at = app("release")
+    first = metric(at, "φ̂ = φ + Lap")
+    at.run()
+    assert metric(at, "φ̂ = φ + Lap") == first and len(_ledger(at)) == 1
+    at.button(key="resample").click().run()
+    assert len(_ledger(at)) == 2
+    # fresh secure noise: equal φ̂ twice has probability ~0 (a 1e-9 grid)
+    assert metric(at, "φ̂ = φ + Lap") != first
+
+
+def _upload(at: AppTest, name: str, data: bytes, mime: str = "image/png") -> AppTest:
+    at.radio(key="release_source").set_value("Upload your own").run()
+    at.file_uploader(key="release_upload").upload(name, data, mime).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_upload_gives_release_or_bottom_and_becomes_the_current_image() -> None:
+    at = _upload(app("release"), "my-digit.png", sample_png())
+    _outcome(at)
+    assert at.session_state["privlens_images"]["digits"]["name"] == "my-digit.png"
+    at.switch_page(str(ROOT / "pages" / "neighbourhood.py")).run()
+    assert "my-digit.png" in texts(at)
+
+
+@pytest.mark.parametrize(
+    "name,data,message",
+    [
+        ("notes.png", b"these are my notes, not an image\n" * 4, "not an image"),
+        ("cut.png", sample_png()[:40], "corrupt"),
+        ("huge.png", make_png(np.zeros((2, 2), np.uint8), width=50_000, height=50_000), "too large"),
+        ("big.png", b"\x89PNG\r\n\x1a\n" + b"\0" * (10 * 1024 * 1024), "too large"),
+        ("gif-named.png", b"GIF89a" + b"\0" * 64, "GIF"),  # a GIF behind a .png name
+    ],
+)
+def test_bad_upload_is_refused_and_nothing_released(name: str, data: bytes, message: str) -> None:
+    at = app("release")
+    before = len(_ledger(at))
+    _upload(at, name, data)
+    errors = [e.value for e in at.error]
+    assert any(
+        "This file cannot be used" in e and message in e and "Nothing was released" in e for e in errors
+    ), errors
+    assert not at.metric and not at.success  # no φ, no outcome
+    assert len(_ledger(at)) == before
+
+
+@pytest.mark.parametrize(
+    "name,data,note",
+    [
+        ("alpha.png", rgba_png(), "transparency"),
+        (
+            "deep.png",
+            make_png((np.arange(64).reshape(8, 8) * 1000).astype(np.uint16), bit_depth=16),
+            "16-bit",
+        ),
+    ],
+)
+def test_alpha_and_16bit_uploads_are_converted_and_said_so(name: str, data: bytes, note: str) -> None:
+    at = _upload(app("release"), name, data)
+    assert any(note in w.value for w in at.warning), [w.value for w in at.warning]
+    _outcome(at)
+
+
+def test_certification_failure_releases_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(*a, **k):
+        raise CertificationError("MILP time-out at radius 0.5 (test)")
+
+    monkeypatch.setattr("privlens.ptr.cached_phi", fail)
+    at = app()
+    at.select_slider(key="w_radius").set_value(
+        0.3
+    ).run()  # a (model, image, R) this session has not certified
+    at.switch_page(str(ROOT / "pages" / "release.py")).run()
+    assert not at.exception
+    assert any("could not be certified" in e.value and "Nothing was released" in e.value for e in at.error)
+    assert not at.metric and not at.success and not _ledger(at)
+
+
+def test_downloads_are_offered() -> None:
+    at = app("release")
+    labels = {b.label for b in at.get("download_button")}
+    assert {"Download the release (JSON)", "Download the input (PNG)"} <= labels
+
+
+def test_inference_privacy_mechanism_points_to_its_page() -> None:
+    at = app("release", query={"mech": "Gauss-Input"})
+    assert any("Inference privacy page" in i.value for i in at.info)
+    assert not at.metric
+    at.button(key="use_ptr").click().run()
+    assert at.query_params["mech"] == "PTR"
+    _outcome(at)
