@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
@@ -84,3 +85,87 @@ def test_fig4_tiny_times_every_sweep(out: Path) -> None:
     assert frame["solver"].str.len().gt(0).all()
     base = frame[frame["sweep"] == "radius"]
     assert (base["input_dim"] == 8).all()  # the digits latent dimension
+
+
+# --------------------------------------------------------------------------- experiments on shipped models
+
+
+def _shipped_digits() -> Path | None:
+    from privcore.pipeline import default_models_dir
+
+    d = default_models_dir() / "digits"
+    need = ("embedder", "obfuscator-ARL-C-N", "ip-cnn", "ip-lipschitz-l1", "ip-lipschitz-l2")
+    return d.parent if all((d / f"{n}.json").is_file() for n in need) else None
+
+
+@pytest.fixture(scope="module")
+def shipped(out: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    models = _shipped_digits()
+    if models is None:
+        pytest.skip("the shipped digits checkpoints (models/digits) are not in this tree yet")
+    return models
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Certificates and φ go to a throw-away cache: tests never read or fill the user's."""
+    monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "lipschitz-cache"))
+
+
+def test_table1_tiny(out: Path, shipped: Path) -> None:
+    frame = _run_cli("table1", out)
+    assert (frame["obfuscator"] == "ARL-C-N").all()
+    inf = frame[np.isinf(frame["epsilon"])].iloc[0]
+    assert inf["release_rate"] == 1.0 and inf["noise_scale"] == 0.0
+    ptr = frame[np.isfinite(frame["epsilon"])]
+    # the corrected calibration: Lap(Δp·R/ε)
+    expected = ptr["delta_p"] * ptr["radius"] / ptr["epsilon"]
+    np.testing.assert_allclose(ptr["noise_scale"], expected, rtol=1e-12)
+    # ⊥ as a uniform guess: accuracy = (hits + n_⊥/K)/n, never below the ⊥-wrong reading
+    k = 10
+    n, rel = ptr["n_test"], ptr["n_released"]
+    np.testing.assert_allclose(ptr["accuracy"], ptr["accuracy_bot_wrong"] + (n - rel) / n / k, rtol=1e-12)
+    assert ((ptr["release_rate"] >= 0) & (ptr["release_rate"] <= 1)).all()
+    assert (ptr["delta"] == 0.05).all()
+
+
+def test_table2_tiny(out: Path, shipped: Path) -> None:
+    frame = _run_cli("table2", out)
+    assert set(frame["method"]) == {"LDP-Image", "LDP-Embedding", "Adversarial"}
+    img = frame[(frame["method"] == "LDP-Image") & (frame["epsilon"] == 1.0)].iloc[0]
+    assert img["noise_scale"] == 64.0  # d/ε for 8×8 digits
+
+
+def test_attack_tiny(out: Path, shipped: Path) -> None:
+    frame = _run_cli("attack", out)
+    assert set(frame["radius"]) == {0.1, 0.4}
+    ok = frame[frame["n_eval"] > 0]
+    assert ((ok["ssim"] <= 1) & (ok["l2"] >= 0) & (ok["l1"] >= 0)).all()
+    # PSNR = 10 log10(1/MSE) is a mean of per-image values, so ≥ 10 log10(1/mean MSE) (Jensen)
+    assert (ok["psnr"] >= 10 * np.log10(1 / ok["l2"]) - 1e-9).all()
+    np.testing.assert_allclose(ok["psnr_paper"] - ok["psnr"], 20 * np.log10(255), rtol=1e-12)
+
+
+def test_fig2_tiny(out: Path, shipped: Path) -> None:
+    frame = _run_cli("fig2", out)
+    assert (frame["lipschitz_lower_mean"] <= frame["lipschitz_mean"] + 1e-9).all()
+    # balls nest: per obfuscator the constant cannot shrink as r grows
+    for _, part in frame.groupby("obfuscator"):
+        assert part.sort_values("radius")["lipschitz_mean"].is_monotonic_increasing
+
+
+def test_fig3_tiny(out: Path, shipped: Path) -> None:
+    frame = _run_cli("fig3", out)
+    centre = frame[frame["sign"] == 0]
+    assert (centre["pixel_l2"] == 0).all() and np.allclose(centre["ssim_to_centre"], 1.0)
+    assert (out / "digits" / "fig3.png").is_file()
+    # further along the same axis is never closer in latent space; its picture differs from the centre
+    assert (frame[frame["sign"] != 0]["pixel_l2"] > 0).all()
+
+
+def test_ip_tiny(out: Path, shipped: Path) -> None:
+    frame = _run_cli("ip", out)
+    assert {"Gauss-Input", "Gauss-Output", "Lap-Output", "none"} <= set(frame["mechanism"])
+    assert ((frame["accuracy_mean"] >= 0) & (frame["accuracy_mean"] <= 1)).all()
+    gout = frame[frame["mechanism"] == "Gauss-Output"]
+    assert (gout["lipschitz"] > 0).all() and (gout["delta"] == 1e-5).all()

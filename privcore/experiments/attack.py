@@ -12,8 +12,9 @@ For each radius R ∈ {0.1, 0.2, 0.4, 0.6, 0.8, 1.0} (ℓ∞ on z), with the ARL
    released test image and SSIM / PSNR / ℓ1 / ℓ2 against the original image are averaged over
    the released ones. ε = ∞ rows attack the noise-free obfuscated vector of every test image.
 
-The attackers are cached under ``.cache/experiments/<dataset>/`` keyed by the obfuscator's hash,
-R, Δp and the epochs, so reruns and resumed runs do not retrain them.
+The attackers are cached beside the Lipschitz cache (``<cache>/attackers/<dataset>/``, see
+:func:`privcore.lipschitz.default_cache_dir`) keyed by the obfuscator's hash, R, Δp, the epochs
+and the seed, so reruns and resumed runs do not retrain them.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import numpy as np
 from privcore.experiments.ptr_common import compute_phis, embed, ptr_release_batch, ptr_setup, test_indices
 from privcore.experiments.runner import RunContext, save_figure
 
-__all__ = ["COLUMNS", "EPSILONS", "RADII", "delta_p_at", "run"]
+__all__ = ["COLUMNS", "EPSILONS", "RADII", "attacker_cache_dir", "delta_p_at", "run"]
 
 COLUMNS = (
     "dataset",
@@ -54,7 +55,13 @@ KEY = ("radius", "epsilon")
 RADII = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0)
 EPSILONS = (1.0, 2.0, 5.0, 10.0)
 OBFUSCATOR = "ARL-C-N"
-CACHE_ROOT = Path(__file__).resolve().parents[2] / ".cache" / "experiments"
+
+
+def attacker_cache_dir() -> Path:
+    """Where trained per-R attackers are kept: ``<Lipschitz cache dir>/attackers``."""
+    from privcore.lipschitz import default_cache_dir
+
+    return default_cache_dir() / "attackers"
 
 
 def delta_p_at(
@@ -92,7 +99,7 @@ def _attacker(ctx: RunContext, pipe: Any, *, radius: float, delta_p: float, epoc
 
     sha = pipe.cards["obfuscator"]["weights"]["sha256"][:12]
     stem = (
-        CACHE_ROOT
+        attacker_cache_dir()
         / ctx.dataset
         / f"attacker-{OBFUSCATOR}-{sha}-R{radius:g}-dp{delta_p:.6g}-e{epochs}-s{ctx.seed}"
     )
