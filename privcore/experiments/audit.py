@@ -20,6 +20,13 @@ Worst-case pairs (``pair = "worst-case"``):
 
 Per-mechanism parameters are the dataset's (output dimension, image shape, radius); the noise
 calibration is invariant to the scale of μ, so μ = 1 is used for the synthetic pairs.
+
+Model pairs (``pair = "model"``, quick and full modes, when the shipped models exist): a real
+test input and the neighbour at distance α (IP) or R (PTR) that moves the model's output most,
+chosen from the Jacobian at the input — for Lap-Output one pixel by α (ℓ1), for Gauss-Output
+α along the top singular vector (ℓ2), for PTR R·s with s ∈ {±1}^k maximising ‖J_f s‖₁ — run
+through the shipped model and the mechanism. These show how far a realistic pair sits below
+the worst case that the calibration must cover.
 """
 
 from __future__ import annotations
@@ -280,10 +287,155 @@ def worst_case_audits(
     return cases
 
 
+def _jacobian(fn: Any, x: np.ndarray) -> np.ndarray:
+    """Jacobian of ``fn`` (torch → torch, one input) at ``x``, as (out, in) float64."""
+    import torch
+
+    t = torch.as_tensor(x, dtype=torch.float32)
+    jac = torch.autograd.functional.jacobian(lambda v: fn(v[None])[0], t)
+    return jac.reshape(jac.shape[0], -1).double().numpy()
+
+
+def model_audits(ctx: RunContext, *, epsilon: float, n_fast: int, n_ptr: int) -> tuple[list[AuditCase], str]:
+    """Audits on real pairs through the shipped models (module docstring); ([], reason) without them."""
+    import itertools
+
+    import torch
+
+    from privcore.data import load_dataset
+    from privcore.errors import PrivcoreError
+    from privcore.mechanisms import GaussOutput, LapOutput
+    from privcore.pipeline import load_ip_models
+
+    cases: list[AuditCase] = []
+    ds = load_dataset(ctx.dataset)
+    x0 = ds.x_test[0].numpy().astype(np.float64)
+    try:
+        ip = load_ip_models(ctx.dataset, models_dir=ctx.models_dir, device="cpu")
+    except (PrivcoreError, OSError) as exc:
+        return [], f"model pairs skipped: {exc}"
+    alpha_lap, alpha_gauss = 1.0, 0.1
+    if "ip-lipschitz-l1" in ip.models:
+        m = ip["ip-lipschitz-l1"]
+        jac = _jacobian(m.model, x0)
+        flat = x0.ravel()
+        room = np.minimum(alpha_lap, np.maximum(1.0 - flat, flat))  # the largest move inside [0, 1]
+        pix = int(np.argmax(np.abs(jac).sum(axis=0) * room))
+        xb = flat.copy()
+        xb[pix] += room[pix] if 1.0 - flat[pix] >= flat[pix] else -room[pix]
+        xb = xb.reshape(x0.shape)
+        ya, yb = (
+            m(torch.as_tensor(x0[None])).double().numpy()[0],
+            m(torch.as_tensor(xb[None])).double().numpy()[0],
+        )
+        mech = LapOutput(epsilon=epsilon, alpha=alpha_lap, lipschitz=float(m.lipschitz["l1"]))
+        cases.append(
+            AuditCase(
+                "Lap-Output",
+                "model",
+                epsilon,
+                0.0,
+                float(np.abs(xb - x0).sum()),
+                _tiled(mech, ya),
+                _tiled(mech, yb),
+                laplace_llr_statistic(ya, yb),
+                n_fast,
+            )
+        )
+    if "ip-lipschitz-l2" in ip.models:
+        m = ip["ip-lipschitz-l2"]
+        jac = _jacobian(m.model, x0)
+        v = np.linalg.svd(jac, full_matrices=False)[2][0].reshape(x0.shape)
+        xb = np.clip(x0 + alpha_gauss * v, 0.0, 1.0)
+        ya, yb = (
+            m(torch.as_tensor(x0[None])).double().numpy()[0],
+            m(torch.as_tensor(xb[None])).double().numpy()[0],
+        )
+        mech = GaussOutput(epsilon=epsilon, delta=1e-5, alpha=alpha_gauss, lipschitz=float(m.lipschitz["l2"]))
+        cases.append(
+            AuditCase(
+                "Gauss-Output",
+                "model",
+                epsilon,
+                1e-5,
+                float(np.linalg.norm(xb - x0)),
+                _tiled(mech, ya),
+                _tiled(mech, yb),
+                projection_statistic(ya, yb),
+                n_fast,
+            )
+        )
+    try:
+        pipe = ctx.pipeline("ARL-C-N")
+    except (PrivcoreError, OSError) as exc:
+        return cases, f"PTR model pair skipped: {exc}"
+    if pipe.delta_p is None:
+        return cases, "PTR model pair skipped: no Δp in the ARL-C-N card"
+    from privcore.experiments.ptr_common import compute_phis, embed, ptr_setup
+    from privcore.mechanisms import propose_test_release
+
+    za = embed(pipe, ds.x_test[:1])[0]
+    jac = _jacobian(pipe.obfuscator, za)
+    signs = np.array(list(itertools.product((-1.0, 1.0), repeat=za.size)))
+    s_best = signs[int(np.argmax(np.abs(signs @ jac.T).sum(axis=1)))]
+    zb = za + pipe.radius * s_best
+    setup = ptr_setup(
+        radius=pipe.radius, delta_p=pipe.proposed_delta_p, epsilons=(epsilon,), certifier=ctx.certifier
+    )
+    phis, errors = compute_phis(pipe.obfuscator, np.stack([za, zb]), setup, workers=1)
+    if errors or any(p is None for p in phis):
+        return cases, f"PTR model pair skipped: certification failed ({errors[:1]})"
+    from privcore.lipschitz import Certifier
+
+    oracle = Certifier(kind=ctx.certifier)
+    f = pipe.obfuscator
+    with torch.no_grad():
+        fa = f(torch.as_tensor(za[None], dtype=torch.float32)).double().numpy()[0]
+        fb = f(torch.as_tensor(zb[None], dtype=torch.float32)).double().numpy()[0]
+
+    def sampler(z: np.ndarray, phi: Any) -> Draw:
+        def draw(n: int, rng: np.random.Generator) -> np.ndarray:
+            out = np.full((n, fa.size), np.nan)
+            for i in range(n):
+                res = propose_test_release(
+                    f,
+                    z,
+                    epsilon=epsilon,
+                    delta=setup.delta,
+                    lipschitz=oracle,
+                    rng=rng,
+                    phi=phi,
+                    **setup.grid(),
+                )
+                if res.released:
+                    out[i] = res.value
+            return out
+
+        return draw
+
+    cases.append(
+        AuditCase(
+            "PTR",
+            "model",
+            2.0 * epsilon,
+            setup.delta / 2.0,
+            pipe.radius,
+            sampler(za, phis[0]),
+            sampler(zb, phis[1]),
+            projection_statistic(fa, fb),
+            n_ptr,
+        )
+    )
+    return cases, ""
+
+
 def _figure(frame: Any, dataset: str) -> Any:
     import plotly.graph_objects as go
 
-    labels = [f"{m} ε={e:g}" for m, e in zip(frame["mechanism"], frame["epsilon_claimed"], strict=True)]
+    labels = [
+        f"{m} ε={e:g}" + (" (model)" if p == "model" else "")
+        for m, e, p in zip(frame["mechanism"], frame["epsilon_claimed"], frame["pair"], strict=True)
+    ]
     colours = ["#d62728" if c else "#1f77b4" for c in frame["control"]]
     fig = go.Figure()
     fig.add_bar(x=labels, y=frame["epsilon_lb"], marker_color=colours, name="ε lower bound (95 %)")
@@ -331,6 +483,12 @@ def run(ctx: RunContext) -> Any:
         "image_shape": list(image_shape),
         "radius": radius,
     }
+    if ctx.mode != "tiny":
+        config["model_weights"] = sorted(
+            m.card["weights"]["sha256"]
+            for m in ctx.model_infos()
+            if m.name.startswith("ip-") or m.name == "ARL-C-N"
+        )
     table = ctx.table("audit", columns=COLUMNS, key=KEY, config=config)
     cases = worst_case_audits(
         epsilons=epsilons,
@@ -341,6 +499,10 @@ def run(ctx: RunContext) -> Any:
         latent_dim=latent_dim,
         radius=radius,
     )
+    skipped = ""
+    if ctx.mode != "tiny":
+        model_cases, skipped = model_audits(ctx, epsilon=1.0, n_fast=n_fast, n_ptr=n_ptr)
+        cases += model_cases
     with ctx.progress("audit") as progress:
         for i, case in enumerate(cases):
             progress(i, len(cases), case.mechanism)
@@ -384,6 +546,8 @@ def run(ctx: RunContext) -> Any:
         "refuted_claims": bad["mechanism"].tolist(),
         "controls_caught": int((~frame[frame["control"]]["passed"]).sum()),
     }
+    if skipped:
+        notes["model_pairs"] = skipped
     if not math.isfinite(float(frame["epsilon_lb"].max())):
         notes["warning"] = "an infinite lower bound: check the statistic"
     return table.finish(figures=figures, notes=notes)
