@@ -190,10 +190,11 @@ doc = release_document(
     certifier=ctx.certifier,
 )
 with a[1]:
-    ui.download_json("Download the release (JSON)", doc, file_name="release.json", key="dl_release")
+    ui.download_json("Release (JSON)", doc, file_name="release.json", key="dl_release")
 a[2].download_button(
-    "Download the input (PNG)",
+    "Input (PNG)",
     views.input_png,
+    icon=":material/download:",
     file_name="input.png",
     mime="image/png",
     key="dl_input",
@@ -201,8 +202,9 @@ a[2].download_button(
 )
 if attack_png is not None:
     a[3].download_button(
-        "Download the reconstruction (PNG)",
+        "Reconstruction (PNG)",
         attack_png,
+        icon=":material/download:",
         file_name="attacker.png",
         mime="image/png",
         key="dl_attack",

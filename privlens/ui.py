@@ -470,6 +470,7 @@ def download_json(label: str, doc: Any, *, file_name: str, key: str) -> None:
     st.download_button(
         label,
         json.dumps(doc, indent=2, ensure_ascii=False),
+        icon=":material/download:",
         file_name=file_name,
         mime="application/json",
         key=key,

@@ -165,7 +165,7 @@ def test_certification_failure_releases_nothing(monkeypatch: pytest.MonkeyPatch)
 def test_downloads_are_offered() -> None:
     at = app("release")
     labels = {b.label for b in at.get("download_button")}
-    assert {"Download the release (JSON)", "Download the input (PNG)"} <= labels
+    assert {"Release (JSON)", "Input (PNG)"} <= labels
 
 
 def test_inference_privacy_mechanism_points_to_its_page() -> None:

@@ -1,0 +1,154 @@
+"""End to end in a real headless Chromium (Debian's /usr/bin/chromium driven by Playwright).
+
+The app is started exactly as the README says (``make run PORT=<free port>``); the browser opens a
+shared deep link to the Release page, uploads a sample image, sees a release or ⊥ with its numbers,
+moves ε and sees the page re-render (and the URL follow), then uploads a file that is not an image and
+sees the refusal. Screenshots go to ``artifacts/screenshots/``. The server's process group is killed
+at the end, always.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests._dashboard import ROOT, sample_png
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+SHOTS = ROOT / "artifacts" / "screenshots"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"no healthy server on port {port} after {timeout:.0f} s")
+
+
+@pytest.fixture
+def server(tmp_path_factory: pytest.TempPathFactory):
+    """``make run PORT=<port>`` in its own process group; yields the base URL; kills the group."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian's chromium is missing: `make test` installs it (apt-get install chromium)")
+    port = _free_port()
+    # `make test` creates the install stamp first; run straight from a checkout, skip the reinstall.
+    cmd = ["make", "run", f"PORT={port}"]
+    if not (ROOT / ".venv" / ".installed").exists():
+        cmd = ["make", "-o", "install", "run", f"PORT={port}"]
+    env = dict(os.environ, PRIVLENS_CACHE_DIR=str(tmp_path_factory.getbasetemp() / "phi-cache"))
+    env.pop("PRIVLENS_RESULTS_DIR", None)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    log = open(SHOTS.parent / "browser-server.log", "w")  # closed in the finally below
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        _wait_healthy(port, proc)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=20)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        log.close()
+
+
+def _settled(page) -> None:
+    """Wait until Streamlit has finished the current run: no running indicator, no stale element
+    left from the previous run, every picture loaded."""
+    page.wait_for_timeout(300)
+    page.wait_for_function(
+        """() => !document.querySelector('[data-testid="stStatusWidget"]')
+                 && document.querySelectorAll('[data-stale="true"]').length === 0
+                 && [...document.images].every(img => img.complete)""",
+        timeout=90_000,
+    )
+    page.wait_for_timeout(300)
+
+
+def _metric(page, label: str) -> str:
+    box = page.locator('[data-testid="stMetric"]', has_text=label)
+    return box.locator('[data-testid="stMetricValue"]').inner_text(timeout=60_000).strip()
+
+
+def test_upload_release_and_move_epsilon(server: str, tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    image = tmp_path / "my-digit.png"
+    image.write_bytes(sample_png())
+    bad = tmp_path / "notes.png"
+    bad.write_bytes(b"these are my notes, not a picture\n" * 8)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1700})
+            page.goto(f"{server}/release?eps=1.0&R=0.25", timeout=60_000)  # a shared deep link
+            expect(page.locator("h1", has_text="Release")).to_be_visible(timeout=90_000)
+            expect(page.get_by_text("Settings", exact=True)).to_be_visible()  # the shared sidebar is there
+            page.get_by_text("Upload your own").click()
+            page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(image))
+            outcome = page.locator(
+                '[data-testid="stAlert"]', has_text=re.compile(r"Released\.|⊥ \(nothing released\)")
+            )
+            expect(outcome).to_be_visible(timeout=120_000)
+            _settled(page)
+            assert "my-digit.png" in page.content()
+            scale_before = _metric(page, "noise scale Δp·R/ε")
+            phi = _metric(page, "φ (private, yours only)")
+            page.screenshot(path=str(SHOTS / "01-release-uploaded.png"), full_page=True)
+
+            slider = page.locator('[data-testid="stSidebar"] .st-key-w_epsilon input[type="range"]')
+            slider.focus()
+            slider.press("ArrowRight")  # ε: 1 → 1.5
+            expect(page).to_have_url(re.compile(r"eps=1\.5"), timeout=60_000)
+            _settled(page)
+            scale_after = _metric(page, "noise scale Δp·R/ε")
+            assert float(scale_after) == pytest.approx(float(scale_before) / 1.5, rel=2e-3)
+            assert _metric(page, "φ (private, yours only)") == phi  # φ reused: no new certification
+            expect(outcome).to_be_visible()
+            page.screenshot(path=str(SHOTS / "02-release-epsilon-moved.png"), full_page=True)
+
+            page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(bad))
+            expect(page.get_by_text("This file cannot be used")).to_be_visible(timeout=60_000)
+            _settled(page)
+            assert page.locator('[data-testid="stMetric"]').count() == 0  # nothing released
+            page.screenshot(path=str(SHOTS / "03-release-bad-upload.png"), full_page=True)
+        finally:
+            browser.close()
+    assert shutil.which("make")

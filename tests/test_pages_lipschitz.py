@@ -1,0 +1,31 @@
+"""Lipschitz page (AppTest): certified bounds around the current image against the radius, with the
+exact points, Δp and the solver; the radius grid follows the sidebar's R."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests._dashboard import app, isolate
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    isolate(monkeypatch, tmp_path_factory)
+
+
+def test_bounds_are_ordered_and_follow_r() -> None:
+    at = app("lipschitz")
+    t = at.dataframe[0].value
+    assert list(t["radius"]) == pytest.approx([0.25 * m for m in (0.125, 0.25, 0.5, 1, 1.5, 2, 3, 4)])
+    tol = 1e-9 * t["upper (exact)"].abs().max()
+    # lower ≤ exact upper ≤ LP ≤ interval (each relaxation contains the one before)
+    assert (t["lower"] <= t["upper (exact)"] + tol).all()
+    assert (t["upper (exact)"] <= t["lp_upper"] + tol).all() and (
+        t["lp_upper"] <= t["interval_upper"] + tol
+    ).all()
+    # L over nested balls grows with r
+    assert (t["upper (exact)"].diff().dropna() >= -tol).all()
+    assert set(t["solver"]) <= {"gurobi", "highs", "closed-form"}
+    assert len(at.get("plotly_chart")) == 2  # the bounds and Fig. 2
+    at.select_slider(key="w_radius").set_value(0.1).run()
+    assert at.dataframe[0].value["radius"].iloc[3] == pytest.approx(0.1)

@@ -1,0 +1,55 @@
+"""Trade-offs page (AppTest): accuracy/release-rate charts from the experiment CSVs with the current ε
+marked, the smallest-ε solver wired to the sidebar, and the command shown when results are missing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests._dashboard import app, chart_specs, isolate, texts
+
+
+@pytest.fixture
+def results(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory):
+    return isolate(monkeypatch, tmp_path_factory)
+
+
+def _vline_x(spec: str) -> list[float]:
+    fig = json.loads(spec)
+    return [s["x0"] for s in fig["layout"].get("shapes", []) if s.get("x0") == s.get("x1")]
+
+
+def test_charts_mark_the_current_epsilon_and_follow_the_slider(results) -> None:
+    at = app("tradeoffs")
+    specs = chart_specs(at)
+    assert len(specs) == 2  # accuracy vs ε, release rate vs ε
+    acc = json.loads(specs[0])
+    names = {t["name"] for t in acc["data"]}
+    assert {"ARL-C-N (PTR)", "Encoder (PTR)", "LDP-Image (ε-LDP)", "LDP-Embedding (ε-LDP)"} <= names
+    assert acc["layout"]["xaxis"]["title"]["text"].startswith("ε") and acc["layout"]["yaxis"]["title"]["text"]
+    assert _vline_x(specs[0]) == [1.0]
+    at.select_slider(key="w_epsilon").set_value(5.0).run()
+    assert _vline_x(chart_specs(at)[0]) == [5.0]
+    assert {b.label for b in at.get("download_button")} >= {"Download data (accuracy-vs-epsilon-digits.csv)"}
+
+
+def test_smallest_epsilon_solver_sets_the_sidebar(results) -> None:
+    at = app("tradeoffs")
+    at.number_input(key="to_target").set_value(0.5).run()
+    # ARL-C-N: accuracy 0.1 + 0.8·ε/6 → 0.367 at ε = 2, 0.767 at ε = 5 → smallest measured ε = 5
+    assert any("ε = 5 is the smallest measured ε" in s.value for s in at.success), texts(at)
+    button = at.button(key="use_eps")
+    label_eps = float(button.label.split("=")[1].split()[0])
+    assert 2.0 < label_eps < 5.0  # log-ε interpolation between the bracketing measurements
+    button.click().run()
+    assert at.session_state["privlens_settings"].epsilon == pytest.approx(label_eps)
+    at.number_input(key="to_target").set_value(0.95).run()
+    assert any("No measured ε reaches accuracy 0.95" in w.value for w in at.warning)
+
+
+def test_missing_results_name_the_command(monkeypatch: pytest.MonkeyPatch, tmp_path_factory) -> None:
+    isolate(monkeypatch, tmp_path_factory, results=False)
+    at = app("tradeoffs")
+    assert "python -m privcore experiment table1 --dataset digits" in texts(at)
+    assert "python -m privcore experiment table2 --dataset digits" in texts(at)
