@@ -55,7 +55,12 @@ def test_audit_tiny_no_claim_refuted_and_the_laplace_control_caught(out: Path) -
     frame = _run_cli("audit", out)
     honest = frame[~frame["control"]]
     assert set(honest["mechanism"]) == {
-        "Lap-Output", "Gauss-Output", "Gauss-Input", "LDP-Image", "LDP-Embedding", "PTR"
+        "Lap-Output",
+        "Gauss-Output",
+        "Gauss-Input",
+        "LDP-Image",
+        "LDP-Embedding",
+        "PTR",
     }
     # each "passed" has a false-alarm rate ≤ 5 % (the audit's confidence); seeded, so deterministic
     assert honest["passed"].all()
@@ -169,3 +174,25 @@ def test_ip_tiny(out: Path, shipped: Path) -> None:
     assert ((frame["accuracy_mean"] >= 0) & (frame["accuracy_mean"] <= 1)).all()
     gout = frame[frame["mechanism"] == "Gauss-Output"]
     assert (gout["lipschitz"] > 0).all() and (gout["delta"] == 1e-5).all()
+
+
+def test_report_puts_paper_numbers_beside_ours(out: Path) -> None:
+    from privcore.cli import app
+
+    result = CliRunner().invoke(
+        app, ["experiment", "report", "--dataset", "fashion-mnist", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "_not run yet_" in result.output  # nothing run for fashion-mnist in this temporary tree
+    from privcore.experiments.report import render_table1
+
+    frame = pd.DataFrame(
+        {
+            "obfuscator": ["ARL-C-N", "ARL-C-N"],
+            "epsilon": [float("inf"), 1.0],
+            "accuracy": [0.8, 0.5],
+            "release_rate": [1.0, 0.95],
+        }
+    )
+    md = render_table1(frame, "fashion-mnist")
+    assert "| ARL-C-N | 0.800 (0.706) | 0.500 [95%] (0.371) | – (0.554) |" in md

@@ -25,7 +25,9 @@ experiment_app = typer.Typer(
 
 @experiment_app.callback(invoke_without_command=True)
 def experiment(
-    name: Annotated[str, typer.Argument(help="table1, table2, attack, fig2, fig3, fig4, ip, audit, or all")],
+    name: Annotated[
+        str, typer.Argument(help="table1, table2, attack, fig2, fig3, fig4, ip, audit, all, or report")
+    ],
     dataset: Annotated[
         str, typer.Option(help="dataset name (digits, fashion-mnist, mnist, cifar10, ...)")
     ] = "digits",
@@ -57,9 +59,14 @@ def experiment(
         import torch
 
         torch.set_num_threads(threads)
+    if name == "report":  # markdown of our results beside the papers' tables
+        from privcore.experiments.report import render_report
+
+        typer.echo(render_report(dataset, out or DEFAULT_RESULTS_DIR))
+        return
     names = list(EXPERIMENTS) if name == "all" else [name]
     if name != "all" and name not in EXPERIMENTS:
-        raise typer.BadParameter(f"NAME must be one of {', '.join(EXPERIMENTS)} or all, got {name!r}")
+        raise typer.BadParameter(f"NAME must be one of {', '.join(EXPERIMENTS)}, all or report, got {name!r}")
     ctx = RunContext(
         dataset=dataset,
         mode="tiny" if tiny else ("quick" if quick else "full"),
