@@ -175,3 +175,25 @@ def test_inference_privacy_mechanism_points_to_its_page() -> None:
     at.button(key="use_ptr").click().run()
     assert at.query_params["mech"] == "PTR"
     _outcome(at)
+
+
+def test_certification_shows_progress_and_can_be_cancelled_then_restarted() -> None:
+    at = app("release", query={"R": "0.15"})  # an R no other test certifies: a real certification
+    (status,) = at.status
+    assert (
+        status.label.startswith("Certified in") and "decisions" in status.label and status.state == "complete"
+    )
+    assert len(status.get("progress")) == 1  # the progress bar of the Lipschitz decisions
+    _outcome(at)
+    ledger_before = len(_ledger(at))
+    # The user presses "Cancel certification" while φ is being computed: the run that sees the click
+    # (φ not yet known) must stop, release nothing, and offer to start again.
+    at.session_state["privlens_phi"] = {}
+    at.button(key="cert_cancel").click().run()
+    assert any("cancelled" in i.value for i in at.info), texts(at)
+    assert not at.metric and not at.success and len(_ledger(at)) == ledger_before
+    at.run()  # stays cancelled: no automatic restart
+    assert not at.metric
+    at.button(key="cert_restart").click().run()
+    _outcome(at)
+    assert len(_ledger(at)) == ledger_before  # the same (ε, δ) outcome again: no new noise, no new entry
