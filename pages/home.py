@@ -109,7 +109,7 @@ def _lap_output() -> tuple[str, float, str]:
 
 def _ptr() -> tuple[str, float, str]:
     scales = ptr_scales(epsilon=epsilon, delta=delta, radius=radius, delta_p=lipschitz)
-    return "release b", scales.release_scale, scales.guarantee.describe()
+    return "b", scales.release_scale, scales.guarantee.describe()
 
 
 def _ldp_image() -> tuple[str, float, str]:
@@ -136,7 +136,7 @@ _row(
 )
 _row("Gauss-Output", "Tian et al. Def. 4", "C(x) + N(0, σ²), σ from α·μ₂/ε, δ (analytic)", _gauss_output)
 _row("Lap-Output", "Tian et al. Def. 3", "C(x) + Lap(μ₁·α/ε)", _lap_output)
-_row("Extended PTR", "posthoc Alg. 1, Thm 4.4", "test Lap(R/ε); release f(z) + Lap(Δp·R/ε)", _ptr)
+_row("Extended PTR (release)", "posthoc Alg. 1, Thm 4.4", "test Lap(R/ε); release f(z) + Lap(Δp·R/ε)", _ptr)
 _row("LDP-Image (28×28)", "posthoc Table 2", "clip to [0,1], Lap(d/ε)", _ldp_image)
 _row("LDP-Embedding (k=8, B=3)", "posthoc Table 2", "clip to [−B,B], Lap(2Bk/ε)", _ldp_embedding)
 
