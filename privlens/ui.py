@@ -336,20 +336,18 @@ def pipeline(s: Settings) -> Loaded | None:
     except ImportError as exc:  # pipeline module not installed in this tree
         st.error(f"The models cannot be loaded: {exc}.")
         return None
-    st.warning(f"**{s.dataset} / {s.model} is not available on this machine.** {reason}")
-    if s.dataset == DEFAULT_DATASET:
-        st.info(
-            "Recreate the shipped digits models with "
-            "`.venv/bin/python -m privcore train all --dataset digits`."
-        )
+    if s.dataset == DEFAULT_DATASET:  # the reason names the command that recreates them
+        st.error(f"**The embedded default models ({s.dataset} / {s.model}) are missing.** {reason}")
         return None
+    st.warning(f"**{s.dataset} / {s.model} is not available on this machine.** {reason}")
     models = catalogue()[DEFAULT_DATASET]
     try:
-        st.info(f"Showing the embedded default instead: {DEFAULT_DATASET} / {models[0]}.")
-        return Loaded(_load(DEFAULT_DATASET, models[0], models_dir()), DEFAULT_DATASET, models[0], reason)
+        loaded = Loaded(_load(DEFAULT_DATASET, models[0], models_dir()), DEFAULT_DATASET, models[0], reason)
     except (PrivcoreError, OSError, ValueError) as exc:
         st.error(f"The embedded default could not be loaded either: {exc}")
         return None
+    st.info(f"Showing the embedded default instead: {DEFAULT_DATASET} / {models[0]}.")
+    return loaded
 
 
 # -------------------------------------------------------------------------- current image

@@ -68,3 +68,24 @@ def test_missing_models_are_explained_and_other_pages_work(monkeypatch: pytest.M
     for page in ("home", "accountant", "tradeoffs"):
         at.switch_page(str(ROOT / "pages" / f"{page}.py")).run()
         assert not at.exception, page
+
+
+def test_unavailable_dataset_falls_back_to_the_embedded_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    from privcore.errors import DatasetUnavailableError
+    from privlens import ui
+
+    real_load = ui._load
+
+    def load(dataset: str, model: str, directory: str):
+        if dataset != "digits":
+            raise DatasetUnavailableError(
+                "Fashion-MNIST is not installed: `sudo apt-get install dataset-fashion-mnist`"
+            )
+        return real_load(dataset, model, directory)
+
+    monkeypatch.setattr(ui, "_load", load)
+    monkeypatch.setattr(ui, "catalogue", lambda: {"digits": ("ARL-C-N",), "fashion-mnist": ("ARL-C-N",)})
+    at = app("release", query={"dataset": "fashion-mnist"})
+    assert any("apt-get install dataset-fashion-mnist" in w.value for w in at.warning)
+    assert any("embedded default instead: digits" in i.value for i in at.info)
+    assert at.metric  # the release still happens, on digits
