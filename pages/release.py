@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from privcore.errors import PrivcoreError
 from privcore.images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, decode_image, encode_png
 from privcore.session import outcome_summary, plain_guarantee, release_document
 from privlens import ptr, ui
@@ -112,7 +113,11 @@ if ctx is None:
 phi = ptr.certify(ctx)
 if phi is None:
     st.stop()
-result = ptr.release(ctx, phi, epsilon=s.epsilon, delta=s.delta)
+try:
+    result = ptr.release(ctx, phi, epsilon=s.epsilon, delta=s.delta)
+except (ValueError, PrivcoreError) as exc:  # e.g. parameters the exact sampler cannot honour
+    st.error(f"**Nothing was released:** {exc}")
+    st.stop()
 text = outcome_summary(result)
 
 # ------------------------------------------------------------------------------ pictures
