@@ -82,7 +82,6 @@ def train_reconstruction_attacker(
     noise scale at privacy level ε is Δp·R/ε per coordinate. Returns the card, whose metrics
     hold test MSE and SSIM of reconstructions at every training ε and at ε = ∞.
     """
-    from privcore.data import load_dataset
     from privcore.nets.checkpoint import Architecture, build_module, load_checkpoint, save_checkpoint
     from privcore.train.common import (
         ResumableRun,
@@ -92,7 +91,7 @@ def train_reconstruction_attacker(
         resolve_device,
         seed_everything,
     )
-    from privcore.train.embedder import dataset_card
+    from privcore.train.embedder import dataset_card, dataset_from_card
     from privcore.train.recipes import attacker_recipe
 
     dev = resolve_device(device)
@@ -119,11 +118,7 @@ def train_reconstruction_attacker(
     delta_p = check_positive("delta_p", delta_p)
     radius = check_positive("radius", radius if radius is not None else float(obf.card["radius"]["value"]))
     epsilons = [check_epsilon(e, "epsilons[i]") for e in recipe.epsilons]
-    ds = load_dataset(name)
-    if ds.fingerprint != obf.card["dataset"]["fingerprint"]:
-        raise ValueError(
-            f"the {name!r} data on this machine differ from the data {obfuscator_ckpt} was trained on"
-        )
+    ds = dataset_from_card(obf.card["dataset"])
 
     g = emb["vae"].to(dev)
     f = obf["obfuscator"].to(dev)

@@ -62,8 +62,8 @@ def compute_delta_p(
 ) -> dict[str, Any]:
     """Certify L(f, N(z_i, R)) at ``n`` random training embeddings and store the Δp statistics and
     certification times in the obfuscator's card (``delta_p``, ``certification``). Returns the card."""
-    from privcore.data import load_dataset
     from privcore.lipschitz import certify_batch
+    from privcore.train.embedder import dataset_from_card
 
     n = check_int("n", n, minimum=2)
     obf = load_checkpoint(obfuscator_ckpt, kind="obfuscator")
@@ -75,16 +75,13 @@ def compute_delta_p(
             f"the embedder beside {obfuscator_ckpt} is not the one its obfuscator was trained on"
         )
     r = check_positive("radius", radius if radius is not None else float(obf.card["radius"]["value"]))
-    ds = load_dataset(name)
-    if ds.fingerprint != obf.card["dataset"]["fingerprint"]:
-        raise ValueError(
-            f"the {name!r} data on this machine differ from the data {obfuscator_ckpt} was trained on"
-        )
+    ds = dataset_from_card(obf.card["dataset"])
     g = torch.Generator().manual_seed(seed)
     idx = torch.randperm(ds.x_train.shape[0], generator=g)[: min(n, ds.x_train.shape[0])].sort().values
     vae = emb["vae"]
     z = batched_apply(lambda b: vae.encode(b)[0], ds.x_train[idx], device=torch.device("cpu")).double()
     f = obf["obfuscator"]
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     certs = certify_batch(
         f,
         z.numpy(),
@@ -122,6 +119,8 @@ def compute_delta_p(
         "seconds_q90": float(np.quantile(secs, 0.9)),
         "seconds_max": float(secs.max()),
         "unstable_neurons_mean": float(np.mean([c.n_unstable for c in certs])),
+        "workers": workers,
+        "load_average_before": load_before,
         "n": len(certs),
         "note": "one exact L(f, B(z, R)) solve per point (a PTR release needs one per bisection step)",
         "machine": f"{platform.machine()} {platform.processor() or platform.system()}, "

@@ -22,7 +22,13 @@ from privcore.train.common import (
 )
 from privcore.train.recipes import EmbedderRecipe
 
-__all__ = ["dataset_card", "embedder_architecture", "latent_neighbour_stats", "train_embedder"]
+__all__ = [
+    "dataset_card",
+    "dataset_from_card",
+    "embedder_architecture",
+    "latent_neighbour_stats",
+    "train_embedder",
+]
 
 
 def dataset_card(ds: Dataset) -> dict[str, Any]:
@@ -37,6 +43,25 @@ def dataset_card(ds: Dataset) -> dict[str, Any]:
         "source": ds.source,
         "options": ds.options,
     }
+
+
+def dataset_from_card(dcard: dict[str, Any]) -> Dataset:
+    """Reload the exact data a card was trained on (loader options and any recorded subset) and
+    check its fingerprint (ValueError when the data on this machine differ)."""
+    from privcore.data import load_dataset
+
+    opts = dict(dcard.get("options") or {})
+    subset = opts.pop("subset", None)
+    root = opts.pop("root", None)
+    ds = load_dataset(dcard["name"], root=root, **opts)
+    if subset:
+        ds = ds.subset(**subset)
+    if ds.fingerprint != dcard["fingerprint"]:
+        raise ValueError(
+            f"the {dcard['name']!r} data on this machine differ from the data the checkpoint was trained on "
+            f"(fingerprint {ds.fingerprint[:12]}… != {dcard['fingerprint'][:12]}…)"
+        )
+    return ds
 
 
 def embedder_architecture(ds: Dataset, recipe: EmbedderRecipe) -> Architecture:

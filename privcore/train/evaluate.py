@@ -18,9 +18,10 @@ from typing import Any
 import torch
 
 from privcore.attacks.reconstruction import laplace_release_noise
-from privcore.data import load_dataset
-from privcore.pipeline import list_models, load_ip_models, load_pipeline
+from privcore.errors import CheckpointError
+from privcore.pipeline import default_models_dir, list_models, load_ip_models, load_pipeline
 from privcore.train.common import batched_apply
+from privcore.train.embedder import dataset_from_card
 
 __all__ = ["evaluate_dataset", "evaluate_obfuscator"]
 
@@ -38,9 +39,8 @@ def evaluate_obfuscator(
 ) -> dict[str, Any]:
     """ε = ∞ test accuracy of one pipeline and its accuracy under release noise at ``epsilons``."""
     pipe = load_pipeline(dataset, obfuscator, models_dir=models_dir, device=device)
-    ds = data if data is not None else load_dataset(dataset)
-    if ds.fingerprint != pipe.cards["obfuscator"]["dataset"]["fingerprint"]:
-        raise ValueError(f"the {dataset!r} data here differ from the data the models were trained on")
+    dcard = pipe.cards["obfuscator"]["dataset"]
+    ds = data if data is not None and data.fingerprint == dcard["fingerprint"] else dataset_from_card(dcard)
     zt = batched_apply(lambda b: pipe.obfuscate(pipe.embed(b)), ds.x_test, device=pipe.device)
 
     def acc(v: torch.Tensor) -> float:
@@ -79,24 +79,46 @@ def evaluate_dataset(
 ) -> dict[str, Any]:
     """Evaluate every shipped obfuscator (or those named) and IP classifier of ``dataset``."""
     infos = [m for m in list_models(models_dir) if m.dataset == dataset]
-    names = list(obfuscators) if obfuscators else [m.name for m in infos if m.kind == "obfuscator"]
-    ds = load_dataset(dataset)
-    res: dict[str, Any] = {"dataset": dataset, "obfuscators": [], "ip": []}
-    for n in names:
-        res["obfuscators"].append(
-            evaluate_obfuscator(
-                dataset, n, epsilons=epsilons, models_dir=models_dir, device=device, seed=seed, data=ds
-            )
+    if not infos:
+        raise CheckpointError(
+            f"no models for dataset {dataset!r} in {models_dir or default_models_dir()}; "
+            f"train them with `python -m privcore train all --dataset {dataset}`"
         )
+    names = list(obfuscators) if obfuscators else [m.name for m in infos if m.kind == "obfuscator"]
+    cache: dict[str, Any] = {}
+
+    def data(dcard: dict[str, Any]) -> Any:
+        if dcard["fingerprint"] not in cache:
+            cache[dcard["fingerprint"]] = dataset_from_card(dcard)
+        return cache[dcard["fingerprint"]]
+
+    res: dict[str, Any] = {"dataset": dataset, "obfuscators": [], "ip": []}
+    for m in infos:
+        if m.kind == "obfuscator" and m.name in names:
+            r = evaluate_obfuscator(
+                dataset,
+                m.name,
+                epsilons=epsilons,
+                models_dir=models_dir,
+                device=device,
+                seed=seed,
+                data=data(m.card["dataset"]),
+            )
+            res["obfuscators"].append(r)
+    missing = sorted(set(names) - {r["obfuscator"] for r in res["obfuscators"]})
+    if missing:
+        raise CheckpointError(f"no obfuscator {', '.join(missing)} for {dataset!r} in the models directory")
     if include_ip and any(m.kind == "ip-classifier" for m in infos):
         ip = load_ip_models(dataset, models_dir=models_dir, device=device)
-        for name, m in ip.models.items():
-            logits = batched_apply(m.model, ds.x_test, device=next(m.model.parameters()).device)
+        for name, model in ip.models.items():
+            ds = data(model.card["dataset"])
+            logits = batched_apply(model.model, ds.x_test, device=next(model.model.parameters()).device)
+            acc = float((logits.argmax(1) == ds.y_test).float().mean())
             res["ip"].append(
                 {
                     "name": name,
-                    "accuracy": float((logits.argmax(1) == ds.y_test).float().mean()),
-                    "lipschitz": dict(m.lipschitz) if m.lipschitz else None,
+                    "accuracy": acc,
+                    "lipschitz": dict(model.lipschitz) if model.lipschitz else None,
                 }
             )
     return res

@@ -3,7 +3,8 @@ frozen embedder's latent means together with its task classifier h and proxy adv
 
 ARL min-max (the adversarial representation learning of Table 1): every step,
 h minimises CE(h(z̃ + n), y) and a minimises MSE(a(z̃), x) on the detached z̃ = f(z); then f
-minimises ``(1 − α)·CE(h(f(z) + n), y) − α·MSE(a(f(z)), x) + λ·C(f(z), y)``. The authors'
+minimises ``(1 − α)·CE(h(f(z) + n), y) − α·MSE(a(f(z)), x) + λ·C(f(z), y)``. Optional warm-up
+epochs train f with α = 0 first (a task-trained start for the game). The authors'
 public code *added* α·MSE (training f to help the adversary) and applied C to z (no gradient
 reaches f); both are bugs this module does not copy. After the joint phase, h is refitted for
 a few epochs on the final, frozen f so that the shipped classifier matches the shipped f.
@@ -112,7 +113,8 @@ def train_obfuscator(
     opt_a = torch.optim.Adam(a.parameters(), lr=recipe.lr)
     mods: dict[str, nn.Module] = {"f": f, "h": h, "a": a}
     opts = {"f": opt_f, "h": opt_h, "a": opt_a}
-    total_epochs = recipe.epochs + recipe.classifier_refit_epochs
+    warm, joint_end = recipe.warmup_epochs, recipe.warmup_epochs + recipe.epochs
+    total_epochs = joint_end + recipe.classifier_refit_epochs
     run = ResumableRun(
         out,
         enabled=resume,
@@ -130,7 +132,9 @@ def train_obfuscator(
         total_epochs, desc=f"obfuscator {recipe.name} {ds.name}", progress=progress, initial=start
     )
     for epoch in range(start, total_epochs):
-        joint = epoch < recipe.epochs
+        phase = "warmup" if epoch < warm else "joint" if epoch < joint_end else "classifier-refit"
+        train_f = phase != "classifier-refit"
+        alpha_now = alpha if phase == "joint" else 0.0
         f.train(), h.train(), a.train()
         sums = {"ce": 0.0, "adv_mse": 0.0, "contrastive": 0.0}
         n_seen = 0
@@ -143,16 +147,17 @@ def train_obfuscator(
             opt_h.zero_grad(set_to_none=True)
             ce.backward()
             opt_h.step()
-            adv = F.mse_loss(a(zt), t)
-            if joint:
+            if train_f:
+                adv = F.mse_loss(a(zt), t)
                 opt_a.zero_grad(set_to_none=True)
                 adv.backward()
                 opt_a.step()
+                sums["adv_mse"] += adv.item() * len(idx)
                 # f: task utility against the adversary, plus the contrastive regulariser
                 zt = f(z)
-                loss = (1.0 - alpha) * F.cross_entropy(h(_noisy(zt, recipe.sigma, recipe.noise)), y)
-                if alpha > 0:
-                    loss = loss - alpha * F.mse_loss(a(zt), t)
+                loss = (1.0 - alpha_now) * F.cross_entropy(h(_noisy(zt, recipe.sigma, recipe.noise)), y)
+                if alpha_now > 0:
+                    loss = loss - alpha_now * F.mse_loss(a(zt), t)
                 if lam > 0:
                     con = contrastive_loss(zt, y, margin=recipe.margin)
                     loss = loss + lam * con
@@ -161,13 +166,8 @@ def train_obfuscator(
                 loss.backward()
                 opt_f.step()
             sums["ce"] += ce.item() * len(idx)
-            sums["adv_mse"] += adv.item() * len(idx)
             n_seen += len(idx)
-        row = {
-            "epoch": epoch + 1,
-            "phase": "joint" if joint else "classifier-refit",
-            **{k: v / n_seen for k, v in sums.items()},
-        }
+        row = {"epoch": epoch + 1, "phase": phase, **{k: v / n_seen for k, v in sums.items()}}
         history.append(row)
         run.save(epoch + 1, mods, opts, gen, history)
         bar.update(1)

@@ -121,6 +121,7 @@ class ObfuscatorRecipe:
     adversary: str = "image"
     adversary_hidden: int = 256
     epochs: int = 20
+    warmup_epochs: int = 0
     classifier_refit_epochs: int = 3
     batch_size: int = 256
     lr: float = PAPER_LR
@@ -137,6 +138,7 @@ class ObfuscatorRecipe:
         check_choice("adversary", self.adversary, ("image", "latent"))
         check_int("epochs", self.epochs, minimum=1)
         check_int("classifier_refit_epochs", self.classifier_refit_epochs, minimum=0)
+        check_int("warmup_epochs", self.warmup_epochs, minimum=0)
         check_int("batch_size", self.batch_size, minimum=2)
         check_positive("lr", self.lr)
 
@@ -232,10 +234,19 @@ _EMBEDDER_DEFAULTS: dict[str, dict[str, Any]] = {
     "cifar10": {"arch": "conv", "width": 32, "hidden": 256, "epochs": 30},
     "folder": {"arch": "conv", "width": 16, "hidden": 256, "epochs": 30},
 }
+# Warm-up epochs (f trained on the task alone) precede the min-max game: with α = 0.99 and the
+# adversary's error truly maximised, a game started from random weights loses most of the task
+# (digits ARL-C-N: 0.82 test accuracy without warm-up, 0.90 with it; measured on this code).
 _OBF_DEFAULTS: dict[str, dict[str, Any]] = {
-    "digits": {"epochs": 150, "batch_size": 64, "adversary_hidden": 128},
-    "fashion-mnist": {"epochs": 15},
-    "mnist": {"epochs": 15},
+    "digits": {
+        "warmup_epochs": 50,
+        "epochs": 100,
+        "classifier_refit_epochs": 10,
+        "batch_size": 64,
+        "adversary_hidden": 128,
+    },
+    "fashion-mnist": {"warmup_epochs": 5, "epochs": 10, "classifier_refit_epochs": 5},
+    "mnist": {"warmup_epochs": 5, "epochs": 10, "classifier_refit_epochs": 5},
 }
 _ATTACKER_DEFAULTS: dict[str, dict[str, Any]] = {
     "digits": {"epochs": 150, "hidden": 128},
