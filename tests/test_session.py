@@ -43,20 +43,44 @@ def test_settings_validate_and_name_the_parameter() -> None:
 
 
 def test_query_round_trip_is_exact() -> None:
-    s = Settings(dataset="fashion-mnist", model="ARL-C-N", mechanism="Lap-Output", epsilon=0.1 + 0.2,
-                 delta=1e-5, radius=0.2, alpha=0.03, certifier="lp")
+    s = Settings(
+        dataset="fashion-mnist",
+        model="ARL-C-N",
+        mechanism="Lap-Output",
+        epsilon=0.1 + 0.2,
+        delta=1e-5,
+        radius=0.2,
+        alpha=0.03,
+        certifier="lp",
+    )
     back, warnings = settings_from_query(s.to_query(), default=DEFAULT, models=MODELS)
     assert back == s and warnings == ()
 
 
 def test_bad_query_values_fall_back_with_warnings() -> None:
-    query = {"eps": "lots", "delta": "2", "mech": "Magic", "cert": "guess", "R": "-1", "alpha": "nan",
-             "dataset": "digits", "model": "Nope", "unknown": "x"}
+    query = {
+        "eps": "lots",
+        "delta": "2",
+        "mech": "Magic",
+        "cert": "guess",
+        "R": "-1",
+        "alpha": "nan",
+        "dataset": "digits",
+        "model": "Nope",
+        "unknown": "x",
+    }
     s, warnings = settings_from_query(query, default=DEFAULT, models=MODELS)
     assert s == DEFAULT
     text = " ".join(warnings)
-    refused = ("eps='lots'", "delta='2'", "mech='Magic'", "cert='guess'", "R='-1'", "alpha='nan'",
-               "model='Nope'")
+    refused = (
+        "eps='lots'",
+        "delta='2'",
+        "mech='Magic'",
+        "cert='guess'",
+        "R='-1'",
+        "alpha='nan'",
+        "model='Nope'",
+    )
     for key in refused:
         assert key in text
     assert len(warnings) == 7
@@ -96,8 +120,9 @@ class _StepOracle:
 @pytest.mark.parametrize("r0", [0.2, 0.25, 0.3, 0.9, 5.0, 100.0])
 def test_bisection_decisions_bounds_compute_phi(r0: float) -> None:
     r_max, tol = ptr_search_range(0.25, epsilon_min=0.1, delta_min=1e-10)
-    res = compute_phi(lambda z: z, np.zeros(2), radius=0.25, delta_p=1.5, r_max=r_max, tol=tol,
-                      lipschitz=_StepOracle(r0))
+    res = compute_phi(
+        lambda z: z, np.zeros(2), radius=0.25, delta_p=1.5, r_max=r_max, tol=tol, lipschitz=_StepOracle(r0)
+    )
     assert res.n_decisions <= bisection_decisions(0.25, r_max, tol)
 
 
@@ -106,37 +131,75 @@ def _ptr(seed: int, x: float):
     torch.nn.init.constant_(f.weight, 0.1)
     z = np.full(3, x)
     phi = compute_phi(f, z, radius=0.2, delta_p=1.0, r_max=5.0, tol=0.01, lipschitz=lambda *_: 0.6)
-    return propose_test_release(f, z, epsilon=5.0, delta=0.05, radius=0.2, delta_p=1.0, r_max=5.0, tol=0.01,
-                                lipschitz=lambda *_: 0.6, rng=seed, phi=phi)
+    return propose_test_release(
+        f,
+        z,
+        epsilon=5.0,
+        delta=0.05,
+        radius=0.2,
+        delta_p=1.0,
+        r_max=5.0,
+        tol=0.01,
+        lipschitz=lambda *_: 0.6,
+        rng=seed,
+        phi=phi,
+    )
 
 
 def test_release_document_holds_only_the_outcome_and_public_parameters() -> None:
     res = _ptr(0, 0.3)
     assert res.released
-    doc = release_document(res, dataset="digits", model="ARL-C-N", model_digest="abc", epsilon=5.0,
-                           delta=0.05, certifier="exact")
+    doc = release_document(
+        res, dataset="digits", model="ARL-C-N", model_digest="abc", epsilon=5.0, delta=0.05, certifier="exact"
+    )
     text = json.dumps(doc)  # JSON-serialisable
     assert doc["outcome"] == "released" and doc["value"] == [float(v) for v in res.value]
     assert set(doc) == {"format", "outcome", "value", "guarantee", "parameters", "model"}
     assert set(doc["parameters"]) == {
-        "epsilon", "delta", "radius", "delta_p", "r_max", "tol", "release_noise_scale",
-        "release_noise_scale_effective", "test_noise_scale_effective", "certifier",
+        "epsilon",
+        "delta",
+        "radius",
+        "delta_p",
+        "r_max",
+        "tol",
+        "release_noise_scale",
+        "release_noise_scale_effective",
+        "test_noise_scale_effective",
+        "certifier",
     }
     assert "phi" not in text and "r_star" not in text and "center" not in text
     assert doc["guarantee"]["epsilon"] == 10.0 and doc["guarantee"]["delta"] == 0.025  # (2ε, δ/2, R)
     # two different inputs with the same parameters give documents that differ only in the value
-    other = release_document(_ptr(0, -0.7), dataset="digits", model="ARL-C-N", model_digest="abc",
-                             epsilon=5.0, delta=0.05, certifier="exact")
+    other = release_document(
+        _ptr(0, -0.7),
+        dataset="digits",
+        model="ARL-C-N",
+        model_digest="abc",
+        epsilon=5.0,
+        delta=0.05,
+        certifier="exact",
+    )
     assert {k: v for k, v in doc.items() if k != "value"} == {k: v for k, v in other.items() if k != "value"}
 
 
 def test_release_document_for_bottom() -> None:
     f = torch.nn.Linear(3, 2).double()
-    res = propose_test_release(f, np.zeros(3), epsilon=1.0, delta=0.05, radius=0.2, delta_p=1.0, r_max=5.0,
-                               tol=0.01, lipschitz=lambda *_: 3.0, rng=1)
+    res = propose_test_release(
+        f,
+        np.zeros(3),
+        epsilon=1.0,
+        delta=0.05,
+        radius=0.2,
+        delta_p=1.0,
+        r_max=5.0,
+        tol=0.01,
+        lipschitz=lambda *_: 3.0,
+        rng=1,
+    )
     assert not res.released and res.phi == 0.0
-    doc = release_document(res, dataset="digits", model="m", model_digest="d", epsilon=1.0, delta=0.05,
-                           certifier="lp")
+    doc = release_document(
+        res, dataset="digits", model="m", model_digest="d", epsilon=1.0, delta=0.05, certifier="lp"
+    )
     assert doc["outcome"] == "bottom" and doc["value"] is None
     text = outcome_summary(res)
     assert text.headline.startswith("⊥") and "φ = 0" in text.detail and "≤ threshold" in text.test
@@ -187,3 +250,71 @@ def test_results_loading(tmp_path) -> None:
         load_results("../etc", "passwd", root=tmp_path)
     expected = ".venv/bin/python -m privcore experiment table1 --dataset digits --quick"
     assert experiment_command("table1", "digits") == expected
+
+
+def test_release_probability_exact_points() -> None:
+    from privcore.session import release_probability
+
+    eps, dlt, r = 1.0, 0.05, 0.25
+    threshold = math.log(1 / dlt) * r / eps
+    # φ = 0 (local sensitivity above Δp): the test passes with probability exactly δ/2 (posthoc Thm 4.4)
+    assert release_probability(0.0, epsilon=eps, delta=dlt, radius=r) == pytest.approx(dlt / 2, rel=1e-12)
+    assert release_probability(threshold, epsilon=eps, delta=dlt, radius=r) == pytest.approx(0.5)
+    far = threshold + r / eps * math.log(500)  # ½·e^{-ln 500} = 1e-3 below 1
+    assert release_probability(far, epsilon=eps, delta=dlt, radius=r) == pytest.approx(1 - 1e-3)
+
+
+def test_release_probability_matches_the_mechanism() -> None:
+    """Empirical release rate of propose_test_release (seeded) against the formula: a binomial
+    test at 4.5 standard deviations (false-alarm rate ≈ 7e-6)."""
+    from privcore.session import release_probability
+
+    f = torch.nn.Linear(2, 2).double()
+    z = np.zeros(2)
+    kw = dict(radius=0.2, delta_p=1.0, r_max=0.3, tol=0.2)
+    phi = compute_phi(f, z, lipschitz=lambda *_: 0.5, **kw)  # R* = R_max = 0.3 → φ = max(0.15, 0.1)
+    assert phi.phi == pytest.approx(0.15) and phi.zeta == pytest.approx(0.1)
+    p = release_probability(phi.phi, epsilon=2.0, delta=0.05, radius=0.2, zeta=phi.zeta)
+    rng = np.random.default_rng(7)
+    n = 3000
+    hits = sum(
+        propose_test_release(
+            f, z, epsilon=2.0, delta=0.05, lipschitz=lambda *_: 0.5, rng=rng, phi=phi, **kw
+        ).released
+        for _ in range(n)
+    )
+    assert abs(hits / n - p) <= 4.5 * math.sqrt(p * (1 - p) / n), (hits / n, p)
+
+
+def test_latent_walk_stays_in_the_ball_and_moves_one_axis() -> None:
+    from privcore.session import latent_walk
+
+    z = np.array([0.5, -1.0, 2.0])
+    walk = latent_walk(z, axes=[2, 0], offsets=[-0.3, 0.0, 0.3])
+    assert walk.shape == (2, 3, 3)
+    np.testing.assert_allclose(walk[0, :, 2], [1.7, 2.0, 2.3])
+    np.testing.assert_allclose(walk[0, :, :2], np.tile(z[:2], (3, 1)))
+    assert np.max(np.abs(walk - z)) <= 0.3 + 1e-12  # every point in the ℓ∞ ball of radius 0.3
+    with pytest.raises(ValueError, match="axes"):
+        latent_walk(z, axes=[3], offsets=[0.1])
+
+
+def test_rank_axes_finds_the_axes_the_decoder_uses() -> None:
+    from privcore.session import rank_axes
+
+    def decode(points: np.ndarray) -> np.ndarray:  # pictures depend on axes 3 (strongly) and 1 only
+        return np.stack([5 * points[:, 3], points[:, 1], np.zeros(len(points))], axis=1)
+
+    assert rank_axes(decode, np.zeros(6), radius=0.2, top=2) == (3, 1)
+
+
+def test_tile_images_layout_and_frame() -> None:
+    from privcore.session import tile_images
+
+    imgs = np.zeros((2, 3, 1, 4, 4))
+    imgs[1, 2] = 1.0
+    out = tile_images(imgs, pad=1, highlight_col=1)
+    assert out.shape == (3, 2 * 5 + 1, 3 * 5 + 1)
+    np.testing.assert_allclose(out[:, 6:10, 11:15], 1.0)  # row 1, column 2: white, grey → RGB
+    np.testing.assert_allclose(out[:, 1:5, 1:5], 0.0)
+    np.testing.assert_allclose(out[:, 0, 5], [0.85, 0.1, 0.1])  # red frame around column 1
