@@ -124,6 +124,8 @@ if loaded is not None and s.is_ptr:
     image = ui.current_image(loaded.dataset, loaded.pipeline.image_shape)
     ctx = ptr.context(s, loaded, image) if image is not None else None
     phi = ptr.known_phi(ctx) if ctx is not None else None
+    if phi is None and ctx is not None and st.session_state.get("to_add_image"):
+        phi = ptr.certify(ctx)  # progress + cancel, once per (model, image, R, Δp, certifier)
     if phi is not None:
         eps_grid = [0.1 * 1.1**k for k in range(60) if 0.1 * 1.1**k <= 30]
         probs = [
@@ -157,9 +159,11 @@ if fig.data:
     ui.chart(fig, name=f"release-rate-{dataset}", data=pd.concat(rate_data, ignore_index=True))
 if phi is None:
     st.caption(
-        "Certify an image on the Release page to add its own release probability to this chart "
-        "(computed from its φ, no new solve)."
+        "Your current image's own release probability can be added to this chart: it needs its φ "
+        "(certified once; every ε and δ then reuses it)."
     )
+    if loaded is not None and s.is_ptr:
+        st.button("Add the current image", key="to_add_image")  # read above, at the next run
 else:
     st.caption("The current image's curve is P[φ + Lap((R+ζ)/ε) > ln(1/δ)·(R+ζ)/ε] from its certified φ.")
 

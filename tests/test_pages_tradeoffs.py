@@ -53,3 +53,15 @@ def test_missing_results_name_the_command(monkeypatch: pytest.MonkeyPatch, tmp_p
     at = app("tradeoffs")
     assert "python -m privcore experiment table1 --dataset digits" in texts(at)
     assert "python -m privcore experiment table2 --dataset digits" in texts(at)
+
+
+def test_current_image_release_probability_is_added_on_request(results) -> None:
+    at = app("tradeoffs")
+    names = {t["name"] for t in json.loads(chart_specs(at)[1])["data"]}
+    assert not any(n.startswith("your image") for n in names)
+    at.button(key="to_add_image").click().run()
+    curve = [t for t in json.loads(chart_specs(at)[1])["data"] if t["name"].startswith("your image")]
+    assert curve and all(0.0 <= y <= 1.0 for y in curve[0]["y"])
+    assert curve[0]["y"] == sorted(curve[0]["y"])  # more ε, more releases
+    at.select_slider(key="w_epsilon").set_value(2.0).run()  # stays, from the session's φ
+    assert any(t["name"].startswith("your image") for t in json.loads(chart_specs(at)[1])["data"])
