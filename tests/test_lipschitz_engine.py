@@ -41,7 +41,7 @@ def random_net(seed: int, dims: tuple[int, ...], bias: float = 0.3) -> ReluNetwo
 TINY = [(2, 4, 3, 2), (3, 5, 2), (2, 3, 3, 3), (3, 4, 4, 2)]
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("solver", [*SOLVERS, "enumeration"])
 @pytest.mark.parametrize("norms", NORMS, ids=lambda n: f"{n[0]}->{n[1]}")
 def test_exact_equals_brute_force_on_tiny_nets(solver: str, norms: tuple[str, str]) -> None:
     """The MILP optimum equals the max pattern-Jacobian norm over patterns feasible in the box."""
@@ -184,10 +184,13 @@ def test_relaxations_bracket_and_are_monotone() -> None:
 def test_certificate_reports_model_size_and_solver() -> None:
     net = random_net(9, (8, 10, 8))
     center = np.zeros(8)
-    cert = local_lipschitz(net, center, 0.5)
-    assert cert.solver == "gurobi"  # fits the size-limited licence
+    cert = local_lipschitz(net, center, 0.5, solver="gurobi")
+    assert cert.solver == "gurobi"
     assert cert.n_unstable > 0 and cert.n_variables > 0 and cert.n_constraints > 0
     assert cert.seconds > 0 and cert.model_hash == net.digest
+    auto = local_lipschitz(net, center, 0.5)  # 10 hidden neurons: exact pattern enumeration
+    assert auto.solver == "enumeration" and auto.exact
+    assert auto.upper == pytest.approx(cert.upper, rel=1e-6)
     interval = local_lipschitz(net, center, 0.5, certifier="interval")
     assert interval.solver == "interval" and interval.upper >= cert.upper
     with pytest.raises(ValueError, match="input_norm"):

@@ -170,12 +170,17 @@ def _inf_to_one(a: np.ndarray) -> np.ndarray:
         )
     if m < d:  # ‖A‖_{∞→1} = ‖Aᵀ‖_{∞→1}: enumerate over the smaller side
         a = np.swapaxes(a, -1, -2)
-    signs = _sign_vectors(a.shape[-1])
-    out = np.zeros(a.shape[:-2])
-    for chunk in np.array_split(signs, max(1, signs.shape[0] // 4096)):
-        vals = np.abs(np.einsum("...ij,sj->...si", a, chunk)).sum(axis=-1)
-        out = np.maximum(out, vals.max(axis=-1))
-    return out
+    lead = a.shape[:-2]
+    rows, k = a.shape[-2:]
+    flat = np.ascontiguousarray(a).reshape(-1, rows, k)
+    signs = _sign_vectors(k).T  # (k, 2^(k-1))
+    out = np.empty(flat.shape[0])
+    step = max(1, (1 << 22) // max(1, rows * signs.shape[1]))  # bounded scratch memory
+    for s in range(0, flat.shape[0], step):
+        block = flat[s : s + step]
+        prod = block.reshape(-1, k) @ signs  # one GEMM: (n·rows, 2^(k-1))
+        out[s : s + step] = np.abs(prod).reshape(block.shape[0], rows, -1).sum(axis=1).max(axis=1)
+    return out.reshape(lead)
 
 
 def operator_norm(a: np.ndarray, *, input_norm: str = "linf", output_norm: str = "l1") -> float | np.ndarray:

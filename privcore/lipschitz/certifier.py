@@ -248,6 +248,10 @@ class Certifier:
             )
             facts.add_upper(r, dec.upper)
             facts.add_lower(dec.lower_radius, dec.lower)
+            for rr, u in dec.upper_facts:
+                facts.add_upper(rr, u)
+            for rho, v in dec.lower_facts:
+                facts.add_lower(rho, v)
             self._memo.count(dec.how)
             return dec.passed
         if self.kind == "interval":

@@ -34,10 +34,12 @@ from privcore.lipschitz.bounds import (
 )
 from privcore.lipschitz.milp import LipschitzMILP, build_milp
 from privcore.lipschitz.network import ReluNetwork, as_network
+from privcore.lipschitz.patterns import pattern_decide, pattern_nearest_violation, pattern_value
 from privcore.validation import check_choice, check_finite_array, check_nonnegative, check_positive
 
 __all__ = [
     "CERTIFIERS",
+    "ENGINE_SOLVERS",
     "Certificate",
     "Decision",
     "decide_exact",
@@ -47,9 +49,14 @@ __all__ = [
 ]
 
 CERTIFIERS = ("exact", "lp", "interval")
+#: "enumeration" is the exact activation-pattern search of :mod:`privcore.lipschitz.patterns`
+ENGINE_SOLVERS = (*SOLVERS, "enumeration")
 
 #: relative gap at which a MILP counts as solved to optimality
 MIP_GAP = 1e-6
+#: relative width of the band around a computed violation distance inside which a decision is
+#: re-checked directly (LP feasibility tolerances are ~1e-7)
+_BAND = 1e-6
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,7 +226,7 @@ def local_lipschitz(
     """
     start = time.perf_counter()
     check_choice("certifier", certifier, CERTIFIERS)
-    check_choice("solver", solver, SOLVERS)
+    check_choice("solver", solver, ENGINE_SOLVERS)
     if time_limit is not None:
         time_limit = check_positive("time_limit", time_limit)
     net = as_network(net)
@@ -244,15 +251,28 @@ def local_lipschitz(
                         status="optimal", argmax=argmax)
         return done(upper=interval, lower=lower.value, exact=True, solver="interval", status="optimal",
                     argmax=argmax)
-    milp = build_milp(net, c, r, fwd=fwd, **norms)
-    size = dict(n_variables=milp.n_variables, n_constraints=milp.n_constraints)
-    if certifier == "lp":
-        res = solve(milp, solver=solver, relax=True, time_limit=time_limit, threads=threads)
+    if certifier == "exact" and solver in ("auto", "enumeration"):
+        pv = pattern_value(net, c, r, fwd, **norms)
+        if pv is not None:
+            return done(upper=pv.value, lower=pv.value, exact=True, solver="enumeration", status="optimal",
+                        argmax=tuple(float(v) for v in pv.point))
+        if solver == "enumeration":
+            raise ValueError(
+                "solver='enumeration' applies to networks with ≤ 16 hidden neurons or boxes with ≤ 14 "
+                "unstable neurons whose search stays small; use 'auto', 'gurobi' or 'highs'"
+            )
+    if certifier == "lp":  # the plain relaxation (interval big-M), then the minimum with the interval bound
+        milp = build_milp(net, c, r, fwd=fwd, **norms)
+        size = dict(n_variables=milp.n_variables, n_constraints=milp.n_constraints)
+        lp_solver = "highs" if solver in ("auto", "enumeration") else solver
+        res = solve(milp, solver=lp_solver, relax=True, time_limit=time_limit, threads=threads)
         if res.status != "optimal":
             return done(upper=interval, lower=lower.value, exact=False, solver=res.solver, status=res.status,
                         argmax=argmax, **size)
         return done(upper=min(interval, res.upper), lower=lower.value, exact=True, solver=res.solver,
                     status=res.status, argmax=argmax, **size)
+    milp = build_milp(net, c, r, fwd=fwd, objective_cap=interval, **norms)
+    size = dict(n_variables=milp.n_variables, n_constraints=milp.n_constraints)
     res = solve(milp, solver=solver, time_limit=time_limit, mip_gap=MIP_GAP, threads=threads)
     upper = min(res.upper, interval) if math.isfinite(res.upper) else interval
     best_lower, best_arg = lower.value, lower.point
@@ -277,10 +297,12 @@ def local_lipschitz(
 class Decision:
     """Answer to "L(f, B(center, radius)) ≤ threshold?" and the evidence that settled it.
 
-    ``how`` is one of "interval", "lp", "sampled", "mip-bound", "mip-incumbent", "mip-optimal".
-    ``upper``/``lower`` are certified bounds on L at this radius learnt on the way (``lower_radius``
-    is the distance from the centre of the verified point behind ``lower``: the lower bound holds
-    for every ball of at least that radius).
+    ``how`` is one of "interval", "closed-form", "enumeration", "lp", "sampled", "mip-bound",
+    "mip-incumbent", "mip-optimal". ``upper``/``lower`` are certified bounds on L at this radius
+    learnt on the way (``lower_radius`` is the distance from the centre of the point behind
+    ``lower``: the lower bound holds for every ball of at least that radius). ``upper_facts``
+    ``(r, u)`` (L ≤ u on every ball of radius ≤ r) and ``lower_facts`` ``(ρ, v)`` (L ≥ v on every
+    ball of radius ≥ ρ) are further certified facts about other radii.
     """
 
     passed: bool
@@ -290,6 +312,8 @@ class Decision:
     lower_radius: float = 0.0
     seconds: float = 0.0
     solver: str = ""
+    upper_facts: tuple[tuple[float, float], ...] = ()
+    lower_facts: tuple[tuple[float, float], ...] = ()
     extra: dict = field(default_factory=dict)
 
 
@@ -332,13 +356,38 @@ def decide_exact(
         value = _closed_form(net, center, fwd, input_norm, output_norm)
         if value <= threshold:
             return out(True, "closed-form", upper=value)
-    low = sampled_lower_bound(net, center, radius, **norms)
+    nv = pattern_nearest_violation(net, center, radius, threshold, fwd, max_lps=256, **norms)
+    low = None
+    if nv is None and fwd.n_unstable > 0:
+        low = sampled_lower_bound(net, center, radius, **norms)
+        if low.value > threshold and low.point is not None:  # a witness bounds the distance: prune by it
+            hint = float(np.max(np.abs(low.point - center)))
+            nv = pattern_nearest_violation(net, center, radius, threshold, fwd, max_lps=1024, hint=hint,
+                                           **norms)
+    if nv is not None:
+        # every decision at r' ≤ radius follows: fail iff r' ≥ distance (up to the LP tolerance band)
+        band = _BAND * (1.0 + (nv.distance if math.isfinite(nv.distance) else radius))
+        facts_up = ((min(radius, nv.distance - band), nv.upper_below),) if nv.distance - band >= 0 else ()
+        facts_low = ((nv.distance + band, nv.norm),) if math.isfinite(nv.distance) else ()
+        extra = {"lps": nv.n_lps, "distance": nv.distance}
+        if radius < nv.distance - band or not math.isfinite(nv.distance):
+            return out(True, "enumeration", upper=nv.upper_below, solver="enumeration", upper_facts=facts_up,
+                       lower_facts=facts_low, extra=extra)
+        if radius >= nv.distance + band:
+            return out(False, "enumeration", upper=interval, lower=nv.norm, lower_radius=nv.distance + band,
+                       solver="enumeration", upper_facts=facts_up, lower_facts=facts_low, extra=extra)
+    pat = pattern_decide(net, center, radius, threshold, fwd, **norms)
+    if pat is not None:
+        return out(bool(pat.passed), "enumeration", upper=min(interval, pat.upper), lower=pat.lower,
+                   lower_radius=pat.lower_radius, solver="enumeration", extra={"lps": pat.n_lps})
+    if low is None:
+        low = sampled_lower_bound(net, center, radius, **norms)
     lower_r = float(np.max(np.abs(low.point - center))) if low.point is not None else 0.0
     if low.value > threshold:
         return out(False, "sampled", upper=interval, lower=low.value, lower_radius=lower_r)
     if fwd.n_unstable == 0:  # closed form > τ but not verified by sampling (cannot happen in practice)
         return out(False, "closed-form", upper=interval, lower=low.value, lower_radius=lower_r)
-    milp = build_milp(net, center, radius, fwd=fwd, **norms)
+    milp = build_milp(net, center, radius, fwd=fwd, objective_cap=interval, **norms)
     upper = interval
     if use_lp:
         lp = solve(milp, solver=solver, relax=True, threads=threads)

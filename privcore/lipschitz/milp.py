@@ -139,13 +139,15 @@ def build_milp(
     bwd: BackwardBounds | None = None,
     signal_bounds: tuple[np.ndarray, ...] | None = None,
     break_symmetry: bool = True,
+    objective_cap: float | None = None,
 ) -> LipschitzMILP:
     """LipMIP's MILP for ``L(f, B(center, radius))`` with the given norms (Jordan & Dimakis 2020).
 
     ``fwd`` may carry any valid pre-activation bounds over the box (tighter bounds give a
     smaller, faster MILP with the same optimum); by default they are interval bounds.
     ``signal_bounds[i]`` may likewise replace the interval bounds ``|q_i| ≤ B_i`` on the backward
-    signal before hidden layer ``i`` (index 0: ``|t| = |Jᵀc|``).
+    signal before hidden layer ``i`` (index 0: ``|t| = |Jᵀc|``). ``objective_cap`` adds the valid
+    cut ``objective ≤ cap`` for a cap known to bound L (e.g. the interval or pattern bound).
     """
     check_choice("input_norm", input_norm, INPUT_NORMS)
     check_choice("output_norm", output_norm, OUTPUT_NORMS)
@@ -252,6 +254,8 @@ def build_milp(
             b.lower[y] = 0.0
         objective[y] = 1.0
     assert b.next == b.n, (b.next, b.n)
+    if objective_cap is not None and np.isfinite(objective_cap):
+        b.rows(sp.csr_matrix(objective[None, :]), -np.inf, float(objective_cap))
 
     if b.blocks:
         A = sp.vstack(b.blocks, format="csr")

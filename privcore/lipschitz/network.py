@@ -122,7 +122,7 @@ class ReluNetwork:
         jac = np.broadcast_to(self.weights[0], (n, *self.weights[0].shape))
         for w, s in zip(self.weights[1:], patterns, strict=True):
             s = np.broadcast_to(np.atleast_2d(s), (n, w.shape[1]))
-            jac = np.einsum("ij,nj,njk->nik", w, s, jac, optimize=True)
+            jac = np.matmul(w, s[:, :, None] * jac)
         return np.array(jac)
 
 

@@ -1,0 +1,420 @@
+"""Exact local Lipschitz constants of small ReLU networks by activation-pattern enumeration.
+
+The value LipMIP computes (Jordan & Dimakis 2020, Thm. 3.2; :mod:`privcore.lipschitz.reference`)
+is ``L(f, B) = max { ‖J_D‖ : D an activation pattern whose closed region meets B }`` with
+``J_D = W_L D_{L−1} W_{L−1} … D_1 W_1``. For the paper's obfuscators (latent 8, one or two hidden
+layers of 8–10 neurons) there are few enough patterns to enumerate them all:
+
+1. the norms ``‖J_D‖`` of every pattern are computed once per network (vectorised; a pattern
+   table sorted by norm, cached in memory per model hash and norms);
+2. for a box, interval bounds fix the stable neurons; patterns contradicting them cannot meet
+   the box, so ``max {‖J_D‖ : D consistent with the stable neurons}`` is already a certified
+   upper bound (monotone under inclusion: a smaller box has more stable neurons);
+3. the consistent patterns are visited in decreasing norm, each with one LP ("does the region
+   meet the box, and how close to the centre?"): the first one that does is L exactly, and a
+   decision "L ≤ τ?" only needs the patterns with norm > τ.
+
+With more hidden neurons the enumeration runs over the box's *unstable* neurons only, when
+there are few of them; otherwise the callers fall back to the MILP. The answers are the MILP's
+(closed regions, so a region touching the box counts, as LipMIP's free binaries at a zero
+pre-activation do); LP feasibility is decided with HiGHS's tolerances (1e-7).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from privcore.lipschitz.bounds import ForwardBounds, box_around, operator_norm
+from privcore.lipschitz.network import ReluNetwork
+
+__all__ = [
+    "MAX_GLOBAL_NEURONS",
+    "MAX_PATTERNS",
+    "NearestViolation",
+    "PatternResult",
+    "PatternTable",
+    "box_pattern_table",
+    "global_pattern_table",
+    "pattern_decide",
+    "pattern_nearest_violation",
+    "pattern_value",
+    "region_distance",
+]
+
+#: networks with at most this many hidden neurons get a global pattern table
+MAX_GLOBAL_NEURONS = 16
+#: largest per-box enumeration (patterns of the unstable neurons)
+MAX_PATTERNS = 1 << 14
+_CHUNK = 4096
+
+
+@dataclass(frozen=True, eq=False)
+class PatternTable:
+    """Activation patterns (bit ``j`` = hidden neuron ``j`` in layer order is on) sorted by
+    decreasing Jacobian norm."""
+
+    codes: np.ndarray
+    norms: np.ndarray
+    n_hidden: int
+
+    def consistent(self, must_on: np.ndarray, must_off: np.ndarray) -> np.ndarray:
+        """Boolean mask of the patterns agreeing with the fixed neurons."""
+        on, off = _pack(must_on), _pack(must_off)
+        return ((self.codes & on) == on) & ((self.codes & off) == 0)
+
+
+def _pack(mask: np.ndarray) -> np.int64:
+    return np.int64(sum(1 << int(j) for j in np.flatnonzero(np.asarray(mask, dtype=bool))))
+
+
+def _bits(codes: np.ndarray, n: int) -> np.ndarray:
+    return ((codes[:, None] >> np.arange(n, dtype=np.int64)) & 1).astype(np.float64)
+
+
+def _norms(jac: np.ndarray, input_norm: str, output_norm: str) -> np.ndarray:
+    out = np.empty(jac.shape[0])
+    for s in range(0, jac.shape[0], _CHUNK):
+        block = jac[s : s + _CHUNK]
+        out[s : s + _CHUNK] = operator_norm(block, input_norm=input_norm, output_norm=output_norm)
+    return out
+
+
+def _jacobians_of_codes(net: ReluNetwork, codes: np.ndarray) -> np.ndarray:
+    widths = net.hidden_widths
+    bits = _bits(codes, sum(widths))
+    pats = np.split(bits, np.cumsum(widths)[:-1], axis=1)
+    return net.jacobians(np.zeros((codes.shape[0], net.in_dim)), pats)
+
+
+def _table(net: ReluNetwork, codes: np.ndarray, input_norm: str, output_norm: str) -> PatternTable:
+    norms = np.empty(codes.shape[0])
+    for s in range(0, codes.shape[0], _CHUNK):
+        jac = _jacobians_of_codes(net, codes[s : s + _CHUNK])
+        norms[s : s + _CHUNK] = _norms(jac, input_norm, output_norm)
+    order = np.argsort(-norms, kind="stable")
+    return PatternTable(codes=codes[order], norms=norms[order], n_hidden=net.n_hidden)
+
+
+_LOCK = threading.Lock()
+_GLOBAL: OrderedDict[tuple, PatternTable] = OrderedDict()
+
+
+def global_pattern_table(net: ReluNetwork, *, input_norm: str, output_norm: str) -> PatternTable | None:
+    """All 2^n patterns of a network with n ≤ MAX_GLOBAL_NEURONS hidden neurons (memoised per model
+    hash and norms), else None. Its first norm bounds L over every box (and all of ℝ^d)."""
+    if net.n_hidden > MAX_GLOBAL_NEURONS or len(net.weights) == 1:
+        return None
+    key = (net.digest, input_norm, output_norm)
+    with _LOCK:
+        hit = _GLOBAL.get(key)
+        if hit is not None:
+            _GLOBAL.move_to_end(key)
+            return hit
+    table = _table(net, np.arange(1 << net.n_hidden, dtype=np.int64), input_norm, output_norm)
+    with _LOCK:
+        _GLOBAL[key] = table
+        while len(_GLOBAL) > 16:
+            _GLOBAL.popitem(last=False)
+    return table
+
+
+def _stable_masks(fwd: ForwardBounds) -> tuple[np.ndarray, np.ndarray]:
+    on = np.concatenate([fwd.active(i) for i in range(len(fwd.lower))])
+    off = np.concatenate([fwd.inactive(i) for i in range(len(fwd.lower))])
+    return on, off
+
+
+def box_pattern_table(
+    net: ReluNetwork, fwd: ForwardBounds, *, input_norm: str, output_norm: str
+) -> PatternTable | None:
+    """The patterns consistent with the box's stable neurons, when there are at most MAX_PATTERNS."""
+    on, off = _stable_masks(fwd)
+    free = np.flatnonzero(~(on | off))
+    if free.size > 62 or (1 << free.size) > MAX_PATTERNS:
+        return None
+    sub = np.arange(1 << free.size, dtype=np.int64)
+    codes = np.full(sub.shape, _pack(on), dtype=np.int64)
+    for k, j in enumerate(free):
+        codes |= ((sub >> k) & 1) << np.int64(j)
+    return _table(net, codes, input_norm, output_norm)
+
+
+def _region_rows(net: ReluNetwork, pattern: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``G x ≤ h``: the closed region where the network has activation pattern ``pattern``."""
+    d = net.in_dim
+    A, a = np.eye(d), np.zeros(d)
+    G, h = [], []
+    start = 0
+    for w, b in zip(net.weights[:-1], net.biases[:-1], strict=True):
+        p = pattern[start : start + w.shape[0]]
+        start += w.shape[0]
+        P, p0 = w @ A, w @ a + b
+        s = np.where(p > 0.5, 1.0, -1.0)
+        G.append(-(s[:, None] * P))
+        h.append(s * p0)
+        A, a = p[:, None] * P, p * p0
+    return np.vstack(G), np.concatenate(h)
+
+
+_LP = threading.local()
+
+
+def _highs():
+    """One silent HiGHS instance per thread, reused for the many tiny LPs of a search."""
+    import highspy
+
+    h = getattr(_LP, "highs", None)
+    if h is None:
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        _LP.highs = h
+    return h
+
+
+def region_distance(
+    net: ReluNetwork, pattern: np.ndarray, center: np.ndarray, radius: float
+) -> tuple[float, np.ndarray] | None:
+    """``(min ‖x − center‖∞, argmin x)`` over the closed region of ``pattern`` within
+    ``B(center, radius)`` (one LP), or None when the region does not meet the box."""
+    import highspy
+
+    d = net.in_dim
+    G, h = _region_rows(net, pattern)
+    # variables (x, ρ): G x ≤ h;  x − ρ ≤ z;  −x − ρ ≤ −z;  x ∈ B(z, r), 0 ≤ ρ ≤ r
+    eye = np.eye(d)
+    A = np.vstack([np.hstack([G, np.zeros((G.shape[0], 1))]),
+                   np.hstack([eye, -np.ones((d, 1))]),
+                   np.hstack([-eye, -np.ones((d, 1))])])
+    rhs = np.concatenate([h, center, -center])
+    lo, hi = box_around(center, radius)
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = d + 1, A.shape[0]
+    lp.col_cost_ = np.r_[np.zeros(d), 1.0]
+    lp.col_lower_ = np.r_[lo, 0.0]
+    lp.col_upper_ = np.r_[hi, radius]
+    lp.row_lower_ = np.full(A.shape[0], -highspy.kHighsInf)
+    lp.row_upper_ = rhs
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.start_ = np.arange(0, A.size + 1, d + 1, dtype=np.int32)
+    lp.a_matrix_.index_ = np.tile(np.arange(d + 1, dtype=np.int32), A.shape[0])
+    lp.a_matrix_.value_ = np.ascontiguousarray(A, dtype=np.float64).ravel()
+    solver = _highs()
+    solver.clearModel()
+    solver.passModel(lp)
+    solver.run()
+    status = solver.getModelStatus()
+    if status == highspy.HighsModelStatus.kInfeasible:
+        return None
+    if status != highspy.HighsModelStatus.kOptimal:
+        raise RuntimeError(f"region LP ended with status {solver.modelStatusToString(status)}")
+    sol = np.array(solver.getSolution().col_value)
+    return min(max(float(sol[d]), 0.0), radius), np.clip(sol[:d], lo, hi)
+
+
+@dataclass(frozen=True)
+class PatternResult:
+    """Outcome of a pattern search: ``value`` is L (for :func:`pattern_value`) or ``passed`` the
+    decision; ``upper`` a certified upper bound on L found on the way; ``lower``/``lower_radius``
+    a pattern norm whose region meets ``B(center, lower_radius)``; ``n_lps`` LPs solved."""
+
+    passed: bool | None
+    value: float | None
+    upper: float
+    lower: float
+    lower_radius: float
+    n_lps: int
+    pattern: np.ndarray | None = None
+    point: np.ndarray | None = None
+
+
+def _candidates(table: PatternTable, fwd: ForwardBounds) -> tuple[np.ndarray, np.ndarray]:
+    on, off = _stable_masks(fwd)
+    idx = np.flatnonzero(table.consistent(on, off))
+    return table.codes[idx], table.norms[idx]
+
+
+def _distance_lower_bounds(net: ReluNetwork, codes: np.ndarray, center: np.ndarray) -> np.ndarray:
+    """For many patterns at once, a lower bound on ``min ‖x − center‖∞`` over the pattern's region.
+
+    Along a pattern every pre-activation is affine, ``g(x) = a·x + c``, and the region needs
+    ``s·g(x) ≥ 0`` (s = ±1 from the pattern); on ``B(center, ρ)`` the largest ``s·g`` is
+    ``s·g(center) + ρ‖a‖₁``, so ``ρ ≥ −s·g(center)/‖a‖₁`` for every neuron — the largest such
+    value bounds the region's distance (with a 1e-9 relative allowance for rounding)."""
+    n = net.n_hidden
+    out = np.zeros(codes.shape[0])
+    for s0 in range(0, codes.shape[0], _CHUNK):
+        chunk = codes[s0 : s0 + _CHUNK]
+        bits = _bits(chunk, n)
+        k = chunk.shape[0]
+        A = np.broadcast_to(np.eye(net.in_dim), (k, net.in_dim, net.in_dim))
+        a = np.zeros((k, net.in_dim))
+        start = 0
+        lb = np.zeros(k)
+        for w, b in zip(net.weights[:-1], net.biases[:-1], strict=True):
+            A = np.matmul(w, A)
+            a = a @ w.T + b
+            g = np.einsum("nij,j->ni", A, center) + a
+            norm1 = np.abs(A).sum(axis=2)
+            p = bits[:, start : start + w.shape[0]]
+            start += w.shape[0]
+            sg = np.where(p > 0.5, g, -g) + 1e-9 * (1.0 + np.abs(g))
+            need = np.where(sg >= 0, 0.0, np.where(norm1 > 0, -sg / np.where(norm1 > 0, norm1, 1.0), np.inf))
+            lb = np.maximum(lb, need.max(axis=1, initial=0.0))
+            A = p[:, :, None] * A
+            a = p * a
+        out[s0 : s0 + _CHUNK] = lb
+    return out
+
+
+def _table_for(
+    net: ReluNetwork, fwd: ForwardBounds, input_norm: str, output_norm: str
+) -> PatternTable | None:
+    table = global_pattern_table(net, input_norm=input_norm, output_norm=output_norm)
+    if table is None:
+        table = box_pattern_table(net, fwd, input_norm=input_norm, output_norm=output_norm)
+    return table
+
+
+def pattern_decide(
+    net: ReluNetwork,
+    center: np.ndarray,
+    radius: float,
+    threshold: float,
+    fwd: ForwardBounds,
+    *,
+    input_norm: str,
+    output_norm: str,
+    max_lps: int = 256,
+) -> PatternResult | None:
+    """Exactly decide ``L(f, B(center, radius)) ≤ threshold`` by enumeration (module docstring),
+    or None when the network/box is too large or more than ``max_lps`` LPs would be needed."""
+    table = _table_for(net, fwd, input_norm, output_norm)
+    if table is None:
+        return None
+    codes, norms = _candidates(table, fwd)
+    if codes.size == 0:  # cannot happen for a valid box (its own pattern is consistent)
+        return None
+    above = int(np.searchsorted(-norms, -threshold, side="left"))  # norms[:above] > threshold
+    top = float(norms[0])
+    if above == 0:
+        return PatternResult(passed=True, value=None, upper=top, lower=0.0, lower_radius=0.0, n_lps=0)
+    survivors = np.flatnonzero(_distance_lower_bounds(net, codes[:above], center) <= radius)
+    if survivors.size > max_lps:
+        return None
+    n = table.n_hidden
+    for count, k in enumerate(survivors, start=1):
+        pattern = _bits(codes[k : k + 1], n)[0]
+        hit = region_distance(net, pattern, center, radius)
+        if hit is not None:
+            return PatternResult(passed=False, value=None, upper=top, lower=float(norms[k]),
+                                 lower_radius=hit[0], n_lps=count, pattern=pattern, point=hit[1])
+    upper = float(norms[above]) if above < norms.size else 0.0
+    return PatternResult(passed=True, value=None, upper=upper, lower=0.0, lower_radius=0.0,
+                         n_lps=int(survivors.size))
+
+
+def pattern_value(
+    net: ReluNetwork,
+    center: np.ndarray,
+    radius: float,
+    fwd: ForwardBounds,
+    *,
+    input_norm: str,
+    output_norm: str,
+    max_lps: int = 512,
+) -> PatternResult | None:
+    """Exact ``L(f, B(center, radius))``: the first consistent pattern, in decreasing norm, whose
+    region meets the box; None if the enumeration does not apply or needs over ``max_lps`` LPs."""
+    table = _table_for(net, fwd, input_norm, output_norm)
+    if table is None:
+        return None
+    codes, norms = _candidates(table, fwd)
+    n = table.n_hidden
+    n_lps = 0
+    for start in range(0, codes.size, 1024):
+        lbs = _distance_lower_bounds(net, codes[start : start + 1024], center)
+        block = np.flatnonzero(lbs <= radius) + start
+        for k in block:
+            if n_lps >= max_lps:
+                return None
+            n_lps += 1
+            pattern = _bits(codes[k : k + 1], n)[0]
+            hit = region_distance(net, pattern, center, radius)
+            if hit is not None:
+                v = float(norms[k])
+                return PatternResult(passed=None, value=v, upper=v, lower=v, lower_radius=hit[0], n_lps=n_lps,
+                                     pattern=pattern, point=hit[1])
+    return None
+
+
+@dataclass(frozen=True)
+class NearestViolation:
+    """``distance`` = min ‖x − center‖∞ over the regions (within ``B(center, radius)``) of patterns
+    with norm > threshold — ``inf`` when none meets the box; ``norm``/``pattern``/``point`` describe
+    the nearest one. Then L(f, B(center, r)) > threshold exactly when ``r ≥ distance`` (r ≤ radius),
+    and ``upper_below`` bounds L on every smaller ball (the largest norm ≤ threshold)."""
+
+    distance: float
+    norm: float
+    pattern: np.ndarray | None
+    point: np.ndarray | None
+    upper_below: float
+    n_lps: int
+
+
+def pattern_nearest_violation(
+    net: ReluNetwork,
+    center: np.ndarray,
+    radius: float,
+    threshold: float,
+    fwd: ForwardBounds,
+    *,
+    input_norm: str,
+    output_norm: str,
+    max_lps: int = 256,
+    hint: float | None = None,
+) -> NearestViolation | None:
+    """Distance from ``center`` to the nearest point whose Jacobian norm exceeds ``threshold``,
+    within ``B(center, radius)``: LPs over the candidate patterns in order of a distance lower
+    bound, pruning every candidate whose bound exceeds the best distance found (``hint``: a
+    known upper bound on it). None when enumeration does not apply or the budget is exceeded.
+    This settles every decision "L(B(center, r)) ≤ threshold?" for r ≤ radius at once (one
+    certified search instead of a MILP per bisection step)."""
+    table = _table_for(net, fwd, input_norm, output_norm)
+    if table is None:
+        return None
+    codes, norms = _candidates(table, fwd)
+    above = int(np.searchsorted(-norms, -threshold, side="left"))
+    upper_below = float(norms[above]) if above < norms.size else 0.0
+    if above == 0:
+        return NearestViolation(distance=np.inf, norm=0.0, pattern=None, point=None, upper_below=upper_below,
+                                n_lps=0)
+    lbs = _distance_lower_bounds(net, codes[:above], center)
+    best = radius if hint is None else min(radius, hint)
+    order = np.argsort(lbs, kind="stable")
+    order = order[lbs[order] <= best]
+    n = table.n_hidden
+    found: tuple[float, float, np.ndarray, np.ndarray] | None = None
+    n_lps = 0
+    for k in order:
+        if lbs[k] > best:
+            break
+        if n_lps >= max_lps:
+            return None
+        n_lps += 1
+        pattern = _bits(codes[k : k + 1], n)[0]
+        hit = region_distance(net, pattern, center, best)
+        if hit is not None and (found is None or hit[0] < found[0]):
+            found = (hit[0], float(norms[k]), pattern, hit[1])
+            best = hit[0]
+    if found is None:
+        if hint is not None and hint < radius:
+            return None  # the hint was wrong (no region within it): let the caller retry without it
+        return NearestViolation(distance=np.inf, norm=0.0, pattern=None, point=None, upper_below=upper_below,
+                                n_lps=n_lps)
+    return NearestViolation(distance=found[0], norm=found[1], pattern=found[2], point=found[3],
+                            upper_below=upper_below, n_lps=n_lps)

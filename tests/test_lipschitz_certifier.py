@@ -1,0 +1,204 @@
+"""The PTR sensitivity oracle: exact decisions, monotone memo, certifier kinds, φ, time-outs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from privcore.errors import CertificationError
+from privcore.lipschitz import (
+    Certifier,
+    ReluNetwork,
+    build_milp,
+    cached_phi,
+    interval_upper_bound,
+    local_lipschitz,
+    lp_upper_bound,
+)
+from privcore.lipschitz.backends import solve
+from privcore.lipschitz.bounds import box_around, forward_bounds
+from privcore.lipschitz.patterns import pattern_nearest_violation
+from privcore.lipschitz.reference import brute_force_lipschitz
+from privcore.mechanisms.ptr import compute_phi, propose_test_release
+
+
+def random_net(seed: int, dims: tuple[int, ...], bias: float = 0.3) -> ReluNetwork:
+    rng = np.random.default_rng(seed)
+    ws = [rng.standard_normal((dims[i + 1], dims[i])) * np.sqrt(2.0 / dims[i]) for i in range(len(dims) - 1)]
+    bs = [rng.standard_normal(dims[i + 1]) * bias for i in range(len(dims) - 1)]
+    return ReluNetwork.from_arrays(ws, bs)
+
+
+def mip_value(net: ReluNetwork, center: np.ndarray, radius: float) -> float:
+    """The plain LipMIP optimum (no bounds, no enumeration): the reference for decisions."""
+    res = solve(build_milp(net, center, radius), solver="gurobi", mip_gap=1e-9)
+    assert res.status == "optimal"
+    return res.upper
+
+
+def test_exact_decide_matches_brute_force_in_any_query_order() -> None:
+    """decide(r, τ) == [L(r) ≤ τ] for many (r, τ), asked in random order of one certifier, so that
+    the memo's monotone facts (pass at r ⇒ pass below; fail at r ⇒ fail above) are exercised."""
+    rng = np.random.default_rng(0)
+    for seed, dims in enumerate([(2, 4, 3, 2), (3, 5, 4), (3, 4, 4, 2)]):
+        net = random_net(40 + seed, dims)
+        center = rng.standard_normal(dims[0])
+        radii = [0.05, 0.2, 0.4, 0.8, 1.6]
+        values = {r: brute_force_lipschitz(net, center, r) for r in radii}
+        taus = sorted({v * f for v in values.values() for f in (0.97, 1.03)})
+        queries = [(r, t) for r in radii for t in taus]
+        cert = Certifier(kind="exact", time_limit=30)
+        for i in rng.permutation(len(queries)):
+            r, tau = queries[i]
+            assert cert.decide(net, center, r, tau) == (values[r] <= tau), (dims, r, tau, values[r])
+        assert cert.stats.get("memo", 0) > 0
+
+
+def test_exact_decide_through_the_milp_path() -> None:
+    """A net too wide for enumeration: decisions come from cheap bounds or LipMIP with early stops
+    and agree with the full MILP's optimum on both sides of it."""
+    net = random_net(3, (4, 12, 12, 3))
+    center = np.random.default_rng(1).standard_normal(4)
+    value = mip_value(net, center, 0.5)
+    for factor in (0.5, 0.99, 1.01, 2.0):
+        cert = Certifier(kind="exact", solver="gurobi")
+        assert cert.decide(net, center, 0.5, value * factor) == (factor > 1)
+    hows = set()
+    for solver in ("gurobi", "highs"):
+        cert = Certifier(kind="exact", solver=solver)
+        assert cert.decide(net, center, 0.5, value * 1.01) is True
+        assert cert.decide(net, center, 0.5, value * 0.999) is False
+        hows |= set(cert.stats)
+    assert hows & {"mip-bound", "mip-optimal", "lp", "interval"}
+
+
+def test_nearest_violation_settles_every_radius() -> None:
+    """The distance d* to the nearest region with ‖J_D‖ > τ decides L(r) ≤ τ ⇔ r < d* (brute force)."""
+    rng = np.random.default_rng(2)
+    checked = 0
+    for seed, dims in enumerate([(2, 4, 3, 2), (3, 6, 2), (3, 4, 4, 2)]):
+        net = random_net(60 + seed, dims)
+        center = rng.standard_normal(dims[0])
+        tau = 1.02 * brute_force_lipschitz(net, center, 0.3)
+        fwd = forward_bounds(net, *box_around(center, 2.0))
+        nv = pattern_nearest_violation(net, center, 2.0, tau, fwd, input_norm="linf", output_norm="l1")
+        assert nv is not None
+        for r in np.linspace(0.05, 2.0, 12):
+            if math.isfinite(nv.distance) and abs(r - nv.distance) < 1e-6:
+                continue
+            expect = brute_force_lipschitz(net, center, r) <= tau
+            assert expect == (r < nv.distance), (dims, r, nv.distance)
+            checked += not expect
+    assert checked > 0  # some radii really fail
+
+
+@pytest.mark.parametrize("kind", ["lp", "interval"])
+def test_relaxed_kinds_decide_their_own_value(kind: str) -> None:
+    """For lp/interval, decide == [U_kind ≤ τ] (never [L ≤ τ]): with τ between L and U_kind the
+    relaxation fails although the exact constant passes."""
+    rng = np.random.default_rng(3)
+    for seed, dims in enumerate([(4, 8, 6), (3, 6, 5, 3)]):
+        net = random_net(80 + seed, dims)
+        center = rng.standard_normal(dims[0])
+        for r in (0.1, 0.4):
+            u = lp_upper_bound(net, center, r) if kind == "lp" else interval_upper_bound(net, center, r)
+            exact = local_lipschitz(net, center, r).upper
+            cert = Certifier(kind=kind)
+            assert cert(net, center, r) == pytest.approx(u, rel=1e-9)
+            for tau in (0.9 * exact, (exact + u) / 2, 0.999 * u, 1.001 * u):
+                fresh = Certifier(kind=kind)
+                assert fresh.decide(net, center, r, tau) == (u <= tau)
+                assert cert.decide(net, center, r, tau) == (u <= tau)
+
+
+def test_phi_with_engine_equals_straightforward_bisection() -> None:
+    """compute_phi with the engine's fast decide gives the same decisions as a fresh full MILP per
+    step (exact), and as plain U_kind evaluations (lp, interval); R*_exact ≥ R*_lp ≥ R*_interval."""
+    net = random_net(5, (4, 6, 5, 3))
+    rng = np.random.default_rng(4)
+
+    def straightforward(f: ReluNetwork, c: np.ndarray, r: float) -> float:
+        return mip_value(f, c, r)
+
+    plain = {
+        "lp": lambda f, c, r: lp_upper_bound(f, c, r),
+        "interval": lambda f, c, r: interval_upper_bound(f, c, r),
+    }
+    for _ in range(3):
+        z = rng.standard_normal(4)
+        delta_p = max(1.15 * mip_value(net, z, 0.1), 0.5)
+        kw = dict(radius=0.1, delta_p=delta_p, r_max=1.0, tol=0.01)
+        stars = {}
+        for kind in ("exact", "lp", "interval"):
+            fast = compute_phi(net, z, lipschitz=Certifier(kind=kind), **kw)
+            slow = compute_phi(net, z, lipschitz=straightforward if kind == "exact" else plain[kind], **kw)
+            assert fast.evaluations == slow.evaluations and fast.phi == slow.phi
+            stars[kind] = fast.r_star or 0.0
+        assert stars["exact"] >= stars["lp"] >= stars["interval"]
+
+
+def test_time_out_fails_the_query_and_releases_nothing() -> None:
+    """A MILP that runs out of time raises CertificationError in decide and in __call__, and
+    propose_test_release lets it propagate (no release)."""
+    net = random_net(3, (5, 16, 16, 3))
+    center = np.random.default_rng(1).standard_normal(5)
+    # between the sampled lower bound and the exact value: only the MILP can decide
+    cert = Certifier(kind="exact", solver="gurobi", time_limit=1e-3)
+    with pytest.raises(CertificationError, match="time"):
+        cert.decide(net, center, 0.4, 13.5)
+    with pytest.raises(CertificationError, match="not completed"):
+        cert(net, center, 0.4)
+    with pytest.raises(CertificationError):
+        propose_test_release(net_module(net), center, epsilon=1.0, delta=0.05, radius=0.4, delta_p=13.5,
+                             r_max=0.8, tol=0.1, lipschitz=cert, rng=0)
+
+
+def net_module(net: ReluNetwork) -> torch.nn.Sequential:
+    layers: list[torch.nn.Module] = []
+    for i, (w, b) in enumerate(zip(net.weights, net.biases, strict=True)):
+        lin = torch.nn.Linear(w.shape[1], w.shape[0]).double()
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(np.array(w)))
+            lin.bias.copy_(torch.from_numpy(np.array(b)))
+        layers.append(lin)
+        if i < len(net.weights) - 1:
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers)
+
+
+def test_propose_test_release_with_certifier_and_cached_phi(tmp_path) -> None:
+    """The oracle plugs into PTR; cached_phi returns the stored φ without any decision the second
+    time, and the release is reproducible with a fixed seed."""
+    module = net_module(random_net(8, (4, 6, 4)))
+    z = np.array([0.2, -0.1, 0.4, 0.0])
+    cert = Certifier(kind="exact")
+    delta_p = 1.2 * local_lipschitz(module, z, 0.2).upper
+    kw = dict(radius=0.2, delta_p=delta_p, r_max=2.0, tol=0.01)
+    phi = cached_phi(module, z, certifier=cert, cache=tmp_path, **kw)
+    n_before = sum(cert.stats.values())
+    again = cached_phi(module, z, certifier=cert, cache=tmp_path, **kw)
+    assert again == phi and sum(cert.stats.values()) == n_before
+    assert phi.phi > 0
+    a = propose_test_release(module, z, epsilon=5.0, delta=0.05, lipschitz=cert, rng=7, phi=phi, **kw)
+    b = propose_test_release(module, z, epsilon=5.0, delta=0.05, lipschitz=cert, rng=7, phi=again, **kw)
+    assert a.released == b.released and a.phi == phi.phi
+    if a.released:
+        assert np.array_equal(a.value, b.value)
+
+
+def test_certifier_validates_its_parameters() -> None:
+    with pytest.raises(ValueError, match="kind"):
+        Certifier(kind="fast")
+    with pytest.raises(ValueError, match="solver"):
+        Certifier(solver="cplex")
+    with pytest.raises(ValueError, match="time_limit"):
+        Certifier(time_limit=0)
+    cert = Certifier()
+    net = random_net(1, (3, 4, 2))
+    with pytest.raises(ValueError, match="threshold"):
+        cert.decide(net, np.zeros(3), 0.1, -1.0)
+    with pytest.raises(ValueError, match="dimension 3"):
+        cert.decide(net, np.zeros(2), 0.1, 1.0)
