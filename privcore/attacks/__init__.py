@@ -29,6 +29,10 @@ _EXPORTS: dict[str, str] = {
     "paper_psnr": "metrics",
     "psnr": "metrics",
     "ssim": "metrics",
+    # privcore.attacks.reconstruction
+    "ReconstructionAttacker": "reconstruction",
+    "laplace_release_noise": "reconstruction",
+    "train_reconstruction_attacker": "reconstruction",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -197,9 +197,10 @@ class IPRecipe:
     finetune_epochs: int = 2
     target_epsilon: float = 1.0
     target_delta: float = 1e-5
-    target_alpha: float = 0.05
+    target_alpha: float = 0.1
     bound: float = 1.0
     hidden: tuple[int, ...] = (256, 128)
+    width: int = 16
     temperature: float = 10.0
     batch_size: int = 128
     lr: float = PAPER_LR
@@ -257,7 +258,7 @@ _IP_DEFAULTS: dict[str, dict[str, Any]] = {
     "digits": {"epochs": 60, "finetune_epochs": 30, "hidden": (128, 64), "batch_size": 64},
     "fashion-mnist": {"epochs": 4, "finetune_epochs": 2},
     "mnist": {"epochs": 4, "finetune_epochs": 2},
-    "cifar10": {"epochs": 30, "finetune_epochs": 5},
+    "cifar10": {"epochs": 30, "finetune_epochs": 5, "width": 64},
 }
 
 
