@@ -87,6 +87,10 @@ else:
         if current is None or current.get("source") != "upload":
             st.info("Choose a file to see its release.")
             st.stop()
+        st.caption(
+            f"Showing your earlier upload **{current['name']}** (kept for this session only); "
+            "choose a file to replace it."
+        )
     else:
         data = upload.getvalue()
         try:

@@ -106,6 +106,9 @@ def test_upload_gives_release_or_bottom_and_becomes_the_current_image() -> None:
     assert at.session_state["privlens_images"]["digits"]["name"] == "my-digit.png"
     at.switch_page(str(ROOT / "pages" / "neighbourhood.py")).run()
     assert "my-digit.png" in texts(at)
+    at.switch_page(str(ROOT / "pages" / "release.py")).run()  # back: the upload is still the current image
+    assert "Showing your earlier upload **my-digit.png**" in texts(at)
+    _outcome(at)
 
 
 @pytest.mark.parametrize(
