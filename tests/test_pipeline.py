@@ -36,7 +36,15 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     train_embedder(
         ds, embedder_recipe("digits", epochs=3, hidden=32, batch_size=32), out=d / "embedder", **FAST
     )
-    rec = obfuscator_recipe("digits", "ARL-C-N", epochs=3, batch_size=50, adversary_hidden=16)
+    rec = obfuscator_recipe(
+        "digits",
+        "ARL-C-N",
+        warmup_epochs=1,
+        epochs=2,
+        batch_size=50,
+        adversary_hidden=16,
+        classifier_refit_epochs=1,
+    )
     train_obfuscator(ds, rec, embedder=d / "embedder", out=d / "obfuscator-ARL-C-N", **FAST)
     compute_delta_p(d / "obfuscator-ARL-C-N", n=4, workers=1, progress=False, certifier="interval")
     train_reconstruction_attacker(

@@ -43,7 +43,14 @@ def trained(tiny: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
     rec = embedder_recipe("digits", epochs=6, hidden=64, batch_size=32)
     emb = train_embedder(tiny, rec, out=d / "embedder", seed=0, **FAST)
     orec = obfuscator_recipe(
-        "digits", "ARL-C-N", epochs=8, batch_size=32, adversary_hidden=32, classifier_refit_epochs=1, lr=1e-2
+        "digits",
+        "ARL-C-N",
+        warmup_epochs=2,
+        epochs=6,
+        batch_size=32,
+        adversary_hidden=32,
+        classifier_refit_epochs=1,
+        lr=1e-2,
     )
     obf = train_obfuscator(tiny, orec, embedder=d / "embedder", out=d / "obfuscator-ARL-C-N", seed=0, **FAST)
     return {"dir": d, "emb": emb, "obf": obf, "rec": rec, "orec": orec}
@@ -135,8 +142,9 @@ def test_embedder_training_is_reproducible_and_resumes_exactly(
 def test_obfuscator_trains_and_reloads_identically(tiny: Any, trained: dict[str, Any]) -> None:
     card = trained["obf"]
     hist = card["metrics"]["history"]
-    joint = [h for h in hist if h["phase"] == "joint"]
-    assert joint[-1]["contrastive"] < joint[0]["contrastive"]
+    assert [h["phase"] for h in hist] == ["warmup"] * 2 + ["joint"] * 6 + ["classifier-refit"]
+    trained_f = [h for h in hist if h["phase"] != "classifier-refit"]
+    assert trained_f[-1]["contrastive"] < trained_f[0]["contrastive"]
     assert hist[-1]["ce"] < hist[0]["ce"]
     assert card["embedder"]["sha256"] == trained["emb"]["weights"]["sha256"]
     assert card["radius"]["value"] > 0 and card["delta_p"] is None
@@ -151,7 +159,13 @@ def test_obfuscator_trains_and_reloads_identically(tiny: Any, trained: dict[str,
 @pytest.mark.parametrize("variant", ["Encoder", "ARL-N", "C"])
 def test_other_variants_run(tiny: Any, trained: dict[str, Any], tmp_path: Path, variant: str) -> None:
     rec = obfuscator_recipe(
-        "digits", variant, epochs=2, batch_size=64, adversary_hidden=16, classifier_refit_epochs=0
+        "digits",
+        variant,
+        warmup_epochs=1,
+        epochs=2,
+        batch_size=64,
+        adversary_hidden=16,
+        classifier_refit_epochs=0,
     )
     card = train_obfuscator(
         tiny,
