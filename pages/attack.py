@@ -96,7 +96,7 @@ pipe = loaded.pipeline
 if pipe.attacker is None:
     st.info(
         f"No attacker is shipped for {loaded.dataset}/{loaded.model}: train it with "
-        f"`.venv/bin/python -m privcore train attacker --dataset {loaded.dataset}`."
+        f"`.venv/bin/python -m privcore train attacker --dataset {loaded.dataset} --variant {loaded.model}`."
     )
     st.stop()
 image = ui.current_image(loaded.dataset, pipe.image_shape)

@@ -62,7 +62,7 @@ try:
     ip = _ip_models(dataset, ui.models_dir())
 except (CheckpointError, DatasetUnavailableError, FileNotFoundError) as exc:
     st.warning(f"No inference-privacy classifiers for {dataset}: {exc}")
-    st.info(f"Train them with `.venv/bin/python -m privcore train ip --dataset {dataset}`.")
+    st.info(f"Train them with `.venv/bin/python -m privcore train all --dataset {dataset}` (or `train ip`).")
     ip = None
 
 if ip is not None:

@@ -87,7 +87,7 @@ def context(s: Settings, loaded: ui.Loaded, image: ui.CurrentImage) -> PTRContex
         st.error(
             f"No Δp is stored with {loaded.dataset}/{loaded.model}, so PTR cannot run (nothing is released). "
             f"Compute it from training data with `.venv/bin/python -m privcore train delta-p --dataset "
-            f"{loaded.dataset}`."
+            f"{loaded.dataset} --variant {loaded.model}`."
         )
         return None
     z = embedding(pipe, image)
