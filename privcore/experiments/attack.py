@@ -170,10 +170,10 @@ def run(ctx: RunContext) -> Any:
     ds = load_dataset(ctx.dataset)
     radii = ctx.pick(full=RADII, quick=RADII, tiny=(0.1, 0.4))
     epsilons = ctx.pick(full=EPSILONS, quick=EPSILONS, tiny=(1.0, 10.0))
-    n_test = ctx.pick(full=None if ds.x_test.shape[0] <= 1000 else 1000, quick=60, tiny=8)
-    n_dp = ctx.pick(full=200, quick=30, tiny=4)
+    n_test = ctx.n_test(full=None if ds.x_test.shape[0] <= 1000 else 1000, quick=30, tiny=8)
+    n_dp = ctx.pick(full=200, quick=20, tiny=4)
     big = ds.x_train.shape[0] > 10_000
-    epochs = ctx.pick(full=8 if big else 150, quick=2 if big else 40, tiny=2)
+    epochs = ctx.pick(full=8 if big else 150, quick=2 if big else 30, tiny=2)
     idx = test_indices(ds.x_test.shape[0], n_test, ctx.seed)
     x, z = ds.x_test[idx], embed(pipe, ds.x_test[idx])
     config = {

@@ -45,6 +45,8 @@ def experiment(
         bool, typer.Option("--fresh", help="ignore (overwrite) earlier results of this config")
     ] = False,
     workers: Annotated[int, typer.Option(help="solver processes for Lipschitz certificates")] = 2,
+    n_test: Annotated[int, typer.Option(help="test images per setting (0 = the mode's default)")] = 0,
+    obfuscators: Annotated[str, typer.Option(help="table1: only these variants, comma-separated")] = "",
     models_dir: Annotated[Path | None, typer.Option(help="checkpoints (default: models/)")] = None,
     threads: Annotated[int, typer.Option(help="torch CPU threads (0 = torch's default)")] = 0,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="no progress bars (logs)")] = False,
@@ -79,6 +81,7 @@ def experiment(
         fresh=fresh,
         show_progress=not no_progress,
         command=default_command(),
+        options={k: v for k, v in {"n_test": n_test, "obfuscators": obfuscators}.items() if v},
     )
     failures: list[str] = []
     for n in names:

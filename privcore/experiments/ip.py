@@ -160,7 +160,7 @@ def run(ctx: RunContext) -> Any:
     if not pairs:
         raise FileNotFoundError(f"no IP classifier for {ctx.dataset}")
     ds = load_dataset(ctx.dataset)
-    n_test = ctx.pick(full=None if ds.x_test.shape[0] <= 2000 else 2000, quick=300, tiny=30)
+    n_test = ctx.n_test(full=None if ds.x_test.shape[0] <= 2000 else 2000, quick=300, tiny=30)
     idx = test_indices(ds.x_test.shape[0], n_test, ctx.seed)
     x, y = ds.x_test[idx].numpy().astype(np.float64), ds.y_test[idx].numpy()
     alphas = ctx.pick(

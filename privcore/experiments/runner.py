@@ -335,6 +335,11 @@ class RunContext:
         """The value of a size parameter for this mode."""
         return {"full": full, "quick": quick, "tiny": tiny}[self.mode]
 
+    def n_test(self, *, full: int | None, quick: int, tiny: int) -> int | None:
+        """Test-subsample size for this mode, unless ``--n-test`` overrides it (None = whole test set)."""
+        override = self.options.get("n_test")
+        return int(override) if override else self.pick(full=full, quick=quick, tiny=tiny)
+
     @property
     def dataset_dir(self) -> Path:
         """``<out_dir>/<dataset>``."""

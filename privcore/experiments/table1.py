@@ -179,6 +179,12 @@ def run(ctx: RunContext) -> Any:
 
     infos = {m.name: m for m in ctx.model_infos() if m.kind == "obfuscator"}
     variants = [v for v in VARIANTS if v in infos]
+    if ctx.options.get("obfuscators"):
+        wanted = [v.strip() for v in str(ctx.options["obfuscators"]).split(",") if v.strip()]
+        unknown = [v for v in wanted if v not in infos]
+        if unknown:
+            raise ValueError(f"obfuscators {unknown} are not shipped for {ctx.dataset}; have {sorted(infos)}")
+        variants = [v for v in variants if v in wanted]
     if ctx.mode == "tiny":
         variants = variants[-1:]  # ARL-C-N when shipped: the tests' smoke run
     if not variants:
@@ -187,7 +193,7 @@ def run(ctx: RunContext) -> Any:
             f"`python -m privcore train all --dataset {ctx.dataset}`"
         )
     ds = load_dataset(ctx.dataset)
-    n_test = ctx.pick(full=None if ds.x_test.shape[0] <= 2000 else 2000, quick=100, tiny=12)
+    n_test = ctx.n_test(full=None if ds.x_test.shape[0] <= 2000 else 2000, quick=40, tiny=12)
     idx = test_indices(ds.x_test.shape[0], n_test, ctx.seed)
     epsilons = ctx.pick(full=EPSILONS, quick=EPSILONS, tiny=(1.0, 5.0))
     config = {
