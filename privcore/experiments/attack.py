@@ -19,6 +19,7 @@ and the seed, so reruns and resumed runs do not retrain them.
 
 from __future__ import annotations
 
+import copy
 import math
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,7 @@ def delta_p_at(
     idx = test_indices(x_train.shape[0], n, seed)
     z = embed(pipe, x_train[idx])
     certs = certify_batch(
-        pipe.obfuscator,
+        copy.deepcopy(pipe.obfuscator).cpu(),
         z,
         radius,
         certifier=certifier,

@@ -298,6 +298,7 @@ def _jacobian(fn: Any, x: np.ndarray) -> np.ndarray:
 
 def model_audits(ctx: RunContext, *, epsilon: float, n_fast: int, n_ptr: int) -> tuple[list[AuditCase], str]:
     """Audits on real pairs through the shipped models (module docstring); ([], reason) without them."""
+    import copy
     import itertools
 
     import torch
@@ -375,7 +376,7 @@ def model_audits(ctx: RunContext, *, epsilon: float, n_fast: int, n_ptr: int) ->
     from privcore.mechanisms import propose_test_release
 
     za = embed(pipe, ds.x_test[:1])[0]
-    jac = _jacobian(pipe.obfuscator, za)
+    jac = _jacobian(copy.deepcopy(pipe.obfuscator).cpu(), za)
     signs = np.array(list(itertools.product((-1.0, 1.0), repeat=za.size)))
     s_best = signs[int(np.argmax(np.abs(signs @ jac.T).sum(axis=1)))]
     zb = za + pipe.radius * s_best
@@ -390,8 +391,8 @@ def model_audits(ctx: RunContext, *, epsilon: float, n_fast: int, n_ptr: int) ->
     oracle = Certifier(kind=ctx.certifier)
     f = pipe.obfuscator
     with torch.no_grad():
-        fa = f(torch.as_tensor(za[None], dtype=torch.float32)).double().numpy()[0]
-        fb = f(torch.as_tensor(zb[None], dtype=torch.float32)).double().numpy()[0]
+        fa = pipe.obfuscate(torch.as_tensor(za[None])).double().cpu().numpy()[0]
+        fb = pipe.obfuscate(torch.as_tensor(zb[None])).double().cpu().numpy()[0]
 
     def sampler(z: np.ndarray, phi: Any) -> Draw:
         def draw(n: int, rng: np.random.Generator) -> np.ndarray:

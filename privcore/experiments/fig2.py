@@ -10,6 +10,7 @@ cache (:func:`privcore.lipschitz.certify_batch`).
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -113,7 +114,7 @@ def run(ctx: RunContext) -> Any:
                 pipe, current = ctx.pipeline(name), name
                 z = embed(pipe, ds.x_test[idx])
             certs = certify_batch(
-                pipe.obfuscator,
+                copy.deepcopy(pipe.obfuscator).cpu(),
                 z,
                 r,
                 certifier=ctx.certifier,

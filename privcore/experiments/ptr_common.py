@@ -9,6 +9,7 @@ Only the noise is seeded (reproducible experiments); real releases use the OS CS
 
 from __future__ import annotations
 
+import copy
 import math
 import multiprocessing as mp
 from collections.abc import Sequence
@@ -112,6 +113,7 @@ def compute_phis(
 ) -> tuple[list[Any], list[str]]:
     """φ(z_i) for every row of ``z`` through the cache (``workers`` processes); None where the
     certifier could not decide (then PTR releases nothing for that point). Returns (phis, errors)."""
+    f = copy.deepcopy(f).cpu()  # certification runs on the CPU (and in spawned processes) whatever the device
     jobs = [(i, f, np.asarray(z[i], dtype=np.float64), setup.grid(), setup.certifier) for i in range(len(z))]
     phis: list[Any] = [None] * len(jobs)
     errors: list[str] = []
