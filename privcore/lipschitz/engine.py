@@ -35,6 +35,7 @@ from privcore.lipschitz.bounds import (
 from privcore.lipschitz.milp import LipschitzMILP, build_milp
 from privcore.lipschitz.network import ReluNetwork, as_network
 from privcore.lipschitz.patterns import pattern_decide, pattern_nearest_violation, pattern_value
+from privcore.lipschitz.tighten import tighten_bounds
 from privcore.validation import check_choice, check_finite_array, check_nonnegative, check_positive
 
 __all__ = [
@@ -54,6 +55,8 @@ ENGINE_SOLVERS = (*SOLVERS, "enumeration")
 
 #: relative gap at which a MILP counts as solved to optimality
 MIP_GAP = 1e-6
+#: the exact MILP first tightens its big-M constants by LP (OBBT) from this many unstable neurons
+TIGHTEN_MIN_UNSTABLE = 16
 #: relative width of the band around a computed violation distance inside which a decision is
 #: re-checked directly (LP feasibility tolerances are ~1e-7)
 _BAND = 1e-6
@@ -271,9 +274,15 @@ def local_lipschitz(
                         argmax=argmax, **size)
         return done(upper=min(interval, res.upper), lower=lower.value, exact=True, solver=res.solver,
                     status=res.status, argmax=argmax, **size)
-    milp = build_milp(net, c, r, fwd=fwd, objective_cap=interval, **norms)
+    if fwd.n_unstable >= TIGHTEN_MIN_UNSTABLE:
+        tight = tighten_bounds(net, c, r, fwd, objective_cap=interval, **norms)
+        milp = build_milp(net, c, r, fwd=tight.fwd, signal_bounds=tight.signal, objective_cap=interval,
+                          **norms)
+    else:
+        milp = build_milp(net, c, r, fwd=fwd, objective_cap=interval, **norms)
     size = dict(n_variables=milp.n_variables, n_constraints=milp.n_constraints)
-    res = solve(milp, solver=solver, time_limit=time_limit, mip_gap=MIP_GAP, threads=threads)
+    remaining = None if time_limit is None else max(1e-3, time_limit - (time.perf_counter() - start))
+    res = solve(milp, solver=solver, time_limit=remaining, mip_gap=MIP_GAP, threads=threads)
     upper = min(res.upper, interval) if math.isfinite(res.upper) else interval
     best_lower, best_arg = lower.value, lower.point
     if res.solution is not None:
@@ -297,7 +306,7 @@ def local_lipschitz(
 class Decision:
     """Answer to "L(f, B(center, radius)) ≤ threshold?" and the evidence that settled it.
 
-    ``how`` is one of "interval", "closed-form", "enumeration", "lp", "sampled", "mip-bound",
+    ``how`` is one of "interval", "closed-form", "enumeration", "lp", "lp-tightened", "sampled", "mip-bound",
     "mip-incumbent", "mip-optimal". ``upper``/``lower`` are certified bounds on L at this radius
     learnt on the way (``lower_radius`` is the distance from the centre of the point behind
     ``lower``: the lower bound holds for every ball of at least that radius). ``upper_facts``
@@ -395,6 +404,17 @@ def decide_exact(
             upper = min(upper, lp.upper)
             if upper <= threshold:
                 return out(True, "lp", upper=upper, lower=low.value, lower_radius=lower_r, solver=lp.solver)
+    if fwd.n_unstable >= TIGHTEN_MIN_UNSTABLE:
+        tight = tighten_bounds(net, center, radius, fwd, objective_cap=upper, **norms)
+        milp = build_milp(net, center, radius, fwd=tight.fwd, signal_bounds=tight.signal, objective_cap=upper,
+                          **norms)
+        if use_lp:
+            lp = solve(milp, solver=solver, relax=True, threads=threads)
+            if lp.status == "optimal" and math.isfinite(lp.upper):
+                upper = min(upper, lp.upper)
+                if upper <= threshold:
+                    return out(True, "lp-tightened", upper=upper, lower=low.value, lower_radius=lower_r,
+                               solver=lp.solver)
     stop_obj = threshold + max(1e-9, 1e-7 * abs(threshold))
     res: SolveResult = solve(
         milp, solver=solver, time_limit=time_limit, stop_bound_at=threshold, stop_objective_at=stop_obj,

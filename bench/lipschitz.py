@@ -1,0 +1,262 @@
+"""Benchmark of the local Lipschitz engine for posthoc PTR (not a test: it prints timings).
+
+For obfuscators of the paper's size (latent 8, hidden widths 8–10: 8→10→8 and 8→8→8→8) and a
+wider 8→32→32→8, at R = 0.2 and 0.5, on embeddings z ~ N(0, I) (the β-VAE prior):
+
+* Δp = μ + 3σ of L(f, B(z_i, R)) over separate "training" embeddings (posthoc paper, Sec. 5);
+* φ(z) per image with the engine (``Certifier(kind="exact")``: bounds, pattern enumeration,
+  nearest-violation search, early-stopped MILPs, monotone memo) and the straightforward way
+  (a fresh full LipMIP solve at every bisection step, no bounds, no cache), measured side by side
+  in this run on the same images; their decisions must be identical; the ratio of the medians;
+* for each certifier kind (exact, lp, interval): median seconds per image and the release rate,
+  i.e. the exact probability that PTR's test passes, averaged over the images, for ε ∈ {1, 2, 5},
+  δ = 0.05 (posthoc paper's δ);
+* Fig. 4 of the paper: runtime of one exact L(f, B(z, r)) against the radius, the input
+  dimension and the depth, for the MILP (Gurobi) and for the engine's choice.
+
+R_max = 10·R: with δ = 0.05 and ε = 1 the test passes with probability 1 − 1e-3 once
+φ ≥ (ln(1/δ) + ln 500)·R ≈ 9.2·R (DESIGN.md: bisecting beyond that buys nothing). tol = 1e-3.
+
+    .venv/bin/python bench/lipschitz.py            # full run (tens of minutes)
+    .venv/bin/python bench/lipschitz.py --quick    # under a minute; last line "speedup: N"
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from privcore.errors import CertificationError
+from privcore.lipschitz import Certifier, as_network, build_milp, certify_batch, local_lipschitz
+from privcore.lipschitz.backends import solve
+from privcore.lipschitz.network import ReluNetwork
+from privcore.lipschitz.patterns import global_pattern_table
+from privcore.mechanisms.ptr import PhiResult, compute_phi
+
+DELTA = 0.05
+EPSILONS = (1.0, 2.0, 5.0)
+TOL = 1e-3
+
+
+def paper_net(widths: tuple[int, ...], seed: int = 0) -> ReluNetwork:
+    """An untrained obfuscator with PyTorch's default initialisation (as built by the product)."""
+    import torch
+
+    from privcore.nets.blocks import relu_mlp
+
+    torch.manual_seed(seed)
+    return as_network(relu_mlp(widths))
+
+
+def pass_probability(phi: float, zeta: float, radius: float, epsilon: float, delta: float) -> float:
+    """P[φ + Lap(b) > ln(1/δ)·b], b = (R + ζ)/ε: PTR's test (Laplace tail, exact)."""
+    b = (radius + zeta) / epsilon
+    x = math.log(1.0 / delta) * b - phi
+    return 0.5 * math.exp(-x / b) if x >= 0 else 1.0 - 0.5 * math.exp(x / b)
+
+
+@dataclass
+class Row:
+    net: str
+    radius: float
+    delta_p: float
+    engine_s: list[float] = field(default_factory=list)
+    straight_s: list[float] = field(default_factory=list)
+    paired: list[tuple[float, float]] = field(default_factory=list)
+    identical: int = 0
+    compared: int = 0
+    failed: dict[str, int] = field(default_factory=dict)
+    kinds: dict[str, tuple[float, dict[float, float], int]] = field(default_factory=dict)
+    how: dict[str, int] = field(default_factory=dict)
+
+
+def straightforward_oracle(time_limit: float):
+    """A fresh full LipMIP solve at every bisection step: no bounds, no enumeration, no cache."""
+
+    def oracle(f: ReluNetwork, center: np.ndarray, radius: float) -> float:
+        res = solve(build_milp(f, center, radius), solver="auto", time_limit=time_limit)
+        if res.status != "optimal":
+            raise CertificationError(f"straightforward MILP: {res.status}")
+        return res.upper
+
+    return oracle
+
+
+def timed_phi(net: ReluNetwork, z: np.ndarray, oracle: Any, *, radius: float, delta_p: float) -> tuple[
+    PhiResult | None, float
+]:
+    start = time.perf_counter()
+    try:
+        phi = compute_phi(net, z, radius=radius, delta_p=delta_p, r_max=10 * radius, tol=TOL,
+                          lipschitz=oracle)
+    except CertificationError:
+        phi = None
+    return phi, time.perf_counter() - start
+
+
+def run_config(
+    name: str, net: ReluNetwork, radius: float, *, n_train: int, n_test: int, n_straight: int,
+    time_limit: float, kinds: tuple[str, ...], seed: int,
+) -> Row:
+    rng = np.random.default_rng(seed)
+    train = rng.standard_normal((n_train, net.in_dim))
+    test = rng.standard_normal((n_test, net.in_dim))
+    certs = certify_batch(net, train, radius, workers=2, time_limit=time_limit, progress=False)
+    values = np.array([c.upper for c in certs])
+    delta_p = float(values.mean() + 3 * values.std(ddof=1))
+    row = Row(net=name, radius=radius, delta_p=delta_p)
+    if not all(c.exact for c in certs):
+        row.failed["train-inexact"] = sum(not c.exact for c in certs)
+    engine_phis: list[PhiResult | None] = []
+    for z in test:
+        cert = Certifier(kind="exact", time_limit=time_limit)
+        phi, secs = timed_phi(net, z, cert, radius=radius, delta_p=delta_p)
+        engine_phis.append(phi)
+        row.engine_s.append(secs)
+        for how, k in cert.stats.items():
+            row.how[how] = row.how.get(how, 0) + k
+        if phi is None:
+            row.failed["engine"] = row.failed.get("engine", 0) + 1
+    straight = straightforward_oracle(time_limit)
+    for z, mine, mine_s in zip(test[:n_straight], engine_phis, row.engine_s, strict=False):
+        phi, secs = timed_phi(net, z, straight, radius=radius, delta_p=delta_p)
+        if phi is None:
+            row.failed["straightforward"] = row.failed.get("straightforward", 0) + 1
+            continue
+        row.straight_s.append(secs)
+        row.paired.append((mine_s, secs))
+        if mine is not None:
+            row.compared += 1
+            row.identical += mine.evaluations == phi.evaluations
+    for kind in kinds:
+        times, rates, fails = [], {e: 0.0 for e in EPSILONS}, 0
+        for z, exact_phi, exact_s in zip(test, engine_phis, row.engine_s, strict=True):
+            if kind == "exact":
+                phi, secs = exact_phi, exact_s
+            else:
+                phi, secs = timed_phi(net, z, Certifier(kind=kind, time_limit=time_limit), radius=radius,
+                                      delta_p=delta_p)
+            times.append(secs)
+            if phi is None:
+                fails += 1
+                continue
+            for e in EPSILONS:
+                rates[e] += pass_probability(phi.phi, phi.zeta, radius, e, DELTA) / len(test)
+        row.kinds[kind] = (statistics.median(times), rates, fails)
+    return row
+
+
+def print_row(row: Row) -> None:
+    med = statistics.median(row.engine_s)
+    line = f"{row.net:>13}  R={row.radius:<4g} Δp={row.delta_p:7.4f}  engine median {med:8.4f} s"
+    if row.straight_s:
+        eng = statistics.median(a for a, _ in row.paired)
+        st = statistics.median(b for _, b in row.paired)
+        line += (f" | straightforward median {st:8.3f} s on {len(row.paired)} images "
+                 f"(engine {eng:.4f} s on the same) | ratio {st / max(eng, 1e-9):8.1f}"
+                 f" | identical {row.identical}/{row.compared}")
+    if row.failed:
+        line += f" | failed {row.failed}"
+    print(line)
+    print(f"{'':>15}evidence per decision: {dict(sorted(row.how.items()))}")
+    for kind, (secs, rates, fails) in row.kinds.items():
+        rr = "  ".join(f"ε={e:g}: {rates[e]:.3f}" for e in EPSILONS)
+        extra = f"  ({fails} queries failed)" if fails else ""
+        print(f"{'':>15}{kind:>8}: median {secs:8.4f} s/image, release rate {rr}{extra}")
+
+
+def fig4(quick: bool, time_limit: float) -> None:
+    """Runtime of one exact L(f, B(z, r)) (median over centres) vs radius, input dim and depth."""
+    rng = np.random.default_rng(1)
+    n_centres = 2 if quick else 5
+
+    def median_time(net: ReluNetwork, r: float, solver: str) -> str:
+        times = []
+        for z in rng.standard_normal((n_centres, net.in_dim)):
+            cert = local_lipschitz(net, z, r, solver=solver, time_limit=time_limit)
+            if not cert.exact:
+                return f">{time_limit:g}"
+            times.append(cert.seconds)
+        return f"{statistics.median(times):.4f}"
+
+    print("\nFig. 4 (posthoc paper): seconds for one exact L(f, B(z, r)), median over centres; "
+          "MILP = Gurobi via auto-licence, engine = solver='auto'")
+    radii = (0.05, 0.2, 0.5, 1.0) if quick else (0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0)
+    net = paper_net((8, 10, 8))
+    def line(label: str, net: ReluNetwork, r: float) -> None:
+        milp, engine = median_time(net, r, "gurobi"), median_time(net, r, "auto")
+        print(f"      {label:<8} MILP {milp:>9}  engine {engine:>9}")
+
+    print("  (a) radius, net 8→10→8:")
+    for r in radii:
+        line(f"r={r:g}", net, r)
+    print("  (b) input dimension, net d→10→8, r=0.2:")
+    for d in ((2, 8, 16) if quick else (2, 4, 8, 16, 32)):
+        line(f"d={d}", paper_net((d, 10, 8)), 0.2)
+    print("  (c) depth, net 8→(8×k)→8, r=0.2:")
+    for k in ((1, 2, 3) if quick else (1, 2, 3, 4)):
+        line(f"k={k}", paper_net((8, *([8] * k), 8)), 0.2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="a small run that finishes in under a minute")
+    parser.add_argument("--n", type=int, default=50, help="test embeddings per configuration")
+    parser.add_argument("--time-limit", type=float, default=30.0, help="seconds per MILP")
+    parser.add_argument("--no-fig4", action="store_true")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    print(f"privlens Lipschitz benchmark — {os.cpu_count()} CPUs, time limit {args.time_limit:g} s per MILP, "
+          f"R_max = 10·R, tol = {TOL:g}, δ = {DELTA}")
+    if args.quick:
+        nets = [("8→10→8", paper_net((8, 10, 8))), ("8→8→8→8", paper_net((8, 8, 8, 8)))]
+        plan = dict(n_train=8, n_test=10, n_straight=2, kinds=("exact", "lp", "interval"))
+    else:
+        nets = [("8→10→8", paper_net((8, 10, 8))), ("8→8→8→8", paper_net((8, 8, 8, 8))),
+                ("8→32→32→8", paper_net((8, 32, 32, 8)))]
+        plan = dict(n_train=20, n_test=args.n, n_straight=args.n, kinds=("exact", "lp", "interval"))
+    for name, net in nets:  # per-model precomputation, reported separately (amortised over images)
+        t = time.perf_counter()
+        table = global_pattern_table(net, input_norm="linf", output_norm="l1")
+        if table is not None:
+            secs = time.perf_counter() - t
+            print(f"  {name}: pattern table of {table.codes.size} patterns in {secs:.3f} s "
+                  f"(once per model; max pattern norm {table.norms[0]:.4f})")
+    rows = []
+    for name, net in nets:
+        for radius in (0.2, 0.5):
+            cfg = dict(plan)
+            if name == "8→32→32→8":  # the straightforward way needs minutes per image here
+                cfg["n_straight"] = min(cfg["n_straight"], 3)
+                cfg["n_test"] = min(cfg["n_test"], 10)
+            row = run_config(name, net, radius, time_limit=args.time_limit, seed=int(radius * 100), **cfg)
+            print_row(row)
+            rows.append(row)
+    if not args.quick and not args.no_fig4:
+        fig4(False, args.time_limit)
+    paired = [p for row in rows for p in row.paired]
+    eng = statistics.median(a for a, _ in paired)
+    st = statistics.median(b for _, b in paired)
+    identical = sum(r.identical for r in rows)
+    compared = sum(r.compared for r in rows)
+    print(f"\nall configurations: engine median {eng:.4f} s/image, straightforward median {st:.3f} s/image "
+          f"on the same {len(paired)} images; identical decisions {identical}/{compared}; "
+          f"total {time.perf_counter() - start:.1f} s")
+    print(f"speedup: {st / max(eng, 1e-9):.1f}")
+
+
+if __name__ == "__main__":
+    main()
