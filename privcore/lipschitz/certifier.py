@@ -338,7 +338,9 @@ def cached_phi(
             except (TypeError, ValueError, KeyError):
                 pass
             store.delete("phi", key)
-    res = compute_phi(f, zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol, lipschitz=certifier)
+    # the parsed network stands in for f: the oracle is all compute_phi evaluates, and parsing once
+    # spares a model hash per decision
+    res = compute_phi(net, zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol, lipschitz=certifier)
     if store is not None:
         store.put("phi", key, asdict(res))
     return res

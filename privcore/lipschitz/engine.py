@@ -184,14 +184,17 @@ def lp_upper_bound(
 ) -> float:
     """The ``lp`` certifier's value: ``min(LP relaxation of LipMIP with interval big-M, interval
     bound)``. Both terms are monotone under ball inclusion (see :mod:`privcore.lipschitz.milp`),
-    hence so is their minimum. Raises CertificationError if the LP is not solved."""
+    hence so is their minimum. The relaxation is built without the MILP's sign fix (which picks
+    a coordinate depending on the ball and would break the inclusion argument) and without any
+    tightening. Raises CertificationError if the LP is not solved."""
     net = as_network(net)
     c, r = _check_common(center, radius, input_norm, output_norm, net)
     fwd = forward_bounds(net, *box_around(c, r))
     interval = interval_upper_bound(net, c, r, input_norm=input_norm, output_norm=output_norm, fwd=fwd)
     if fwd.n_unstable == 0:
         return interval
-    milp = build_milp(net, c, r, input_norm=input_norm, output_norm=output_norm, fwd=fwd)
+    milp = build_milp(net, c, r, input_norm=input_norm, output_norm=output_norm, fwd=fwd,
+                      break_symmetry=False)
     res = solve(milp, solver=solver, relax=True)
     if res.status != "optimal" or not math.isfinite(res.upper):
         raise CertificationError(f"LP relaxation not solved ({res.solver}: {res.status})")
@@ -265,7 +268,7 @@ def local_lipschitz(
                 "unstable neurons whose search stays small; use 'auto', 'gurobi' or 'highs'"
             )
     if certifier == "lp":  # the plain relaxation (interval big-M), then the minimum with the interval bound
-        milp = build_milp(net, c, r, fwd=fwd, **norms)
+        milp = build_milp(net, c, r, fwd=fwd, break_symmetry=False, **norms)
         size = dict(n_variables=milp.n_variables, n_constraints=milp.n_constraints)
         lp_solver = "highs" if solver in ("auto", "enumeration") else solver
         res = solve(milp, solver=lp_solver, relax=True, time_limit=time_limit, threads=threads)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privcore.errors import CertificationError
 from privcore.lipschitz.bounds import ForwardBounds, box_around, operator_norm
 from privcore.lipschitz.network import ReluNetwork
 
@@ -210,7 +211,7 @@ def region_distance(
     if status == highspy.HighsModelStatus.kInfeasible:
         return None
     if status != highspy.HighsModelStatus.kOptimal:
-        raise RuntimeError(f"region LP ended with status {solver.modelStatusToString(status)}")
+        raise CertificationError(f"region LP ended with status {solver.modelStatusToString(status)}")
     sol = np.array(solver.getSolution().col_value)
     return min(max(float(sol[d]), 0.0), radius), np.clip(sol[:d], lo, hi)
 
