@@ -34,7 +34,7 @@ def random_net(seed: int, dims: tuple[int, ...]) -> ReluNetwork:
 
 def test_round_trip_is_exact_and_keys_are_separate(tmp_path: Path) -> None:
     cache = LipschitzCache(tmp_path)
-    key = {"model": "abc", "center": np.arange(3.0).tobytes().hex(), "radius": 0.1}
+    key = {"model": "abc", "center_sha256": "0" * 64, "radius": 0.1}
     value = {"upper": 1.0 / 3.0, "lower": 0.1 + 0.2, "inf": float("inf"), "tuple": [1.5, 2.5]}
     cache.put("certificate", key, value)
     assert cache.get("certificate", key) == value  # floats round-trip bit-exactly
@@ -52,6 +52,10 @@ def test_certificate_cache_round_trip_and_reuse(tmp_path: Path) -> None:
     assert again == first  # the stored certificate, identical (seconds included)
     key = certificate_key(net.digest, center, 0.3, kind="exact", input_norm="linf", output_norm="l1")
     assert certificate_from_dict(LipschitzCache(tmp_path).get("certificate", key)) == first
+    db = sqlite3.connect(tmp_path / "cache.sqlite3")
+    keys = " ".join(k for (k,) in db.execute("SELECT key FROM entries"))
+    db.close()
+    assert center.astype("<f8").tobytes().hex() not in keys  # keys never spell out the embedding
 
 
 @pytest.mark.parametrize("damage", ["value", "checksum", "version", "json", "key"])

@@ -6,6 +6,10 @@ Each row stores the canonical JSON of its key fields, the JSON value, a format v
 SHA-256 checksum over all three. A row whose checksum, version, key or value fails to check —
 a torn write, a bit flip, an entry from an older engine — is ignored (and deleted) and the value
 recomputed: the cache is an accelerator, never a source of truth.
+
+Keys hold a SHA-256 of the embedding, not the embedding; the stored φ (a PhiResult) does hold
+its centre, like any private intermediate of the user's own images: the directory belongs on
+the user's device, with the user's file permissions.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 __all__ = ["CACHE_VERSION", "LipschitzCache", "default_cache_dir", "resolve_cache"]
 
 #: bump when the meaning of a cached value changes: older rows become stale and are recomputed
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 def default_cache_dir() -> Path:

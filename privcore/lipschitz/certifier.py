@@ -32,6 +32,7 @@ exact/lp/interval alike from a verified point at distance ρ, or from U(ρ) = v 
 
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 from collections import OrderedDict
@@ -120,13 +121,18 @@ def _center_bytes(center: np.ndarray) -> bytes:
     return np.ascontiguousarray(center, dtype="<f8").tobytes()
 
 
+def _center_digest(center: np.ndarray) -> str:
+    """SHA-256 of the centre's exact float64 bytes: cache keys never spell out an embedding."""
+    return hashlib.sha256(_center_bytes(center)).hexdigest()
+
+
 def certificate_key(
     digest: str, center: np.ndarray, radius: float, *, kind: str, input_norm: str, output_norm: str
 ) -> dict:
-    """Cache key of a certificate: model hash, exact centre bytes, radius, norms, certifier kind."""
+    """Cache key of a certificate: model hash, hash of the exact centre bytes, radius, norms, kind."""
     return {
         "model": digest,
-        "center": _center_bytes(center).hex(),
+        "center_sha256": _center_digest(center),
         "radius": float(radius),
         "input_norm": input_norm,
         "output_norm": output_norm,
@@ -288,7 +294,7 @@ def _phi_key(digest: str, z: np.ndarray, *, radius: float, delta_p: float, r_max
              certifier: Certifier) -> dict:
     return {
         "model": digest,
-        "center": _center_bytes(z).hex(),
+        "center_sha256": _center_digest(z),
         "radius": float(radius),
         "delta_p": float(delta_p),
         "r_max": float(r_max),
