@@ -16,9 +16,11 @@ def contrastive_loss(z_tilde: torch.Tensor, labels: torch.Tensor, *, margin: flo
     n = z_tilde.shape[0]
     if n < 2:
         return z_tilde.sum() * 0.0
-    diff = z_tilde.unsqueeze(0) - z_tilde.unsqueeze(1)
-    d = torch.sqrt(diff.pow(2).sum(-1) + 1e-12)  # smooth at d = 0 (the diagonal)
+    # pairwise squared distances from the Gram matrix (one matmul; no (n, n, d) tensor)
+    sq = z_tilde.pow(2).sum(1)
+    d2 = (sq.unsqueeze(0) + sq.unsqueeze(1) - 2.0 * z_tilde @ z_tilde.T).clamp_min(0.0)
+    d = torch.sqrt(d2 + 1e-12)  # smooth at d = 0 (the diagonal)
     same = labels.unsqueeze(0) == labels.unsqueeze(1)
     per_pair = torch.where(same, d, torch.relu(margin - d))
-    off = ~torch.eye(n, dtype=torch.bool, device=z_tilde.device)
-    return per_pair[off].mean()
+    off = 1.0 - torch.eye(n, dtype=z_tilde.dtype, device=z_tilde.device)
+    return (per_pair * off).sum() / (n * (n - 1))

@@ -229,8 +229,8 @@ _EMBEDDER_DEFAULTS: dict[str, dict[str, Any]] = {
     # N) kept equal to the paper's β = 5 at 28×28 (5·64/784 ≈ 0.41); β = 5 itself collapses the
     # posterior of an 8×8 image (its whole reconstruction term is only ~30 nats).
     "digits": {"arch": "mlp", "hidden": 256, "epochs": 150, "batch_size": 64, "beta": 0.41},
-    "fashion-mnist": {"arch": "mlp", "hidden": 512, "epochs": 12, "batch_size": 128},
-    "mnist": {"arch": "mlp", "hidden": 512, "epochs": 12, "batch_size": 128},
+    "fashion-mnist": {"arch": "mlp", "hidden": 512, "epochs": 10, "batch_size": 128},
+    "mnist": {"arch": "mlp", "hidden": 512, "epochs": 10, "batch_size": 128},
     "utkface": {"arch": "conv", "width": 32, "hidden": 256, "epochs": 30},
     "cifar10": {"arch": "conv", "width": 32, "hidden": 256, "epochs": 30},
     "folder": {"arch": "conv", "width": 16, "hidden": 256, "epochs": 30},
@@ -246,8 +246,8 @@ _OBF_DEFAULTS: dict[str, dict[str, Any]] = {
         "batch_size": 64,
         "adversary_hidden": 128,
     },
-    "fashion-mnist": {"warmup_epochs": 5, "epochs": 10, "classifier_refit_epochs": 5},
-    "mnist": {"warmup_epochs": 5, "epochs": 10, "classifier_refit_epochs": 5},
+    "fashion-mnist": {"warmup_epochs": 3, "epochs": 6, "classifier_refit_epochs": 3, "adversary_hidden": 128},
+    "mnist": {"warmup_epochs": 3, "epochs": 6, "classifier_refit_epochs": 3, "adversary_hidden": 128},
 }
 _ATTACKER_DEFAULTS: dict[str, dict[str, Any]] = {
     "digits": {"epochs": 150, "hidden": 128},
