@@ -79,6 +79,7 @@ class Row:
     compared: int = 0
     failed: dict[str, int] = field(default_factory=dict)
     kinds: dict[str, tuple[float, dict[float, float], int]] = field(default_factory=dict)
+    mismatches: list[str] = field(default_factory=list)
     how: dict[str, int] = field(default_factory=dict)
 
 
@@ -92,6 +93,21 @@ def straightforward_oracle(time_limit: float):
         return res.upper
 
     return oracle
+
+
+def referee(net: ReluNetwork, z: np.ndarray, mine: PhiResult, theirs: PhiResult, delta_p: float) -> str:
+    """At the first differing decision, re-solve with 1e-9 integrality/feasibility tolerances on
+    both solvers and say which side had the exact answer."""
+    for (r, a), (_, b) in zip(mine.evaluations, theirs.evaluations, strict=False):
+        if a != b:
+            milp = build_milp(net, z, r)
+            vals = [solve(milp, solver=s, strict=True, mip_gap=1e-9).upper for s in ("gurobi", "highs")]
+            truth = max(vals) <= delta_p
+            who = "engine" if truth == a else "straightforward"
+            said = f"engine {'pass' if a else 'fail'}, straightforward {'pass' if b else 'fail'}"
+            return (f"r={r:.6g}: {said}; strict-tolerance L = {vals[0]:.7g} (Gurobi) / {vals[1]:.7g} "
+                    f"(HiGHS) vs Δp {delta_p:.7g}: {who} exact")
+    return "same decisions, different order"
 
 
 def timed_phi(net: ReluNetwork, z: np.ndarray, oracle: Any, *, radius: float, delta_p: float) -> tuple[
@@ -140,6 +156,8 @@ def run_config(
         if mine is not None:
             row.compared += 1
             row.identical += mine.evaluations == phi.evaluations
+            if mine.evaluations != phi.evaluations:
+                row.mismatches.append(referee(net, z, mine, phi, delta_p))
     for kind in kinds:
         times, rates, fails = [], {e: 0.0 for e in EPSILONS}, 0
         for z, exact_phi, exact_s in zip(test, engine_phis, row.engine_s, strict=True):
@@ -170,6 +188,8 @@ def print_row(row: Row) -> None:
     if row.failed:
         line += f" | failed {row.failed}"
     print(line)
+    for text in row.mismatches:
+        print(f"{'':>15}mismatch {text}")
     print(f"{'':>15}evidence per decision: {dict(sorted(row.how.items()))}")
     for kind, (secs, rates, fails) in row.kinds.items():
         rr = "  ".join(f"ε={e:g}: {rates[e]:.3f}" for e in EPSILONS)

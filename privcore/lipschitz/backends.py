@@ -113,6 +113,7 @@ def _solve_gurobi(
     stop_objective_at: float | None,
     mip_gap: float,
     threads: int | None,
+    strict: bool = False,
 ) -> SolveResult:
     import gurobipy as gp
     from gurobipy import GRB
@@ -125,6 +126,10 @@ def _solve_gurobi(
             model.Params.Threads = threads
         model.Params.MIPGap = mip_gap
         model.Params.MIPGapAbs = 1e-9
+        if strict:
+            model.Params.IntFeasTol = 1e-9
+            model.Params.FeasibilityTol = 1e-9
+            model.Params.NumericFocus = 3
         if stop_bound_at is not None:
             model.Params.BestBdStop = stop_bound_at
         if stop_objective_at is not None:
@@ -182,6 +187,7 @@ def _solve_highs(
     stop_objective_at: float | None,
     mip_gap: float,
     threads: int | None,
+    strict: bool = False,
 ) -> SolveResult:
     import highspy
 
@@ -192,6 +198,9 @@ def _solve_highs(
         h.setOptionValue("time_limit", float(time_limit))
     h.setOptionValue("mip_rel_gap", float(mip_gap))
     h.setOptionValue("mip_abs_gap", 1e-9)
+    if strict:
+        h.setOptionValue("mip_feasibility_tolerance", 1e-9)
+        h.setOptionValue("primal_feasibility_tolerance", 1e-9)
     if stop_objective_at is not None:
         h.setOptionValue("objective_target", float(stop_objective_at))
     lp = highspy.HighsLp()
@@ -283,17 +292,21 @@ def solve(
     stop_objective_at: float | None = None,
     mip_gap: float = 1e-6,
     threads: int | None = None,
+    strict: bool = False,
 ) -> SolveResult:
     """Maximise the LipMIP objective (or its LP relaxation) with the chosen backend.
 
     ``upper`` of the result is the backend's proven bound (Jordan & Dimakis 2020 use Gurobi's
     ObjBound); a time-out returns ``status="time_limit"`` with that bound, never the incumbent.
+    ``strict`` tightens integrality and feasibility tolerances to 1e-9 (default solver tolerances
+    let a binary be 1e-5 from integral, which through a big-M constant can move a region's
+    boundary by ~1e-4 and turn a near-tie into a conservative "fail"; strict mode referees that).
     """
     if time_limit is not None:
         time_limit = check_positive("time_limit", time_limit)
     name = choose_solver(milp, solver)
     kwargs = dict(relax=relax, time_limit=time_limit, stop_bound_at=stop_bound_at,
-                  stop_objective_at=stop_objective_at, mip_gap=mip_gap, threads=threads)
+                  stop_objective_at=stop_objective_at, mip_gap=mip_gap, threads=threads, strict=strict)
     if name == "gurobi":
         return _solve_gurobi(milp, **kwargs)
     return _solve_highs(milp, **kwargs)
