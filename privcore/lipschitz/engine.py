@@ -32,7 +32,7 @@ from privcore.lipschitz.bounds import (
     operator_norm,
     sampled_lower_bound,
 )
-from privcore.lipschitz.milp import LipschitzMILP, build_milp
+from privcore.lipschitz.milp import build_milp
 from privcore.lipschitz.network import ReluNetwork, as_network
 from privcore.lipschitz.patterns import pattern_decide, pattern_nearest_violation, pattern_value
 from privcore.lipschitz.tighten import tighten_bounds
@@ -99,15 +99,6 @@ def _check_common(center: Any, radius: Any, input_norm: str, output_norm: str, n
     check_choice("input_norm", input_norm, INPUT_NORMS)
     check_choice("output_norm", output_norm, OUTPUT_NORMS)
     return c, r
-
-
-def _pattern_from_solution(milp: LipschitzMILP, fwd, sol: np.ndarray) -> list[np.ndarray]:
-    pats = []
-    for i, un in enumerate(milp.unstable):
-        p = fwd.active(i).astype(np.float64)
-        p[un] = np.round(sol[milp.delta_index[i]])
-        pats.append(p)
-    return pats
 
 
 def _strict_point_for_pattern(
@@ -289,7 +280,7 @@ def local_lipschitz(
     upper = min(res.upper, interval) if math.isfinite(res.upper) else interval
     best_lower, best_arg = lower.value, lower.point
     if res.solution is not None:
-        cand = [(res.solution[milp.x_index], _pattern_from_solution(milp, fwd, res.solution))]
+        cand = [(res.solution[milp.x_index], milp.pattern(res.solution))]
         v, p = verified_lower_bound(net, c, r, cand, **norms)
         if v > best_lower:
             best_lower, best_arg = v, p
@@ -428,7 +419,7 @@ def decide_exact(
         return out(True, "mip-bound", upper=min(upper, res.upper), lower=low.value, lower_radius=lower_r,
                    **info)
     if res.solution is not None and res.lower > threshold:
-        cand = [(res.solution[milp.x_index], _pattern_from_solution(milp, fwd, res.solution))]
+        cand = [(res.solution[milp.x_index], milp.pattern(res.solution))]
         v, p = verified_lower_bound(net, center, radius, cand, **norms)
         if v > threshold:
             return out(False, "mip-incumbent", upper=min(upper, res.upper), lower=v,

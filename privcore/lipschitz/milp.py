@@ -75,6 +75,16 @@ class LipschitzMILP:
     trivial_upper: float
     pre_expr: tuple[tuple[sp.csr_matrix, np.ndarray], ...] = ()
     signal_expr: tuple[sp.csr_matrix, ...] = ()
+    active: tuple[np.ndarray, ...] = ()
+
+    def pattern(self, solution: np.ndarray) -> list[np.ndarray]:
+        """The activation pattern of a solution: stable neurons as fixed, binaries rounded."""
+        pats = []
+        for act, un, idx in zip(self.active, self.unstable, self.delta_index, strict=True):
+            p = act.astype(np.float64)
+            p[un] = np.round(solution[idx])
+            pats.append(p)
+        return pats
 
     @property
     def n_variables(self) -> int:
@@ -282,4 +292,5 @@ def build_milp(
         trivial_upper=_interval_matrix_norm(bwd.mid[0], bwd.rad[0], input_norm, output_norm),
         pre_expr=tuple(pre_exprs),
         signal_expr=tuple(signal_exprs),
+        active=tuple(fwd.active(i).copy() for i in range(n_layers)),
     )
