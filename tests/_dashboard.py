@@ -16,6 +16,13 @@ ENTRY = str(ROOT / "tests" / "_entry" / "run_app.py")  # app.py, run from a fold
 TIMEOUT = 180
 
 
+def default_radius() -> float:
+    """The sidebar's default R: the embedded default dataset's registry radius (the shipped cards' R)."""
+    from privcore.data import get_spec
+
+    return float(get_spec("digits").radius)
+
+
 def isolate(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory, *, results: bool = True
 ) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests._dashboard import app, isolate
+from tests._dashboard import app, default_radius, isolate
 
 
 @pytest.fixture(autouse=True)
@@ -16,7 +16,8 @@ def _env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFacto
 def test_bounds_are_ordered_and_follow_r() -> None:
     at = app("lipschitz")
     t = at.dataframe[0].value
-    assert list(t["radius"]) == pytest.approx([0.25 * m for m in (0.125, 0.25, 0.5, 1, 1.5, 2, 3, 4)])
+    R = default_radius()
+    assert list(t["radius"]) == pytest.approx([R * m for m in (0.125, 0.25, 0.5, 1, 1.5, 2, 3, 4)], abs=1e-6)
     tol = 1e-9 * t["upper (exact)"].abs().max()
     # lower ≤ exact upper ≤ LP ≤ interval (each relaxation contains the one before)
     assert (t["lower"] <= t["upper (exact)"] + tol).all()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests._dashboard import app, isolate
+from tests._dashboard import app, default_radius, isolate
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +23,8 @@ def test_r_slider_and_axes_change_the_pictures() -> None:
     at = app("neighbourhood")
     table = at.dataframe[0].value
     columns = list(table.columns)
-    assert (columns[0], columns[-1]) == ("-0.25", "+0.25")  # offsets span [−R, R]
+    R = default_radius()
+    assert (columns[0], columns[-1]) == (f"{-R:+.3g}", f"{R:+.3g}")  # offsets span [−R, R]
     assert len(table) == 4  # four latent axes by default
     before = _pictures(at)
     at.select_slider(key="w_radius_nb").set_value(0.5).run()
