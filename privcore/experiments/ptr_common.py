@@ -30,6 +30,8 @@ __all__ = [
     "expected_accuracy",
     "ptr_release_batch",
     "ptr_setup",
+    "refit_classifier",
+    "refit_plan",
     "test_indices",
 ]
 
@@ -180,3 +182,68 @@ def expected_accuracy(correct: np.ndarray, released: np.ndarray, n_classes: int)
         "release_rate": n_rel / n,
         "n_released": n_rel,
     }
+
+
+def refit_classifier(
+    pipe: Any,
+    z_tilde_train: Any,
+    y_train: Any,
+    *,
+    scale: float,
+    epochs: int,
+    seed: int,
+    batch_size: int = 128,
+    lr: float = 1e-3,
+    after_noise: Any = None,
+) -> Any:
+    """The pipeline's classifier fine-tuned on releases of *training* images, f(z) + Lap(scale).
+
+    ``z_tilde_train`` is what the noise is added to; ``after_noise`` (a fixed torch module, e.g. the
+    obfuscator for LDP-Embedding, whose noise is on z) is applied before the classifier.
+
+    Post-processing of the release: the mechanism and the training data are public, so a service
+    provider may train its classifier on the noise it will receive, at no privacy cost (the same
+    knowledge the reconstruction attacker uses). Training noise is plain torch sampling (training
+    data is not a release). Returns the fine-tuned copy in eval mode on the pipeline's device.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from privcore.attacks.reconstruction import laplace_release_noise
+
+    gen = torch.Generator().manual_seed(seed)
+    zt = torch.as_tensor(z_tilde_train, dtype=torch.float32).cpu()
+    y = torch.as_tensor(y_train, dtype=torch.int64).cpu()
+    clf = copy.deepcopy(pipe.classifier).cpu().train()
+    post = None if after_noise is None else copy.deepcopy(after_noise).cpu().eval()
+    for p in clf.parameters():
+        p.requires_grad_(True)
+    opt = torch.optim.Adam(clf.parameters(), lr=lr)
+    with torch.enable_grad():
+        for _ in range(epochs):
+            perm = torch.randperm(zt.shape[0], generator=gen)
+            for s in range(0, zt.shape[0], batch_size):
+                idx = perm[s : s + batch_size]
+                noisy = zt[idx] + laplace_release_noise(zt[idx].shape, scale, generator=gen)
+                if post is not None:
+                    with torch.no_grad():
+                        noisy = post(noisy)
+                loss = F.cross_entropy(clf(noisy), y[idx])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+    for p in clf.parameters():
+        p.requires_grad_(False)
+    return clf.eval().to(pipe.device)
+
+
+def refit_plan(ctx: Any, ds: Any) -> tuple[Any, Any, int]:
+    """Training images, labels and epochs for :func:`refit_classifier` in this run's mode.
+
+    Roughly 10⁵ (full), 1.5·10⁴ … 4·10⁴ (quick) or 10³ (tiny) noisy training samples per fit.
+    """
+    n_total = ds.x_train.shape[0]
+    n = ctx.pick(full=min(n_total, 20_000), quick=min(n_total, 5_000), tiny=min(n_total, 500))
+    epochs = max(1, ctx.pick(full=100_000, quick=40_000, tiny=1_000) // n)
+    idx = test_indices(n_total, n, ctx.seed + 1)
+    return ds.x_train[idx], ds.y_train[idx].numpy(), min(epochs, ctx.pick(full=60, quick=30, tiny=2))

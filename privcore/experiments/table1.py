@@ -9,6 +9,9 @@ ARL-C, ARL-N, C-N, ARL-C-N; whichever exist), on a seeded test subsample:
   embeddings); the classifier sees the release f(z) + Lap(Δp·R/ε), and ⊥ is answered by a
   uniform guess (``accuracy``; the paper's ε = 0 column is chance) — ``accuracy_bot_wrong`` and
   ``accuracy_released`` give the other two readings. The release is (2ε, δ/2, R)-private.
+* ``accuracy_refit``: the same releases classified by the obfuscator's classifier fine-tuned on
+  releases of training images at that ε (:func:`~privcore.experiments.ptr_common.refit_classifier`;
+  post-processing, no privacy cost), ⊥ again a uniform guess.
 
 φ is computed once per (obfuscator, test point) through the persistent cache and reused for
 every ε (and by ``table2`` and the dashboard).
@@ -26,6 +29,8 @@ from privcore.experiments.ptr_common import (
     expected_accuracy,
     ptr_release_batch,
     ptr_setup,
+    refit_classifier,
+    refit_plan,
     test_indices,
 )
 from privcore.experiments.runner import RunContext, save_figure
@@ -43,6 +48,7 @@ COLUMNS = (
     "accuracy",
     "accuracy_bot_wrong",
     "accuracy_released",
+    "accuracy_refit",
     "release_rate",
     "n_test",
     "n_released",
@@ -70,11 +76,16 @@ def ptr_accuracy_rows(
     table: Any,
     key_extra: dict[str, Any],
     seed_base: int,
+    x_train: Any = None,
+    y_train: Any = None,
+    refit_epochs: int = 0,
 ) -> None:
     """Add one row per ε (plus ε = inf) for ``pipe`` to ``table``: informal accuracy, then PTR.
 
     ``key_extra`` holds the row's identifying columns besides ``epsilon`` (e.g. the obfuscator).
-    Rows already in the table are skipped; φ is computed only if some PTR row is missing.
+    Rows already in the table are skipped; φ is computed only if some PTR row is missing. With
+    ``refit_epochs`` > 0 and training data, ``accuracy_refit`` uses a classifier fine-tuned on
+    training releases at each ε (else it is left empty).
     """
     if pipe.delta_p is None:
         raise ValueError(f"{pipe.obfuscator_name}: no Δp in its card; run `python -m privcore train delta-p`")
@@ -106,6 +117,7 @@ def ptr_accuracy_rows(
                 "accuracy": acc,
                 "accuracy_bot_wrong": acc,
                 "accuracy_released": acc,
+                "accuracy_refit": acc,
                 "release_rate": 1.0,
                 "n_released": len(y),
                 "seed": None,
@@ -116,20 +128,31 @@ def ptr_accuracy_rows(
         return
     with ctx.progress(f"φ {pipe.obfuscator_name} R={setup.radius:g}") as progress:
         phis, errors = compute_phis(f, z, setup, workers=ctx.workers, progress=progress)
+    zt_train = None
+    if refit_epochs and x_train is not None:
+        zt_train = pipe.obfuscate(torch.as_tensor(embed(pipe, x_train), dtype=torch.float32)).cpu()
     for j, eps in enumerate(epsilons):
         if eps not in todo:
             continue
         seed = seed_base * 100 + j
+        scale = setup.delta_p * setup.radius / eps
         rel = ptr_release_batch(f, z, phis, setup, epsilon=eps, rng=np.random.default_rng(seed))
         released = ~np.isnan(rel).all(axis=1)
         correct = _classify(pipe, rel) == y
+        refit = None
+        if zt_train is not None:
+            clf = refit_classifier(pipe, zt_train, y_train, scale=scale, epochs=refit_epochs, seed=seed)
+            with torch.no_grad():
+                pred = clf(torch.as_tensor(np.nan_to_num(rel), dtype=torch.float32, device=pipe.device))
+            refit = expected_accuracy(pred.argmax(-1).cpu().numpy() == y, released, n_classes)["accuracy"]
         table.add(
             {
                 **common,
                 "epsilon": eps,
                 "delta": setup.delta,
-                "noise_scale": setup.delta_p * setup.radius / eps,
+                "noise_scale": scale,
                 **expected_accuracy(correct, released, n_classes),
+                "accuracy_refit": refit,
                 "seed": seed,
             }
         )
@@ -203,9 +226,11 @@ def run(ctx: RunContext) -> Any:
         "certifier": ctx.certifier,
         "weights": {v: infos[v].card["weights"]["sha256"] for v in variants},
         "delta_p": {v: (infos[v].card.get("delta_p") or {}).get("proposed") for v in variants},
+        "refit": "fine-tuned on training releases (ptr_common.refit_plan)",
     }
     table = ctx.table("table1", columns=COLUMNS, key=KEY, config=config)
     x, y = ds.x_test[idx], ds.y_test[idx].numpy()
+    x_train, y_train, refit_epochs = refit_plan(ctx, ds)
     for i, v in enumerate(variants):
         pipe = ctx.pipeline(v)
         ptr_accuracy_rows(
@@ -217,6 +242,9 @@ def run(ctx: RunContext) -> Any:
             table=table,
             key_extra={"obfuscator": v},
             seed_base=ctx.seed * 1000 + i,
+            x_train=x_train,
+            y_train=y_train,
+            refit_epochs=refit_epochs,
         )
     missing = [v for v in VARIANTS if v not in infos]
     frame = table.frame()
