@@ -169,9 +169,9 @@ def run(ctx: RunContext) -> Any:
 
     pipe = ctx.pipeline(OBFUSCATOR)
     ds = load_dataset(ctx.dataset)
-    radii = ctx.pick(full=RADII, quick=RADII, tiny=(0.1, 0.4))
+    radii = ctx.pick(full=RADII, quick=RADII, tiny=(0.4,))
     epsilons = ctx.pick(full=EPSILONS, quick=EPSILONS, tiny=(1.0, 10.0))
-    n_test = ctx.n_test(full=None if ds.x_test.shape[0] <= 1000 else 1000, quick=30, tiny=8)
+    n_test = ctx.n_test(full=None if ds.x_test.shape[0] <= 1000 else 1000, quick=30, tiny=4)
     n_dp = ctx.pick(full=200, quick=20, tiny=4)
     big = ds.x_train.shape[0] > 10_000
     epochs = ctx.pick(full=8 if big else 150, quick=2 if big else 30, tiny=2)
@@ -203,7 +203,13 @@ def run(ctx: RunContext) -> Any:
             progress=ctx.show_progress,
         )
         attacker = _attacker(ctx, pipe, radius=r, delta_p=dp, epochs=epochs)
-        setup = ptr_setup(radius=r, delta_p=dp, epsilons=epsilons, certifier=ctx.certifier)
+        setup = ptr_setup(
+            radius=r,
+            delta_p=dp,
+            epsilons=epsilons,
+            certifier=ctx.certifier,
+            grid_steps=ctx.pick(full=32, quick=32, tiny=4),
+        )
         phis = None
         for j, eps in enumerate((*epsilons, math.inf)):
             if eps not in todo:

@@ -91,7 +91,7 @@ def run(ctx: RunContext) -> Any:
     base_r = float(get_spec(ctx.dataset).radius)
     factors = ctx.pick(full=RADIUS_FACTORS, quick=(0.5, 1.0, 2.0), tiny=(0.5, 1.0))
     radii = [base_r * k for k in factors]
-    n = ctx.pick(full=100, quick=10, tiny=3)
+    n = ctx.pick(full=100, quick=10, tiny=2)
     ds = load_dataset(ctx.dataset)
     idx = test_indices(ds.x_test.shape[0], n, ctx.seed)
     infos = {m.name: m for m in ctx.model_infos()}

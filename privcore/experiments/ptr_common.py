@@ -62,21 +62,22 @@ def ptr_setup(
     epsilons: Sequence[float],
     delta: float = PAPER_DELTA,
     certifier: str = "exact",
+    grid_steps: int = 32,
 ) -> PTRSetup:
     """R_max and tol for a table over ``epsilons`` (DESIGN.md, "certifier choice").
 
     R_max is where the test passes with probability ≥ 1 − 10⁻³ at the smallest finite ε:
     φ must exceed ln(1/δ)·b + b·ln(500), b = (R + ζ)/ε_min, and φ ≥ R* − R, so
-    R_max = R + 1.01·b·(ln(1/δ) + ln 500); bisecting beyond buys nothing. tol = R/32 (so the test
-    noise (R + ζ)/ε is at most 3.1 % above the paper's R/ε; each halving of tol costs one more
-    exact decision per point).
+    R_max = R + 1.01·b·(ln(1/δ) + ln 500); bisecting beyond buys nothing. tol = R/``grid_steps``
+    (32 by default: the test noise (R + ζ)/ε is at most 3.1 % above the paper's R/ε; each halving
+    of tol costs one more exact decision per point; the tests' tiny runs use a coarser grid).
     """
     r = check_positive("radius", radius)
     dp = check_positive("delta_p", delta_p)
     dl = check_delta(delta)
     finite = [e for e in epsilons if math.isfinite(e)]
     eps_min = min(finite) if finite else 1.0
-    tol = r / 32.0
+    tol = r / float(grid_steps)
     b = (r + tol) / eps_min
     r_max = r + 1.01 * b * (math.log(1.0 / dl) + math.log(500.0))
     return PTRSetup(radius=r, delta_p=dp, r_max=r_max, tol=tol, delta=dl, certifier=certifier)

@@ -93,7 +93,11 @@ def ptr_accuracy_rows(
     z = embed(pipe, x)
     f = pipe.obfuscator
     setup = ptr_setup(
-        radius=pipe.radius, delta_p=pipe.proposed_delta_p, epsilons=epsilons, certifier=ctx.certifier
+        radius=pipe.radius,
+        delta_p=pipe.proposed_delta_p,
+        epsilons=epsilons,
+        certifier=ctx.certifier,
+        grid_steps=ctx.pick(full=32, quick=32, tiny=4),
     )
     common = {
         "dataset": ctx.dataset,
@@ -216,7 +220,7 @@ def run(ctx: RunContext) -> Any:
             f"`python -m privcore train all --dataset {ctx.dataset}`"
         )
     ds = load_dataset(ctx.dataset)
-    n_test = ctx.n_test(full=None if ds.x_test.shape[0] <= 2000 else 2000, quick=40, tiny=12)
+    n_test = ctx.n_test(full=None if ds.x_test.shape[0] <= 2000 else 2000, quick=40, tiny=6)
     idx = test_indices(ds.x_test.shape[0], n_test, ctx.seed)
     epsilons = ctx.pick(full=EPSILONS, quick=EPSILONS, tiny=(1.0, 5.0))
     config = {

@@ -121,7 +121,7 @@ def run(ctx: RunContext) -> Any:
         ]
     except (KeyError, FileNotFoundError, OSError) as exc:
         raise FileNotFoundError(f"LDP-Image needs the standard pixel classifier ip-cnn: {exc}") from exc
-    n_test = ctx.n_test(full=None if ds.x_test.shape[0] <= 2000 else 2000, quick=40, tiny=12)
+    n_test = ctx.n_test(full=None if ds.x_test.shape[0] <= 2000 else 2000, quick=40, tiny=6)
     idx = test_indices(ds.x_test.shape[0], n_test, ctx.seed)
     x, y = ds.x_test[idx], ds.y_test[idx].numpy()
     epsilons = ctx.pick(full=EPSILONS, quick=EPSILONS, tiny=(1.0,))
