@@ -41,12 +41,14 @@ __all__ = [
     "BackwardBounds",
     "ForwardBounds",
     "LowerBound",
+    "Witness",
     "backward_bounds",
     "box_around",
     "forward_bounds",
     "global_upper_bound",
     "interval_upper_bound",
     "jacobian_norms",
+    "nearest_sampled_violation",
     "operator_norm",
     "sampled_lower_bound",
 ]
@@ -367,3 +369,65 @@ def sampled_lower_bound(
     if not np.isfinite(best_val):
         return LowerBound(value=0.0, point=None, n_evaluated=n_eval)
     return LowerBound(value=best_val * (1.0 - _LOWER_DEFLATE), point=best_pt, n_evaluated=n_eval)
+
+
+@dataclass(frozen=True)
+class Witness:
+    """A point at ℓ∞ distance ``distance`` from the centre where the network is affine nearby and
+    its Jacobian norm ``norm`` exceeds the threshold: L(f, B(center, r)) ≥ norm for every r ≥ distance."""
+
+    distance: float
+    norm: float
+    point: np.ndarray
+
+
+def nearest_sampled_violation(
+    net: ReluNetwork,
+    center: np.ndarray,
+    radius: float,
+    threshold: float,
+    *,
+    input_norm: str = "linf",
+    output_norm: str = "l1",
+    per_shell: int = 48,
+    n_shells: int = 7,
+    seed: int = 0,
+) -> Witness | None:
+    """The closest sampled point of ``B(center, radius)`` whose Jacobian norm exceeds ``threshold``.
+
+    Samples boxes of radius ``radius·2^{-k}`` from small to large (uniform points and vertices),
+    stops at the first one holding a violation, then walks the segment from the centre towards it
+    to find where the violation starts. A cheap certified witness (see :func:`jacobian_norms`) that
+    bounds the distance to the nearest violation: used to prune the exact search of
+    :mod:`privcore.lipschitz.patterns`, and a fail decision for every radius ≥ its distance.
+    """
+    _check_norms(input_norm, output_norm)
+    center = np.asarray(center, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    d = center.shape[0]
+    best: Witness | None = None
+    for k in range(n_shells - 1, -1, -1):
+        rho = radius * 0.5**k
+        half = per_shell // 2
+        pts = np.vstack([
+            center + rho * rng.choice((-1.0, 1.0), size=(half, d)),
+            center + rng.uniform(-rho, rho, size=(per_shell - half, d)),
+        ])
+        vals, ok = jacobian_norms(net, pts, input_norm=input_norm, output_norm=output_norm)
+        hit = ok & (vals * (1 - _LOWER_DEFLATE) > threshold)
+        if hit.any():
+            dist = np.max(np.abs(pts - center), axis=1)
+            i = int(np.flatnonzero(hit)[np.argmin(dist[hit])])
+            best = Witness(distance=float(dist[i]), norm=float(vals[i] * (1 - _LOWER_DEFLATE)), point=pts[i])
+            break
+    if best is None:
+        return None
+    ts = np.linspace(0.0, 1.0, 33)[1:]  # the violation may start before the sampled point
+    seg = center + ts[:, None] * (best.point - center)
+    vals, ok = jacobian_norms(net, seg, input_norm=input_norm, output_norm=output_norm)
+    hit = np.flatnonzero(ok & (vals * (1 - _LOWER_DEFLATE) > threshold))
+    if hit.size and ts[hit[0]] < 1.0:
+        p = seg[hit[0]]
+        norm = float(vals[hit[0]] * (1 - _LOWER_DEFLATE))
+        best = Witness(distance=float(np.max(np.abs(p - center))), norm=norm, point=p)
+    return best

@@ -29,6 +29,7 @@ from privcore.lipschitz.bounds import (
     forward_bounds,
     interval_upper_bound,
     jacobian_norms,
+    nearest_sampled_violation,
     operator_norm,
     sampled_lower_bound,
 )
@@ -359,14 +360,14 @@ def decide_exact(
         value = _closed_form(net, center, fwd, input_norm, output_norm)
         if value <= threshold:
             return out(True, "closed-form", upper=value)
-    nv = pattern_nearest_violation(net, center, radius, threshold, fwd, max_lps=256, **norms)
+    # a sampled witness (closest violation found by multi-scale sampling) bounds the distance to the
+    # nearest violating region; the exact search then only visits patterns that could be closer
+    wit = nearest_sampled_violation(net, center, radius, threshold, **norms) if fwd.n_unstable else None
+    hint = None if wit is None else wit.distance
+    nv = pattern_nearest_violation(net, center, radius, threshold, fwd, max_lps=1024, hint=hint, **norms)
+    if nv is None and wit is not None:  # the exact search is too large, but the witness settles it
+        return out(False, "sampled", upper=interval, lower=wit.norm, lower_radius=wit.distance)
     low = None
-    if nv is None and fwd.n_unstable > 0:
-        low = sampled_lower_bound(net, center, radius, **norms)
-        if low.value > threshold and low.point is not None:  # a witness bounds the distance: prune by it
-            hint = float(np.max(np.abs(low.point - center)))
-            nv = pattern_nearest_violation(net, center, radius, threshold, fwd, max_lps=1024, hint=hint,
-                                           **norms)
     if nv is not None:
         # every decision at r' ≤ radius follows: fail iff r' ≥ distance (up to the LP tolerance band)
         band = _BAND * (1.0 + (nv.distance if math.isfinite(nv.distance) else radius))

@@ -22,6 +22,7 @@ pre-activation do); LP feasibility is decided with HiGHS's tolerances (1e-7).
 
 from __future__ import annotations
 
+import heapq
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -144,13 +145,17 @@ def box_pattern_table(
     return _table(net, codes, input_norm, output_norm)
 
 
-def _region_rows(net: ReluNetwork, pattern: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``G x ≤ h``: the closed region where the network has activation pattern ``pattern``."""
+def _region_rows(
+    net: ReluNetwork, pattern: np.ndarray, layers: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``G x ≤ h``: the closed region where the network has activation pattern ``pattern`` (only
+    the constraints of the first ``layers`` hidden layers when given: a superset region)."""
     d = net.in_dim
     A, a = np.eye(d), np.zeros(d)
     G, h = [], []
     start = 0
-    for w, b in zip(net.weights[:-1], net.biases[:-1], strict=True):
+    n = len(net.weights) - 1 if layers is None else layers
+    for w, b in zip(net.weights[:n], net.biases[:n], strict=True):
         p = pattern[start : start + w.shape[0]]
         start += w.shape[0]
         P, p0 = w @ A, w @ a + b
@@ -177,14 +182,15 @@ def _highs():
 
 
 def region_distance(
-    net: ReluNetwork, pattern: np.ndarray, center: np.ndarray, radius: float
+    net: ReluNetwork, pattern: np.ndarray, center: np.ndarray, radius: float, *, layers: int | None = None
 ) -> tuple[float, np.ndarray] | None:
     """``(min ‖x − center‖∞, argmin x)`` over the closed region of ``pattern`` within
-    ``B(center, radius)`` (one LP), or None when the region does not meet the box."""
+    ``B(center, radius)`` (one LP), or None when the region does not meet the box. With ``layers``
+    only the first hidden layers' constraints count (a lower bound for every completion)."""
     import highspy
 
     d = net.in_dim
-    G, h = _region_rows(net, pattern)
+    G, h = _region_rows(net, pattern, layers)
     # variables (x, ρ): G x ≤ h;  x − ρ ≤ z;  −x − ρ ≤ −z;  x ∈ B(z, r), 0 ≤ ρ ≤ r
     eye = np.eye(d)
     A = np.vstack([np.hstack([G, np.zeros((G.shape[0], 1))]),
@@ -401,11 +407,33 @@ def pattern_nearest_violation(
     n = table.n_hidden
     found: tuple[float, float, np.ndarray, np.ndarray] | None = None
     n_lps = 0
-    for k in order:
-        if lbs[k] > best:
+    # Best-first search (A*-like): a candidate's key is a lower bound on its region's distance.
+    # Patterns sharing their first hidden layers share that part of the region, so one LP on the
+    # prefix (cached per prefix) raises the key of the whole group; a candidate gets its full LP
+    # only when it is the most promising one left, and everything whose key exceeds the best
+    # distance found is pruned.
+    widths = net.hidden_widths
+    prefix_masks = [np.int64((1 << int(sum(widths[: ell + 1]))) - 1) for ell in range(len(widths) - 1)]
+    prefix_dist: dict[tuple[int, int], float] = {}
+    heap = [(float(lbs[k]), int(k), 0) for k in order]
+    heapq.heapify(heap)
+    while heap:
+        key, k, level = heapq.heappop(heap)
+        if key > best:
             break
         if n_lps >= max_lps:
             return None
+        if level < len(prefix_masks):
+            pkey = (level, int(codes[k] & prefix_masks[level]))
+            if pkey not in prefix_dist:
+                n_lps += 1
+                pattern = _bits(codes[k : k + 1], n)[0]
+                hit = region_distance(net, pattern, center, radius, layers=level + 1)
+                prefix_dist[pkey] = np.inf if hit is None else hit[0]
+            pd = prefix_dist[pkey]
+            if pd <= best:
+                heapq.heappush(heap, (max(key, pd), k, level + 1))
+            continue
         n_lps += 1
         pattern = _bits(codes[k : k + 1], n)[0]
         hit = region_distance(net, pattern, center, best)
