@@ -1,9 +1,10 @@
 """Certificates of the local Lipschitz constant: exact (LipMIP), LP relaxation, interval.
 
 ``local_lipschitz`` is the engine's entry point (Jordan & Dimakis, NeurIPS 2020): it parses the
-network, bounds it over the box, and, for the exact certifier, solves LipMIP's MILP with Gurobi
-or HiGHS. :func:`decide_exact` answers "L ≤ τ?" exactly, with cheap bounds first and a MILP
-with early stops otherwise; it backs the PTR oracle in :mod:`privcore.lipschitz.certifier`.
+network, bounds it over the box, and, for the exact certifier, either enumerates activation
+patterns (small networks: :mod:`privcore.lipschitz.patterns`) or solves LipMIP's MILP with Gurobi
+or HiGHS (after LP bound tightening when it is large). :func:`decide_exact` answers "L ≤ τ?"
+exactly, with cheap bounds first; it backs the PTR oracle in :mod:`privcore.lipschitz.certifier`.
 
 Region and norms (DESIGN.md): the region is always the ℓ∞ box ``B(center, r) = [center − r,
 center + r]``; ``input_norm``/``output_norm`` only choose the operator norm of the Jacobian:
@@ -336,14 +337,25 @@ def decide_exact(
 ) -> Decision:
     """Exactly decide ``L(f, B(center, radius)) ≤ threshold`` (posthoc PTR's bisection step).
 
-    Cheap certified bounds settle the step only when they do (interval or LP upper ≤ τ: pass;
-    a verified Jacobian norm > τ at a point of the box: fail). Otherwise LipMIP runs with early
-    stops: pass as soon as the proven bound is ≤ τ (Gurobi ``BestBdStop``, HiGHS dual-bound
-    interrupt), fail as soon as an incumbent exceeds τ *and* its Jacobian norm, re-evaluated in
-    float64 at a point of the box, confirms it. If the solve ends without either, the decision
-    is the proven bound at optimality (bound ≤ τ: pass, else fail: a τ inside the solver's
-    1e-6 optimality gap is failed, never guessed as a pass). A time-out raises
-    :class:`CertificationError` — it must never become a decision (DESIGN.md).
+    In order, stopping at the first that settles it:
+
+    1. the interval bound ≤ τ: pass (a certified upper bound on L);
+    2. activation-pattern enumeration (:mod:`privcore.lipschitz.patterns`; small networks or few
+       unstable neurons): the distance d* from the centre to the nearest region whose Jacobian
+       norm exceeds τ, found exactly by LPs, pruned by a sampled witness; then r < d* passes and
+       r ≥ d* fails for *every* r ≤ radius (returned as facts for the memo; a radius within the
+       LP tolerance band of d* is decided by its own region LPs);
+    3. a verified Jacobian norm > τ at a sampled point of the box: fail;
+    4. the LP relaxation (interval big-M, then LP-tightened big-M) ≤ τ: pass;
+    5. LipMIP with early stops: pass as soon as the proven bound is ≤ τ (Gurobi ``BestBdStop``,
+       HiGHS dual-bound interrupt), fail as soon as an incumbent exceeds τ *and* its Jacobian
+       norm, re-evaluated in float64 at a point of the box, confirms it. A solve ending without
+       either decides by its proven bound at optimality (a τ inside the 1e-6 optimality gap
+       fails: never guessed as a pass).
+
+    Every step only uses certified bounds on the same L, so the answer is the same whichever
+    step gives it. A time-out raises :class:`CertificationError`: it must never become a
+    decision (DESIGN.md).
     """
     start = time.perf_counter()
     norms = dict(input_norm=input_norm, output_norm=output_norm)
