@@ -144,3 +144,25 @@ def test_forward_bounds_contain_sampled_preactivations_and_bounds_are_ordered() 
         assert 0 < lb.value <= itv <= global_upper_bound(net) * (1 + 1e-12)
         assert np.all(np.abs(lb.point - z) <= r + 1e-12)
         assert lb.value <= operator_norm(net.jacobians(lb.point[None])[0])
+
+
+def test_sampled_witness_is_a_verified_violation_in_the_ball() -> None:
+    """nearest_sampled_violation returns a point of the ball whose Jacobian norm really exceeds τ
+    (recomputed here), and nothing when τ is above the global bound."""
+    from privcore.lipschitz.bounds import nearest_sampled_violation
+
+    rng = np.random.default_rng(9)
+    found = 0
+    for seed in range(6):
+        ws = [rng.standard_normal((8, 4)), rng.standard_normal((6, 8)), rng.standard_normal((3, 6))]
+        bs = [rng.standard_normal(8), rng.standard_normal(6), rng.standard_normal(3)]
+        net = ReluNetwork.from_arrays(ws, bs)
+        z, r = rng.standard_normal(4), 1.0
+        tau = 0.9 * sampled_lower_bound(net, z, r, seed=seed).value
+        w = nearest_sampled_violation(net, z, r, tau)
+        if w is not None:
+            found += 1
+            assert w.norm > tau and np.max(np.abs(w.point - z)) <= w.distance + 1e-12 <= r + 1e-12
+            assert operator_norm(net.jacobians(w.point[None])[0]) >= w.norm
+        assert nearest_sampled_violation(net, z, r, 1.01 * global_upper_bound(net)) is None
+    assert found >= 4
