@@ -2,8 +2,9 @@
 
 Public API (see each function's docstring for the paper and section it follows):
 
-* :func:`local_lipschitz` — a :class:`Certificate` for L(f, B(z, r)) (exact LipMIP on Gurobi or
-  HiGHS, or the ``lp``/``interval`` relaxations).
+* :func:`local_lipschitz` — a :class:`Certificate` for L(f, B(z, r)) (exact: LipMIP on Gurobi or
+  HiGHS, or activation-pattern enumeration for the paper's small obfuscators; or the
+  ``lp``/``interval`` relaxations).
 * :class:`Certifier` — the sensitivity oracle for posthoc PTR (``__call__`` and an exact
   ``decide``), and :func:`cached_phi` — φ(z) through the persistent cache.
 * :func:`certify_batch` — many points on several cores with a progress bar.
