@@ -177,14 +177,26 @@ df = load_results(dataset, "ip")
 if df is None:
     ui.missing_results("ip", dataset, "inference-privacy results")
 else:
-    for sweep, xcol, title, current in (
-        ("alpha", "alpha", "accuracy vs α (ε = 1)", s.alpha),
-        ("epsilon", "epsilon", "accuracy vs ε (α = 0.1)", s.epsilon),
+    clean = df[df["sweep"] == "clean"]
+    for sweep, xcol, symbol, title, current in (
+        ("alpha", "alpha", "α", "accuracy vs α (ε = 1)", s.alpha),
+        ("epsilon", "epsilon", "ε", "accuracy vs ε (α = 0.1)", s.epsilon),
     ):
         part = df[df["sweep"] == sweep]
         if part.empty:
             continue
         fig = go.Figure()
+        span = [float(part[xcol].min()), float(part[xcol].max())]
+        for row in clean[clean["model"].isin(set(part["model"]))].itertuples():
+            fig.add_trace(
+                go.Scatter(
+                    x=span,
+                    y=[row.accuracy_mean] * 2,
+                    mode="lines",
+                    name=f"no noise ({row.model})",
+                    line={"dash": "dot", "width": 1, "color": "gray"},
+                )
+            )
         for (mech_name, model_name), grp in part.groupby(["mechanism", "model"], sort=True):
             g = grp.sort_values(xcol)
             g = g[g[xcol].apply(lambda v: math.isfinite(float(v)))]
@@ -199,11 +211,18 @@ else:
                 )
             )
         fig.add_vline(
-            x=current, line_dash="dot", line_color="crimson", annotation_text=f"current {xcol} = {current:g}"
+            x=current,
+            line_dash="dot",
+            line_color="crimson",
+            annotation_text=f"current {symbol} = {current:g}",
         )
+        unit = "ℓ2 pixels for Gauss-*, ℓ1 for Lap-Output; " if sweep == "alpha" else ""
+        lo, hi = min(span[0], current), max(span[1], current)
+        xrange = [math.log10(lo) - 0.1, math.log10(hi) + 0.1]
         fig.update_layout(
             title=f"{dataset}: {title}",
-            xaxis_title=f"{xcol} (log scale)",
+            xaxis_title=f"{symbol} ({unit}log scale)",
+            xaxis_range=xrange,
             xaxis_type="log",
             yaxis_title="test accuracy (mean ± std over noise draws)",
             legend_title_text="mechanism",
