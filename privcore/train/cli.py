@@ -74,6 +74,7 @@ def embedder_cmd(
     hidden: int = typer.Option(None),
     width: int = typer.Option(None),
     beta: float = typer.Option(None, help="β of the β-VAE (paper: 5)"),
+    kl_warmup: int = typer.Option(None, "--kl-warmup", help="epochs over which the KL weight ramps 0 → β"),
     device: str = _DEVICE,
     seed: int = _SEED,
     models_dir: Path = _MODELS,
@@ -89,7 +90,14 @@ def embedder_cmd(
     mdir = _setup(models_dir, threads)
     ds = _load(dataset, data_root)
     rec = embedder_recipe(
-        dataset, epochs=epochs, n_train=n_train, arch=arch, hidden=hidden, width=width, beta=beta
+        dataset,
+        epochs=epochs,
+        n_train=n_train,
+        arch=arch,
+        hidden=hidden,
+        width=width,
+        beta=beta,
+        kl_warmup_epochs=kl_warmup,
     )
     _summary(
         train_embedder(

