@@ -36,7 +36,12 @@ from privcore.lipschitz.bounds import (
 )
 from privcore.lipschitz.milp import build_milp
 from privcore.lipschitz.network import ReluNetwork, as_network
-from privcore.lipschitz.patterns import pattern_decide, pattern_nearest_violation, pattern_value
+from privcore.lipschitz.patterns import (
+    pattern_decide,
+    pattern_nearest_violation,
+    pattern_upper_bound,
+    pattern_value,
+)
 from privcore.lipschitz.tighten import tighten_bounds
 from privcore.validation import check_choice, check_finite_array, check_nonnegative, check_positive
 
@@ -372,6 +377,9 @@ def decide_exact(
         value = _closed_form(net, center, fwd, input_norm, output_norm)
         if value <= threshold:
             return out(True, "closed-form", upper=value)
+    u_pat = pattern_upper_bound(net, fwd, **norms)
+    if u_pat is not None and u_pat <= threshold:  # no pattern the box allows exceeds τ: no LP needed
+        return out(True, "enumeration", upper=min(interval, u_pat), solver="enumeration")
     # a sampled witness (closest violation found by multi-scale sampling) bounds the distance to the
     # nearest violating region; the exact search then only visits patterns that could be closer
     wit = nearest_sampled_violation(net, center, radius, threshold, **norms) if fwd.n_unstable else None

@@ -43,6 +43,7 @@ __all__ = [
     "global_pattern_table",
     "pattern_decide",
     "pattern_nearest_violation",
+    "pattern_upper_bound",
     "pattern_value",
     "region_distance",
 ]
@@ -284,6 +285,18 @@ def _table_for(
     if table is None:
         table = box_pattern_table(net, fwd, input_norm=input_norm, output_norm=output_norm)
     return table
+
+
+def pattern_upper_bound(
+    net: ReluNetwork, fwd: ForwardBounds, *, input_norm: str, output_norm: str
+) -> float | None:
+    """``max ‖J_D‖`` over the patterns consistent with the box's stable neurons: a certified upper
+    bound on L over the box, monotone under inclusion, without any LP (None if not enumerable)."""
+    table = _table_for(net, fwd, input_norm, output_norm)
+    if table is None:
+        return None
+    _, norms = _candidates(table, fwd)
+    return float(norms[0]) if norms.size else 0.0
 
 
 def pattern_decide(
