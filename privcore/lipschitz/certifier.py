@@ -18,11 +18,12 @@ data): a time-out raises :class:`~privcore.errors.CertificationError` and the qu
 * exact: U = L, so any certified bracket of L settles it — interval/LP upper ≤ τ ⇒ pass, a
   verified Jacobian norm > τ ⇒ fail — and otherwise LipMIP with early stops decides
   (:func:`~privcore.lipschitz.engine.decide_exact`).
-* lp / interval: the relaxation's upper bounds on L are *not* U, so they may only settle a
-  step through U itself: for lp, the interval bound ≤ τ ⇒ pass (U_lp ≤ U_int by definition); a
-  verified Jacobian norm v > τ ⇒ fail, because U ≥ L ≥ v > τ for every sound relaxation (this
-  never changes the answer, it only skips an LP); otherwise U is computed and compared. The
-  interval bound is computed directly (it is cheaper than anything that could skip it).
+* lp / interval: bounds on L are *not* U, so they may only settle a step through U itself: for
+  lp, the interval bound ≤ τ ⇒ pass (U_lp ≤ U_int by definition), otherwise U_lp is computed
+  and compared. (A verified Jacobian norm v > τ would imply a fail too — U ≥ L ≥ v > τ for
+  every sound relaxation, so it could never change the answer — but one LP is cheaper than the
+  sampling that could skip it, and a memo fact from L must never stand in for a value of U.)
+  The interval bound is computed directly (it is cheaper than anything that could skip it).
 
 A memo per (model, centre, norms) remembers what was learnt, per certifier instance and so per
 kind — never across kinds: an upper fact (r, u) means U(r) ≤ u and so U(r') ≤ τ for every
@@ -49,7 +50,6 @@ from privcore.lipschitz.bounds import (
     box_around,
     forward_bounds,
     interval_upper_bound,
-    sampled_lower_bound,
 )
 from privcore.lipschitz.cache import LipschitzCache, resolve_cache
 from privcore.lipschitz.engine import CERTIFIERS, Certificate, decide_exact, local_lipschitz, lp_upper_bound
@@ -273,12 +273,6 @@ class Certifier:
             facts.add_upper(r, u_int)
             self._memo.count("interval")
             return True
-        low = sampled_lower_bound(net, c, r, **self.norms)
-        if low.value > tau:  # U_lp ≥ L ≥ low > τ
-            rho = float(np.max(np.abs(low.point - c)))
-            facts.add_lower(rho, low.value)
-            self._memo.count("sampled")
-            return False
         u = lp_upper_bound(net, c, r, solver="highs" if self.solver == "auto" else self.solver, **self.norms)
         facts.add_upper(r, u)
         facts.add_lower(r, u)
