@@ -1,12 +1,16 @@
 """Command-line interface: ``python -m privcore COMMAND ...``.
 
-Each part of privcore registers its own sub-commands below (one line each), so this file
-stays a table of contents.
+Each part of privcore keeps its sub-commands in its own ``cli`` module; this file only
+registers them, so it stays a table of contents.
 """
 
 from __future__ import annotations
 
 import typer
+
+from privcore.experiments.cli import experiment_app
+from privcore.lab.cli import lab_app
+from privcore.train.cli import evaluate, train_app
 
 app = typer.Typer(
     name="privcore",
@@ -24,11 +28,11 @@ def version() -> None:
     typer.echo(__version__)
 
 
-# --- sub-command registrations (one line per part; keep imports local to each module) ---
-app.add_typer(__import__("privcore.lab.cli", fromlist=["lab_app"]).lab_app, name="lab")
-app.add_typer(__import__("privcore.experiments.cli", fromlist=["experiment_app"]).experiment_app, name="experiment")
-app.add_typer(__import__("privcore.train.cli", fromlist=["train_app"]).train_app, name="train")
-app.command("evaluate")(__import__("privcore.train.cli", fromlist=["evaluate"]).evaluate)
+# --- sub-command registrations (one line per part) ---
+app.add_typer(train_app, name="train")
+app.command("evaluate")(evaluate)
+app.add_typer(experiment_app, name="experiment")
+app.add_typer(lab_app, name="lab")
 
 
 def main() -> None:

@@ -14,15 +14,15 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "check_real",
-    "check_epsilon",
+    "check_choice",
     "check_delta",
-    "check_positive",
-    "check_nonnegative",
+    "check_epsilon",
+    "check_finite_array",
     "check_in_range",
     "check_int",
-    "check_choice",
-    "check_finite_array",
+    "check_nonnegative",
+    "check_positive",
+    "check_real",
 ]
 
 
