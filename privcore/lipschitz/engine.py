@@ -377,7 +377,7 @@ def decide_exact(
         value = _closed_form(net, center, fwd, input_norm, output_norm)
         if value <= threshold:
             return out(True, "closed-form", upper=value)
-    u_pat = pattern_upper_bound(net, fwd, **norms)
+    u_pat = pattern_upper_bound(net, fwd, threshold=threshold, **norms)
     if u_pat is not None and u_pat <= threshold:  # no pattern the box allows exceeds τ: no LP needed
         return out(True, "enumeration", upper=min(interval, u_pat), solver="enumeration")
     # a sampled witness (closest violation found by multi-scale sampling) bounds the distance to the

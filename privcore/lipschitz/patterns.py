@@ -46,6 +46,7 @@ __all__ = [
     "pattern_upper_bound",
     "pattern_value",
     "region_distance",
+    "threshold_pattern_table",
 ]
 
 #: networks with at most this many hidden neurons get a global pattern table
@@ -63,6 +64,14 @@ class PatternTable:
     codes: np.ndarray
     norms: np.ndarray
     n_hidden: int
+    #: the table lists every pattern with norm > floor (−inf: every pattern); a partial table only
+    #: answers decisions with a threshold ≥ floor
+    floor: float = -np.inf
+
+    @property
+    def rest(self) -> float:
+        """A bound on the norms of the patterns the table does not list."""
+        return float(self.floor) if np.isfinite(self.floor) else 0.0
 
     def consistent(self, must_on: np.ndarray, must_off: np.ndarray) -> np.ndarray:
         """Boolean mask of the patterns agreeing with the fixed neurons."""
@@ -123,6 +132,136 @@ def global_pattern_table(net: ReluNetwork, *, input_norm: str, output_norm: str)
         while len(_GLOBAL) > 16:
             _GLOBAL.popitem(last=False)
     return table
+
+
+def _dual_vertices(norm: str, k: int, *, half: bool) -> np.ndarray:
+    """Vertices of the unit ball of ℓ∞ ({±1}^k, first sign fixed when ``half``) or ℓ1 (±e_j)."""
+    if norm == "linf":
+        from privcore.lipschitz.bounds import _sign_vectors
+
+        signs = np.array(_sign_vectors(k))
+        return signs if half else np.vstack([signs, -signs])
+    eye = np.eye(k)
+    return eye if half else np.vstack([eye, -eye])
+
+
+def _last_layer_max(w_last: np.ndarray, M: np.ndarray, input_norm: str, output_norm: str) -> np.ndarray:
+    """``max over D ∈ {0,1}^n of ‖W_last D M_f‖`` for each ``M_f`` of the stack ``M`` (N, n, d), exactly.
+
+    ‖J‖_{p→q} = max over vertices s of the input ball and c of the dual output ball of cᵀJs, and
+    cᵀ W D M s = Σ_j D_j a_j(c) b_j(s), maximised over D by keeping the positive terms. As
+    max(0, a·b) = max(0, a)·max(0, b) + max(0, −a)·max(0, −b), the table over all (c, s) is two
+    matrix products: A⁺B⁺ + A⁻B⁻."""
+    S = _dual_vertices(input_norm, M.shape[2], half=True)  # (k_s, d); (c, s) ↦ (−c, −s) halves
+    C = _dual_vertices("linf" if output_norm == "l1" else "l1", w_last.shape[0], half=False)
+    A = C @ w_last  # (k_c, n)
+    a_pos, a_neg = np.maximum(A, 0.0), np.maximum(-A, 0.0)
+    out = np.empty(M.shape[0])
+    step = max(1, (1 << 21) // max(1, A.shape[0] * S.shape[0]))
+    for s0 in range(0, M.shape[0], step):
+        B = M[s0 : s0 + step] @ S.T  # (c, n, k_s)
+        vals = np.matmul(a_pos, np.maximum(B, 0.0)) + np.matmul(a_neg, np.maximum(-B, 0.0))
+        out[s0 : s0 + step] = vals.max(axis=(1, 2))
+    return out
+
+
+def _completion_bound(
+    net: ReluNetwork, layer: int, M: np.ndarray, input_norm: str, output_norm: str
+) -> np.ndarray:
+    """Upper bound on ‖J‖ over every completion of patterns fixed up to hidden layer ``layer − 1``,
+    ``M`` (N, n_layer, d) being the pre-activation Jacobian of hidden layer ``layer``: the last
+    free layer exactly (:func:`_last_layer_max`), earlier ones in interval arithmetic."""
+    n_hidden = len(net.weights) - 1
+    if layer == n_hidden - 1:
+        return _last_layer_max(net.weights[-1], M, input_norm, output_norm)
+    mid, rad = M, np.zeros_like(M)
+    for j in range(layer, n_hidden):
+        lo, hi = np.minimum(mid - rad, 0.0), np.maximum(mid + rad, 0.0)
+        w = net.weights[j + 1]
+        mid, rad = np.matmul(w, (lo + hi) / 2.0), np.matmul(np.abs(w), (hi - lo) / 2.0)
+    absmax = np.abs(mid) + rad
+    if input_norm == "linf" and output_norm == "l1":
+        return operator_norm(mid, input_norm="linf", output_norm="l1") + rad.sum(axis=(1, 2))
+    if input_norm == "linf":
+        return absmax.sum(axis=2).max(axis=1)
+    if output_norm == "l1":
+        return absmax.sum(axis=1).max(axis=1)
+    return absmax.max(axis=(1, 2))
+
+
+_THRESHOLD: OrderedDict[tuple, PatternTable | None] = OrderedDict()
+#: most patterns whose exact norm a threshold table may evaluate
+MAX_THRESHOLD_WORK = 1 << 20
+#: widest hidden layer a threshold table expands (2^width patterns per group)
+MAX_THRESHOLD_LAYER_WIDTH = 12
+
+
+def threshold_pattern_table(
+    net: ReluNetwork, threshold: float, *, input_norm: str, output_norm: str
+) -> PatternTable | None:
+    """Every activation pattern with ``‖J_D‖ > threshold``, for networks too wide for the full table.
+
+    Branch and bound over the hidden layers: the patterns of the first layers are expanded, and a
+    group is dropped as soon as a bound on every completion (interval arithmetic; the last layer
+    exactly) is ≤ threshold. Memoised per model, norms and threshold (PTR asks with one Δp for
+    every image). None when more than ``MAX_THRESHOLD_WORK`` patterns would need evaluating."""
+    key = (net.digest, input_norm, output_norm, float(threshold))
+    with _LOCK:
+        if key in _THRESHOLD:
+            _THRESHOLD.move_to_end(key)
+            return _THRESHOLD[key]
+    table = _threshold_table(net, threshold, input_norm, output_norm)
+    with _LOCK:  # a failure is remembered too: it would fail again for every box
+        _THRESHOLD[key] = table
+        while len(_THRESHOLD) > 64:
+            _THRESHOLD.popitem(last=False)
+    return table
+
+
+def _threshold_table(
+    net: ReluNetwork, threshold: float, input_norm: str, output_norm: str
+) -> PatternTable | None:
+    widths = net.hidden_widths
+    if max(widths) > MAX_THRESHOLD_LAYER_WIDTH:
+        return None
+    offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+    codes = np.zeros(1, dtype=np.int64)
+    M = net.weights[0][None, :, :]  # pre-activation Jacobian of hidden layer 0, no pattern fixed yet
+    keep = _completion_bound(net, 0, M, input_norm, output_norm) > threshold
+    codes, M = codes[keep], M[keep]
+    norms = np.empty(0)
+    for i, width in enumerate(widths):
+        bits = _bits(np.arange(1 << width, dtype=np.int64), width)
+        pcodes = np.arange(1 << width, dtype=np.int64) << offsets[i]
+        if codes.size * bits.shape[0] > MAX_THRESHOLD_WORK:
+            return None
+        last = i == len(widths) - 1
+        new_codes, new_M, new_vals = [], [], []
+        step = max(1, _CHUNK * 8 // bits.shape[0])
+        for s0 in range(0, codes.size, step):
+            Mc = M[s0 : s0 + step]
+            DM = bits[None, :, :, None] * Mc[:, None, :, :]  # (c, P, n_i, d)
+            nxt = np.matmul(net.weights[i + 1], DM).reshape(-1, net.weights[i + 1].shape[0], Mc.shape[2])
+            cc = (codes[s0 : s0 + step, None] | pcodes[None, :]).reshape(-1)
+            if last:
+                vals = _norms(nxt, input_norm, output_norm)
+            else:
+                vals = _completion_bound(net, i + 1, nxt, input_norm, output_norm)
+            sel = vals > threshold
+            new_codes.append(cc[sel])
+            new_vals.append(vals[sel])
+            if not last:
+                new_M.append(nxt[sel])
+        codes = np.concatenate(new_codes) if new_codes else np.zeros(0, dtype=np.int64)
+        norms = np.concatenate(new_vals) if new_vals else np.zeros(0)
+        if not last:
+            M = np.concatenate(new_M) if new_M else np.zeros((0, widths[i + 1], net.in_dim))
+        if codes.size == 0:
+            norms = np.zeros(0)
+            break
+    order = np.argsort(-norms, kind="stable")
+    return PatternTable(codes=codes[order], norms=norms[order], n_hidden=net.n_hidden,
+                        floor=float(threshold))
 
 
 def _stable_masks(fwd: ForwardBounds) -> tuple[np.ndarray, np.ndarray]:
@@ -279,24 +418,30 @@ def _distance_lower_bounds(net: ReluNetwork, codes: np.ndarray, center: np.ndarr
 
 
 def _table_for(
-    net: ReluNetwork, fwd: ForwardBounds, input_norm: str, output_norm: str
+    net: ReluNetwork, fwd: ForwardBounds, input_norm: str, output_norm: str, threshold: float | None = None
 ) -> PatternTable | None:
+    """The global table (small networks); for a decision at ``threshold`` the patterns above it
+    (computed once per model and threshold, then shared by every box); else the table of the
+    box's unstable neurons."""
     table = global_pattern_table(net, input_norm=input_norm, output_norm=output_norm)
+    if table is None and threshold is not None and len(net.weights) > 2:
+        table = threshold_pattern_table(net, threshold, input_norm=input_norm, output_norm=output_norm)
     if table is None:
         table = box_pattern_table(net, fwd, input_norm=input_norm, output_norm=output_norm)
     return table
 
 
 def pattern_upper_bound(
-    net: ReluNetwork, fwd: ForwardBounds, *, input_norm: str, output_norm: str
+    net: ReluNetwork, fwd: ForwardBounds, *, input_norm: str, output_norm: str, threshold: float | None = None
 ) -> float | None:
     """``max ‖J_D‖`` over the patterns consistent with the box's stable neurons: a certified upper
-    bound on L over the box, monotone under inclusion, without any LP (None if not enumerable)."""
-    table = _table_for(net, fwd, input_norm, output_norm)
+    bound on L over the box, monotone under inclusion, without any LP (None if not enumerable).
+    With a partial table for ``threshold``, a value ≤ threshold is only known to be ≤ its floor."""
+    table = _table_for(net, fwd, input_norm, output_norm, threshold)
     if table is None:
         return None
     _, norms = _candidates(table, fwd)
-    return float(norms[0]) if norms.size else 0.0
+    return float(norms[0]) if norms.size else table.rest
 
 
 def pattern_decide(
@@ -312,14 +457,12 @@ def pattern_decide(
 ) -> PatternResult | None:
     """Exactly decide ``L(f, B(center, radius)) ≤ threshold`` by enumeration (module docstring),
     or None when the network/box is too large or more than ``max_lps`` LPs would be needed."""
-    table = _table_for(net, fwd, input_norm, output_norm)
+    table = _table_for(net, fwd, input_norm, output_norm, threshold)
     if table is None:
         return None
     codes, norms = _candidates(table, fwd)
-    if codes.size == 0:  # cannot happen for a valid box (its own pattern is consistent)
-        return None
     above = int(np.searchsorted(-norms, -threshold, side="left"))  # norms[:above] > threshold
-    top = float(norms[0])
+    top = float(norms[0]) if norms.size else table.rest
     if above == 0:
         return PatternResult(passed=True, value=None, upper=top, lower=0.0, lower_radius=0.0, n_lps=0)
     survivors = np.flatnonzero(_distance_lower_bounds(net, codes[:above], center) <= radius)
@@ -332,7 +475,7 @@ def pattern_decide(
         if hit is not None:
             return PatternResult(passed=False, value=None, upper=top, lower=float(norms[k]),
                                  lower_radius=hit[0], n_lps=count, pattern=pattern, point=hit[1])
-    upper = float(norms[above]) if above < norms.size else 0.0
+    upper = float(norms[above]) if above < norms.size else table.rest
     return PatternResult(passed=True, value=None, upper=upper, lower=0.0, lower_radius=0.0,
                          n_lps=int(survivors.size))
 
@@ -404,12 +547,12 @@ def pattern_nearest_violation(
     known upper bound on it). None when enumeration does not apply or the budget is exceeded.
     This settles every decision "L(B(center, r)) ≤ threshold?" for r ≤ radius at once (one
     certified search instead of a MILP per bisection step)."""
-    table = _table_for(net, fwd, input_norm, output_norm)
+    table = _table_for(net, fwd, input_norm, output_norm, threshold)
     if table is None:
         return None
     codes, norms = _candidates(table, fwd)
     above = int(np.searchsorted(-norms, -threshold, side="left"))
-    upper_below = float(norms[above]) if above < norms.size else 0.0
+    upper_below = float(norms[above]) if above < norms.size else table.rest
     if above == 0:
         return NearestViolation(distance=np.inf, norm=0.0, pattern=None, point=None, upper_below=upper_below,
                                 n_lps=0)
