@@ -252,8 +252,20 @@ _OBF_DEFAULTS: dict[str, dict[str, Any]] = {
         "batch_size": 64,
         "adversary_hidden": 128,
     },
-    "fashion-mnist": {"warmup_epochs": 3, "epochs": 6, "classifier_refit_epochs": 3, "adversary_hidden": 128},
-    "mnist": {"warmup_epochs": 3, "epochs": 6, "classifier_refit_epochs": 3, "adversary_hidden": 128},
+    "fashion-mnist": {
+        "warmup_epochs": 5,
+        "epochs": 10,
+        "classifier_refit_epochs": 10,
+        "adversary_hidden": 128,
+        "classifier_hidden": (128, 128),
+    },
+    "mnist": {
+        "warmup_epochs": 5,
+        "epochs": 10,
+        "classifier_refit_epochs": 10,
+        "adversary_hidden": 128,
+        "classifier_hidden": (128, 128),
+    },
 }
 _ATTACKER_DEFAULTS: dict[str, dict[str, Any]] = {
     "digits": {"epochs": 150, "hidden": 128},
