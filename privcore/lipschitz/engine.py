@@ -384,7 +384,7 @@ def decide_exact(
     # nearest violating region; the exact search then only visits patterns that could be closer
     wit = nearest_sampled_violation(net, center, radius, threshold, **norms) if fwd.n_unstable else None
     hint = None if wit is None else wit.distance
-    nv = pattern_nearest_violation(net, center, radius, threshold, fwd, max_lps=1024, hint=hint, **norms)
+    nv = pattern_nearest_violation(net, center, radius, threshold, fwd, max_lps=4096, hint=hint, **norms)
     if nv is None and wit is not None:  # the exact search is too large, but the witness settles it
         return out(False, "sampled", upper=interval, lower=wit.norm, lower_radius=wit.distance)
     low = None

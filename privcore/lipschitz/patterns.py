@@ -331,11 +331,13 @@ def region_distance(
 
     d = net.in_dim
     G, h = _region_rows(net, pattern, layers)
+    k = G.shape[0]
     # variables (x, ρ): G x ≤ h;  x − ρ ≤ z;  −x − ρ ≤ −z;  x ∈ B(z, r), 0 ≤ ρ ≤ r
-    eye = np.eye(d)
-    A = np.vstack([np.hstack([G, np.zeros((G.shape[0], 1))]),
-                   np.hstack([eye, -np.ones((d, 1))]),
-                   np.hstack([-eye, -np.ones((d, 1))])])
+    A = np.zeros((k + 2 * d, d + 1))
+    A[:k, :d] = G
+    A[k : k + d, :d] = np.eye(d)
+    A[k + d :, :d] = -np.eye(d)
+    A[k:, d] = -1.0
     rhs = np.concatenate([h, center, -center])
     lo, hi = box_around(center, radius)
     lp = highspy.HighsLp()
@@ -348,7 +350,7 @@ def region_distance(
     lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
     lp.a_matrix_.start_ = np.arange(0, A.size + 1, d + 1, dtype=np.int32)
     lp.a_matrix_.index_ = np.tile(np.arange(d + 1, dtype=np.int32), A.shape[0])
-    lp.a_matrix_.value_ = np.ascontiguousarray(A, dtype=np.float64).ravel()
+    lp.a_matrix_.value_ = A.ravel()
     solver = _highs()
     solver.clearModel()
     solver.passModel(lp)
