@@ -196,3 +196,20 @@ def test_report_puts_paper_numbers_beside_ours(out: Path) -> None:
     )
     md = render_table1(frame, "fashion-mnist")
     assert "| ARL-C-N | 0.800 (0.706) | 0.500 [95%] (0.371) | – (0.554) |" in md
+
+
+def test_calibration_tiny(out: Path, shipped: Path) -> None:
+    frame = _run_cli("calibration", out)
+    corrected = frame[frame["calibration"] == "corrected"]
+    text = frame[frame["calibration"] == "paper-text"]
+    # b = Δp·R/ε and Δp/ε: the paper's text adds 1/R times the noise
+    np.testing.assert_allclose(
+        corrected["noise_scale_mean"], corrected["delta_p"] * corrected["radius"] / corrected["epsilon"]
+    )
+    np.testing.assert_allclose(
+        text["noise_scale_mean"].values, corrected["noise_scale_mean"].values / corrected["radius"].values
+    )
+    assert (
+        corrected["private"].all()
+        and not frame[frame["calibration"].str.startswith("paper-code")]["private"].any()
+    )

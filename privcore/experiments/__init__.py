@@ -13,6 +13,7 @@ every CSV: ``data/results/README.md``. Our numbers beside the papers': ``docs/RE
 ``fig4``      posthoc paper Fig. 4: certification runtime against radius, dimension, depth
 ``ip``        inference-privacy paper Figs 3–5 and its CIFAR table
 ``audit``     empirical privacy audit of every mechanism (lower bounds on ε)
+``calibration``  Table 1's release noise under the paper's and the authors' code's calibrations
 ============  ==================================================================================
 """
 
@@ -43,6 +44,7 @@ EXPERIMENTS: dict[str, str] = {
     "table2": "table2",
     "table1": "table1",
     "attack": "attack",
+    "calibration": "calibration",
 }
 
 

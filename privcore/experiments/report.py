@@ -55,8 +55,8 @@ def _lookup(frame: Any, **where: Any) -> Any:
     return None if part.empty else part.iloc[0]
 
 
-def render_table1(frame: Any, dataset: str) -> str:
-    """Table 1: accuracy (paper), then release rate, per obfuscator × (Informal, ε = 1, 2, 5, 10)."""
+def render_table1(frame: Any, dataset: str, column: str = "accuracy") -> str:
+    """Table 1: ``column`` [release rate] (paper) per obfuscator × (Informal, ε = 1, 2, 5, 10)."""
     ref = paper.TABLE1.get(PAPER_DATASET.get(dataset, ""), {})
     header = ["obfuscator"] + ["Informal" if math.isinf(e) else f"ε = {e:g}" for e in paper.TABLE1_COLUMNS]
     rows = []
@@ -66,7 +66,7 @@ def render_table1(frame: Any, dataset: str) -> str:
         cells = [name]
         for k, e in enumerate(paper.TABLE1_COLUMNS):
             row = _lookup(frame, obfuscator=name, epsilon=e)
-            ours = "–" if row is None else _fmt(row["accuracy"])
+            ours = "–" if row is None else _fmt(row[column])
             if row is not None and not math.isinf(e):
                 ours += f" [{row['release_rate']:.0%}]"
             theirs = f" ({ref[name][k]:.3f})" if name in ref else ""
@@ -129,6 +129,22 @@ def render_ip_grid(frame: Any) -> str:
     return _table(header, rows)
 
 
+def render_calibration(frame: Any) -> str:
+    """Noise-only accuracy per obfuscator × calibration × ε."""
+    epss = sorted(frame["epsilon"].unique())
+    header = ["obfuscator", "calibration"] + [f"ε = {e:g}" for e in epss]
+    rows = []
+    for (name, cal), part in frame.groupby(["obfuscator", "calibration"], sort=False):
+        cells = [name, cal + ("" if bool(part["private"].iloc[0]) else " (not private)")]
+        for e in epss:
+            row = _lookup(part, epsilon=e)
+            cells.append(
+                "–" if row is None else f"{row['accuracy_mean']:.3f} (b={row['noise_scale_mean']:.3g})"
+            )
+        rows.append(cells)
+    return _table(header, rows)
+
+
 def render_simple(frame: Any, columns: list[str], digits: int = 4) -> str:
     """The CSV's chosen columns as a markdown table."""
     rows = []
@@ -156,8 +172,18 @@ def render_report(dataset: str, results_dir: Path = DEFAULT_RESULTS_DIR) -> str:
 
     section(
         "table1",
-        "Table 1 — accuracy under PTR (ours [release rate] (paper))",
+        "Table 1 — accuracy under PTR, the obfuscator's classifier (ours [release rate] (paper))",
         lambda f: render_table1(f, dataset),
+    )
+    section(
+        "table1",
+        "Table 1 — same releases, classifier fine-tuned on training releases (ours [release rate] (paper))",
+        lambda f: render_table1(f, dataset, "accuracy_refit"),
+    )
+    section(
+        "calibration",
+        "Table 1's release noise under other calibrations (noise only, no ⊥; accuracy (Laplace scale b))",
+        render_calibration,
     )
     section("table2", "Table 2 — LDP baselines (ours (paper))", lambda f: render_table2(f, dataset))
     for metric, num in (("ssim", 3), ("l1", 4), ("l2", 5), ("psnr", 6)):
