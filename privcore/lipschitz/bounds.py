@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from privcore.lipschitz.network import ReluNetwork
+from privcore.lipschitz.network import ReluNetwork, as_network
 from privcore.validation import check_choice, check_finite_array, check_int, check_nonnegative
 
 __all__ = [
@@ -240,7 +241,7 @@ def _check_norms(input_norm: str, output_norm: str) -> None:
 
 
 def interval_upper_bound(
-    net: ReluNetwork,
+    net: Any,
     center: np.ndarray,
     radius: float,
     *,
@@ -249,20 +250,22 @@ def interval_upper_bound(
     fwd: ForwardBounds | None = None,
 ) -> float:
     """Upper bound on ``L(f, B(center, radius))`` by interval propagation of the Jacobian
-    (Jordan & Dimakis 2020, §4); monotone under ball inclusion (see module docstring)."""
+    (Jordan & Dimakis 2020, §4); monotone under ball inclusion (see module docstring). ``net``
+    may be a torch module made of Linear/ReLU layers."""
     _check_norms(input_norm, output_norm)
+    net = as_network(net)
     if fwd is None:
         fwd = forward_bounds(net, *box_around(center, radius))
     bwd = backward_bounds(net, fwd)
     return _interval_matrix_norm(bwd.mid[0], bwd.rad[0], input_norm, output_norm)
 
 
-def global_upper_bound(net: ReluNetwork, *, input_norm: str = "linf", output_norm: str = "l1") -> float:
+def global_upper_bound(net: Any, *, input_norm: str = "linf", output_norm: str = "l1") -> float:
     """Global Lipschitz upper bound: ``min_k ‖W_L‖_{k→q} ∏ ‖W_i‖_{k→k} ‖W_1‖_{p→k}`` over
     ``k ∈ {ℓ1, ℓ∞}`` (Szegedy et al. 2014; ReLU is 1-Lipschitz coordinatewise, so
     ``‖diag(ReLU')‖_{k→k} ≤ 1``). Independent of the ball, hence trivially monotone."""
     _check_norms(input_norm, output_norm)
-    ws = net.weights
+    ws = as_network(net).weights
     if len(ws) == 1:
         return _operator_norm_upper(ws[0], input_norm, output_norm)
     best = np.inf
@@ -309,7 +312,7 @@ def jacobian_norms(
 
 
 def sampled_lower_bound(
-    net: ReluNetwork,
+    net: Any,
     center: np.ndarray,
     radius: float,
     *,
@@ -326,6 +329,7 @@ def sampled_lower_bound(
     point of the box gives a valid one, so no secure randomness is needed here).
     """
     _check_norms(input_norm, output_norm)
+    net = as_network(net)
     center = check_finite_array("center", center).reshape(-1)
     radius = check_nonnegative("radius", radius)
     n_samples = check_int("n_samples", n_samples, minimum=1)
@@ -382,7 +386,7 @@ class Witness:
 
 
 def nearest_sampled_violation(
-    net: ReluNetwork,
+    net: Any,
     center: np.ndarray,
     radius: float,
     threshold: float,
@@ -402,6 +406,7 @@ def nearest_sampled_violation(
     :mod:`privcore.lipschitz.patterns`, and a fail decision for every radius ≥ its distance.
     """
     _check_norms(input_norm, output_norm)
+    net = as_network(net)
     center = np.asarray(center, dtype=np.float64)
     rng = np.random.default_rng(seed)
     d = center.shape[0]
