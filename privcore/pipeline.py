@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from privcore.errors import CheckpointError
-from privcore.nets.checkpoint import CARD_FORMAT, load_checkpoint
+from privcore.nets.checkpoint import CARD_FORMAT, card_path, load_checkpoint, weights_path
 from privcore.nets.embedder import LatentDecoder, MeanEncoder
 
 __all__ = [
@@ -169,9 +169,9 @@ def load_pipeline(
     mdir = Path(models_dir) if models_dir is not None else default_models_dir()
     dev = _device(device)
     emb_stem, obf_stem = _stem(mdir, dataset, "embedder"), _stem(mdir, dataset, f"obfuscator-{obfuscator}")
-    if not emb_stem.with_suffix(".json").is_file():
+    if not card_path(emb_stem).is_file():
         raise _missing(mdir, dataset, "embedder")
-    if not obf_stem.with_suffix(".json").is_file():
+    if not card_path(obf_stem).is_file():
         raise _missing(mdir, dataset, f"obfuscator {obfuscator!r}")
     emb = load_checkpoint(emb_stem, kind="embedder", dataset=dataset, device=dev)
     obf = load_checkpoint(obf_stem, kind="obfuscator", dataset=dataset, device=dev)
@@ -184,7 +184,7 @@ def load_pipeline(
     att_stem = _stem(mdir, dataset, f"attacker-{obfuscator}")
     attacker = None
     cards: dict[str, Mapping[str, Any]] = {"embedder": emb.card, "obfuscator": obf.card}
-    if att_stem.with_suffix(".json").is_file():
+    if card_path(att_stem).is_file():
         att = load_checkpoint(att_stem, kind="attacker", dataset=dataset, device=dev)
         if att.card["obfuscator"]["sha256"] != obf.card["weights"]["sha256"]:
             raise CheckpointError(
@@ -245,7 +245,7 @@ def list_models(models_dir: str | os.PathLike[str] | None = None) -> list[ModelI
                 dataset=str(card["dataset"]["name"]),
                 kind=str(card["kind"]),
                 name=str(card["name"]),
-                path=p.with_suffix(".safetensors"),
+                path=weights_path(p),
                 metrics=metrics,
                 card=card,
             )

@@ -10,7 +10,7 @@ import torch
 
 from privcore.data import get_spec
 from privcore.errors import DatasetUnavailableError
-from privcore.nets.checkpoint import load_checkpoint
+from privcore.nets.checkpoint import card_path, load_checkpoint
 from privcore.pipeline import default_models_dir, list_models, load_ip_models, load_pipeline
 from privcore.train.embedder import dataset_from_card
 
@@ -83,5 +83,5 @@ def test_recorded_accuracies_are_what_the_weights_give(dataset: str) -> None:
 def test_shipped_paths_follow_the_layout() -> None:
     for m in SHIPPED:
         assert m.path.parent == MODELS / m.dataset and m.path.is_file()
-        assert m.path.with_suffix(".json").is_file()
+        assert card_path(m.path).is_file()
     assert Path(MODELS).name == "models"

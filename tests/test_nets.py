@@ -231,3 +231,15 @@ def test_obfuscator_passes_through_the_exact_lipschitz_engine() -> None:
     with torch.no_grad():
         q = (f(a) - f(b)).abs().sum(1) / (a - b).abs().amax(1)
     assert float(q.max()) <= cert.upper * (1 + 1e-9)
+
+
+def test_checkpoint_names_may_contain_dots(tmp_path: Path) -> None:
+    assert card_path(tmp_path / "obfuscator-ARL-alpha0.9").name == "obfuscator-ARL-alpha0.9.json"
+    assert weights_path(tmp_path / "x.v2.json").name == "x.v2.safetensors"
+    mods = _tiny_modules()
+    save_checkpoint(tmp_path / "m-alpha0.9", modules=mods, card={"kind": "test", "dataset": {"name": "x"}})
+    save_checkpoint(
+        tmp_path / "m-alpha0", modules=_tiny_modules(), card={"kind": "other", "dataset": {"name": "x"}}
+    )
+    assert load_checkpoint(tmp_path / "m-alpha0.9").card["kind"] == "test"
+    assert load_checkpoint(tmp_path / "m-alpha0.9.json").card["kind"] == "test"

@@ -155,3 +155,37 @@ def test_cli_help_and_evaluate(models: Path) -> None:
     assert out["ip"][0]["name"] == "ip-lipschitz-l1"
     res = runner.invoke(app, ["evaluate", "--dataset", "mnist", "--models-dir", str(models)])
     assert res.exit_code == 2 and "no models for dataset 'mnist'" in res.output
+
+
+def test_cli_alpha_sweep_trains_named_sweep_members(models: Path, tmp_path: Path) -> None:
+    other = tmp_path / "m"
+    shutil.copytree(models, other)
+    args = [
+        "train",
+        "alpha-sweep",
+        "--dataset",
+        "digits",
+        "--alphas",
+        "0,0.9",
+        "--epochs",
+        "1",
+        "--warmup-epochs",
+        "0",
+        "--refit-epochs",
+        "0",
+        "--models-dir",
+        str(other),
+        "--no-progress",
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+    ]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    for a in ("0", "0.9"):
+        card = json.loads(card_path(other / "digits" / f"obfuscator-ARL-alpha{a}").read_text())
+        assert card["recipe"]["alpha"] == float(a) and card["recipe"]["sweep"]
+        assert card["command"].startswith("python -m privcore train alpha-sweep")
+    p = load_pipeline("digits", "ARL-alpha0.9", models_dir=other)
+    assert p.attacker is None and p.delta_p is None

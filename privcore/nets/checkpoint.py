@@ -144,17 +144,22 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
 
 def weights_path(stem: str | os.PathLike[str]) -> Path:
     """``<stem>.safetensors`` (``stem`` may already carry either extension)."""
-    return _stem(stem).with_suffix(".safetensors")
+    p = _stem(stem)
+    return p.with_name(p.name + ".safetensors")  # append: names may contain dots (ARL-alpha0.9)
 
 
 def card_path(stem: str | os.PathLike[str]) -> Path:
     """``<stem>.json``."""
-    return _stem(stem).with_suffix(".json")
+    p = _stem(stem)
+    return p.with_name(p.name + ".json")
 
 
 def _stem(p: str | os.PathLike[str]) -> Path:
     p = Path(p)
-    return p.with_suffix("") if p.suffix in (".json", ".safetensors") else p
+    for ext in (".json", ".safetensors"):
+        if p.name.endswith(ext):
+            return p.with_name(p.name[: -len(ext)])
+    return p
 
 
 def _jsonable(obj: Any) -> Any:

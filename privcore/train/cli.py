@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +33,27 @@ _PROGRESS = typer.Option(True, "--progress/--no-progress", help="progress bars")
 _RESUME = typer.Option(True, "--resume/--no-resume", help="continue an interrupted run from its state file")
 
 
-def _command() -> str:
-    return "python -m privcore " + shlex.join(sys.argv[1:])
+def _command(ctx: typer.Context) -> str:
+    """The canonical command line of the running sub-command: its path and every option whose
+    value differs from the default (so it regenerates the artefact, however it was invoked)."""
+    names: list[str] = []
+    c: Any = ctx
+    while c is not None and c.parent is not None:
+        names.append(str(c.info_name))
+        c = c.parent
+    parts = ["python", "-m", "privcore", *reversed(names)]
+    for p in ctx.command.params:
+        v = ctx.params.get(p.name)
+        always = p.name in ("dataset", "variant", "model")
+        if v is None or (v == p.default and not always) or getattr(p, "param_type_name", "") != "option":
+            continue
+        if getattr(p, "is_flag", False):
+            parts.append(p.opts[0] if v else p.secondary_opts[0])
+            continue
+        flag = max(p.opts, key=len)
+        for x in v if isinstance(v, (list, tuple)) else [v]:
+            parts += [flag, str(x)]
+    return shlex.join(parts)
 
 
 def _setup(models_dir: Path | None, threads: int | None) -> Path:
@@ -57,6 +75,21 @@ def _load(dataset: str, data_root: Path | None) -> Any:
         raise typer.Exit(2) from exc
 
 
+def _load_for_embedder(stem: Path, dataset: str, data_root: Path | None) -> Any:
+    """The data the embedder at ``stem`` was trained on (loader options and subset from its card)."""
+    from privcore.errors import CheckpointError, DatasetUnavailableError
+    from privcore.nets.checkpoint import read_card
+    from privcore.train.embedder import dataset_from_card
+
+    if data_root is not None:
+        return _load(dataset, data_root)
+    try:
+        return dataset_from_card(read_card(stem)["dataset"])
+    except (CheckpointError, DatasetUnavailableError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
 def _summary(card: dict[str, Any]) -> None:
     m = {k: v for k, v in (card.get("metrics") or {}).items() if k != "history"}
     typer.echo(
@@ -67,6 +100,7 @@ def _summary(card: dict[str, Any]) -> None:
 
 @train_app.command("embedder")
 def embedder_cmd(
+    ctx: typer.Context,
     dataset: str = _DATASET,
     epochs: int = typer.Option(None, help="override the recipe's epochs"),
     n_train: int = typer.Option(None, "--n-train", help="train on a random subset of this size"),
@@ -108,19 +142,22 @@ def embedder_cmd(
             seed=seed,
             progress=progress,
             resume=resume,
-            command=_command(),
+            command=_command(ctx),
         )
     )
 
 
 @train_app.command("obfuscator")
 def obfuscator_cmd(
+    ctx: typer.Context,
     dataset: str = _DATASET,
     variant: str = typer.Option("ARL-C-N", help="Encoder, ARL, C, N, ARL-C, ARL-N, C-N or ARL-C-N (Table 1)"),
     alpha: float = typer.Option(
         None, help="ARL weight α (only with --variant ARL: an α-sweep member, Fig. 2)"
     ),
     epochs: int = typer.Option(None),
+    warmup_epochs: int = typer.Option(None, "--warmup-epochs", help="task-only epochs before the game"),
+    refit_epochs: int = typer.Option(None, "--refit-epochs", help="classifier refit epochs on the final f"),
     keep_adversary: bool = typer.Option(False, "--keep-adversary", help="also store the proxy adversary"),
     device: str = _DEVICE,
     seed: int = _SEED,
@@ -135,8 +172,15 @@ def obfuscator_cmd(
     from privcore.train.recipes import obfuscator_recipe
 
     mdir = _setup(models_dir, threads)
-    ds = _load(dataset, data_root)
-    rec = obfuscator_recipe(dataset, variant, alpha=alpha, epochs=epochs)
+    ds = _load_for_embedder(mdir / dataset / "embedder", dataset, data_root)
+    rec = obfuscator_recipe(
+        dataset,
+        variant,
+        alpha=alpha,
+        epochs=epochs,
+        warmup_epochs=warmup_epochs,
+        classifier_refit_epochs=refit_epochs,
+    )
     _summary(
         train_obfuscator(
             ds,
@@ -148,16 +192,19 @@ def obfuscator_cmd(
             progress=progress,
             resume=resume,
             keep_adversary=keep_adversary,
-            command=_command(),
+            command=_command(ctx),
         )
     )
 
 
 @train_app.command("alpha-sweep")
 def alpha_sweep_cmd(
+    ctx: typer.Context,
     dataset: str = _DATASET,
     alphas: str = typer.Option("0,0.5,0.9,0.99,0.999", help="comma-separated ARL weights (Fig. 2)"),
     epochs: int = typer.Option(None),
+    warmup_epochs: int = typer.Option(None, "--warmup-epochs", help="task-only epochs before the game"),
+    refit_epochs: int = typer.Option(None, "--refit-epochs", help="classifier refit epochs on the final f"),
     device: str = _DEVICE,
     seed: int = _SEED,
     models_dir: Path = _MODELS,
@@ -171,9 +218,16 @@ def alpha_sweep_cmd(
     from privcore.train.recipes import obfuscator_recipe
 
     mdir = _setup(models_dir, threads)
-    ds = _load(dataset, data_root)
+    ds = _load_for_embedder(mdir / dataset / "embedder", dataset, data_root)
     for a in (float(v) for v in alphas.split(",")):
-        rec = obfuscator_recipe(dataset, "ARL", alpha=a, epochs=epochs)
+        rec = obfuscator_recipe(
+            dataset,
+            "ARL",
+            alpha=a,
+            epochs=epochs,
+            warmup_epochs=warmup_epochs,
+            classifier_refit_epochs=refit_epochs,
+        )
         _summary(
             train_obfuscator(
                 ds,
@@ -184,13 +238,14 @@ def alpha_sweep_cmd(
                 seed=seed,
                 progress=progress,
                 resume=resume,
-                command=_command(),
+                command=_command(ctx),
             )
         )
 
 
 @train_app.command("delta-p")
 def delta_p_cmd(
+    ctx: typer.Context,
     dataset: str = _DATASET,
     variant: str = typer.Option("ARL-C-N", help="obfuscator name (a Table-1 variant or ARL-alpha<α>)"),
     n: int = typer.Option(300, help="training embeddings to certify"),
@@ -221,7 +276,7 @@ def delta_p_cmd(
         time_limit=time_limit,
         seed=seed,
         progress=progress,
-        command=_command(),
+        command=_command(ctx),
     )
     d, c = card["delta_p"], card["certification"]
     typer.echo(
@@ -233,6 +288,7 @@ def delta_p_cmd(
 
 @train_app.command("attacker")
 def attacker_cmd(
+    ctx: typer.Context,
     dataset: str = _DATASET,
     variant: str = typer.Option("ARL-C-N", help="obfuscator to attack"),
     epochs: int = typer.Option(None),
@@ -259,13 +315,14 @@ def attacker_cmd(
             seed=seed,
             progress=progress,
             resume=resume,
-            command=_command(),
+            command=_command(ctx),
         )
     )
 
 
 @train_app.command("ip")
 def ip_cmd(
+    ctx: typer.Context,
     dataset: str = _DATASET,
     model: str = typer.Option("cnn", help="cnn (ResNet-18 on CIFAR-10), lipschitz-l1 or lipschitz-l2"),
     epochs: int = typer.Option(None),
@@ -304,7 +361,7 @@ def ip_cmd(
         seed=seed,
         progress=progress,
         resume=resume,
-        command=_command(),
+        command=_command(ctx),
     ):
         _summary(card)
 
@@ -384,7 +441,7 @@ def all_cmd(
     classifiers. Steps whose checkpoint exists are skipped (unless --force); each card records the
     single-step command that regenerates it."""
     from privcore.attacks.reconstruction import train_reconstruction_attacker
-    from privcore.nets.checkpoint import read_card
+    from privcore.nets.checkpoint import card_path, read_card
     from privcore.train.delta_p import compute_delta_p
     from privcore.train.embedder import train_embedder
     from privcore.train.ip import train_ip_classifier
@@ -401,7 +458,7 @@ def all_cmd(
     run = dict(device=device, seed=seed, progress=progress, resume=resume)
 
     def need(stem: Path) -> bool:
-        return force or not stem.with_suffix(".json").is_file()
+        return force or not card_path(stem).is_file()
 
     if need(d / "embedder"):
         _summary(
