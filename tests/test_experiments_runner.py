@@ -96,3 +96,15 @@ def test_save_figure_writes_html_sharing_one_plotly_js(tmp_path) -> None:
     html = (tmp_path / "digits" / "fig.html").read_text()
     assert "../plotly.min.js" in html and len(html) < 100_000
     assert (tmp_path / "plotly.min.js").stat().st_size > 1_000_000
+
+
+def test_finish_drops_a_setting_written_twice(tmp_path) -> None:
+    path = tmp_path / "t.csv"
+    t = _table(path)
+    row = {"dataset": "d", "epsilon": 1.0, "radius": 0.2, "accuracy": 0.5, "released": True}
+    t.add(row)
+    with path.open("a") as fh:  # a second process resuming the same table appended it again
+        fh.write("d,1.0,0.2,0.5,True\n")
+    df = t.finish()
+    assert len(df) == 1
+    assert json.loads(path.with_suffix(".json").read_text())["duplicates_removed"] == 1

@@ -231,8 +231,36 @@ class ResultTable:
 
         return pd.read_csv(self.path)
 
+    def _deduplicate(self) -> int:
+        """Rewrite the CSV keeping the first row of each key (another process resuming the same
+        table at the same time could append a setting twice); return how many rows were dropped."""
+        with self.path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            header = next(reader)
+            idx = [header.index(k) for k in self.key]
+            seen: set[tuple[str, ...]] = set()
+            rows, dropped = [], 0
+            for r in reader:
+                k = tuple(r[i] for i in idx)
+                if k in seen:
+                    dropped += 1
+                    continue
+                seen.add(k)
+                rows.append(r)
+        if dropped:
+            tmp = self.path.with_suffix(".csv.tmp")
+            with tmp.open("w", newline="", encoding="utf-8") as fh:
+                w = csv.writer(fh)
+                w.writerow(header)
+                w.writerows(rows)
+            tmp.replace(self.path)
+        return dropped
+
     def finish(self, *, figures: Iterable[str] = (), notes: Mapping[str, Any] | None = None):
         """Mark the run complete, record its figures and notes; return :meth:`frame`."""
+        dropped = self._deduplicate()
+        if dropped:
+            self.meta["duplicates_removed"] = self.meta.get("duplicates_removed", 0) + dropped
         self.meta["finished"] = _utc_now()
         self.meta["complete"] = True
         self.meta["figures"] = sorted(set(self.meta.get("figures", [])) | set(figures))
