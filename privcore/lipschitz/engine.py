@@ -354,9 +354,10 @@ def decide_exact(
     4. the LP relaxation (interval big-M, then LP-tightened big-M) ≤ τ: pass;
     5. LipMIP with early stops: pass as soon as the proven bound is ≤ τ (Gurobi ``BestBdStop``,
        HiGHS dual-bound interrupt), fail as soon as an incumbent exceeds τ *and* its Jacobian
-       norm, re-evaluated in float64 at a point of the box, confirms it. A solve ending without
-       either decides by its proven bound at optimality (a τ inside the 1e-6 optimality gap
-       fails: never guessed as a pass).
+       norm, re-evaluated in float64 at a point of the box, confirms it. Otherwise the MILP is
+       re-solved with 1e-9 integrality/feasibility tolerances (default tolerances can fail a
+       near-tie on a numerical artefact) and decided by its proven bound at optimality (a τ
+       inside the 1e-6 optimality gap fails: never guessed as a pass).
 
     Every step only uses certified bounds on the same L, so the answer is the same whichever
     step gives it. A time-out raises :class:`CertificationError`: it must never become a
@@ -445,9 +446,21 @@ def decide_exact(
         if v > threshold:
             return out(False, "mip-incumbent", upper=min(upper, res.upper), lower=v,
                        lower_radius=float(np.max(np.abs(p - center))), **info)
-        if res.status == "objective_stop":  # unverified incumbent: solve to optimality instead
-            res = solve(milp, solver=solver, time_limit=time_limit, mip_gap=MIP_GAP, threads=threads)
-            info = dict(solver=res.solver, extra={"nodes": res.nodes, "mip_seconds": res.seconds})
+    if res.status in ("objective_stop", "optimal"):
+        # an incumbent above τ that float64 does not confirm exploits the solver's tolerances (a
+        # binary 1e-5 from integral through a big-M constant): re-solve with 1e-9 tolerances and
+        # decide by that proven bound, so a near-tie is not failed for a numerical artefact
+        res = solve(milp, solver=solver, time_limit=time_limit, mip_gap=MIP_GAP, threads=threads, strict=True)
+        info = dict(solver=res.solver, extra={"nodes": res.nodes, "mip_seconds": res.seconds, "strict": True})
+        if res.status in ("optimal",) and res.upper <= threshold:
+            return out(True, "mip-strict", upper=min(upper, res.upper), lower=low.value, lower_radius=lower_r,
+                       **info)
+        if res.solution is not None and res.lower > threshold:
+            cand = [(res.solution[milp.x_index], milp.pattern(res.solution))]
+            v, p = verified_lower_bound(net, center, radius, cand, **norms)
+            if v > threshold:
+                return out(False, "mip-incumbent", upper=min(upper, res.upper), lower=v,
+                           lower_radius=float(np.max(np.abs(p - center))), **info)
     if res.status == "optimal":
         passed = res.upper <= threshold
         return out(passed, "mip-optimal", upper=min(upper, res.upper), lower=low.value, lower_radius=lower_r,
