@@ -200,16 +200,14 @@ def test_report_puts_paper_numbers_beside_ours(out: Path) -> None:
 
 def test_calibration_tiny(out: Path, shipped: Path) -> None:
     frame = _run_cli("calibration", out)
-    corrected = frame[frame["calibration"] == "corrected"]
-    text = frame[frame["calibration"] == "paper-text"]
-    # b = Δp·R/ε and Δp/ε: the paper's text adds 1/R times the noise
+    corrected = frame[frame["calibration"] == "corrected"].set_index("epsilon")
+    text = frame[frame["calibration"] == "paper-text"].set_index("epsilon")
+    assert set(text.index) == {1.0, 2.0, 5.0, 10.0} and max(corrected.index) == 100.0
+    # b = Δp·R/ε (ours) and Δp/ε (the paper's text): 1/R times the noise
     np.testing.assert_allclose(
-        corrected["noise_scale_mean"], corrected["delta_p"] * corrected["radius"] / corrected["epsilon"]
+        corrected["noise_scale_mean"], corrected["delta_p"] * corrected["radius"] / corrected.index
     )
-    np.testing.assert_allclose(
-        text["noise_scale_mean"].values, corrected["noise_scale_mean"].values / corrected["radius"].values
-    )
-    assert (
-        corrected["private"].all()
-        and not frame[frame["calibration"].str.startswith("paper-code")]["private"].any()
-    )
+    shared = corrected.loc[text.index]
+    np.testing.assert_allclose(text["noise_scale_mean"], shared["noise_scale_mean"] / shared["radius"])
+    assert corrected["private"].all() and corrected["accuracy_refit"].notna().all()
+    assert not frame[frame["calibration"].str.startswith("paper-code")]["private"].any()

@@ -24,6 +24,8 @@ PAPER_DATASET = {"digits": "MNIST", "mnist": "MNIST", "fashion-mnist": "FMNIST",
 def _fmt(v: Any, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
+    if isinstance(v, float) and v != 0 and abs(v) < 10 ** -(digits - 1):
+        return f"{v:.2g}"
     return f"{v:.{digits}f}"
 
 
@@ -131,8 +133,15 @@ def render_ip_grid(frame: Any) -> str:
 
 def render_calibration(frame: Any) -> str:
     """Noise-only accuracy per obfuscator × calibration × ε."""
+    import pandas as pd
+
     epss = sorted(frame["epsilon"].unique())
     header = ["obfuscator", "calibration"] + [f"ε = {e:g}" for e in epss]
+    if "accuracy_refit" in frame:
+        refit = frame[frame["calibration"] == "corrected"].copy()
+        refit["calibration"] = "corrected, refit classifier"
+        refit["accuracy_mean"] = refit["accuracy_refit"]
+        frame = pd.concat([frame, refit])
     rows = []
     for (name, cal), part in frame.groupby(["obfuscator", "calibration"], sort=False):
         cells = [name, cal + ("" if bool(part["private"].iloc[0]) else " (not private)")]
