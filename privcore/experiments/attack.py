@@ -94,17 +94,16 @@ def delta_p_at(
 def _attacker(ctx: RunContext, pipe: Any, *, radius: float, delta_p: float, epochs: int) -> Any:
     """Train (or load the cached) attacker for this R and Δp."""
     from privcore.attacks.reconstruction import train_reconstruction_attacker
-    from privcore.nets.checkpoint import load_checkpoint
+    from privcore.nets.checkpoint import card_path, load_checkpoint
     from privcore.pipeline import default_models_dir
     from privcore.train.recipes import attacker_recipe
 
     sha = pipe.cards["obfuscator"]["weights"]["sha256"][:12]
-    stem = (
-        attacker_cache_dir()
-        / ctx.dataset
-        / f"attacker-{OBFUSCATOR}-{sha}-R{radius:g}-dp{delta_p:.6g}-e{epochs}-s{ctx.seed}"
-    )
-    if not stem.with_suffix(".json").is_file():
+    tag = f"R{radius:g}-dp{delta_p:.6g}-e{epochs}-s{ctx.seed}".replace(
+        ".", "p"
+    )  # no dots in checkpoint stems
+    stem = attacker_cache_dir() / ctx.dataset / f"attacker-{OBFUSCATOR}-{sha}-{tag}"
+    if not card_path(stem).is_file():
         mdir = ctx.models_dir or default_models_dir()
         train_reconstruction_attacker(
             mdir / ctx.dataset / f"obfuscator-{OBFUSCATOR}",

@@ -162,14 +162,23 @@ def render_simple(frame: Any, columns: list[str], digits: int = 4) -> str:
     return _table(columns, rows)
 
 
-def render_report(dataset: str, results_dir: Path = DEFAULT_RESULTS_DIR) -> str:
-    """Every available table for ``dataset`` as markdown (sections in the papers' order)."""
+def render_report(
+    dataset: str,
+    results_dir: Path = DEFAULT_RESULTS_DIR,
+    *,
+    only: set[str] | None = None,
+    heading: bool = True,
+) -> str:
+    """Every available table for ``dataset`` as markdown (sections in the papers' order); ``only``
+    restricts it to some experiments."""
     import pandas as pd
 
     res = Path(results_dir) / dataset
-    parts = [f"## {dataset}\n"]
+    parts = [f"## {dataset}\n"] if heading else []
 
     def section(name: str, title: str, body: Any) -> None:
+        if only is not None and name not in only:
+            return
         path = res / f"{name}.csv"
         if not path.is_file():
             parts.append(
