@@ -45,6 +45,28 @@ def _round_up_product(a: float, b: float) -> float:
     return math.nextafter(a * b, math.inf)
 
 
+def _init_gaussian(mech: Any) -> None:
+    """Validate ε, δ, α and the calibration of a Gaussian IP mechanism and set its σ (IP paper Thms 2–3).
+
+    σ is calibrated to ``mech.sensitivity`` (α for Gauss-Input, α·μ₂ rounded up for Gauss-Output).
+    """
+    object.__setattr__(mech, "epsilon", check_sampler_epsilon(mech.epsilon))
+    object.__setattr__(mech, "delta", check_delta(mech.delta))
+    object.__setattr__(mech, "alpha", check_positive("alpha", mech.alpha))
+    check_choice("calibration", mech.calibration, CALIBRATIONS)
+    sigma = gaussian_sigma(
+        epsilon=mech.epsilon, delta=mech.delta, sensitivity=mech.sensitivity, calibration=mech.calibration
+    )
+    object.__setattr__(mech, "sigma", sigma)
+
+
+def _gaussian_plan(mech: Any, numel: int) -> NoisePlan:
+    """The exact sampler's plan for ``numel`` values of a Gaussian IP mechanism (σ_eff ≥ σ)."""
+    return plan_gaussian(
+        sigma=mech.sigma, sensitivity=mech.sensitivity, epsilon=mech.epsilon, delta=mech.delta, numel=numel
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class GaussInput:
     """Gauss-Input (IP paper Def. 5 / Thm 3): M(x) = C(x + Z), Z ~ N(0, σ²I) on the input pixels.
@@ -63,14 +85,7 @@ class GaussInput:
     sigma: float = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_sampler_epsilon(self.epsilon))
-        object.__setattr__(self, "delta", check_delta(self.delta))
-        object.__setattr__(self, "alpha", check_positive("alpha", self.alpha))
-        check_choice("calibration", self.calibration, CALIBRATIONS)
-        sigma = gaussian_sigma(
-            epsilon=self.epsilon, delta=self.delta, sensitivity=self.alpha, calibration=self.calibration
-        )
-        object.__setattr__(self, "sigma", sigma)
+        _init_gaussian(self)
 
     @property
     def sensitivity(self) -> float:
@@ -92,9 +107,7 @@ class GaussInput:
 
     def noise_plan(self, numel: int) -> NoisePlan:
         """What the exact sampler draws for an array of ``numel`` values (σ_eff ≥ σ)."""
-        return plan_gaussian(
-            sigma=self.sigma, sensitivity=self.alpha, epsilon=self.epsilon, delta=self.delta, numel=numel
-        )
+        return _gaussian_plan(self, numel)
 
     def __call__(self, x: Any, *, rng: RngLike = None) -> Any:
         """Return x + Z for an input (batch) with values in [0, 1]; same type, shape and dtype."""
@@ -126,18 +139,8 @@ class GaussOutput:
     sigma: float = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_sampler_epsilon(self.epsilon))
-        object.__setattr__(self, "delta", check_delta(self.delta))
-        object.__setattr__(self, "alpha", check_positive("alpha", self.alpha))
         object.__setattr__(self, "lipschitz", check_positive("lipschitz", self.lipschitz))
-        check_choice("calibration", self.calibration, CALIBRATIONS)
-        sigma = gaussian_sigma(
-            epsilon=self.epsilon,
-            delta=self.delta,
-            sensitivity=self.alpha * self.lipschitz,
-            calibration=self.calibration,
-        )
-        object.__setattr__(self, "sigma", sigma)
+        _init_gaussian(self)
 
     @property
     def sensitivity(self) -> float:
@@ -159,13 +162,7 @@ class GaussOutput:
 
     def noise_plan(self, numel: int) -> NoisePlan:
         """What the exact sampler draws for an output array of ``numel`` values (σ_eff ≥ σ)."""
-        return plan_gaussian(
-            sigma=self.sigma,
-            sensitivity=self.sensitivity,
-            epsilon=self.epsilon,
-            delta=self.delta,
-            numel=numel,
-        )
+        return _gaussian_plan(self, numel)
 
     def __call__(self, y: Any, *, rng: RngLike = None) -> Any:
         """Return C(x) + Z for model output(s) ``y`` = C(x); same type, shape and dtype."""
