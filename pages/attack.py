@@ -99,11 +99,7 @@ if pipe.attacker is None:
         f"`.venv/bin/python -m privcore train attacker --dataset {loaded.dataset} --variant {loaded.model}`."
     )
     st.stop()
-image = ui.current_image(loaded.dataset, pipe.image_shape)
-if image is None:
-    st.error("No image: pick one on the Release page.")
-    st.stop()
-st.markdown(ui.image_caption(image))
+image = ui.require_image(loaded.dataset, pipe.image_shape)
 ctx = ptr.context(s, loaded, image)
 if ctx is None:
     st.stop()

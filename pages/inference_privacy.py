@@ -66,11 +66,7 @@ except (CheckpointError, DatasetUnavailableError, FileNotFoundError) as exc:
     ip = None
 
 if ip is not None:
-    image = ui.current_image(dataset, ip.image_shape)
-    if image is None:
-        st.error("No image: pick one on the Release page.")
-        st.stop()
-    st.markdown(ui.image_caption(image))
+    image = ui.require_image(dataset, ip.image_shape)
     x = image.tensor[None]
     names = ip.class_names
 

@@ -32,11 +32,7 @@ loaded = ui.pipeline(s)
 if loaded is None:
     st.stop()
 pipe = loaded.pipeline
-image = ui.current_image(loaded.dataset, pipe.image_shape)
-if image is None:
-    st.error("No image: pick one on the Release page.")
-    st.stop()
-st.markdown(ui.image_caption(image))
+image = ui.require_image(loaded.dataset, pipe.image_shape)
 z = ptr.embedding(pipe, image)
 R = s.radius
 delta_p = pipe.proposed_delta_p

@@ -404,6 +404,16 @@ def current_image(
     return CurrentImage(entry["name"], decoded, image_digest(decoded.tensor), entry["source"])
 
 
+def require_image(dataset: str, image_shape: Sequence[int], *, background: float = 0.0) -> CurrentImage:
+    """The current image with its caption shown; stops the page with an explanation when there is none."""
+    image = current_image(dataset, image_shape, background=background)
+    if image is None:
+        st.error("No image: pick one on the Release page.")
+        st.stop()
+    st.markdown(image_caption(image))
+    return image
+
+
 def _decode(data: bytes, shape: tuple[int, ...], background: float, invert: bool) -> DecodedImage:
     memo = st.session_state.setdefault("privlens_decoded", {})
     key = (hash(data), len(data), shape, background, invert)
