@@ -22,7 +22,6 @@ pre-activation do); LP feasibility is decided with HiGHS's tolerances (1e-7).
 
 from __future__ import annotations
 
-import heapq
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -41,11 +40,13 @@ __all__ = [
     "PatternTable",
     "box_pattern_table",
     "global_pattern_table",
+    "nonempty_threshold_table",
     "pattern_decide",
     "pattern_nearest_violation",
     "pattern_upper_bound",
     "pattern_value",
     "region_distance",
+    "region_nonempty",
     "threshold_pattern_table",
 ]
 
@@ -67,6 +68,17 @@ class PatternTable:
     #: the table lists every pattern with norm > floor (−inf: every pattern); a partial table only
     #: answers decisions with a threshold ≥ floor
     floor: float = -np.inf
+    #: per pattern, a box ``[box_lower, box_upper]`` (±inf where unbounded) containing its region,
+    #: padded outwards; None when not computed
+    box_lower: np.ndarray | None = None
+    box_upper: np.ndarray | None = None
+
+    def subset(self, idx: np.ndarray) -> PatternTable:
+        """The patterns ``idx`` (in that order), with their boxes."""
+        boxed = self.box_lower is not None and self.box_upper is not None
+        return PatternTable(codes=self.codes[idx], norms=self.norms[idx], n_hidden=self.n_hidden,
+                            floor=self.floor, box_lower=self.box_lower[idx] if boxed else None,
+                            box_upper=self.box_upper[idx] if boxed else None)
 
     @property
     def rest(self) -> float:
@@ -317,6 +329,7 @@ def _highs():
     if h is None:
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
+        h.setOptionValue("presolve", "off")
         _LP.highs = h
     return h
 
@@ -327,10 +340,18 @@ def region_distance(
     """``(min ‖x − center‖∞, argmin x)`` over the closed region of ``pattern`` within
     ``B(center, radius)`` (one LP), or None when the region does not meet the box. With ``layers``
     only the first hidden layers' constraints count (a lower bound for every completion)."""
+    G, h = _region_rows(net, pattern, layers)
+    return _distance_lp(G, h, np.asarray(center, dtype=np.float64), radius)
+
+
+def _distance_lp(
+    G: np.ndarray, h: np.ndarray, center: np.ndarray, radius: float
+) -> tuple[float, np.ndarray] | None:
+    """The LP of :func:`region_distance` for the region ``G x ≤ h`` (HiGHS simplex, no presolve:
+    on these 9-variable LPs presolve costs more than it saves)."""
     import highspy
 
-    d = net.in_dim
-    G, h = _region_rows(net, pattern, layers)
+    d = center.shape[0]
     k = G.shape[0]
     # variables (x, ρ): G x ≤ h;  x − ρ ≤ z;  −x − ρ ≤ −z;  x ∈ B(z, r), 0 ≤ ρ ≤ r
     A = np.zeros((k + 2 * d, d + 1))
@@ -364,6 +385,152 @@ def region_distance(
     return min(max(float(sol[d]), 0.0), radius), np.clip(sol[:d], lo, hi)
 
 
+def _region_rows_batch(net: ReluNetwork, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_region_rows` for many patterns at once: ``G`` (N, n_hidden, d) and ``h`` (N, n_hidden)."""
+    bits = _bits(codes, net.n_hidden)
+    k = codes.shape[0]
+    A = np.broadcast_to(np.eye(net.in_dim), (k, net.in_dim, net.in_dim))
+    a = np.zeros((k, net.in_dim))
+    G, h = [], []
+    start = 0
+    for w, b in zip(net.weights[:-1], net.biases[:-1], strict=True):
+        P = np.matmul(w, A)
+        p0 = a @ w.T + b
+        p = bits[:, start : start + w.shape[0]]
+        start += w.shape[0]
+        s = np.where(p > 0.5, 1.0, -1.0)
+        G.append(-(s[:, :, None] * P))
+        h.append(s * p0)
+        A, a = p[:, :, None] * P, p * p0
+    return np.concatenate(G, axis=1), np.concatenate(h, axis=1)
+
+
+def _row_distance_bounds(G: np.ndarray, h: np.ndarray, center: np.ndarray) -> np.ndarray:
+    """Per pattern, a lower bound on the ℓ∞ distance from ``center`` to ``{x : G x ≤ h}``: on
+    ``B(center, ρ)`` the smallest value of row ``j`` is ``G_j·center − ρ‖G_j‖₁``, so the region
+    needs ``ρ ≥ (G_j·center − h_j)/‖G_j‖₁`` for every row (with a 1e-9 relative allowance for
+    rounding); the largest such value bounds the distance."""
+    viol = np.einsum("nkd,d->nk", G, center) - h
+    viol = viol - 1e-9 * (1.0 + np.abs(viol))
+    norm1 = np.abs(G).sum(axis=2)
+    need = np.where(viol <= 0, 0.0, np.where(norm1 > 0, viol / np.where(norm1 > 0, norm1, 1.0), np.inf))
+    return need.max(axis=1, initial=0.0)
+
+
+#: rounds of interval constraint propagation in :func:`_box_refutes`
+_PROPAGATION_ROUNDS = 4
+#: relative slack by which :func:`_box_refutes` relaxes rows and box before refuting (≥ the LP's
+#: 1e-7 feasibility tolerance, so nothing the LP would call feasible is refuted)
+_REFUTE_SLACK = 1e-7
+
+
+def _box_refutes(
+    G: np.ndarray,
+    h: np.ndarray,
+    center: np.ndarray,
+    radius: float,
+    box_lower: np.ndarray | None = None,
+    box_upper: np.ndarray | None = None,
+) -> np.ndarray:
+    """Mask of the patterns whose region ``{x : G x ≤ h}`` provably misses ``B(center, radius)``.
+
+    Interval constraint propagation (bound tightening as in MIP presolve), started from the ball
+    intersected with the region's bounding box when known: each row ``Σ_k G_jk x_k ≤ h_j`` bounds
+    every ``x_k`` given the others' box, the box shrinks, and an empty box (or a row whose minimum
+    over the box exceeds ``h_j``) refutes the region. Every step only removes points that violate
+    a row, so a refuted region truly misses the ball; it runs on the rows relaxed by
+    ``_REFUTE_SLACK·(1 + |h_j| + Σ_k |G_jk|·(|center_k| + radius))`` and the ball widened likewise,
+    far above float64 rounding, so a region the distance LP would accept within its tolerances is
+    never refuted. Vectorised over patterns; an LP settles the rest."""
+    n = G.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    scale = np.abs(G) @ (np.abs(center) + radius)
+    hh = h + _REFUTE_SLACK * (1.0 + np.abs(h) + scale)
+    widen = _REFUTE_SLACK * (1.0 + np.abs(center) + radius)
+    lo = np.broadcast_to(center - radius - widen, (n, center.shape[0])).copy()
+    hi = np.broadcast_to(center + radius + widen, (n, center.shape[0])).copy()
+    if box_lower is not None and box_upper is not None:
+        lo, hi = np.maximum(lo, box_lower), np.minimum(hi, box_upper)
+    gp, gn = np.maximum(G, 0.0), np.minimum(G, 0.0)
+    pos, neg = G > 0, G < 0
+    safe = np.where(G != 0, G, 1.0)
+    dead = np.any(lo > hi, axis=1)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for _ in range(_PROPAGATION_ROUNDS):
+            term = gp * lo[:, None, :] + gn * hi[:, None, :]  # min over the box of G_jk x_k
+            rowmin = term.sum(axis=2)
+            dead |= np.any(rowmin > hh, axis=1)
+            room = (hh - rowmin)[:, :, None] + term  # what row j leaves for G_jk x_k
+            bound = room / safe
+            hi = np.minimum(hi, np.where(pos, bound, np.inf).min(axis=1))
+            lo = np.maximum(lo, np.where(neg, bound, -np.inf).max(axis=1))
+            dead |= np.any(lo > hi, axis=1)
+    return dead
+
+
+def _box_distance_bounds(box_lower: np.ndarray, box_upper: np.ndarray, center: np.ndarray) -> np.ndarray:
+    """ℓ∞ distance from ``center`` to each box: a lower bound on the distance to the region inside."""
+    gap = np.maximum(np.maximum(box_lower - center, center - box_upper), 0.0)
+    return gap.max(axis=1, initial=0.0)
+
+
+@dataclass(frozen=True)
+class _Screened:
+    """Candidates that survived :func:`_screen`: positions in the screened table, rows, bounds."""
+
+    idx: np.ndarray
+    G: np.ndarray
+    h: np.ndarray
+    lower: np.ndarray
+    box_lower: np.ndarray | None
+    box_upper: np.ndarray | None
+
+    def take(self, sel: np.ndarray) -> _Screened:
+        boxed = self.box_lower is not None and self.box_upper is not None
+        return _Screened(idx=self.idx[sel], G=self.G[sel], h=self.h[sel], lower=self.lower[sel],
+                         box_lower=self.box_lower[sel] if boxed else None,
+                         box_upper=self.box_upper[sel] if boxed else None)
+
+    def refuted(self, sel: np.ndarray, center: np.ndarray, radius: float) -> np.ndarray:
+        boxed = self.box_lower is not None and self.box_upper is not None
+        return _box_refutes(self.G[sel], self.h[sel], center, radius,
+                            self.box_lower[sel] if boxed else None, self.box_upper[sel] if boxed else None)
+
+
+def _screen(net: ReluNetwork, table: PatternTable, center: np.ndarray, radius: float) -> _Screened:
+    """The patterns of ``table`` whose region may meet ``B(center, radius)``, in table order, with
+    their region rows and distance lower bounds (the larger of the row bound
+    :func:`_row_distance_bounds` and the bounding-box bound). A pattern is dropped when its bound
+    exceeds ``radius`` or propagation refutes it (:func:`_box_refutes`); both are proofs, so the
+    LPs only see patterns that could meet the ball."""
+    parts = []
+    boxed = table.box_lower is not None and table.box_upper is not None
+    for s0 in range(0, table.codes.shape[0], _CHUNK):
+        sl = slice(s0, s0 + _CHUNK)
+        G, h = _region_rows_batch(net, table.codes[sl])
+        lbs = _row_distance_bounds(G, h, center)
+        bl = table.box_lower[sl] if boxed else None
+        bu = table.box_upper[sl] if boxed else None
+        if boxed:
+            lbs = np.maximum(lbs, _box_distance_bounds(bl, bu, center))
+        chunk = _Screened(idx=np.arange(s0, s0 + G.shape[0]), G=G, h=h, lower=lbs, box_lower=bl, box_upper=bu)
+        chunk = chunk.take(np.flatnonzero(lbs <= radius))
+        parts.append(chunk.take(~chunk.refuted(np.arange(chunk.idx.size), center, radius)))
+    if not parts:
+        d, k = net.in_dim, net.n_hidden
+        return _Screened(idx=np.zeros(0, dtype=np.int64), G=np.zeros((0, k, d)), h=np.zeros((0, k)),
+                         lower=np.zeros(0), box_lower=None, box_upper=None)
+    return _Screened(
+        idx=np.concatenate([p.idx for p in parts]),
+        G=np.concatenate([p.G for p in parts]),
+        h=np.concatenate([p.h for p in parts]),
+        lower=np.concatenate([p.lower for p in parts]),
+        box_lower=np.concatenate([p.box_lower for p in parts]) if boxed else None,
+        box_upper=np.concatenate([p.box_upper for p in parts]) if boxed else None,
+    )
+
+
 @dataclass(frozen=True)
 class PatternResult:
     """Outcome of a pattern search: ``value`` is L (for :func:`pattern_value`) or ``passed`` the
@@ -380,54 +547,152 @@ class PatternResult:
     point: np.ndarray | None = None
 
 
-def _candidates(table: PatternTable, fwd: ForwardBounds) -> tuple[np.ndarray, np.ndarray]:
+def _candidates(table: PatternTable, fwd: ForwardBounds) -> PatternTable:
+    """The patterns of ``table`` agreeing with the box's stable neurons (in decreasing norm)."""
     on, off = _stable_masks(fwd)
-    idx = np.flatnonzero(table.consistent(on, off))
-    return table.codes[idx], table.norms[idx]
+    return table.subset(np.flatnonzero(table.consistent(on, off)))
 
 
-def _distance_lower_bounds(net: ReluNetwork, codes: np.ndarray, center: np.ndarray) -> np.ndarray:
-    """For many patterns at once, a lower bound on ``min ‖x − center‖∞`` over the pattern's region.
+def region_nonempty(net: ReluNetwork, pattern: np.ndarray, *, layers: int | None = None) -> bool:
+    """Does the closed region of ``pattern`` (only its first ``layers`` hidden layers when given)
+    contain any point of ℝ^d? One feasibility LP on ``G x ≤ h + 1e-9·(1 + |h|)``: the slack only
+    keeps more patterns (a region declared empty is empty even after relaxing it, so it meets no
+    box and no LP of :func:`region_distance` would count it either)."""
+    import highspy
 
-    Along a pattern every pre-activation is affine, ``g(x) = a·x + c``, and the region needs
-    ``s·g(x) ≥ 0`` (s = ±1 from the pattern); on ``B(center, ρ)`` the largest ``s·g`` is
-    ``s·g(center) + ρ‖a‖₁``, so ``ρ ≥ −s·g(center)/‖a‖₁`` for every neuron — the largest such
-    value bounds the region's distance (with a 1e-9 relative allowance for rounding)."""
+    G, h = _region_rows(net, pattern, layers)
+    solver = _relaxed_region_lp(G, h)
+    solver.run()
+    # only a proven infeasibility drops a pattern (an unclear status keeps it)
+    return solver.getModelStatus() != highspy.HighsModelStatus.kInfeasible
+
+
+def _relaxed_region_lp(G: np.ndarray, h: np.ndarray):
+    """HiGHS holding ``G x ≤ h + 1e-9·(1 + |h|)`` with x free (objective set by the caller)."""
+    import highspy
+
+    d = G.shape[1]
+    inf = highspy.kHighsInf
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = d, G.shape[0]
+    lp.col_cost_ = np.zeros(d)
+    lp.col_lower_ = np.full(d, -inf)
+    lp.col_upper_ = np.full(d, inf)
+    lp.row_lower_ = np.full(G.shape[0], -inf)
+    lp.row_upper_ = h + 1e-9 * (1.0 + np.abs(h))
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.start_ = np.arange(0, G.size + 1, d, dtype=np.int32)
+    lp.a_matrix_.index_ = np.tile(np.arange(d, dtype=np.int32), G.shape[0])
+    lp.a_matrix_.value_ = np.ascontiguousarray(G, dtype=np.float64).ravel()
+    solver = _highs()
+    solver.clearModel()
+    solver.passModel(lp)
+    return solver
+
+
+#: outward padding of a region's bounding box (relative), above the LPs' 1e-7 tolerances
+_BOX_PAD = 1e-6
+
+
+def _region_box(G: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """A box containing the region ``{x : G x ≤ h}`` (2d LPs min/max x_k on the relaxed region,
+    padded outwards by ``_BOX_PAD``; ±inf where unbounded or unclear), or None when the relaxed
+    region is empty (then so is the region)."""
+    import highspy
+
+    d = G.shape[1]
+    solver = _relaxed_region_lp(G, h)
+    lo, hi = np.full(d, -np.inf), np.full(d, np.inf)
+    cols = np.arange(d, dtype=np.int32)
+    optimal, infeasible = highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kInfeasible
+    for k in range(d):
+        for sign in (1.0, -1.0):  # HiGHS minimises: x_k, then −x_k
+            cost = np.zeros(d)
+            cost[k] = sign
+            solver.changeColsCost(d, cols, cost)
+            solver.run()
+            status = solver.getModelStatus()
+            if status == infeasible and k == 0 and sign > 0:
+                return None
+            if status == optimal:
+                v = sign * float(solver.getInfo().objective_function_value)
+                pad = _BOX_PAD * (1.0 + abs(v))
+                if sign > 0:
+                    lo[k] = v - pad
+                else:
+                    hi[k] = v + pad
+    return lo, hi
+
+
+def _nonempty_boxes(
+    net: ReluNetwork, codes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mask of the ``codes`` whose region is non-empty in ℝ^d (:func:`region_nonempty`), and a
+    bounding box of each (:func:`_region_box`). Shared prefixes (the first hidden layers) are
+    tested once: an empty prefix region empties every completion."""
+    widths = net.hidden_widths
     n = net.n_hidden
-    out = np.zeros(codes.shape[0])
-    for s0 in range(0, codes.shape[0], _CHUNK):
-        chunk = codes[s0 : s0 + _CHUNK]
-        bits = _bits(chunk, n)
-        k = chunk.shape[0]
-        A = np.broadcast_to(np.eye(net.in_dim), (k, net.in_dim, net.in_dim))
-        a = np.zeros((k, net.in_dim))
-        start = 0
-        lb = np.zeros(k)
-        for w, b in zip(net.weights[:-1], net.biases[:-1], strict=True):
-            A = np.matmul(w, A)
-            a = a @ w.T + b
-            g = np.einsum("nij,j->ni", A, center) + a
-            norm1 = np.abs(A).sum(axis=2)
-            p = bits[:, start : start + w.shape[0]]
-            start += w.shape[0]
-            sg = np.where(p > 0.5, g, -g) + 1e-9 * (1.0 + np.abs(g))
-            need = np.where(sg >= 0, 0.0, np.where(norm1 > 0, -sg / np.where(norm1 > 0, norm1, 1.0), np.inf))
-            lb = np.maximum(lb, need.max(axis=1, initial=0.0))
-            A = p[:, :, None] * A
-            a = p * a
-        out[s0 : s0 + _CHUNK] = lb
-    return out
+    keep = np.ones(codes.shape[0], dtype=bool)
+    for level in range(len(widths) - 1):
+        mask = np.int64((1 << int(sum(widths[: level + 1]))) - 1)
+        idx = np.flatnonzero(keep)
+        prefixes, inverse = np.unique(codes[idx] & mask, return_inverse=True)
+        ok = np.array([region_nonempty(net, _bits(np.array([p], dtype=np.int64), n)[0], layers=level + 1)
+                       for p in prefixes], dtype=bool)
+        keep[idx] = ok[inverse.reshape(-1)]
+    lo = np.full((codes.shape[0], net.in_dim), -np.inf)
+    hi = np.full((codes.shape[0], net.in_dim), np.inf)
+    for j in np.flatnonzero(keep):
+        G, h = _region_rows(net, _bits(codes[j : j + 1], n)[0])
+        box = _region_box(G, h)
+        if box is None:
+            keep[j] = False
+        else:
+            lo[j], hi[j] = box
+    return keep, lo, hi
+
+
+_NONEMPTY: OrderedDict[tuple, PatternTable | None] = OrderedDict()
+
+
+def nonempty_threshold_table(
+    net: ReluNetwork, threshold: float, *, input_norm: str, output_norm: str
+) -> PatternTable | None:
+    """:func:`threshold_pattern_table` without the patterns whose region is empty in all of ℝ^d,
+    and with a bounding box of each remaining region.
+
+    Most activation patterns of a trained network are never realised (an 8→10→10→8 obfuscator has
+    a few hundred non-empty regions among thousands of patterns above Δp); an empty region meets no
+    box, so dropping it changes no decision and no bound, and spares every later search the LP
+    that would find it infeasible. The bounding boxes give distance lower bounds that prune most
+    of the remaining LPs of a search. About 2d + 1 LPs per pattern, once per model, norms and
+    threshold (memoised)."""
+    key = (net.digest, input_norm, output_norm, float(threshold))
+    with _LOCK:
+        if key in _NONEMPTY:
+            _NONEMPTY.move_to_end(key)
+            return _NONEMPTY[key]
+    table = threshold_pattern_table(net, threshold, input_norm=input_norm, output_norm=output_norm)
+    if table is not None:
+        keep, lo, hi = _nonempty_boxes(net, table.codes)
+        table = PatternTable(codes=table.codes[keep], norms=table.norms[keep], n_hidden=table.n_hidden,
+                             floor=table.floor, box_lower=lo[keep], box_upper=hi[keep])
+    with _LOCK:
+        _NONEMPTY[key] = table
+        while len(_NONEMPTY) > 64:
+            _NONEMPTY.popitem(last=False)
+    return table
 
 
 def _table_for(
     net: ReluNetwork, fwd: ForwardBounds, input_norm: str, output_norm: str, threshold: float | None = None
 ) -> PatternTable | None:
     """The global table (small networks); for a decision at ``threshold`` the patterns above it
-    (computed once per model and threshold, then shared by every box); else the table of the
-    box's unstable neurons."""
+    whose region is not empty (computed once per model and threshold, then shared by every box);
+    else the table of the box's unstable neurons."""
     table = global_pattern_table(net, input_norm=input_norm, output_norm=output_norm)
     if table is None and threshold is not None and len(net.weights) > 2:
-        table = threshold_pattern_table(net, threshold, input_norm=input_norm, output_norm=output_norm)
+        table = nonempty_threshold_table(net, threshold, input_norm=input_norm, output_norm=output_norm)
     if table is None:
         table = box_pattern_table(net, fwd, input_norm=input_norm, output_norm=output_norm)
     return table
@@ -442,7 +707,7 @@ def pattern_upper_bound(
     table = _table_for(net, fwd, input_norm, output_norm, threshold)
     if table is None:
         return None
-    _, norms = _candidates(table, fwd)
+    norms = _candidates(table, fwd).norms
     return float(norms[0]) if norms.size else table.rest
 
 
@@ -462,24 +727,24 @@ def pattern_decide(
     table = _table_for(net, fwd, input_norm, output_norm, threshold)
     if table is None:
         return None
-    codes, norms = _candidates(table, fwd)
+    cand = _candidates(table, fwd)
+    codes, norms = cand.codes, cand.norms
     above = int(np.searchsorted(-norms, -threshold, side="left"))  # norms[:above] > threshold
     top = float(norms[0]) if norms.size else table.rest
     if above == 0:
         return PatternResult(passed=True, value=None, upper=top, lower=0.0, lower_radius=0.0, n_lps=0)
-    survivors = np.flatnonzero(_distance_lower_bounds(net, codes[:above], center) <= radius)
-    if survivors.size > max_lps:
+    scr = _screen(net, cand.subset(np.arange(above)), center, radius)
+    if scr.idx.size > max_lps:
         return None
-    n = table.n_hidden
-    for count, k in enumerate(survivors, start=1):
-        pattern = _bits(codes[k : k + 1], n)[0]
-        hit = region_distance(net, pattern, center, radius)
+    for count, (k, Gk, hk) in enumerate(zip(scr.idx, scr.G, scr.h, strict=True), start=1):
+        hit = _distance_lp(Gk, hk, center, radius)
         if hit is not None:
+            pattern = _bits(codes[k : k + 1], table.n_hidden)[0]
             return PatternResult(passed=False, value=None, upper=top, lower=float(norms[k]),
                                  lower_radius=hit[0], n_lps=count, pattern=pattern, point=hit[1])
     upper = float(norms[above]) if above < norms.size else table.rest
     return PatternResult(passed=True, value=None, upper=upper, lower=0.0, lower_radius=0.0,
-                         n_lps=int(survivors.size))
+                         n_lps=int(scr.idx.size))
 
 
 def pattern_value(
@@ -497,20 +762,19 @@ def pattern_value(
     table = _table_for(net, fwd, input_norm, output_norm)
     if table is None:
         return None
-    codes, norms = _candidates(table, fwd)
-    n = table.n_hidden
+    cand = _candidates(table, fwd)
+    codes, norms = cand.codes, cand.norms
     n_lps = 0
     for start in range(0, codes.size, 1024):
-        lbs = _distance_lower_bounds(net, codes[start : start + 1024], center)
-        block = np.flatnonzero(lbs <= radius) + start
-        for k in block:
+        scr = _screen(net, cand.subset(np.arange(start, min(codes.size, start + 1024))), center, radius)
+        for k, Gk, hk in zip(scr.idx + start, scr.G, scr.h, strict=True):
             if n_lps >= max_lps:
                 return None
             n_lps += 1
-            pattern = _bits(codes[k : k + 1], n)[0]
-            hit = region_distance(net, pattern, center, radius)
+            hit = _distance_lp(Gk, hk, center, radius)
             if hit is not None:
                 v = float(norms[k])
+                pattern = _bits(codes[k : k + 1], table.n_hidden)[0]
                 return PatternResult(passed=None, value=v, upper=v, lower=v, lower_radius=hit[0], n_lps=n_lps,
                                      pattern=pattern, point=hit[1])
     return None
@@ -552,52 +816,37 @@ def pattern_nearest_violation(
     table = _table_for(net, fwd, input_norm, output_norm, threshold)
     if table is None:
         return None
-    codes, norms = _candidates(table, fwd)
+    cand = _candidates(table, fwd)
+    codes, norms = cand.codes, cand.norms
     above = int(np.searchsorted(-norms, -threshold, side="left"))
     upper_below = float(norms[above]) if above < norms.size else table.rest
     if above == 0:
         return NearestViolation(distance=np.inf, norm=0.0, pattern=None, point=None, upper_below=upper_below,
                                 n_lps=0)
-    lbs = _distance_lower_bounds(net, codes[:above], center)
     best = radius if hint is None else min(radius, hint)
-    order = np.argsort(lbs, kind="stable")
-    order = order[lbs[order] <= best]
-    n = table.n_hidden
+    scr = _screen(net, cand.subset(np.arange(above)), center, best)
+    scr = scr.take(np.argsort(scr.lower, kind="stable"))
+    alive = np.ones(scr.idx.size, dtype=bool)
     found: tuple[float, float, np.ndarray, np.ndarray] | None = None
     n_lps = 0
-    # Best-first search (A*-like): a candidate's key is a lower bound on its region's distance.
-    # Patterns sharing their first hidden layers share that part of the region, so one LP on the
-    # prefix (cached per prefix) raises the key of the whole group; a candidate gets its full LP
-    # only when it is the most promising one left, and everything whose key exceeds the best
-    # distance found is pruned.
-    widths = net.hidden_widths
-    prefix_masks = [np.int64((1 << int(sum(widths[: ell + 1]))) - 1) for ell in range(len(widths) - 1)]
-    prefix_dist: dict[tuple[int, int], float] = {}
-    heap = [(float(lbs[k]), int(k), 0) for k in order]
-    heapq.heapify(heap)
-    while heap:
-        key, k, level = heapq.heappop(heap)
-        if key > best:
+    # Best-first: candidates in increasing order of a distance lower bound, each settled by its LP
+    # on B(center, best); every time a closer region is found, the rest are screened again by
+    # propagation on the smaller ball, and the scan stops once the bound exceeds the best distance.
+    for pos in range(scr.idx.size):
+        if scr.lower[pos] > best:
             break
+        if not alive[pos]:
+            continue
         if n_lps >= max_lps:
             return None
-        if level < len(prefix_masks):
-            pkey = (level, int(codes[k] & prefix_masks[level]))
-            if pkey not in prefix_dist:
-                n_lps += 1
-                pattern = _bits(codes[k : k + 1], n)[0]
-                hit = region_distance(net, pattern, center, radius, layers=level + 1)
-                prefix_dist[pkey] = np.inf if hit is None else hit[0]
-            pd = prefix_dist[pkey]
-            if pd <= best:
-                heapq.heappush(heap, (max(key, pd), k, level + 1))
-            continue
         n_lps += 1
-        pattern = _bits(codes[k : k + 1], n)[0]
-        hit = region_distance(net, pattern, center, best)
+        hit = _distance_lp(scr.G[pos], scr.h[pos], center, best)
         if hit is not None and (found is None or hit[0] < found[0]):
-            found = (hit[0], float(norms[k]), pattern, hit[1])
+            k = int(scr.idx[pos])
+            found = (hit[0], float(norms[k]), _bits(codes[k : k + 1], table.n_hidden)[0], hit[1])
             best = hit[0]
+            rest = np.flatnonzero(alive[pos + 1 :] & (scr.lower[pos + 1 :] <= best)) + pos + 1
+            alive[rest] = ~scr.refuted(rest, center, best)
     if found is None:
         if hint is not None and hint < radius:
             return None  # the hint was wrong (no region within it): let the caller retry without it
