@@ -158,6 +158,9 @@ def obfuscator_cmd(
     epochs: int = typer.Option(None),
     warmup_epochs: int = typer.Option(None, "--warmup-epochs", help="task-only epochs before the game"),
     refit_epochs: int = typer.Option(None, "--refit-epochs", help="classifier refit epochs on the final f"),
+    noise: str = typer.Option(
+        None, help="N regulariser: release (default; noise = the release's Δ̂·R/ε) or paper (Lap σ=0.01)"
+    ),
     keep_adversary: bool = typer.Option(False, "--keep-adversary", help="also store the proxy adversary"),
     device: str = _DEVICE,
     seed: int = _SEED,
@@ -180,6 +183,7 @@ def obfuscator_cmd(
         epochs=epochs,
         warmup_epochs=warmup_epochs,
         classifier_refit_epochs=refit_epochs,
+        noise_mode=noise,
     )
     _summary(
         train_obfuscator(

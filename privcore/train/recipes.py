@@ -106,8 +106,22 @@ class ObfuscatorRecipe:
     """One obfuscator variant (Table 1) trained jointly with its classifier and proxy adversary.
 
     Loss of the obfuscator f (classifier h, proxy adversary a, target t = the image):
-    ``(1 − α)·CE(h(f(z) + n), y) − α·MSE(a(f(z)), t) + λ·Contrastive(f(z), y)`` with n ~ Lap(σ)
-    i.i.d. when the noise regulariser is on (else 0), α = 0 without ARL, λ = 0 without C.
+    ``(1 − α)·CE(h(f(z) + n), y) − α·MSE(a(f(z)), t) + λ·Contrastive(f(z), y) + ρ·spread``,
+    α = 0 without ARL, λ = 0 without C, n = 0 without N. With N, ``noise_mode`` picks n:
+
+    * ``"paper"``: n ~ Lap(σ) i.i.d., σ = 0.01 (App. E, literally; blind to the release noise);
+    * ``"release"`` (default): the release noise itself, n = Δ̂·R/ε·Lap(1) per coordinate with
+      Δ̂ = μ + 3σ of ‖J_f‖∞→1 over the batch (at z and ``noise_ball_samples`` vertices of the
+      R-ball), ε drawn per sample from ``noise_epsilons`` and a ``noise_clean_fraction`` left clean,
+      plus ρ = ``spread_weight`` times std/mean of those norms and ``release_weight`` times the mean
+      of max(0, n_i/Δ̂ − 1) where n_i is the sampled norm over the larger ball B(z_i,
+      ``release_radius_factor``·R): PTR releases a point at ε only if L(f, N(z, r)) ≤ Δp for r up to
+      about R + (ln(1/δ) + 1.5)·R/ε (φ = R* − R must beat the test's threshold), ≈ 6R at ε = 1,
+      δ = 0.05; with ``contrastive_units="release"`` the contrastive distances are measured in
+      units of the smallest training noise scale Δ̂·R/max(ε) (the margin then asks for class
+      separation relative to the release noise instead of fixing an arbitrary scale)
+      (:mod:`privcore.train.release_aware`).
+
     h minimises its CE on (noisy) z̃, a its MSE, each on detached z̃, every step (min-max).
     """
 
@@ -119,6 +133,15 @@ class ObfuscatorRecipe:
     lam: float = PAPER_LAMBDA
     margin: float = PAPER_MARGIN
     sigma: float = PAPER_SIGMA
+    noise_mode: str = "release"
+    noise_epsilons: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0)
+    noise_clean_fraction: float = 0.2
+    noise_ball_samples: int = 4
+    noise_n_sigma: float = 3.0
+    spread_weight: float = 0.0
+    release_radius_factor: float = 6.0
+    release_weight: float = 3.0
+    contrastive_units: str = "raw"
     obfuscator_hidden: tuple[int, ...] = (10, 10)
     out_dim: int = 8
     classifier_hidden: tuple[int, ...] = (64, 64)
@@ -136,6 +159,20 @@ class ObfuscatorRecipe:
         check_nonnegative("lam", self.lam)
         check_positive("margin", self.margin)
         check_positive("sigma", self.sigma)
+        check_choice("noise_mode", self.noise_mode, ("paper", "release"))
+        if not self.noise_epsilons:
+            raise ValueError("noise_epsilons must name at least one ε, got ()")
+        for e in self.noise_epsilons:
+            check_epsilon(e, "noise_epsilons[i]")
+        check_in_range(
+            "noise_clean_fraction", self.noise_clean_fraction, 0.0, 1.0, low_open=False, high_open=False
+        )
+        check_int("noise_ball_samples", self.noise_ball_samples, minimum=0)
+        check_nonnegative("noise_n_sigma", self.noise_n_sigma)
+        check_nonnegative("spread_weight", self.spread_weight)
+        check_nonnegative("release_radius_factor", self.release_radius_factor)
+        check_nonnegative("release_weight", self.release_weight)
+        check_choice("contrastive_units", self.contrastive_units, ("raw", "release"))
         check_int("out_dim", self.out_dim, minimum=1)
         for i, w in enumerate(self.obfuscator_hidden):
             check_int(f"obfuscator_hidden[{i}]", w, minimum=1)
@@ -307,11 +344,14 @@ def obfuscator_recipe(
     member of Fig. 2); ``out_dim`` defaults to the latent size."""
     arl, con, noise = parse_variant(variant)
     spec = get_spec(dataset)
+    release = noise and overrides.get("noise_mode") in (None, "release")
     defaults: dict[str, Any] = {
         "variant": variant,
         "alpha": PAPER_ALPHA if arl else 0.0,
         "contrastive": con,
         "noise": noise,
+        # release-aware N: the contrastive margin in release-noise units (scale-free, like the noise)
+        "contrastive_units": "release" if release and con else "raw",
         "out_dim": spec.latent_dim,
         **_OBF_DEFAULTS.get(dataset, {}),
     }
