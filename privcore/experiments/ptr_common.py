@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import copy
 import math
-import multiprocessing as mp
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +23,9 @@ from privcore.validation import check_delta, check_positive
 
 __all__ = [
     "PTRSetup",
+    "PhiBatch",
     "compute_phis",
+    "compute_phis_detailed",
     "embed",
     "expected_accuracy",
     "ptr_release_batch",
@@ -100,45 +100,139 @@ def embed(pipe: Any, x: Any, *, batch_size: int = 512) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros((0, pipe.latent_dim))
 
 
-def _phi_one(args: tuple) -> tuple[int, Any, str]:
-    index, f, z, grid, kind = args
+#: how a decision "U(z, r) ≤ Δp?" was settled (Certifier.stats keys) that needs no LP/MILP solver
+_SOLVER_FREE = {"memo": None, "interval": "bounds", "sampled": "bounds", "closed-form": "bounds",
+                "enumeration": "enumeration"}
+
+
+def _backend(worker: dict, kind: str, how: str) -> str:
+    """What ``solver="auto"`` ran for an LP/MILP decision on that worker (checked on the worker;
+    the ``lp`` certifier's own LP always runs on HiGHS)."""
+    if not worker.get("gurobi") or (kind == "lp" and how == "lp"):
+        return "highs"
+    limit = worker.get("gurobi_size_limit")
+    return "gurobi" if limit is None else f"gurobi|highs (auto: Gurobi up to {limit} variables/constraints)"
+
+
+@dataclass(frozen=True)
+class _PhiJob:
+    """What every φ task shares: the parsed network, the PTR grid, the certifier kind, the cache."""
+
+    net: Any
+    grid: dict
+    kind: str
+    cache: Any
+
+
+def _phi_chunk(job: _PhiJob, chunk: list[np.ndarray]) -> list[tuple[Any, str, dict]]:
+    """One task: φ of each embedding through the cache, with how its decisions were settled."""
+    from privcore.executors import worker_solver_info
     from privcore.lipschitz import Certifier, cached_phi
 
-    try:
-        phi = cached_phi(f, z, certifier=Certifier(kind=kind), **grid)
-    except CertificationError as exc:  # a time-out is never a decision: this point releases nothing
-        return index, None, str(exc)
-    return index, phi, ""
+    worker = worker_solver_info()
+    out: list[tuple[Any, str, dict]] = []
+    for z in chunk:
+        oracle = Certifier(kind=job.kind)  # a fresh memo per point, as always
+        try:
+            phi = cached_phi(job.net, z, certifier=oracle, cache=job.cache, **job.grid)
+        except CertificationError as exc:  # a time-out is never a decision: this point releases nothing
+            out.append((None, str(exc), {"decisions": oracle.stats, "solvers": [], "host": worker["host"]}))
+            continue
+        stats = oracle.stats
+        names = {_SOLVER_FREE[h] if h in _SOLVER_FREE else _backend(worker, job.kind, h) for h in stats}
+        names.discard(None)
+        solvers = sorted(names) if stats else ["cache"]  # no decision at all: φ came from the cache
+        out.append((phi, "", {"decisions": stats, "solvers": solvers, "host": worker["host"]}))
+    return out
+
+
+@dataclass(frozen=True)
+class PhiBatch:
+    """φ for a batch (:func:`compute_phis_detailed`).
+
+    ``phis[i]`` is None where no φ exists (certification time-out, or a task that failed every
+    retry: ``failures[i]``); PTR releases nothing there. ``decided_by[i]``: the certifier's decision
+    counts per kind of evidence and the solvers behind them (``cache`` when φ was cached).
+    """
+
+    phis: list[Any]
+    errors: list[str]
+    failures: dict[int, str]
+    decided_by: list[dict | None]
+    executor: str
+    tasks: int
+    seconds: float
+
+    @property
+    def solvers(self) -> dict[str, int]:
+        """How many points each solver helped decide."""
+        counts: dict[str, int] = {}
+        for d in self.decided_by:
+            for name in (d or {}).get("solvers", []):
+                counts[name] = counts.get(name, 0) + 1
+        return counts
+
+
+def compute_phis_detailed(
+    f: Any,
+    z: np.ndarray,
+    setup: PTRSetup,
+    *,
+    workers: int = 2,
+    progress: Progress | None = None,
+    executor: Any = None,
+    cache: Any = True,
+) -> PhiBatch:
+    """φ(z_i) (posthoc PTR, Alg. 1) for every row of ``z`` through the cache, on ``executor``
+    (default: ``workers`` local processes; in this process for ≤ 32 points, where spawning solver
+    processes would cost more than it saves). ``progress(done, total, message)`` gets tasks,
+    throughput and ETA in its message. Returns a :class:`PhiBatch`."""
+    from privcore.executors import LocalExecutor, run_points
+    from privcore.lipschitz import as_network
+    from privcore.lipschitz.cache import resolve_cache
+
+    # certification runs on the CPU (and in other processes) whatever the device; parsed once here
+    net = as_network(copy.deepcopy(f).cpu())
+    zs = [np.asarray(z[i], dtype=np.float64) for i in range(len(z))]
+    ex = executor if executor is not None else LocalExecutor(workers=workers if len(zs) > 32 else 1)
+    job = _PhiJob(net=net, grid=setup.grid(), kind=setup.certifier, cache=resolve_cache(cache))
+
+    def report(p: Any) -> None:
+        if progress is not None:
+            progress(p.points_done, p.points_total, f"φ · {p.describe()}")
+
+    out = run_points(_phi_chunk, zs, executor=ex, shared=job, progress=report, description="φ")
+    phis: list[Any] = [None] * len(zs)
+    errors: list[str] = []
+    decided: list[dict | None] = [None] * len(zs)
+    for i, res in enumerate(out.results):
+        if res is None:
+            errors.append(f"point {i}: task failed after retries: {out.failures.get(i, 'no result')}")
+            continue
+        phis[i], err, decided[i] = res
+        if err:
+            errors.append(err)
+    return PhiBatch(phis=phis, errors=errors, failures=dict(out.failures), decided_by=decided,
+                    executor=ex.name, tasks=out.tasks, seconds=out.seconds)
 
 
 def compute_phis(
-    f: Any, z: np.ndarray, setup: PTRSetup, *, workers: int = 2, progress: Progress | None = None
+    f: Any,
+    z: np.ndarray,
+    setup: PTRSetup,
+    *,
+    workers: int = 2,
+    progress: Progress | None = None,
+    executor: Any = None,
+    cache: Any = True,
 ) -> tuple[list[Any], list[str]]:
-    """φ(z_i) for every row of ``z`` through the cache (``workers`` processes); None where the
-    certifier could not decide (then PTR releases nothing for that point). Returns (phis, errors)."""
-    f = copy.deepcopy(f).cpu()  # certification runs on the CPU (and in spawned processes) whatever the device
-    jobs = [(i, f, np.asarray(z[i], dtype=np.float64), setup.grid(), setup.certifier) for i in range(len(z))]
-    phis: list[Any] = [None] * len(jobs)
-    errors: list[str] = []
-    done = 0
-
-    def record(i: int, phi: Any, err: str) -> None:
-        nonlocal done
-        phis[i] = phi
-        if err:
-            errors.append(err)
-        done += 1
-        if progress is not None:
-            progress(done, len(jobs), "φ")
-
-    if workers <= 1 or len(jobs) <= 32:  # spawning solver processes costs seconds: not for a few points
-        for job in jobs:
-            record(*_phi_one(job))
-    else:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-            for i, phi, err in pool.map(_phi_one, jobs, chunksize=max(1, len(jobs) // (8 * workers))):
-                record(i, phi, err)
-    return phis, errors
+    """φ(z_i) for every row of ``z`` through the cache (posthoc PTR, Alg. 1; ``workers`` local
+    processes or ``executor``); None where the certifier could not decide or the point's task
+    failed every retry (then PTR releases nothing for that point). Returns (phis, errors)."""
+    res = compute_phis_detailed(
+        f, z, setup, workers=workers, progress=progress, executor=executor, cache=cache
+    )
+    return res.phis, res.errors
 
 
 def ptr_release_batch(

@@ -1,36 +1,113 @@
-"""Certify many points (a training or test set) on several cores, with a progress bar.
+"""Certify many points (a training or test set) on several cores or a Ray cluster, with progress.
 
 Used to compute the Δp statistics μ + n·σ of L(f, N(z_i, R)) over training embeddings (posthoc
-PTR paper, Sec. 5). Work is spread over ``workers`` processes (started with ``spawn``, so no
-solver thread pool or licence handle is inherited through ``fork``), each solver single-threaded;
-the cache is consulted and filled by the parent only.
+PTR paper, Sec. 5). Only the scheduling is here; each certificate is :func:`local_lipschitz`
+whatever runs it. Points are split into chunks, one task per chunk (:mod:`privcore.executors`:
+local processes started with ``spawn`` — no solver thread pool or licence handle inherited through
+``fork`` — or Ray tasks), each solver single-threaded. The parsed network travels once per task;
+``solver="auto"`` is resolved inside the task, so a worker without a Gurobi licence uses HiGHS and
+every certificate records the solver that produced it. Solvers run single-threaded everywhere, so
+a certificate does not depend on which executor computed it.
+
+Cache: the driver skips the points already cached; each task looks a point up again (another job
+or node may have certified it) and writes every exact certificate as soon as it is computed, so a
+job killed half-way resumes without recomputing what finished. A point whose task keeps failing
+(after the executor's retries, then alone) is reported — :func:`certify_batch` raises
+:class:`~privcore.errors.CertificationError` listing the indices once the others are done — and
+never returned as certified.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict
+from collections import Counter
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
+from privcore.errors import CertificationError
+from privcore.executors import (
+    Executor,
+    LocalExecutor,
+    ProgressCallback,
+    cli_progress,
+    run_points,
+    worker_solver_info,
+)
 from privcore.lipschitz.backends import SOLVERS
-from privcore.lipschitz.cache import resolve_cache
+from privcore.lipschitz.cache import LipschitzCache, resolve_cache
 from privcore.lipschitz.certifier import certificate_from_dict, certificate_key
 from privcore.lipschitz.engine import CERTIFIERS, Certificate, local_lipschitz
 from privcore.lipschitz.network import ReluNetwork, as_network
 from privcore.validation import check_choice, check_finite_array, check_int, check_nonnegative, check_positive
 
-__all__ = ["certify_batch"]
+__all__ = ["BatchOutcome", "certify_batch", "certify_batch_detailed"]
 
 
-def _one(args: tuple) -> tuple[int, Certificate]:
-    index, net, center, radius, kw = args
-    return index, local_lipschitz(net, center, radius, **kw)
+@dataclass(frozen=True)
+class _Job:
+    """What every task of one batch shares (sent once per task, or once to Ray's object store)."""
+
+    net: ReluNetwork
+    radius: float
+    kw: dict
+    cache: LipschitzCache | None
 
 
-def certify_batch(
+@dataclass(frozen=True)
+class _Point:
+    """A point's certificate from a task: ``computed`` False when the task found it in the cache."""
+
+    certificate: Certificate
+    computed: bool
+    worker: dict
+
+
+def _certify_chunk(job: _Job, chunk: list[np.ndarray]) -> list[_Point]:
+    """One task: parse nothing (the network is parsed), certify each centre, cache exact results."""
+    worker = worker_solver_info()
+    norms = {"input_norm": job.kw["input_norm"], "output_norm": job.kw["output_norm"]}
+    out = []
+    for c in chunk:
+        key = certificate_key(job.net.digest, c, job.radius, kind=job.kw["certifier"], **norms)
+        if job.cache is not None:
+            hit = job.cache.get("certificate", key)
+            if hit is not None:
+                try:
+                    out.append(_Point(certificate_from_dict(hit), False, worker))
+                    continue
+                except (TypeError, ValueError):
+                    pass
+        cert = local_lipschitz(job.net, c, job.radius, **job.kw)
+        if job.cache is not None and cert.exact:
+            job.cache.put("certificate", key, asdict(cert))
+        out.append(_Point(cert, True, worker))
+    return out
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """Everything :func:`certify_batch_detailed` learnt.
+
+    ``certificates[i]`` is the i-th centre's certificate, None where it failed; ``failures`` maps
+    those indices to the last error. ``n_cached`` points came from the cache (driver or task),
+    ``n_computed`` were certified by :func:`local_lipschitz` in this run; ``solvers`` counts
+    certificates per solver that produced them; ``workers`` lists the distinct (host, Gurobi
+    available, licence size limit) of the processes that ran tasks.
+    """
+
+    certificates: list[Certificate | None]
+    failures: dict[int, str]
+    n_cached: int
+    n_computed: int
+    solvers: dict[str, int]
+    workers: list[dict]
+    tasks: int
+    seconds: float
+    executor: str
+
+
+def certify_batch_detailed(
     net: Any,
     centers: Any,
     radius: float,
@@ -39,17 +116,15 @@ def certify_batch(
     solver: str = "auto",
     workers: int = 2,
     time_limit: float | None = None,
-    progress: bool = True,
+    progress: bool | ProgressCallback = True,
     cache: Any = None,
     input_norm: str = "linf",
     output_norm: str = "l1",
-) -> list[Certificate]:
-    """One :class:`Certificate` per row of ``centers`` (same order), ``certifier`` ∈ exact/lp/interval.
-
-    ``workers`` processes share the points (1 = in this process); a time-out yields a
-    certificate with ``exact=False`` whose ``upper`` is still a proven bound. Exact results are
-    stored in / read from ``cache`` (None, True, a directory or a LipschitzCache).
-    """
+    executor: Executor | None = None,
+) -> BatchOutcome:
+    """Like :func:`certify_batch` but returns a :class:`BatchOutcome` instead of raising on
+    points that failed (the Δp statistics of posthoc PTR Sec. 5 need every point; a caller that can
+    live with gaps reads ``failures``)."""
     check_choice("certifier", certifier, CERTIFIERS)
     check_choice("solver", solver, SOLVERS)
     workers = check_int("workers", workers, minimum=1)
@@ -62,6 +137,7 @@ def certify_batch(
         pts = pts[None, :]
     if pts.ndim != 2 or pts.shape[1] != parsed.in_dim:
         raise ValueError(f"centers must have shape (n, {parsed.in_dim}), got {pts.shape}")
+    ex: Executor = executor if executor is not None else LocalExecutor(workers=workers)
     store = resolve_cache(cache)
     norms = dict(input_norm=input_norm, output_norm=output_norm)
     results: list[Certificate | None] = [None] * len(pts)
@@ -76,38 +152,79 @@ def certify_batch(
                 except (TypeError, ValueError):
                     pass
         todo.append(i)
-    kw = dict(certifier=certifier, solver=solver, time_limit=time_limit, **norms)
-    bar = _progress_bar(len(pts), progress, initial=len(pts) - len(todo))
+    # one solver thread per task, wherever it runs: the executor provides the parallelism, and a
+    # multi-threaded MILP may end on a bound a few ulp apart, which would make results depend on it
+    kw: dict[str, Any] = dict(certifier=certifier, solver=solver, time_limit=time_limit, threads=1, **norms)
+    job = _Job(net=parsed, radius=r, kw=kw, cache=store)
+    items = [np.array(pts[i]) for i in todo]
+    skipped = len(pts) - len(todo)
+    with cli_progress("Lipschitz certificates", enabled=progress is True) as bar:
+        callback = progress if callable(progress) else bar
+        outcome = run_points(
+            _certify_chunk, items, executor=ex, shared=job, progress=callback,
+            description="Lipschitz certificates", skipped=skipped,
+        )
+    failures: dict[int, str] = {}
+    computed = 0
+    hosts: dict[tuple, dict] = {}
+    for pos, i in enumerate(todo):
+        point = outcome.results[pos]
+        if point is None:
+            failures[i] = outcome.failures.get(pos, "no result")
+            continue
+        results[i] = point.certificate
+        computed += point.computed
+        w = point.worker
+        hosts.setdefault((w["host"], w["gurobi"], w["gurobi_size_limit"]), w)
+    return BatchOutcome(
+        certificates=results,
+        failures=failures,
+        n_cached=sum(c is not None for c in results) - computed,
+        n_computed=computed,
+        solvers=dict(Counter(c.solver for c in results if c is not None)),
+        workers=[{k: w[k] for k in ("host", "gurobi", "gurobi_size_limit")} for w in hosts.values()],
+        tasks=outcome.tasks,
+        seconds=outcome.seconds,
+        executor=ex.name,
+    )
 
-    def record(i: int, cert: Certificate) -> None:
-        results[i] = cert
-        if store is not None and cert.exact:
-            key = certificate_key(parsed.digest, pts[i], r, kind=certifier, **norms)
-            store.put("certificate", key, asdict(cert))
-        if bar is not None:
-            bar.update(1)
 
-    try:
-        if workers == 1 or len(todo) <= 1:
-            for i in todo:
-                record(i, local_lipschitz(parsed, pts[i], r, **kw))
-        else:
-            kw["threads"] = 1
-            ctx = mp.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as pool:
-                futures = [pool.submit(_one, (i, parsed, np.array(pts[i]), r, kw)) for i in todo]
-                for fut in as_completed(futures):
-                    i, cert = fut.result()
-                    record(i, cert)
-    finally:
-        if bar is not None:
-            bar.close()
-    return [c for c in results if c is not None]
+def certify_batch(
+    net: Any,
+    centers: Any,
+    radius: float,
+    *,
+    certifier: str = "exact",
+    solver: str = "auto",
+    workers: int = 2,
+    time_limit: float | None = None,
+    progress: bool | ProgressCallback = True,
+    cache: Any = None,
+    input_norm: str = "linf",
+    output_norm: str = "l1",
+    executor: Executor | None = None,
+) -> list[Certificate]:
+    """One :class:`Certificate` per row of ``centers`` (same order), ``certifier`` ∈ exact/lp/interval
+    (LipMIP, Jordan & Dimakis 2020; used for posthoc PTR's Δp, Sec. 5).
 
-
-def _progress_bar(total: int, enabled: bool, *, initial: int = 0) -> Any:
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, desc="Lipschitz certificates", unit="pt")
+    ``executor`` runs the tasks (default ``LocalExecutor(workers=workers)``: ``workers`` processes,
+    1 = in this process; or a :class:`~privcore.executors.RayExecutor`). A time-out yields a
+    certificate with ``exact=False`` whose ``upper`` is still a proven bound. Exact results are
+    stored in / read from ``cache`` (None, True, a directory or a LipschitzCache). ``progress``:
+    True for a bar, or a callback receiving :class:`~privcore.executors.JobProgress`. Points that
+    fail every retry raise :class:`CertificationError` naming their indices after the rest finished.
+    """
+    out = certify_batch_detailed(
+        net, centers, radius, certifier=certifier, solver=solver, workers=workers, time_limit=time_limit,
+        progress=progress, cache=cache, input_norm=input_norm, output_norm=output_norm, executor=executor,
+    )
+    if out.failures:
+        idx = sorted(out.failures)
+        first = out.failures[idx[0]]
+        raise CertificationError(
+            f"{len(idx)} of {len(out.certificates)} points could not be certified after retries "
+            f"(indices {idx}; first error: {first}); nothing is reported for them, the other "
+            f"{len(out.certificates) - len(idx)} certificates are done"
+            + (" and cached" if cache not in (None, False) else "")
+        )
+    return [c for c in out.certificates if c is not None]
