@@ -66,7 +66,16 @@ def attacker_cache_dir() -> Path:
 
 
 def delta_p_at(
-    pipe: Any, x_train: Any, radius: float, *, n: int, seed: int, certifier: str, workers: int, progress: bool
+    pipe: Any,
+    x_train: Any,
+    radius: float,
+    *,
+    n: int,
+    seed: int,
+    certifier: str,
+    workers: int,
+    progress: bool,
+    executor: Any = None,
 ) -> float:
     """Δp = μ + 3σ of certified L(f, N(z_i, R)) over ``n`` training embeddings (posthoc Sec. 6).
 
@@ -87,6 +96,7 @@ def delta_p_at(
         workers=workers if n > 32 else 1,
         cache=True,
         progress=progress,
+        executor=executor,
     )
     return float(delta_p_statistics([c.upper for c in certs], n_sigma=3.0)["proposed"])
 
@@ -200,6 +210,7 @@ def run(ctx: RunContext) -> Any:
             certifier=ctx.certifier,
             workers=ctx.workers,
             progress=ctx.show_progress,
+            executor=ctx.executor,
         )
         attacker = _attacker(ctx, pipe, radius=r, delta_p=dp, epochs=epochs)
         setup = ptr_setup(
@@ -220,7 +231,8 @@ def run(ctx: RunContext) -> Any:
                 if phis is None:
                     with ctx.progress(f"φ R={r:g}") as progress:
                         phis, _ = compute_phis(
-                            pipe.obfuscator, z, setup, workers=ctx.workers, progress=progress
+                            pipe.obfuscator, z, setup, workers=ctx.workers, progress=progress,
+                            executor=ctx.executor,
                         )
                 rel = ptr_release_batch(
                     pipe.obfuscator, z, phis, setup, epsilon=eps, rng=np.random.default_rng(seed)

@@ -133,7 +133,10 @@ def run(ctx: RunContext) -> Any:
         r, dp = pipe.radius, pipe.proposed_delta_p
         z = embed(pipe, ds.x_test[idx])
         zt = pipe.obfuscate(torch.as_tensor(z, dtype=torch.float32)).cpu()
-        kw = dict(certifier="exact", workers=ctx.workers if len(z) > 32 else 1, cache=True, progress=False)
+        kw = dict(
+            certifier="exact", workers=ctx.workers if len(z) > 32 else 1, cache=True, progress=False,
+            executor=ctx.executor,
+        )
         train_linf = certify_batch(f_cpu, embed(pipe, ds.x_train[tidx]), r, output_norm="linf", **kw)
         dp_linf = delta_p_statistics([c.upper for c in train_linf], n_sigma=3.0)["proposed"]
         local_linf = np.array([c.upper for c in certify_batch(f_cpu, z, r, output_norm="linf", **kw)])

@@ -13,6 +13,8 @@ from typing import Annotated
 
 import typer
 
+from privcore.executors import ADDRESS_HELP, EXECUTOR_HELP
+
 experiment_app = typer.Typer(
     name="experiment",
     help="Regenerate the papers' tables and figures as CSV + plotly figures under data/results/.",
@@ -45,6 +47,8 @@ def experiment(
         bool, typer.Option("--fresh", help="ignore (overwrite) earlier results of this config")
     ] = False,
     workers: Annotated[int, typer.Option(help="solver processes for Lipschitz certificates")] = 2,
+    executor: Annotated[str, typer.Option(help=EXECUTOR_HELP)] = "local",
+    address: Annotated[str | None, typer.Option(help=ADDRESS_HELP)] = None,
     n_test: Annotated[int, typer.Option(help="test images per setting (0 = the mode's default)")] = 0,
     obfuscators: Annotated[str, typer.Option(help="table1: only these variants, comma-separated")] = "",
     models_dir: Annotated[Path | None, typer.Option(help="checkpoints (default: models/)")] = None,
@@ -52,11 +56,16 @@ def experiment(
     no_progress: Annotated[bool, typer.Option("--no-progress", help="no progress bars (logs)")] = False,
 ) -> None:
     """Run one experiment (or ``all``) for one dataset and print where its results are."""
+    from privcore.executors import RayExecutor, executor_from_options
     from privcore.experiments import EXPERIMENTS, run_experiment
     from privcore.experiments.runner import DEFAULT_RESULTS_DIR, RunContext, default_command
 
     if tiny and quick:
         raise typer.BadParameter("--tiny and --quick are exclusive")
+    try:
+        runner = executor_from_options(executor, address=address, workers=workers)
+    except (ValueError, ImportError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
     if threads:
         import torch
 
@@ -77,6 +86,7 @@ def experiment(
         device=device,
         certifier=certifier,
         workers=workers,
+        executor=None if runner.name == "local" else runner,
         models_dir=models_dir,
         fresh=fresh,
         show_progress=not no_progress,
@@ -84,19 +94,25 @@ def experiment(
         options={k: v for k, v in {"n_test": n_test, "obfuscators": obfuscators}.items() if v},
     )
     failures: list[str] = []
-    for n in names:
-        start = time.perf_counter()
-        typer.echo(f"== {n} on {dataset} ({ctx.mode})")
-        try:
-            frame = run_experiment(n, ctx)
-        except Exception as exc:  # `all` goes on; a single experiment re-raises below
-            if name != "all":
-                raise
-            failures.append(f"{n}: {type(exc).__name__}: {exc}")
-            typer.echo(f"   FAILED: {type(exc).__name__}: {exc}", err=True)
-            continue
-        rows = 0 if frame is None else len(frame)
-        typer.echo(f"   {rows} rows → {ctx.dataset_dir / (n + '.csv')} ({time.perf_counter() - start:.1f} s)")
+    try:
+        for n in names:
+            start = time.perf_counter()
+            typer.echo(f"== {n} on {dataset} ({ctx.mode})")
+            try:
+                frame = run_experiment(n, ctx)
+            except Exception as exc:  # `all` goes on; a single experiment re-raises below
+                if name != "all":
+                    raise
+                failures.append(f"{n}: {type(exc).__name__}: {exc}")
+                typer.echo(f"   FAILED: {type(exc).__name__}: {exc}", err=True)
+                continue
+            rows = 0 if frame is None else len(frame)
+            typer.echo(
+                f"   {rows} rows → {ctx.dataset_dir / (n + '.csv')} ({time.perf_counter() - start:.1f} s)"
+            )
+    finally:
+        if isinstance(runner, RayExecutor):
+            runner.close()  # a Ray runtime this command started
     if failures:
         typer.echo("failed: " + "; ".join(failures), err=True)
         raise typer.Exit(code=1)

@@ -121,6 +121,7 @@ def run(ctx: RunContext) -> Any:
                 workers=ctx.workers if len(z) > 32 else 1,
                 cache=True,
                 progress=False,
+                executor=ctx.executor,
             )
             upper = np.array([c.upper for c in certs])
             lower = np.array([c.lower for c in certs])

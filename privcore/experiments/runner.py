@@ -328,8 +328,10 @@ class RunContext:
 
     ``mode`` is ``full`` (the papers' settings, as far as two CPU cores allow), ``quick`` (a
     subsample: every experiment of one dataset in minutes) or ``tiny`` (seconds; for tests).
-    ``workers`` is the number of solver processes; ``models_dir`` where checkpoints are read from
-    (default: the pipeline's, ``$PRIVCORE_MODELS_DIR`` or ``models/``).
+    ``workers`` is the number of solver processes; ``executor`` runs batch certification (None:
+    ``workers`` local processes; or a :mod:`privcore.executors` executor such as Ray);
+    ``models_dir`` where checkpoints are read from (default: the pipeline's,
+    ``$PRIVCORE_MODELS_DIR`` or ``models/``).
     """
 
     dataset: str
@@ -344,6 +346,7 @@ class RunContext:
     show_progress: bool = True
     command: str = ""
     options: Mapping[str, Any] = field(default_factory=dict)
+    executor: Any = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, MODES)

@@ -131,7 +131,9 @@ def ptr_accuracy_rows(
     if not todo:
         return
     with ctx.progress(f"φ {pipe.obfuscator_name} R={setup.radius:g}") as progress:
-        phis, errors = compute_phis(f, z, setup, workers=ctx.workers, progress=progress)
+        phis, errors = compute_phis(
+            f, z, setup, workers=ctx.workers, progress=progress, executor=ctx.executor
+        )
     zt_train = None
     if refit_epochs and x_train is not None:
         zt_train = pipe.obfuscate(torch.as_tensor(embed(pipe, x_train), dtype=torch.float32)).cpu()

@@ -15,6 +15,8 @@ from typing import Any
 
 import typer
 
+from privcore.executors import ADDRESS_HELP, EXECUTOR_HELP
+
 train_app = typer.Typer(
     help="Train embedders, obfuscators (Table 1), α sweeps (Fig. 2), attackers, IP classifiers; compute Δp.",
     no_args_is_help=True,
@@ -31,6 +33,19 @@ _DATA_ROOT = typer.Option(None, "--data-root", help="dataset root (default: $PRI
 _THREADS = typer.Option(None, help="CPU threads for torch (default: torch's choice)")
 _PROGRESS = typer.Option(True, "--progress/--no-progress", help="progress bars")
 _RESUME = typer.Option(True, "--resume/--no-resume", help="continue an interrupted run from its state file")
+_EXECUTOR = typer.Option("local", help=EXECUTOR_HELP)
+_ADDRESS = typer.Option(None, help=ADDRESS_HELP)
+
+
+def _executor(executor: str, address: str | None, workers: int) -> Any:
+    """The executor of ``--executor/--address`` (None for the default local one), or a usage error."""
+    from privcore.executors import executor_from_options
+
+    try:
+        ex = executor_from_options(executor, address=address, workers=workers)
+    except (ValueError, ImportError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    return None if ex.name == "local" else ex
 
 
 def _command(ctx: typer.Context) -> str:
@@ -264,11 +279,14 @@ def delta_p_cmd(
     seed: int = _SEED,
     models_dir: Path = _MODELS,
     progress: bool = _PROGRESS,
+    executor: str = _EXECUTOR,
+    address: str = _ADDRESS,
 ) -> None:
     """Certify local Lipschitz constants on training embeddings; store μ, σ, Δp and timings in the card."""
     from privcore.train.delta_p import compute_delta_p
 
     mdir = _setup(models_dir, None)
+    runner = _executor(executor, address, workers)
     card = compute_delta_p(
         mdir / dataset / f"obfuscator-{variant}",
         n=n,
@@ -281,6 +299,7 @@ def delta_p_cmd(
         seed=seed,
         progress=progress,
         command=_command(ctx),
+        executor=runner,
     )
     d, c = card["delta_p"], card["certification"]
     typer.echo(
@@ -432,6 +451,8 @@ def all_cmd(
     ),
     delta_p_n: int = typer.Option(300, "--delta-p-n", help="training embeddings certified for Δp"),
     workers: int = typer.Option(2, help="solver processes for Δp"),
+    executor: str = _EXECUTOR,
+    address: str = _ADDRESS,
     device: str = _DEVICE,
     seed: int = _SEED,
     models_dir: Path = _MODELS,
@@ -453,6 +474,7 @@ def all_cmd(
     from privcore.train.recipes import attacker_recipe, embedder_recipe, ip_recipe, obfuscator_recipe
 
     mdir = _setup(models_dir, threads)
+    runner = _executor(executor, address, workers)
     ds = _load(dataset, data_root)
     d = mdir / dataset
     common = f"--dataset {dataset} --seed {seed} --device {device}" + (
@@ -497,6 +519,7 @@ def all_cmd(
                 progress=progress,
                 command=f"python -m privcore train delta-p {mcommon} --variant {v} --n {delta_p_n} "
                 f"--workers {workers} --seed {seed}",
+                executor=runner,
             )
             dp = read_card(stem)["delta_p"]
             typer.echo(

@@ -59,9 +59,14 @@ def compute_delta_p(
     seed: int = 0,
     progress: bool = True,
     command: str | None = None,
+    executor: Any = None,
 ) -> dict[str, Any]:
     """Certify L(f, N(z_i, R)) at ``n`` random training embeddings and store the Δp statistics and
-    certification times in the obfuscator's card (``delta_p``, ``certification``). Returns the card."""
+    certification times in the obfuscator's card (``delta_p``, ``certification``). Returns the card.
+
+    ``executor`` (a :mod:`privcore.executors` executor, e.g. Ray) runs the certificates; default
+    ``workers`` local processes. A point that fails every retry raises CertificationError and the
+    card is left unchanged (Δp needs every point)."""
     from privcore.lipschitz import certify_batch
     from privcore.train.embedder import dataset_from_card
 
@@ -91,6 +96,7 @@ def compute_delta_p(
         workers=workers,
         time_limit=time_limit,
         progress=progress,
+        executor=executor,
     )
     uppers = [c.upper for c in certs]
     stats = delta_p_statistics(uppers, n_sigma=n_sigma)
@@ -120,6 +126,7 @@ def compute_delta_p(
         "seconds_max": float(secs.max()),
         "unstable_neurons_mean": float(np.mean([c.n_unstable for c in certs])),
         "workers": workers,
+        "executor": "local" if executor is None else executor.name,
         "load_average_before": load_before,
         "n": len(certs),
         "note": "one exact L(f, B(z, R)) solve per point (a PTR release needs one per bisection step)",
