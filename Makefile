@@ -1,23 +1,25 @@
 # privlens: two commands do all set-up on a fresh machine.
 #   make run    install (once) and start the dashboard on the embedded default
-#   make test   install (once) and run the test suite
+#   make test   install (once, with the optional Ray extra) and run the test suite
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+RAY_STAMP := $(VENV)/.installed-ray
 PORT ?= 8501
 FMNIST_DEB_DIR := /usr/share/datasets/fashion-mnist
 
-.PHONY: run test test-slow install system-deps fashion-mnist lint bench clean
+.PHONY: run test test-slow install install-ray system-deps fashion-mnist lint bench bench-scale clean
 
 run: install fashion-mnist
 	$(PY) -m streamlit run app.py --server.headless=true --server.port=$(PORT) --browser.gatherUsageStats=false
 
-test: install system-deps
+# the tests also cover the optional Ray executor (tests/test_ray.py), so they install its extra
+test: install-ray system-deps
 	$(PY) -m pytest -q
 
-test-slow: install system-deps
+test-slow: install-ray system-deps
 	$(PY) -m pytest -q -m "slow or not slow"
 
 install: $(STAMP)
@@ -26,6 +28,13 @@ $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	@touch $@
+
+# optional extra (--executor ray); reinstalled when either requirements file changes
+install-ray: $(RAY_STAMP)
+
+$(RAY_STAMP): $(STAMP) requirements.txt requirements-ray.txt
+	$(PY) -m pip install --quiet -r requirements.txt -r requirements-ray.txt
 	@touch $@
 
 # Debian's Chromium drives the real-browser tests (no browser download needed).
@@ -51,6 +60,9 @@ lint: install
 
 bench: install
 	$(PY) bench/lipschitz.py --quick
+
+bench-scale: install-ray
+	$(PY) bench/scale.py --quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
