@@ -21,6 +21,9 @@ never dropped and never returned as results. Progress is one :class:`JobProgress
 (tasks done/total, points/s, ETA): :func:`cli_progress` draws it as a tqdm bar, the dashboard can
 drive ``st.progress`` from the same callback.
 
+Every task runs with single-threaded BLAS/OpenMP (and the certification code asks its solvers for
+one thread): one task per core, the executor provides the parallelism.
+
 Ray is optional (``pip install -r requirements-ray.txt``): importing this module never imports it.
 """
 
@@ -304,7 +307,7 @@ class LocalExecutor:
             error = ""
             for attempt in range(1, self.max_retries + 2):
                 try:
-                    value = fn(shared, chunk)
+                    value = _call(fn, shared, chunk)
                 except Exception as exc:  # retried, then reported by the caller: never swallowed
                     error = _describe_error(exc)
                     continue
@@ -335,12 +338,12 @@ class LocalExecutor:
                     if not running:
                         i = suspects.pop()
                         attempts[i] += 1
-                        running[pool.submit(fn, shared, chunks[i])] = i
+                        running[pool.submit(_call, fn, shared, chunks[i])] = i
                 else:
                     while queue and len(running) < width:  # at most `width` in flight: each one is running
                         i = queue.pop()
                         attempts[i] += 1
-                        running[pool.submit(fn, shared, chunks[i])] = i
+                        running[pool.submit(_call, fn, shared, chunks[i])] = i
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 lost: list[int] = []
                 for fut in done:
@@ -393,7 +396,12 @@ _CANCEL_WAIT_S = 60.0
 
 
 def _call(fn: Callable[[Any, Any], Any], shared: Any, chunk: Any) -> Any:
-    return fn(shared, chunk)
+    """Run one task with single-threaded BLAS/OpenMP: the executor provides the parallelism, and
+    threads fighting over the cores slow the small matrix products of certification down."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        return fn(shared, chunk)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
