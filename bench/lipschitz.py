@@ -1,9 +1,9 @@
 """Benchmark of the local Lipschitz engine for posthoc PTR (not a test: it prints timings).
 
-For the shipped digits obfuscators (8→10→10→8, trained by the models issue; their card's R and
-Δp, test-split embeddings), for untrained obfuscators of the paper's size (latent 8, hidden
-widths 8–10: 8→10→8 and 8→8→8→8) and a wider 8→32→32→8, at R = 0.2 and 0.5, on embeddings
-z ~ N(0, I) (the β-VAE prior):
+For the shipped digits and Fashion-MNIST obfuscators (8→10→10→8, trained by the models issue;
+their card's R and Δp, test-split embeddings; the full run adds R = 0.5 with the card's Δp), for
+untrained obfuscators of the paper's size (latent 8, hidden widths 8–10: 8→10→8 and 8→8→8→8) and
+a wider 8→32→32→8, at R = 0.2 and 0.5, on embeddings z ~ N(0, I) (the β-VAE prior):
 
 * Δp = μ + 3σ of L(f, B(z_i, R)) over separate "training" embeddings (posthoc paper, Sec. 5);
 * φ(z) per image with the engine (``Certifier(kind="exact")``: bounds, pattern enumeration,
@@ -13,6 +13,8 @@ z ~ N(0, I) (the β-VAE prior):
 * for each certifier kind (exact, lp, interval): median seconds per image and the release rate,
   i.e. the exact probability that PTR's test passes, averaged over the images, for ε ∈ {1, 2, 5},
   δ = 0.05 (posthoc paper's δ);
+* a summary: median / 90th percentile / max seconds per image for φ per model and radius, with the
+  load average (the machine is shared, so absolute times move with it; ratios are side by side);
 * Fig. 4 of the paper: runtime of one exact L(f, B(z, r)) against the radius, the input
   dimension and the depth, for the MILP (Gurobi) and for the engine's choice.
 
@@ -43,7 +45,11 @@ from privcore.errors import CertificationError
 from privcore.lipschitz import Certifier, as_network, build_milp, certify_batch, local_lipschitz
 from privcore.lipschitz.backends import solve
 from privcore.lipschitz.network import ReluNetwork
-from privcore.lipschitz.patterns import global_pattern_table, threshold_pattern_table
+from privcore.lipschitz.patterns import (
+    global_pattern_table,
+    nonempty_threshold_table,
+    threshold_pattern_table,
+)
 from privcore.mechanisms.ptr import PhiResult, compute_phi
 
 DELTA = 0.05
@@ -125,10 +131,11 @@ def timed_phi(net: ReluNetwork, z: np.ndarray, oracle: Any, *, radius: float, de
 
 
 def trained_obfuscators(
-    names: tuple[str, ...], n_test: int
+    specs: tuple[str, ...], n_test: int
 ) -> list[tuple[str, ReluNetwork, float, float, Any]]:
-    """Shipped digits obfuscators (models issue): their card's R and Δp (μ + 3σ over training
-    embeddings, computed by the models engineer) and the test-split embeddings of the digits."""
+    """Shipped obfuscators (models issue), ``"dataset/variant"`` (e.g. ``"digits/N"``,
+    ``"fashion-mnist/ARL"``; ``"digits/*"`` for every one): their card's R and Δp (μ + 3σ over
+    training embeddings, computed by the models engineer) and the test-split embeddings."""
     import warnings
 
     import torch
@@ -136,24 +143,36 @@ def trained_obfuscators(
     from privcore.nets.checkpoint import load_checkpoint
     from privcore.train.embedder import dataset_from_card
 
-    root = Path(__file__).resolve().parents[1] / "models" / "digits"
+    models = Path(__file__).resolve().parents[1] / "models"
     out = []
-    for name in names:
-        stem = root / f"obfuscator-{name}"
-        if not stem.with_suffix(".json").is_file():
-            continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            obf = load_checkpoint(stem, kind="obfuscator")
-            emb = load_checkpoint(root / "embedder", kind="embedder")
-        dp = obf.card.get("delta_p") or {}
-        if "proposed" not in dp:
-            continue
-        ds = dataset_from_card(obf.card["dataset"])
-        with torch.no_grad():
-            z = emb["vae"].encode(ds.x_test[:n_test])[0].double().numpy()
-        out.append((f"digits {name}", as_network(obf["obfuscator"]), float(obf.card["radius"]["value"]),
-                    float(dp["proposed"]), z))
+    embedded: dict[str, Any] = {}
+    for spec in specs:
+        dataset, variant = spec.split("/")
+        root = models / dataset
+        if variant == "*":
+            names = sorted(p.stem.removeprefix("obfuscator-") for p in root.glob("obfuscator-*.json"))
+        else:
+            names = [variant]
+        for name in names:
+            stem = root / f"obfuscator-{name}"
+            if not stem.with_suffix(".json").is_file():
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                obf = load_checkpoint(stem, kind="obfuscator")
+            dp = obf.card.get("delta_p") or {}
+            if "proposed" not in dp:
+                continue
+            if dataset not in embedded:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    emb = load_checkpoint(root / "embedder", kind="embedder")
+                ds = dataset_from_card(obf.card["dataset"])
+                with torch.no_grad():
+                    embedded[dataset] = emb["vae"].encode(ds.x_test[:n_test])[0].double().numpy()
+            radius = float(obf.card["radius"]["value"])
+            out.append((f"{dataset} {name}", as_network(obf["obfuscator"]), radius, float(dp["proposed"]),
+                        embedded[dataset]))
     return out
 
 
@@ -272,6 +291,14 @@ def fig4(quick: bool, time_limit: float) -> None:
         line(f"k={k}", paper_net((8, *([8] * k), 8)), 0.2)
 
 
+def load() -> str:
+    """The 1/5/15-minute load averages (the machine is shared: absolute times depend on them)."""
+    try:
+        return "/".join(f"{v:.2f}" for v in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -283,8 +310,8 @@ def main() -> None:
     parser.add_argument("--no-fig4", action="store_true")
     args = parser.parse_args()
     start = time.perf_counter()
-    print(f"privlens Lipschitz benchmark — {os.cpu_count()} CPUs, time limit {args.time_limit:g} s per MILP, "
-          f"R_max = 10·R, tol = {TOL:g}, δ = {DELTA}")
+    print(f"privlens Lipschitz benchmark — {os.cpu_count()} CPUs (load average {load()}), time limit "
+          f"{args.time_limit:g} s per MILP, R_max = 10·R, tol = {TOL:g}, δ = {DELTA}")
     if args.quick:
         nets = [("8→10→8", paper_net((8, 10, 8))), ("8→8→8→8", paper_net((8, 8, 8, 8)))]
         plan = dict(n_train=8, n_test=10, n_straight=2, kinds=("exact", "lp", "interval"))
@@ -293,8 +320,9 @@ def main() -> None:
                 ("8→32→32→8", paper_net((8, 32, 32, 8)))]
         n_straight = args.n if args.n_straight is None else args.n_straight
         plan = dict(n_train=20, n_test=args.n, n_straight=n_straight, kinds=("exact", "lp", "interval"))
-    variants = ("ARL-C-N", "Encoder") if args.quick else ("ARL-C-N", "ARL", "Encoder", "N")
-    trained = trained_obfuscators(variants, plan["n_test"])
+    specs = (("digits/ARL-C-N", "digits/Encoder", "digits/N", "fashion-mnist/Encoder") if args.quick
+             else ("digits/*", "fashion-mnist/*"))
+    trained = trained_obfuscators(specs, plan["n_test"])
     for name, net in nets:  # per-model precomputation, reported separately (amortised over images)
         t = time.perf_counter()
         table = global_pattern_table(net, input_norm="linf", output_norm="l1")
@@ -304,13 +332,18 @@ def main() -> None:
                   f"(once per model; max pattern norm {table.norms[0]:.4f})")
     for name, net, _, delta_p, _ in trained:
         t = time.perf_counter()
-        table = threshold_pattern_table(net, delta_p, input_norm="linf", output_norm="l1")
+        above = threshold_pattern_table(net, delta_p, input_norm="linf", output_norm="l1")
+        table = nonempty_threshold_table(net, delta_p, input_norm="linf", output_norm="l1")
         secs = time.perf_counter() - t
-        found = len(table.codes) if table is not None else "no"
-        print(f"  {name} ({net.describe()}): {found} patterns above Δp = {delta_p:.4g} found in {secs:.2f} s "
-              "(once per model and Δp)")
+        found = (f"{len(above.codes)} patterns above Δp = {delta_p:.4g}, {len(table.codes)} of them realised "
+                 "(non-empty region, with its bounding box),") if table is not None else "no pattern table"
+        print(f"  {name} ({net.describe()}): {found} in {secs:.2f} s (once per model and Δp)")
     rows = []
-    for name, net, radius, delta_p, z in trained:
+    trained_runs = [(name, net, radius, delta_p, z, "card") for name, net, radius, delta_p, z in trained]
+    if not args.quick:  # the benchmark's other radius with the card's Δp: a timing of a harder bisection
+        trained_runs += [(name, net, 0.5, delta_p, z, f"card(R={radius:g})")
+                         for name, net, radius, delta_p, z in trained if radius != 0.5]
+    for name, net, radius, delta_p, z, rule in trained_runs:
         cfg = dict(plan)
         # the straightforward way bisects with a full MILP over 20 unstable neurons per step:
         # about a minute per image when the bisection runs (Encoder), seconds when it does not
@@ -320,6 +353,7 @@ def main() -> None:
             cfg.update(n_straight=min(cfg["n_straight"], 50 if name.endswith("ARL-C-N") else 10))
         row = run_config(name, net, radius, time_limit=args.time_limit, seed=0, n_sigma=3.0,
                          given=(delta_p, z), **cfg)
+        row.rule = rule
         print_row(row)
         rows.append(row)
         sys.stdout.flush()
@@ -343,6 +377,13 @@ def main() -> None:
                 sys.stdout.flush()
     if not args.quick and not args.no_fig4:
         fig4(False, args.time_limit)
+    print(f"\nmedian seconds per image for φ (exact certifier; load average {load()}):")
+    print(f"  {'model':<24} {'R':>5} {'Δp':>9} {'images':>6} {'median':>8} {'p90':>8} {'max':>8}  failed")
+    for row in rows:
+        t = sorted(row.engine_s)
+        p90 = t[min(len(t) - 1, math.ceil(0.9 * len(t)) - 1)]
+        print(f"  {row.net:<24} {row.radius:>5g} {row.delta_p:>9.4g} {len(t):>6} "
+              f"{statistics.median(t):>8.4f} {p90:>8.4f} {t[-1]:>8.4f}  {row.failed.get('engine', 0)}")
     paired = [p for row in rows for p in row.paired]
     eng = statistics.median(a for a, _ in paired)
     st = statistics.median(b for _, b in paired)
@@ -350,7 +391,7 @@ def main() -> None:
     compared = sum(r.compared for r in rows)
     print(f"\nall configurations: engine median {eng:.4f} s/image, straightforward median {st:.3f} s/image "
           f"on the same {len(paired)} images; identical decisions {identical}/{compared}; "
-          f"total {time.perf_counter() - start:.1f} s")
+          f"total {time.perf_counter() - start:.1f} s; load average {load()}")
     print(f"speedup: {st / max(eng, 1e-9):.1f}")
 
 
