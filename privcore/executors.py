@@ -145,9 +145,9 @@ def cli_progress(description: str, *, enabled: bool = True) -> Iterator[Progress
         nonlocal bar
         if bar is None:
             bar = tqdm(total=p.points_total, initial=p.points_skipped, desc=description, unit="pt")
-        bar.update(p.points_done - bar.n)
         post = f"tasks {p.tasks_done}/{p.tasks_total}"
         bar.set_postfix_str(post + (f", {p.failed_points} failed" if p.failed_points else ""), refresh=False)
+        bar.update(p.points_done - bar.n)  # redraws with the new postfix
 
     try:
         yield update

@@ -4,7 +4,7 @@ job resumes from the cache, a point that keeps failing is reported and nothing i
 transient failures and dead workers are retried.
 
 Needs the optional dependency (``pip install -r requirements-ray.txt``); skipped without it. Ray's
-start-up takes about 5-10 s of this module's time on a loaded two-core machine."""
+start-up took 4-5 s of this module's ~30 s on the loaded two-core development machine."""
 
 from __future__ import annotations
 
