@@ -147,7 +147,10 @@ def cli_progress(description: str, *, enabled: bool = True) -> Iterator[Progress
             bar = tqdm(total=p.points_total, initial=p.points_skipped, desc=description, unit="pt")
         post = f"tasks {p.tasks_done}/{p.tasks_total}"
         bar.set_postfix_str(post + (f", {p.failed_points} failed" if p.failed_points else ""), refresh=False)
-        bar.update(p.points_done - bar.n)  # redraws with the new postfix
+        if p.points_done > bar.n:
+            bar.update(p.points_done - bar.n)  # redraws with the new postfix
+        else:
+            bar.refresh()
 
     try:
         yield update
