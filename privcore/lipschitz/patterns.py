@@ -603,13 +603,12 @@ def _region_box(G: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray] |
     d = G.shape[1]
     solver = _relaxed_region_lp(G, h)
     lo, hi = np.full(d, -np.inf), np.full(d, np.inf)
-    cols = np.arange(d, dtype=np.int32)
     optimal, infeasible = highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kInfeasible
     for k in range(d):
-        for sign in (1.0, -1.0):  # HiGHS minimises: x_k, then −x_k
-            cost = np.zeros(d)
-            cost[k] = sign
-            solver.changeColsCost(d, cols, cost)
+        if k:
+            solver.changeColCost(k - 1, 0.0)
+        for sign in (1.0, -1.0):  # HiGHS minimises: x_k, then −x_k (warm-started from the last basis)
+            solver.changeColCost(k, sign)
             solver.run()
             status = solver.getModelStatus()
             if status == infeasible and k == 0 and sign > 0:
