@@ -14,8 +14,15 @@ layers of 8–10 neurons) there are few enough patterns to enumerate them all:
    meet the box, and how close to the centre?"): the first one that does is L exactly, and a
    decision "L ≤ τ?" only needs the patterns with norm > τ.
 
-With more hidden neurons the enumeration runs over the box's *unstable* neurons only, when
-there are few of them; otherwise the callers fall back to the MILP. The answers are the MILP's
+For a decision "L ≤ τ?" on a network too wide for the full table (the shipped 8→10→10→8
+obfuscators), the table lists the patterns with norm > τ (branch and bound over layers, once per
+model and τ = Δp) and keeps only those whose region is non-empty anywhere in ℝ^d — most patterns
+are never realised — each with a bounding box of its region (:func:`nonempty_threshold_table`).
+Before any LP, a search drops every candidate that provably misses the ball: by a row bound, by
+its box, or by interval constraint propagation from ball ∩ box (:func:`_screen`); all three are
+proofs, so only candidates that may meet the ball get an LP, in increasing order of their
+distance bound. With more hidden neurons the enumeration runs over the box's *unstable* neurons
+only, when there are few of them; otherwise the callers fall back to the MILP. The answers are the MILP's
 (closed regions, so a region touching the box counts, as LipMIP's free binaries at a zero
 pre-activation do); LP feasibility is decided with HiGHS's tolerances (1e-7).
 """
