@@ -209,20 +209,26 @@ def train_obfuscator(
                         f,
                         z,
                         recipe.release_radius_factor * spec.radius,
-                        n_ball=recipe.noise_ball_samples,
+                        n_ball=recipe.release_samples,
                         generator=gen,
                     )
-                    dh = delta_hat(norms, n_sigma=recipe.noise_n_sigma)
-                    loss = loss + recipe.release_weight * torch.relu(big / dh - 1.0).mean()
+                    dh = delta_hat(norms, n_sigma=recipe.noise_n_sigma).clamp_min(1e-6)
+                    excess = torch.relu(big / dh - (1.0 - recipe.release_margin))
+                    loss = loss + recipe.release_weight * excess.mean()
                 if lam > 0:
                     zc = zt
                     if norms is not None and recipe.contrastive_units == "release":
                         # distances in units of the smallest training release-noise scale Δ̂·R/max ε
-                        unit = delta_hat(norms, n_sigma=recipe.noise_n_sigma) * spec.radius
+                        unit = delta_hat(norms, n_sigma=recipe.noise_n_sigma).clamp_min(1e-6) * spec.radius
                         zc = zt * (max(recipe.noise_epsilons) / unit)
                     con = contrastive_loss(zc, y, margin=recipe.margin)
                     loss = loss + lam * con
                     sums["contrastive"] += con.item() * len(idx)
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(
+                        f"obfuscator {recipe.name}: the loss became {float(loss)} in epoch {epoch + 1} "
+                        "(lower lr or the regulariser weights); nothing was saved"
+                    )
                 opt_f.zero_grad(set_to_none=True)
                 loss.backward()
                 opt_f.step()

@@ -114,10 +114,15 @@ class ObfuscatorRecipe:
       Δ̂ = μ + 3σ of ‖J_f‖∞→1 over the batch (at z and ``noise_ball_samples`` vertices of the
       R-ball), ε drawn per sample from ``noise_epsilons`` and a ``noise_clean_fraction`` left clean,
       plus ρ = ``spread_weight`` times std/mean of those norms and ``release_weight`` times the mean
-      of max(0, n_i/Δ̂ − 1) where n_i is the sampled norm over the larger ball B(z_i,
-      ``release_radius_factor``·R): PTR releases a point at ε only if L(f, N(z, r)) ≤ Δp for r up to
-      about R + (ln(1/δ) + 1.5)·R/ε (φ = R* − R must beat the test's threshold), ≈ 6R at ε = 1,
-      δ = 0.05; with ``contrastive_units="release"`` the contrastive distances are measured in
+      of max(0, n_i/Δ̂ − (1 − ``release_margin``)) where n_i is the norm sampled at
+      ``release_samples`` vertices of the larger ball B(z_i, ``release_radius_factor``·R): PTR
+      releases a point at ε only if L(f, N(z, r)) ≤ Δp for r up to about
+      R + (ln(1/δ) + 1.5)·R/ε (φ = R* − R must beat the test's threshold), ≈ 6R at ε = 1,
+      δ = 0.05. The margin covers what vertex sampling misses: on the first release-aware
+      Fashion-MNIST obfuscator (no margin) the exact L over B(z, 6R) exceeded Δp by up to 6 % at
+      80 % of 40 test points while 256 sampled vertices stayed below it at 97 %; its ε = 1 release
+      rate was 0.54.
+      With ``contrastive_units="release"`` the contrastive distances are measured in
       units of the smallest training noise scale Δ̂·R/max(ε) (the margin then asks for class
       separation relative to the release noise instead of fixing an arbitrary scale)
       (:mod:`privcore.train.release_aware`).
@@ -141,6 +146,8 @@ class ObfuscatorRecipe:
     spread_weight: float = 0.0
     release_radius_factor: float = 6.0
     release_weight: float = 3.0
+    release_samples: int = 8
+    release_margin: float = 0.08
     contrastive_units: str = "raw"
     obfuscator_hidden: tuple[int, ...] = (10, 10)
     out_dim: int = 8
@@ -172,6 +179,8 @@ class ObfuscatorRecipe:
         check_nonnegative("spread_weight", self.spread_weight)
         check_nonnegative("release_radius_factor", self.release_radius_factor)
         check_nonnegative("release_weight", self.release_weight)
+        check_int("release_samples", self.release_samples, minimum=1)
+        check_in_range("release_margin", self.release_margin, 0.0, 1.0, low_open=False)
         check_choice("contrastive_units", self.contrastive_units, ("raw", "release"))
         check_int("out_dim", self.out_dim, minimum=1)
         for i, w in enumerate(self.obfuscator_hidden):
