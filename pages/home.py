@@ -78,7 +78,7 @@ def _row(name: str, paper: str, formula: str, build: Callable[[], tuple[str, flo
     try:
         label, value, guarantee = build()
     except ValueError as exc:
-        st.error(f"{name}: {exc}")
+        st.info(f"**{name} refused at these settings.** {exc}")
         ROWS.append({"mechanism": name, "paper": paper, "noise": formula, "now": "refused", "guarantee": ""})
         return
     ROWS.append(
