@@ -7,22 +7,43 @@ the network itself, and with the plain LipMIP optimum.
 
 from __future__ import annotations
 
+import json
+import sqlite3
+from pathlib import Path
+
 import numpy as np
+import pytest
 from scipy.optimize import linprog
 
 from privcore.lipschitz import Certifier, ReluNetwork, build_milp
 from privcore.lipschitz.backends import solve
 from privcore.lipschitz.bounds import box_around, forward_bounds, jacobian_norms
 from privcore.lipschitz.patterns import (
+    RegionMemo,
     _bits,
     _box_refutes,
     _region_rows_batch,
+    clear_pattern_tables,
     nonempty_threshold_table,
     pattern_nearest_violation,
+    pattern_table_key,
+    realised_pattern_table,
+    shipped_table_path,
     threshold_pattern_table,
+    write_shipped_table,
 )
 from privcore.lipschitz.reference import _region_rows, pattern_region_feasible
 from privcore.mechanisms.ptr import compute_phi
+
+
+@pytest.fixture(autouse=True)
+def _private_table_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts with no table in memory, an empty disk cache and no shipped tables."""
+    monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PRIVCORE_MODELS_DIR", str(tmp_path / "models"))
+    clear_pattern_tables()
+    yield
+    clear_pattern_tables()
 
 
 def random_net(seed: int, dims: tuple[int, ...], bias: float = 0.3) -> ReluNetwork:
@@ -148,3 +169,163 @@ def test_phi_through_the_filtered_table_equals_straightforward_bisection() -> No
         slow = compute_phi(net, z, lipschitz=straightforward, **kw)
         assert fast.evaluations == slow.evaluations and fast.phi == slow.phi
         assert set(cert.stats) <= {"enumeration", "interval", "sampled", "memo"}
+
+
+def _same_table(a, b) -> None:
+    """Identical patterns, norms, region states and boxes (bit for bit)."""
+    assert np.array_equal(a.codes, b.codes) and np.array_equal(a.norms, b.norms) and a.floor == b.floor
+    assert np.array_equal(a.state, b.state)
+    assert np.array_equal(a.box_lower, b.box_lower) and np.array_equal(a.box_upper, b.box_upper)
+
+
+def _net_and_tau() -> tuple[ReluNetwork, float]:
+    """A small net and a τ above which some realised patterns (and many empty ones) lie."""
+    net = random_net(30, (3, 7, 7, 2))
+    norms, _ = jacobian_norms(net, np.random.default_rng(0).standard_normal((2000, 3)))
+    return net, float(np.quantile(norms, 0.8))
+
+
+def test_lazy_regions_equal_the_eager_ones_and_the_disk_copy_equals_a_fresh_build(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A search resolves only the regions it reaches, each exactly as the eager build does; the
+    table a later process loads from the disk cache (with what was resolved) equals the one in
+    memory, and its eager completion equals a fresh eager build without any store."""
+    # the searches use the threshold table, as on the shipped (20-neuron) obfuscators
+    monkeypatch.setattr("privcore.lipschitz.patterns.MAX_GLOBAL_NEURONS", 0)
+    net, tau = _net_and_tau()
+    kw = dict(input_norm="linf", output_norm="l1")
+    lazy = realised_pattern_table(net, tau, **kw)
+    assert np.all(lazy.state == RegionMemo.UNKNOWN)
+    center = np.random.default_rng(3).standard_normal(3)
+    fwd = forward_bounds(net, *box_around(center, 1.0))
+    nv = pattern_nearest_violation(net, center, 1.0, tau, fwd, max_lps=4096, **kw)
+    assert nv is not None and np.isfinite(nv.distance)
+    known = lazy.state != RegionMemo.UNKNOWN
+    assert 0 < known.sum() < lazy.codes.size  # resolved on demand, not all
+    from privcore.lipschitz.patterns import _save_table
+
+    _save_table(net, lazy, force=True, **kw)
+    clear_pattern_tables()
+    loaded = realised_pattern_table(net, tau, **kw)  # from disk
+    assert loaded is not lazy
+    _same_table(loaded, lazy)
+    eager = nonempty_threshold_table(net, tau, **kw)  # completes the loaded table
+    clear_pattern_tables()
+    monkeypatch.setenv("PRIVLENS_PATTERN_TABLES", "off")
+    fresh = nonempty_threshold_table(net, tau, **kw)  # built from scratch, no store at all
+    _same_table(eager, fresh)
+    # the lazily resolved entries are exactly the eager ones
+    pos = {int(c): i for i, c in enumerate(fresh.codes)}
+    for i in np.flatnonzero(known):
+        code = int(lazy.codes[i])
+        if lazy.state[i] == RegionMemo.EMPTY:
+            assert code not in pos
+        else:
+            j = pos[code]
+            assert np.array_equal(lazy.box_lower[i], fresh.box_lower[j])
+            assert np.array_equal(lazy.box_upper[i], fresh.box_upper[j])
+
+
+def _stored_value(db: Path) -> tuple[str, str]:
+    con = sqlite3.connect(db)
+    ident, value = con.execute("SELECT id, value FROM entries WHERE kind = 'pattern_table'").fetchone()
+    con.close()
+    return ident, value
+
+
+def _rewrite(db: Path, ident: str, value: str, *, fix_checksum: bool) -> None:
+    from privcore.lipschitz.cache import CACHE_VERSION, _checksum
+
+    con = sqlite3.connect(db)
+    key = con.execute("SELECT key FROM entries WHERE id = ?", (ident,)).fetchone()[0]
+    if fix_checksum:
+        con.execute("UPDATE entries SET value = ?, checksum = ? WHERE id = ?",
+                    (value, _checksum(key, value, CACHE_VERSION), ident))
+    else:
+        con.execute("UPDATE entries SET value = ? WHERE id = ?", (value, ident))
+    con.commit()
+    con.close()
+
+
+def test_corrupt_or_tampered_stored_tables_are_rejected_and_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stored table whose bytes changed (checksum), or whose content is inconsistent even with a
+    matching checksum (a dropped pattern's norm below Δp, unsorted norms, a stale format), is
+    never used: the table is rebuilt and equals a fresh build. A shipped file likewise."""
+    net, tau = _net_and_tau()
+    kw = dict(input_norm="linf", output_norm="l1")
+    good = nonempty_threshold_table(net, tau, **kw)
+    db = tmp_path / "cache" / "cache.sqlite3"
+    ident, value = _stored_value(db)
+    doc = json.loads(value)
+    norms = np.frombuffer(__import__("base64").b64decode(doc["norms"]), dtype="<f8").copy()
+    low = norms.copy()
+    low[0] = tau / 2  # a norm not above Δp (and unsorted)
+    lowered = dict(doc, norms=__import__("base64").b64encode(low.tobytes()).decode())
+    tampered = [
+        (value.replace('"floor"', '"floor "'), False),  # bit-level corruption: checksum fails
+        (json.dumps(lowered), True),  # consistent checksum, inconsistent content
+        (json.dumps(dict(doc, format=0)), True),  # an older format
+        (json.dumps(dict(doc, count=doc["count"] - 1)), True),  # arrays of the wrong size
+    ]
+    for bad, fix in tampered:
+        _rewrite(db, ident, bad, fix_checksum=fix)
+        clear_pattern_tables()
+        rebuilt = realised_pattern_table(net, tau, **kw)
+        assert np.all(rebuilt.state == RegionMemo.UNKNOWN)  # not the stored (resolved) table
+        assert np.array_equal(rebuilt.codes, threshold_pattern_table(net, tau, **kw).codes)
+        # the rebuilt table replaced the bad row
+        assert json.loads(_stored_value(db)[1])["format"] == doc["format"]
+        nonempty_threshold_table(net, tau, **kw)
+        ident, value = _stored_value(db)
+    clear_pattern_tables()
+    _same_table(nonempty_threshold_table(net, tau, **kw), good)
+    # shipped next to the models: used when intact, ignored (with a warning) when tampered
+    path = write_shipped_table(net, tau, **kw)
+    assert path == shipped_table_path(pattern_table_key(net, tau, **kw))
+    monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path / "empty-cache"))
+    clear_pattern_tables()
+    from_models = realised_pattern_table(net, tau, **kw)
+    assert np.all(from_models.state != RegionMemo.UNKNOWN)  # the shipped, fully resolved table
+    _same_table(from_models.subset(np.flatnonzero(from_models.state != RegionMemo.EMPTY)), good)
+    shipped = json.loads(path.read_text())
+    shipped["value"]["norms"] = lowered["norms"]
+    path.write_text(json.dumps(shipped))
+    monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path / "another-empty-cache"))
+    clear_pattern_tables()
+    with pytest.warns(RuntimeWarning, match="shipped pattern table"):
+        again = realised_pattern_table(net, tau, **kw)
+    assert np.all(again.state == RegionMemo.UNKNOWN)
+
+
+def test_phi_from_a_stored_partly_resolved_table_equals_the_milp_reference() -> None:
+    """Decisions through a table loaded from disk with only some regions resolved (the state a
+    process leaves behind) equal a fresh full MILP per bisection step, on random small nets."""
+    rng = np.random.default_rng(8)
+
+    def straightforward(f: ReluNetwork, c: np.ndarray, r: float) -> float:
+        res = solve(build_milp(f, c, r), solver="gurobi", mip_gap=1e-9)
+        assert res.status == "optimal"
+        return res.upper
+
+    from privcore.lipschitz.patterns import _save_table
+
+    kw = dict(input_norm="linf", output_norm="l1")
+    for seed in (31, 32):
+        net = random_net(seed, (3, 9, 9, 2))
+        zs = rng.standard_normal((3, 3))
+        delta_p = 1.1 * max(straightforward(net, z, 0.1) for z in zs)
+        grid = dict(radius=0.1, delta_p=delta_p, r_max=1.0, tol=0.01)
+        compute_phi(net, zs[0], lipschitz=Certifier(kind="exact", solver="gurobi"), **grid)
+        table = realised_pattern_table(net, delta_p, **kw)
+        _save_table(net, table, force=True, **kw)
+        clear_pattern_tables()
+        loaded = realised_pattern_table(net, delta_p, **kw)
+        assert loaded is not table and np.any(loaded.state != RegionMemo.UNKNOWN)
+        for z in zs[1:]:
+            cert = Certifier(kind="exact", solver="gurobi")
+            fast = compute_phi(net, z, lipschitz=cert, **grid)
+            slow = compute_phi(net, z, lipschitz=straightforward, **grid)
+            assert fast.evaluations == slow.evaluations and fast.phi == slow.phi

@@ -29,9 +29,12 @@ pre-activation do); LP feasibility is decided with HiGHS's tolerances (1e-7).
 
 from __future__ import annotations
 
+import hashlib
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -45,16 +48,27 @@ __all__ = [
     "NearestViolation",
     "PatternResult",
     "PatternTable",
+    "RegionMemo",
     "box_pattern_table",
+    "clear_pattern_tables",
     "global_pattern_table",
     "nonempty_threshold_table",
     "pattern_decide",
     "pattern_nearest_violation",
+    "pattern_table_key",
     "pattern_upper_bound",
     "pattern_value",
+    "precompute_pattern_tables",
+    "realised_pattern_table",
     "region_distance",
     "region_nonempty",
+    "resolve_regions",
+    "shipped_obfuscators",
+    "shipped_table_path",
+    "table_from_dict",
+    "table_to_dict",
     "threshold_pattern_table",
+    "write_shipped_table",
 ]
 
 #: networks with at most this many hidden neurons get a global pattern table
@@ -62,6 +76,46 @@ MAX_GLOBAL_NEURONS = 16
 #: largest per-box enumeration (patterns of the unstable neurons)
 MAX_PATTERNS = 1 << 14
 _CHUNK = 4096
+
+
+class RegionMemo:
+    """What is known of the region of each pattern of one threshold table, filled on demand.
+
+    Per pattern (position in the table): unknown, empty in all of ℝ^d, or contained in a padded
+    bounding box (:func:`_region_box`, 2d + 1 small LPs). Only the patterns a search actually
+    reaches are resolved, once per process (and on disk, :func:`realised_pattern_table`); every
+    entry is a proof (an empty region meets no ball, a region lies in its box), so a partly
+    resolved memo prunes less but never decides differently. Thread-safe; entries only go from
+    unknown to known."""
+
+    UNKNOWN, EMPTY, BOXED = 0, -1, 1
+
+    def __init__(self, n: int, d: int, *, key: tuple | None = None) -> None:
+        self.state = np.zeros(n, dtype=np.int8)
+        self.lower = np.full((n, d), -np.inf)
+        self.upper = np.full((n, d), np.inf)
+        self.key = key
+        self.lock = threading.Lock()
+        #: entries resolved since the table was last written to disk, and when that was
+        self.unsaved = 0
+        self.saved_at = 0.0
+
+    def resolve(self, pos: int, G: np.ndarray, h: np.ndarray) -> bool:
+        """Resolve pattern ``pos`` (region ``G x ≤ h``) if unknown; True when it is not empty."""
+        with self.lock:
+            state = int(self.state[pos])
+        if state == self.UNKNOWN:
+            box = _region_box(G, h)
+            with self.lock:
+                if self.state[pos] == self.UNKNOWN:
+                    if box is None:
+                        self.state[pos] = self.EMPTY
+                    else:
+                        self.lower[pos], self.upper[pos] = box
+                        self.state[pos] = self.BOXED
+                    self.unsaved += 1
+                state = int(self.state[pos])
+        return state != self.EMPTY
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,17 +129,35 @@ class PatternTable:
     #: the table lists every pattern with norm > floor (−inf: every pattern); a partial table only
     #: answers decisions with a threshold ≥ floor
     floor: float = -np.inf
-    #: per pattern, a box ``[box_lower, box_upper]`` (±inf where unbounded) containing its region,
-    #: padded outwards; None when not computed
-    box_lower: np.ndarray | None = None
-    box_upper: np.ndarray | None = None
+    #: what is known of each pattern's region (threshold tables only), shared with every subset
+    regions: RegionMemo | None = None
+    #: positions of these patterns in ``regions`` (None: 0, 1, 2, …)
+    index: np.ndarray | None = None
+
+    @property
+    def positions(self) -> np.ndarray:
+        """Positions of the patterns in :attr:`regions`."""
+        return np.arange(self.codes.shape[0]) if self.index is None else self.index
+
+    @property
+    def box_lower(self) -> np.ndarray | None:
+        """Per pattern, the lower corner of a box containing its region (−inf where unknown)."""
+        return None if self.regions is None else self.regions.lower[self.positions]
+
+    @property
+    def box_upper(self) -> np.ndarray | None:
+        """Per pattern, the upper corner of a box containing its region (+inf where unknown)."""
+        return None if self.regions is None else self.regions.upper[self.positions]
+
+    @property
+    def state(self) -> np.ndarray | None:
+        """Per pattern, :class:`RegionMemo`'s UNKNOWN / EMPTY / BOXED."""
+        return None if self.regions is None else self.regions.state[self.positions]
 
     def subset(self, idx: np.ndarray) -> PatternTable:
-        """The patterns ``idx`` (in that order), with their boxes."""
-        boxed = self.box_lower is not None and self.box_upper is not None
+        """The patterns ``idx`` (in that order), sharing the region memo."""
         return PatternTable(codes=self.codes[idx], norms=self.norms[idx], n_hidden=self.n_hidden,
-                            floor=self.floor, box_lower=self.box_lower[idx] if boxed else None,
-                            box_upper=self.box_upper[idx] if boxed else None)
+                            floor=self.floor, regions=self.regions, index=self.positions[idx])
 
     @property
     def rest(self) -> float:
@@ -93,9 +165,12 @@ class PatternTable:
         return float(self.floor) if np.isfinite(self.floor) else 0.0
 
     def consistent(self, must_on: np.ndarray, must_off: np.ndarray) -> np.ndarray:
-        """Boolean mask of the patterns agreeing with the fixed neurons."""
+        """Boolean mask of the patterns agreeing with the fixed neurons (and not known to be empty)."""
         on, off = _pack(must_on), _pack(must_off)
-        return ((self.codes & on) == on) & ((self.codes & off) == 0)
+        mask = ((self.codes & on) == on) & ((self.codes & off) == 0)
+        if self.regions is not None:
+            mask &= self.state != RegionMemo.EMPTY
+        return mask
 
 
 def _pack(mask: np.ndarray) -> np.int64:
@@ -484,7 +559,8 @@ def _box_distance_bounds(box_lower: np.ndarray, box_upper: np.ndarray, center: n
 
 @dataclass(frozen=True)
 class _Screened:
-    """Candidates that survived :func:`_screen`: positions in the screened table, rows, bounds."""
+    """Candidates that survived :func:`_screen`: positions in the screened table, rows, bounds;
+    with a region memo, their memo positions and which of them are still unresolved."""
 
     idx: np.ndarray
     G: np.ndarray
@@ -492,17 +568,38 @@ class _Screened:
     lower: np.ndarray
     box_lower: np.ndarray | None
     box_upper: np.ndarray | None
+    pos: np.ndarray | None = None
+    pending: np.ndarray | None = None
 
     def take(self, sel: np.ndarray) -> _Screened:
         boxed = self.box_lower is not None and self.box_upper is not None
         return _Screened(idx=self.idx[sel], G=self.G[sel], h=self.h[sel], lower=self.lower[sel],
                          box_lower=self.box_lower[sel] if boxed else None,
-                         box_upper=self.box_upper[sel] if boxed else None)
+                         box_upper=self.box_upper[sel] if boxed else None,
+                         pos=None if self.pos is None else self.pos[sel],
+                         pending=None if self.pending is None else self.pending[sel])
 
     def refuted(self, sel: np.ndarray, center: np.ndarray, radius: float) -> np.ndarray:
         boxed = self.box_lower is not None and self.box_upper is not None
         return _box_refutes(self.G[sel], self.h[sel], center, radius,
                             self.box_lower[sel] if boxed else None, self.box_upper[sel] if boxed else None)
+
+    def settle(self, k: int, memo: RegionMemo | None, center: np.ndarray, radius: float) -> bool:
+        """Before candidate ``k``'s LP: resolve its region in the memo if still unknown (lazy box);
+        False when that proves it misses ``B(center, radius)`` (empty region, box too far, or
+        refuted by propagation inside the box), so the LP can be skipped."""
+        if memo is None or self.pending is None or not self.pending[k]:
+            return True
+        self.pending[k] = False
+        p = int(self.pos[k])
+        if not memo.resolve(p, self.G[k], self.h[k]):
+            return False
+        lo, hi = memo.lower[p], memo.upper[p]
+        self.box_lower[k], self.box_upper[k] = lo, hi
+        self.lower[k] = max(float(self.lower[k]), float(_box_distance_bounds(lo[None], hi[None], center)[0]))
+        if self.lower[k] > radius:
+            return False
+        return not bool(self.refuted(np.array([k]), center, radius)[0])
 
 
 def _screen(net: ReluNetwork, table: PatternTable, center: np.ndarray, radius: float) -> _Screened:
@@ -510,31 +607,43 @@ def _screen(net: ReluNetwork, table: PatternTable, center: np.ndarray, radius: f
     their region rows and distance lower bounds (the larger of the row bound
     :func:`_row_distance_bounds` and the bounding-box bound). A pattern is dropped when its bound
     exceeds ``radius`` or propagation refutes it (:func:`_box_refutes`); both are proofs, so the
-    LPs only see patterns that could meet the ball."""
+    LPs only see patterns that could meet the ball. Patterns whose region is not resolved yet are
+    screened without a box (``pending``; :meth:`_Screened.settle` resolves them before an LP)."""
     parts = []
-    boxed = table.box_lower is not None and table.box_upper is not None
+    memo = table.regions
+    boxed = memo is not None
+    positions = table.positions
     for s0 in range(0, table.codes.shape[0], _CHUNK):
         sl = slice(s0, s0 + _CHUNK)
         G, h = _region_rows_batch(net, table.codes[sl])
         lbs = _row_distance_bounds(G, h, center)
-        bl = table.box_lower[sl] if boxed else None
-        bu = table.box_upper[sl] if boxed else None
+        bl = bu = pos = pending = None
         if boxed:
+            pos = positions[sl]
+            with memo.lock:
+                bl, bu, pending = memo.lower[pos], memo.upper[pos], memo.state[pos] == RegionMemo.UNKNOWN
             lbs = np.maximum(lbs, _box_distance_bounds(bl, bu, center))
-        chunk = _Screened(idx=np.arange(s0, s0 + G.shape[0]), G=G, h=h, lower=lbs, box_lower=bl, box_upper=bu)
+        chunk = _Screened(idx=np.arange(s0, s0 + G.shape[0]), G=G, h=h, lower=lbs, box_lower=bl, box_upper=bu,
+                          pos=pos, pending=pending)
         chunk = chunk.take(np.flatnonzero(lbs <= radius))
         parts.append(chunk.take(~chunk.refuted(np.arange(chunk.idx.size), center, radius)))
     if not parts:
         d, k = net.in_dim, net.n_hidden
         return _Screened(idx=np.zeros(0, dtype=np.int64), G=np.zeros((0, k, d)), h=np.zeros((0, k)),
                          lower=np.zeros(0), box_lower=None, box_upper=None)
+
+    def cat(name: str) -> np.ndarray | None:
+        return np.concatenate([getattr(p, name) for p in parts]) if boxed else None
+
     return _Screened(
         idx=np.concatenate([p.idx for p in parts]),
         G=np.concatenate([p.G for p in parts]),
         h=np.concatenate([p.h for p in parts]),
         lower=np.concatenate([p.lower for p in parts]),
-        box_lower=np.concatenate([p.box_lower for p in parts]) if boxed else None,
-        box_upper=np.concatenate([p.box_upper for p in parts]) if boxed else None,
+        box_lower=cat("box_lower"),
+        box_upper=cat("box_upper"),
+        pos=cat("pos"),
+        pending=cat("pending"),
     )
 
 
@@ -630,75 +739,321 @@ def _region_box(G: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray] |
     return lo, hi
 
 
-def _nonempty_boxes(
-    net: ReluNetwork, codes: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mask of the ``codes`` whose region is non-empty in ℝ^d (:func:`region_nonempty`), and a
-    bounding box of each (:func:`_region_box`). Shared prefixes (the first hidden layers) are
-    tested once: an empty prefix region empties every completion."""
-    widths = net.hidden_widths
-    n = net.n_hidden
-    keep = np.ones(codes.shape[0], dtype=bool)
-    for level in range(len(widths) - 1):
-        mask = np.int64((1 << int(sum(widths[: level + 1]))) - 1)
-        idx = np.flatnonzero(keep)
-        prefixes, inverse = np.unique(codes[idx] & mask, return_inverse=True)
-        ok = np.array([region_nonempty(net, _bits(np.array([p], dtype=np.int64), n)[0], layers=level + 1)
-                       for p in prefixes], dtype=bool)
-        keep[idx] = ok[inverse.reshape(-1)]
-    lo = np.full((codes.shape[0], net.in_dim), -np.inf)
-    hi = np.full((codes.shape[0], net.in_dim), np.inf)
-    for j in np.flatnonzero(keep):
-        G, h = _region_rows(net, _bits(codes[j : j + 1], n)[0])
-        box = _region_box(G, h)
-        if box is None:
-            keep[j] = False
-        else:
-            lo[j], hi[j] = box
-    return keep, lo, hi
+#: version of the stored pattern-table format and of the enumeration behind it: bump it whenever
+#: either changes, so older stored tables become stale and are rebuilt
+TABLE_FORMAT = 1
+#: a lazily grown region memo is written back to disk at most this often (seconds), once it holds
+#: new entries
+_SAVE_EVERY_S = 5.0
+_REALISED: OrderedDict[tuple, PatternTable | None] = OrderedDict()
+_STORES: dict[str, object] = {}
 
 
-_NONEMPTY: OrderedDict[tuple, PatternTable | None] = OrderedDict()
+def _table_store():
+    """The on-disk store of pattern tables: the Lipschitz cache's default directory
+    (:func:`privcore.lipschitz.cache.default_cache_dir`), or None when ``$PRIVLENS_PATTERN_TABLES``
+    is ``off``."""
+    from privcore.lipschitz.cache import LipschitzCache, default_cache_dir
+
+    if os.environ.get("PRIVLENS_PATTERN_TABLES", "").lower() in ("off", "0", "no"):
+        return None
+    directory = str(default_cache_dir())
+    with _LOCK:
+        store = _STORES.get(directory)
+        if store is None:
+            store = _STORES[directory] = LipschitzCache(directory)
+    return store
+
+
+def pattern_table_key(net: ReluNetwork, threshold: float, *, input_norm: str, output_norm: str) -> dict:
+    """Disk-cache key of a realised-pattern table: network digest, threshold, norms, format."""
+    return {"model": net.digest, "threshold": float(threshold), "input_norm": input_norm,
+            "output_norm": output_norm, "format": TABLE_FORMAT}
+
+
+def _b64(a: np.ndarray, dtype: str) -> str:
+    import base64
+
+    return base64.b64encode(np.ascontiguousarray(a, dtype=dtype).tobytes()).decode("ascii")
+
+
+def _unb64(text: str, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    import base64
+
+    raw = base64.b64decode(text.encode("ascii"), validate=True)
+    a = np.frombuffer(raw, dtype=dtype)
+    if a.size != int(np.prod(shape)):
+        raise ValueError("array of the wrong size")
+    return a.reshape(shape).astype(dtype.lstrip("<"), copy=True)
+
+
+def table_to_dict(table: PatternTable, *, in_dim: int) -> dict:
+    """A JSON-able form of a threshold table and of its region memo (what is resolved so far)."""
+    memo = table.regions
+    if memo is None or table.index is not None:
+        raise ValueError("only a whole threshold table with its region memo is stored")
+    with memo.lock:
+        state = memo.state.copy()
+        boxed = state == RegionMemo.BOXED
+        lower, upper = memo.lower[boxed], memo.upper[boxed]
+    return {"format": TABLE_FORMAT, "n_hidden": int(table.n_hidden), "in_dim": int(in_dim),
+            "floor": float(table.floor), "count": int(table.codes.size),
+            "codes": _b64(table.codes, "<i8"), "norms": _b64(table.norms, "<f8"), "state": _b64(state, "i1"),
+            "box_lower": _b64(lower, "<f8"), "box_upper": _b64(upper, "<f8")}
+
+
+def table_from_dict(d: dict, net: ReluNetwork, threshold: float, *, key: tuple | None = None) -> PatternTable:
+    """Inverse of :func:`table_to_dict`, checked against ``net`` and ``threshold``: raises
+    ValueError on anything inconsistent (format, sizes, code range, duplicate codes, norms not
+    sorted or not above the threshold, non-finite or inverted boxes)."""
+    if d.get("format") != TABLE_FORMAT or d.get("n_hidden") != net.n_hidden or d.get("in_dim") != net.in_dim:
+        raise ValueError("stored table of another format or network shape")
+    if d.get("floor") != float(threshold):
+        raise ValueError("stored table of another threshold")
+    n, dim = int(d["count"]), net.in_dim
+    codes = _unb64(d["codes"], "<i8", (n,))
+    norms = _unb64(d["norms"], "<f8", (n,))
+    state = _unb64(d["state"], "i1", (n,))
+    if np.any(codes < 0) or np.any(codes >= (1 << net.n_hidden)) or np.unique(codes).size != n:
+        raise ValueError("stored pattern codes out of range or repeated")
+    if not np.all(np.isfinite(norms)) or np.any(norms <= threshold) or np.any(np.diff(norms) > 0):
+        raise ValueError("stored norms not finite, not above the threshold or not sorted")
+    if not np.all(np.isin(state, (RegionMemo.UNKNOWN, RegionMemo.EMPTY, RegionMemo.BOXED))):
+        raise ValueError("stored region states invalid")
+    boxed = state == RegionMemo.BOXED
+    lower = _unb64(d["box_lower"], "<f8", (int(boxed.sum()), dim))
+    upper = _unb64(d["box_upper"], "<f8", (int(boxed.sum()), dim))
+    if np.isnan(lower).any() or np.isnan(upper).any() or np.any(lower > upper):
+        raise ValueError("stored region boxes invalid")
+    memo = RegionMemo(n, dim, key=key)
+    memo.state[:] = state
+    memo.lower[boxed], memo.upper[boxed] = lower, upper
+    return PatternTable(codes=codes, norms=norms, n_hidden=net.n_hidden, floor=float(threshold), regions=memo)
+
+
+def _save_table(net: ReluNetwork, table: PatternTable, *, input_norm: str, output_norm: str,
+                force: bool = False) -> None:
+    """Write the table and its region memo to the disk store when it holds new entries (throttled
+    to every ``_SAVE_EVERY_S`` unless ``force``). Best effort: the store is an accelerator."""
+    import time
+
+    memo = table.regions
+    store = _table_store()
+    if memo is None or store is None:
+        return
+    now = time.monotonic()
+    with memo.lock:
+        if not force and (memo.unsaved == 0 or now - memo.saved_at < _SAVE_EVERY_S):
+            return
+        memo.unsaved, memo.saved_at = 0, now
+    key = pattern_table_key(net, table.floor, input_norm=input_norm, output_norm=output_norm)
+    store.put("pattern_table", key, table_to_dict(table, in_dim=net.in_dim))
+
+
+def realised_pattern_table(
+    net: ReluNetwork, threshold: float, *, input_norm: str, output_norm: str
+) -> PatternTable | None:
+    """:func:`threshold_pattern_table` with a region memo (:class:`RegionMemo`) that the searches
+    fill on demand: a pattern's region is tested for emptiness and boxed only when a search first
+    reaches it, so the first φ costs the enumeration above the threshold and the LPs of the
+    patterns near its own embedding, not an LP sweep of every pattern.
+
+    Looked up in memory (per model, norms and threshold), then in the disk cache
+    (:func:`_table_store`: a later process loads the table, with everything resolved so far, in
+    milliseconds), then among the tables shipped with the models (:func:`shipped_table_path`,
+    written by :func:`write_shipped_table`), else built. A stored or shipped table that fails its
+    checks (checksum, format, network digest, threshold, or :func:`table_from_dict`'s consistency
+    checks) is ignored, and the table rebuilt: never trusted."""
+    key = (net.digest, input_norm, output_norm, float(threshold))
+    with _LOCK:
+        if key in _REALISED:
+            _REALISED.move_to_end(key)
+            return _REALISED[key]
+    store = _table_store()
+    disk_key = pattern_table_key(net, threshold, input_norm=input_norm, output_norm=output_norm)
+    table = None
+    if store is not None:
+        hit = store.get("pattern_table", disk_key)
+        if hit is not None:
+            try:
+                table = table_from_dict(hit, net, threshold, key=key)
+            except (ValueError, KeyError, TypeError):
+                store.delete("pattern_table", disk_key)
+                store.rejected += 1
+    if table is None:
+        table = _shipped_table(net, threshold, disk_key, key)
+        if table is not None:
+            _save_table(net, table, input_norm=input_norm, output_norm=output_norm, force=True)
+    if table is None:
+        above = threshold_pattern_table(net, threshold, input_norm=input_norm, output_norm=output_norm)
+        if above is not None:
+            table = PatternTable(codes=above.codes, norms=above.norms, n_hidden=above.n_hidden,
+                                 floor=above.floor, regions=RegionMemo(above.codes.size, net.in_dim, key=key))
+            _save_table(net, table, input_norm=input_norm, output_norm=output_norm, force=True)
+    with _LOCK:
+        table = _REALISED.setdefault(key, table)
+        while len(_REALISED) > 64:
+            _REALISED.popitem(last=False)
+    return table
+
+
+def shipped_table_path(key: dict, models_dir: str | os.PathLike | None = None) -> Path:
+    """Where a table shipped with the models lives: ``<models>/pattern-tables/<sha256(key)[:32]>.json``
+    (``models`` = ``$PRIVCORE_MODELS_DIR`` or ``<repo>/models``, as :mod:`privcore.pipeline`)."""
+    from privcore.lipschitz.cache import _canonical
+
+    if models_dir is None:
+        env = os.environ.get("PRIVCORE_MODELS_DIR")
+        models_dir = Path(env).expanduser() if env else Path(__file__).resolve().parents[2] / "models"
+    name = hashlib.sha256(_canonical(key).encode()).hexdigest()[:32]
+    return Path(models_dir) / "pattern-tables" / f"{name}.json"
+
+
+def _shipped_table(net: ReluNetwork, threshold: float, disk_key: dict, key: tuple) -> PatternTable | None:
+    """The shipped table for ``disk_key`` if one exists and passes every check, else None (with a
+    warning when a file exists but fails: it is ignored and the table rebuilt)."""
+    import json
+    import warnings
+
+    from privcore.lipschitz.cache import CACHE_VERSION, _canonical, _checksum
+
+    path = shipped_table_path(disk_key)
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+        key_json, value_json = _canonical(doc["key"]), _canonical(doc["value"])
+        if doc["key"] != disk_key or doc.get("checksum") != _checksum(key_json, value_json, CACHE_VERSION):
+            raise ValueError("key or checksum mismatch")
+        return table_from_dict(doc["value"], net, threshold, key=key)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        warnings.warn(f"shipped pattern table {path} ignored ({exc}); rebuilding it", RuntimeWarning,
+                      stacklevel=3)
+        return None
+
+
+def write_shipped_table(
+    net: ReluNetwork, threshold: float, *, input_norm: str = "linf", output_norm: str = "l1",
+    models_dir: str | os.PathLike | None = None,
+) -> Path:
+    """Build the complete realised-pattern table of ``net`` at ``threshold`` (every region
+    resolved) and write it next to the models (:func:`shipped_table_path`), checksummed, for
+    :func:`realised_pattern_table` to load on a fresh clone. Returns the path written."""
+    import json
+
+    from privcore.lipschitz.cache import CACHE_VERSION, _canonical, _checksum
+
+    table = realised_pattern_table(net, threshold, input_norm=input_norm, output_norm=output_norm)
+    if table is None:
+        raise ValueError(f"{net.describe()} has no threshold pattern table (too wide)")
+    resolve_regions(net, table, input_norm=input_norm, output_norm=output_norm)
+    key = pattern_table_key(net, threshold, input_norm=input_norm, output_norm=output_norm)
+    value = table_to_dict(table, in_dim=net.in_dim)
+    doc = {"key": key, "value": value,
+           "checksum": _checksum(_canonical(key), _canonical(value), CACHE_VERSION)}
+    path = shipped_table_path(key, models_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")))
+    os.replace(tmp, path)
+    return path
+
+
+def shipped_obfuscators(models_dir: str | os.PathLike | None = None) -> list[tuple[str, ReluNetwork, float]]:
+    """``(name, network, Δp)`` of every shipped obfuscator whose card has a proposed Δp, the
+    dashboard's default variant (ARL-C-N) of each dataset first."""
+    import warnings
+
+    from privcore.lipschitz.network import as_network
+    from privcore.nets.checkpoint import load_checkpoint
+
+    if models_dir is None:
+        env = os.environ.get("PRIVCORE_MODELS_DIR")
+        models_dir = Path(env).expanduser() if env else Path(__file__).resolve().parents[2] / "models"
+    cards = sorted(Path(models_dir).glob("*/obfuscator-*.json"),
+                   key=lambda p: (not p.stem.endswith("-ARL-C-N"), p.parent.name, p.stem))
+    out = []
+    for card in cards:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            obf = load_checkpoint(card.with_suffix(""), kind="obfuscator")
+        dp = (obf.card.get("delta_p") or {}).get("proposed")
+        if dp is not None:
+            out.append((f"{card.parent.name}/{card.stem.removeprefix('obfuscator-')}",
+                        as_network(obf["obfuscator"]), float(dp)))
+    return out
+
+
+def precompute_pattern_tables(
+    models_dir: str | os.PathLike | None = None, *, input_norm: str = "linf", output_norm: str = "l1"
+) -> list[str]:
+    """Make the complete realised-pattern table of every shipped obfuscator (at its card's Δp)
+    available to this and later processes: loaded when stored or shipped, else built and resolved
+    and written to the disk cache. For a background warm-up thread (the searches share the tables
+    in memory, so a search running meanwhile speeds up as regions get resolved). Returns the
+    models done."""
+    done = []
+    for name, net, dp in shipped_obfuscators(models_dir):
+        table = realised_pattern_table(net, dp, input_norm=input_norm, output_norm=output_norm)
+        if table is not None:
+            resolve_regions(net, table, input_norm=input_norm, output_norm=output_norm)
+            done.append(name)
+    return done
+
+
+def clear_pattern_tables() -> None:
+    """Forget every pattern table held in memory (the disk cache and shipped tables stay)."""
+    with _LOCK:
+        _GLOBAL.clear()
+        _THRESHOLD.clear()
+        _REALISED.clear()
+
+
+def resolve_regions(net: ReluNetwork, table: PatternTable, *, input_norm: str, output_norm: str) -> None:
+    """Resolve every still-unknown region of ``table`` (emptiness and bounding box; about 2d + 1
+    LPs each) and store the result: what :func:`realised_pattern_table` otherwise does on demand."""
+    memo = table.regions
+    if memo is None:
+        return
+    todo = np.flatnonzero(table.state == RegionMemo.UNKNOWN)
+    if todo.size == 0:
+        return
+    for s0 in range(0, todo.size, _CHUNK):
+        sel = todo[s0 : s0 + _CHUNK]
+        G, h = _region_rows_batch(net, table.codes[sel])
+        for k, p in enumerate(table.positions[sel]):
+            memo.resolve(int(p), G[k], h[k])
+    _save_table(net, table, input_norm=input_norm, output_norm=output_norm, force=True)
 
 
 def nonempty_threshold_table(
     net: ReluNetwork, threshold: float, *, input_norm: str, output_norm: str
 ) -> PatternTable | None:
     """:func:`threshold_pattern_table` without the patterns whose region is empty in all of ℝ^d,
-    and with a bounding box of each remaining region.
+    with a bounding box of each remaining region: :func:`realised_pattern_table` with every
+    region resolved up front (:func:`resolve_regions`).
 
     Most activation patterns of a trained network are never realised (an 8→10→10→8 obfuscator has
-    a few hundred non-empty regions among thousands of patterns above Δp); an empty region meets no
-    box, so dropping it changes no decision and no bound, and spares every later search the LP
-    that would find it infeasible. The bounding boxes give distance lower bounds that prune most
-    of the remaining LPs of a search. About 2d + 1 LPs per pattern, once per model, norms and
-    threshold (memoised)."""
-    key = (net.digest, input_norm, output_norm, float(threshold))
-    with _LOCK:
-        if key in _NONEMPTY:
-            _NONEMPTY.move_to_end(key)
-            return _NONEMPTY[key]
-    table = threshold_pattern_table(net, threshold, input_norm=input_norm, output_norm=output_norm)
-    if table is not None:
-        keep, lo, hi = _nonempty_boxes(net, table.codes)
-        table = PatternTable(codes=table.codes[keep], norms=table.norms[keep], n_hidden=table.n_hidden,
-                             floor=table.floor, box_lower=lo[keep], box_upper=hi[keep])
-    with _LOCK:
-        _NONEMPTY[key] = table
-        while len(_NONEMPTY) > 64:
-            _NONEMPTY.popitem(last=False)
-    return table
+    a few hundred to a few thousand non-empty regions among tens of thousands of patterns above
+    Δp); an empty region meets no ball, so dropping it changes no decision and no bound. The
+    searches do not need this eager form (they resolve what they reach); it serves tests, the
+    benchmark and :func:`precompute_pattern_table`."""
+    table = realised_pattern_table(net, threshold, input_norm=input_norm, output_norm=output_norm)
+    if table is None:
+        return None
+    resolve_regions(net, table, input_norm=input_norm, output_norm=output_norm)
+    return table.subset(np.flatnonzero(table.state != RegionMemo.EMPTY))
 
 
 def _table_for(
     net: ReluNetwork, fwd: ForwardBounds, input_norm: str, output_norm: str, threshold: float | None = None
 ) -> PatternTable | None:
-    """The global table (small networks); for a decision at ``threshold`` the patterns above it
-    whose region is not empty (computed once per model and threshold, then shared by every box);
-    else the table of the box's unstable neurons."""
+    """The global table (small networks); for a decision at ``threshold`` the patterns above it,
+    with their lazily resolved regions (computed once per model and threshold, then shared by every
+    box); else the table of the box's unstable neurons."""
     table = global_pattern_table(net, input_norm=input_norm, output_norm=output_norm)
     if table is None and threshold is not None and len(net.weights) > 2:
-        table = nonempty_threshold_table(net, threshold, input_norm=input_norm, output_norm=output_norm)
+        table = realised_pattern_table(net, threshold, input_norm=input_norm, output_norm=output_norm)
     if table is None:
         table = box_pattern_table(net, fwd, input_norm=input_norm, output_norm=output_norm)
     return table
@@ -742,15 +1097,22 @@ def pattern_decide(
     scr = _screen(net, cand.subset(np.arange(above)), center, radius)
     if scr.idx.size > max_lps:
         return None
-    for count, (k, Gk, hk) in enumerate(zip(scr.idx, scr.G, scr.h, strict=True), start=1):
-        hit = _distance_lp(Gk, hk, center, radius)
-        if hit is not None:
-            pattern = _bits(codes[k : k + 1], table.n_hidden)[0]
-            return PatternResult(passed=False, value=None, upper=top, lower=float(norms[k]),
-                                 lower_radius=hit[0], n_lps=count, pattern=pattern, point=hit[1])
+    count = 0
+    try:
+        for pos in range(scr.idx.size):
+            if not scr.settle(pos, table.regions, center, radius):
+                continue
+            count += 1
+            hit = _distance_lp(scr.G[pos], scr.h[pos], center, radius)
+            if hit is not None:
+                k = int(scr.idx[pos])
+                pattern = _bits(codes[k : k + 1], table.n_hidden)[0]
+                return PatternResult(passed=False, value=None, upper=top, lower=float(norms[k]),
+                                     lower_radius=hit[0], n_lps=count, pattern=pattern, point=hit[1])
+    finally:
+        _save_table(net, table, input_norm=input_norm, output_norm=output_norm)
     upper = float(norms[above]) if above < norms.size else table.rest
-    return PatternResult(passed=True, value=None, upper=upper, lower=0.0, lower_radius=0.0,
-                         n_lps=int(scr.idx.size))
+    return PatternResult(passed=True, value=None, upper=upper, lower=0.0, lower_radius=0.0, n_lps=count)
 
 
 def pattern_value(
@@ -838,21 +1200,26 @@ def pattern_nearest_violation(
     # Best-first: candidates in increasing order of a distance lower bound, each settled by its LP
     # on B(center, best); every time a closer region is found, the rest are screened again by
     # propagation on the smaller ball, and the scan stops once the bound exceeds the best distance.
-    for pos in range(scr.idx.size):
-        if scr.lower[pos] > best:
-            break
-        if not alive[pos]:
-            continue
-        if n_lps >= max_lps:
-            return None
-        n_lps += 1
-        hit = _distance_lp(scr.G[pos], scr.h[pos], center, best)
-        if hit is not None and (found is None or hit[0] < found[0]):
-            k = int(scr.idx[pos])
-            found = (hit[0], float(norms[k]), _bits(codes[k : k + 1], table.n_hidden)[0], hit[1])
-            best = hit[0]
-            rest = np.flatnonzero(alive[pos + 1 :] & (scr.lower[pos + 1 :] <= best)) + pos + 1
-            alive[rest] = ~scr.refuted(rest, center, best)
+    # A candidate whose region is not resolved yet is resolved first (:meth:`_Screened.settle`):
+    # its box only raises its distance bound, so the scan order stays valid.
+    try:
+        for pos in range(scr.idx.size):
+            if scr.lower[pos] > best:
+                break
+            if not alive[pos] or not scr.settle(pos, table.regions, center, best):
+                continue
+            if n_lps >= max_lps:
+                return None
+            n_lps += 1
+            hit = _distance_lp(scr.G[pos], scr.h[pos], center, best)
+            if hit is not None and (found is None or hit[0] < found[0]):
+                k = int(scr.idx[pos])
+                found = (hit[0], float(norms[k]), _bits(codes[k : k + 1], table.n_hidden)[0], hit[1])
+                best = hit[0]
+                rest = np.flatnonzero(alive[pos + 1 :] & (scr.lower[pos + 1 :] <= best)) + pos + 1
+                alive[rest] = ~scr.refuted(rest, center, best)
+    finally:
+        _save_table(net, table, input_norm=input_norm, output_norm=output_norm)
     if found is None:
         if hint is not None and hint < radius:
             return None  # the hint was wrong (no region within it): let the caller retry without it
@@ -860,3 +1227,23 @@ def pattern_nearest_violation(
                                 n_lps=n_lps)
     return NearestViolation(distance=found[0], norm=found[1], pattern=found[2], point=found[3],
                             upper_below=upper_below, n_lps=n_lps)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m privcore.lipschitz.patterns [--models DIR]``: write the complete realised-pattern
+    table of every shipped obfuscator (card Δp, ℓ∞→ℓ1) to ``<models>/pattern-tables/``."""
+    import argparse
+    import time
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--models", default=None,
+                        help="models directory (default: $PRIVCORE_MODELS_DIR or models/)")
+    args = parser.parse_args(argv)
+    for name, net, dp in shipped_obfuscators(args.models):
+        start = time.perf_counter()
+        path = write_shipped_table(net, dp, models_dir=args.models)
+        print(f"{name}: Δp = {dp:.6g} -> {path} ({time.perf_counter() - start:.1f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
