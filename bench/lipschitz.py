@@ -291,6 +291,44 @@ def fig4(quick: bool, time_limit: float) -> None:
         line(f"k={k}", paper_net((8, *([8] * k), 8)), 0.2)
 
 
+def first_phi_child(spec: str, n_more: int, setting: str) -> None:
+    """In this (fresh) process: load one shipped obfuscator, then time the first φ (everything the
+    engine does once per process — pattern table, HiGHS/Gurobi start — is inside it) and the median
+    of the next ``n_more`` images. ``setting``: "bench" (R_max = 10·R, tol 1e-3) or "dashboard"
+    (the dashboard's R_max and tol, :func:`privcore.session.ptr_search_range`)."""
+    from privcore.session import DELTA_GRID, EPSILON_GRID, ptr_search_range
+
+    t0 = time.perf_counter()
+    ((name, net, radius, delta_p, z),) = trained_obfuscators((spec,), n_more + 1)
+    loaded = time.perf_counter() - t0
+    if setting == "dashboard":
+        r_max, tol = ptr_search_range(radius, epsilon_min=min(EPSILON_GRID), delta_min=min(DELTA_GRID))
+    else:
+        r_max, tol = 10 * radius, TOL
+    times = []
+    for zi in z:
+        t = time.perf_counter()
+        compute_phi(net, zi, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol,
+                    lipschitz=Certifier(kind="exact", time_limit=30.0))
+        times.append(time.perf_counter() - t)
+    rest = statistics.median(times[1:]) if len(times) > 1 else float("nan")
+    print(f"  {name:<22} {setting:<9} load+embed {loaded:6.2f} s | first φ {times[0]:7.3f} s | "
+          f"median of the next {len(times) - 1} {rest:7.4f} s | max {max(times[1:], default=0):7.4f} s")
+
+
+def first_phi(n_more: int, specs: tuple[str, ...]) -> None:
+    """First φ per shipped obfuscator, each in a fresh Python process (nothing memoised in memory;
+    on-disk tables in the default cache directory are used when present)."""
+    import subprocess
+
+    print(f"first φ in a fresh process (load average {load()}; PRIVLENS_CACHE_DIR="
+          f"{os.environ.get('PRIVLENS_CACHE_DIR', '<default>')})")
+    for spec in specs:
+        for setting in ("bench", "dashboard"):
+            subprocess.run([sys.executable, __file__, "--first-phi-child", spec, "--setting", setting,
+                            "--n", str(n_more)], check=True)
+
+
 def load() -> str:
     """The 1/5/15-minute load averages (the machine is shared: absolute times depend on them)."""
     try:
@@ -308,7 +346,17 @@ def main() -> None:
     parser.add_argument("--n-straight", type=int, default=None, help="images for the straightforward way")
     parser.add_argument("--time-limit", type=float, default=30.0, help="seconds per MILP")
     parser.add_argument("--no-fig4", action="store_true")
+    parser.add_argument("--first-phi", action="store_true",
+                        help="only time the first φ per shipped ARL-C-N obfuscator, each in a fresh process")
+    parser.add_argument("--first-phi-child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--setting", default="bench", choices=("bench", "dashboard"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.first_phi_child:
+        first_phi_child(args.first_phi_child, args.n, args.setting)
+        return
+    if args.first_phi:
+        first_phi(args.n, ("digits/ARL-C-N", "fashion-mnist/ARL-C-N"))
+        return
     start = time.perf_counter()
     print(f"privlens Lipschitz benchmark — {os.cpu_count()} CPUs (load average {load()}), time limit "
           f"{args.time_limit:g} s per MILP, R_max = 10·R, tol = {TOL:g}, δ = {DELTA}")
