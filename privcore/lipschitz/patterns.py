@@ -45,6 +45,7 @@ from privcore.lipschitz.network import ReluNetwork
 __all__ = [
     "MAX_GLOBAL_NEURONS",
     "MAX_PATTERNS",
+    "RESOLVE_ALL_AFTER",
     "NearestViolation",
     "PatternResult",
     "PatternTable",
@@ -99,6 +100,9 @@ class RegionMemo:
         #: entries resolved since the table was last written to disk, and when that was
         self.unsaved = 0
         self.saved_at = 0.0
+        #: searches served so far, and whether a full resolution has been started
+        self.searches = 0
+        self.completing = False
 
     def resolve(self, pos: int, G: np.ndarray, h: np.ndarray) -> bool:
         """Resolve pattern ``pos`` (region ``G x ≤ h``) if unknown; True when it is not empty."""
@@ -338,7 +342,11 @@ def _threshold_table(
             nxt = np.matmul(net.weights[i + 1], DM).reshape(-1, net.weights[i + 1].shape[0], Mc.shape[2])
             cc = (codes[s0 : s0 + step, None] | pcodes[None, :]).reshape(-1)
             if last:
-                vals = _norms(nxt, input_norm, output_norm)
+                # Σ|J_ij| bounds each of the four operator norms: only the patterns it does not
+                # already put ≤ threshold (with a margin far above rounding) get the exact norm
+                vals = np.full(nxt.shape[0], -np.inf)
+                maybe = np.abs(nxt).sum(axis=(1, 2)) * (1.0 + 1e-9) > threshold
+                vals[maybe] = _norms(nxt[maybe], input_norm, output_norm)
             else:
                 vals = _completion_bound(net, i + 1, nxt, input_norm, output_norm)
             sel = vals > threshold
@@ -1045,6 +1053,30 @@ def nonempty_threshold_table(
     return table.subset(np.flatnonzero(table.state != RegionMemo.EMPTY))
 
 
+#: after this many searches on a partly resolved table, the rest is resolved at once: a lazy
+#: search screens every unresolved pattern (most of them empty) with no box, so batch work (an
+#: experiment, the dashboard's later images) is faster with the complete table, while the first
+#: φ of a process only pays for the regions it reaches
+RESOLVE_ALL_AFTER = 8
+
+
+def _searched(net: ReluNetwork, table: PatternTable, input_norm: str, output_norm: str) -> None:
+    """Count a search on ``table``'s region memo; the ``RESOLVE_ALL_AFTER``-th resolves every
+    remaining region (once per table, in the calling thread)."""
+    memo = table.regions
+    if memo is None:
+        return
+    with memo.lock:
+        memo.searches += 1
+        go = memo.searches >= RESOLVE_ALL_AFTER and not memo.completing
+        if go:
+            memo.completing = True
+    if go:
+        root = PatternTable(codes=table.codes, norms=table.norms, n_hidden=table.n_hidden, floor=table.floor,
+                            regions=memo, index=table.index)
+        resolve_regions(net, root, input_norm=input_norm, output_norm=output_norm)
+
+
 def _table_for(
     net: ReluNetwork, fwd: ForwardBounds, input_norm: str, output_norm: str, threshold: float | None = None
 ) -> PatternTable | None:
@@ -1088,6 +1120,7 @@ def pattern_decide(
     table = _table_for(net, fwd, input_norm, output_norm, threshold)
     if table is None:
         return None
+    _searched(net, table, input_norm, output_norm)
     cand = _candidates(table, fwd)
     codes, norms = cand.codes, cand.norms
     above = int(np.searchsorted(-norms, -threshold, side="left"))  # norms[:above] > threshold
@@ -1184,6 +1217,7 @@ def pattern_nearest_violation(
     table = _table_for(net, fwd, input_norm, output_norm, threshold)
     if table is None:
         return None
+    _searched(net, table, input_norm, output_norm)
     cand = _candidates(table, fwd)
     codes, norms = cand.codes, cand.norms
     above = int(np.searchsorted(-norms, -threshold, side="left"))
