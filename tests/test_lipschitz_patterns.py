@@ -329,3 +329,36 @@ def test_phi_from_a_stored_partly_resolved_table_equals_the_milp_reference() -> 
             fast = compute_phi(net, z, lipschitz=cert, **grid)
             slow = compute_phi(net, z, lipschitz=straightforward, **grid)
             assert fast.evaluations == slow.evaluations and fast.phi == slow.phi
+
+
+def test_builder_and_warm_up_on_a_shipped_obfuscator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python -m privcore.lipschitz.patterns --models DIR`` writes a complete table per shipped
+    obfuscator that a fresh process loads fully resolved and equal to a fresh eager build; the
+    dashboard's warm-up (``precompute_pattern_tables``) stores the table in the disk cache."""
+    import shutil
+
+    from privcore.lipschitz.cache import LipschitzCache
+    from privcore.lipschitz.patterns import main, precompute_pattern_tables, shipped_obfuscators
+
+    models = tmp_path / "models"
+    (models / "digits").mkdir(parents=True)
+    repo_models = Path(__file__).resolve().parents[1] / "models" / "digits"
+    for suffix in (".json", ".safetensors"):
+        shutil.copy(repo_models / f"obfuscator-ARL{suffix}", models / "digits" / f"obfuscator-ARL{suffix}")
+    ((name, net, dp),) = shipped_obfuscators(models)
+    assert name == "digits/ARL"
+    kw = dict(input_norm="linf", output_norm="l1")
+    assert precompute_pattern_tables(models) == ["digits/ARL"]
+    key = pattern_table_key(net, dp, **kw)
+    assert LipschitzCache(tmp_path / "cache").get("pattern_table", key) is not None
+    main(["--models", str(models)])
+    assert shipped_table_path(key, models).is_file()
+    monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path / "fresh-cache"))
+    clear_pattern_tables()
+    shipped = realised_pattern_table(net, dp, **kw)
+    assert np.all(shipped.state != RegionMemo.UNKNOWN)  # loaded complete, not rebuilt
+    monkeypatch.setenv("PRIVLENS_PATTERN_TABLES", "off")
+    monkeypatch.setenv("PRIVCORE_MODELS_DIR", str(tmp_path / "no-models"))
+    clear_pattern_tables()
+    fresh = nonempty_threshold_table(net, dp, **kw)
+    _same_table(shipped.subset(np.flatnonzero(shipped.state != RegionMemo.EMPTY)), fresh)

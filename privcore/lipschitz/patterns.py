@@ -45,7 +45,8 @@ from privcore.lipschitz.network import ReluNetwork
 __all__ = [
     "MAX_GLOBAL_NEURONS",
     "MAX_PATTERNS",
-    "RESOLVE_ALL_AFTER",
+    "RESOLVE_AFTER",
+    "RESOLVE_STEP",
     "NearestViolation",
     "PatternResult",
     "PatternTable",
@@ -993,18 +994,20 @@ def shipped_obfuscators(models_dir: str | os.PathLike | None = None) -> list[tup
 
 
 def precompute_pattern_tables(
-    models_dir: str | os.PathLike | None = None, *, input_norm: str = "linf", output_norm: str = "l1"
+    models_dir: str | os.PathLike | None = None, *, resolve: bool = False, input_norm: str = "linf",
+    output_norm: str = "l1",
 ) -> list[str]:
-    """Make the complete realised-pattern table of every shipped obfuscator (at its card's Δp)
-    available to this and later processes: loaded when stored or shipped, else built and resolved
-    and written to the disk cache. For a background warm-up thread (the searches share the tables
-    in memory, so a search running meanwhile speeds up as regions get resolved). Returns the
-    models done."""
+    """Make the realised-pattern table of every shipped obfuscator (at its card's Δp) ready in this
+    process: loaded when stored or shipped, else enumerated (seconds) and stored; with ``resolve``
+    every region is resolved as well (tens of seconds per retrained model when nothing is stored).
+    For a background warm-up thread: the searches share the tables in memory. Returns the models
+    done."""
     done = []
     for name, net, dp in shipped_obfuscators(models_dir):
         table = realised_pattern_table(net, dp, input_norm=input_norm, output_norm=output_norm)
         if table is not None:
-            resolve_regions(net, table, input_norm=input_norm, output_norm=output_norm)
+            if resolve:
+                resolve_regions(net, table, input_norm=input_norm, output_norm=output_norm)
             done.append(name)
     return done
 
@@ -1053,28 +1056,39 @@ def nonempty_threshold_table(
     return table.subset(np.flatnonzero(table.state != RegionMemo.EMPTY))
 
 
-#: after this many searches on a partly resolved table, the rest is resolved at once: a lazy
-#: search screens every unresolved pattern (most of them empty) with no box, so batch work (an
-#: experiment, the dashboard's later images) is faster with the complete table, while the first
-#: φ of a process only pays for the regions it reaches
-RESOLVE_ALL_AFTER = 8
+#: after this many searches on a partly resolved table, every further search first resolves up to
+#: ``RESOLVE_STEP`` more regions (in table order) until none is left: a lazy search screens every
+#: unresolved pattern (most of them empty) without a box, so batch work (an experiment, the
+#: dashboard's later images) is faster with the complete table, while the first φ of a process
+#: only pays for the regions it reaches and no single later image pays for the whole table
+RESOLVE_AFTER = 8
+RESOLVE_STEP = 512
 
 
 def _searched(net: ReluNetwork, table: PatternTable, input_norm: str, output_norm: str) -> None:
-    """Count a search on ``table``'s region memo; the ``RESOLVE_ALL_AFTER``-th resolves every
-    remaining region (once per table, in the calling thread)."""
+    """Count a search on ``table``'s region memo and, from the ``RESOLVE_AFTER``-th on, resolve the
+    next ``RESOLVE_STEP`` unknown regions (one thread at a time; the others go on lazily)."""
     memo = table.regions
     if memo is None:
         return
     with memo.lock:
         memo.searches += 1
-        go = memo.searches >= RESOLVE_ALL_AFTER and not memo.completing
+        go = memo.searches >= RESOLVE_AFTER and not memo.completing and bool(np.any(memo.state == 0))
         if go:
             memo.completing = True
-    if go:
-        root = PatternTable(codes=table.codes, norms=table.norms, n_hidden=table.n_hidden, floor=table.floor,
-                            regions=memo, index=table.index)
-        resolve_regions(net, root, input_norm=input_norm, output_norm=output_norm)
+    if not go:
+        return
+    try:
+        root = table if table.index is None else None
+        if root is None:
+            return
+        todo = np.flatnonzero(root.state == RegionMemo.UNKNOWN)[:RESOLVE_STEP]
+        G, h = _region_rows_batch(net, root.codes[todo])
+        for k, p in enumerate(todo):
+            memo.resolve(int(p), G[k], h[k])
+    finally:
+        with memo.lock:
+            memo.completing = False
 
 
 def _table_for(
