@@ -283,7 +283,10 @@ SLOW_IMPORTS = ("privcore.attacks.metrics",)
 
 @st.cache_resource(show_spinner=False)
 def warm_up() -> threading.Thread:
-    """Start importing :data:`SLOW_IMPORTS` in a daemon thread (once per process)."""
+    """Start importing :data:`SLOW_IMPORTS` in a daemon thread (once per process), then make the
+    exact certifier's pattern tables of the shipped obfuscators ready (loaded from the disk cache or
+    the models directory, else enumerated: :func:`privcore.lipschitz.patterns.precompute_pattern_tables`;
+    their regions are resolved on demand by the certifications, which share them and are exact either way)."""
 
     def run() -> None:
         for name in SLOW_IMPORTS:
@@ -291,6 +294,12 @@ def warm_up() -> threading.Thread:
                 importlib.import_module(name)
             except ImportError:  # pragma: no cover - the page that needs it reports the problem
                 pass
+        try:
+            from privcore.lipschitz.patterns import precompute_pattern_tables
+
+            precompute_pattern_tables(models_dir())
+        except Exception:  # an accelerator only: certification builds what it needs
+            pass
 
     thread = threading.Thread(target=run, name="privlens-warm-up", daemon=True)
     thread.start()
