@@ -23,6 +23,12 @@ R_max = 10·R: with δ = 0.05 and ε = 1 the test passes with probability 1 − 
 
     .venv/bin/python bench/lipschitz.py            # full run (tens of minutes)
     .venv/bin/python bench/lipschitz.py --quick    # under a minute; last line "speedup: N"
+    .venv/bin/python bench/lipschitz.py --first-phi --n 20   # first φ per ARL-C-N model, fresh processes
+
+``--first-phi`` runs each shipped ARL-C-N obfuscator in a fresh process (nothing in memory) and
+times its first φ (pattern table included) and the median of the next ``--n`` images, with the
+bench's R_max and with the dashboard's; set ``PRIVLENS_CACHE_DIR`` to an empty directory and
+``PRIVCORE_MODELS_DIR`` to one without ``pattern-tables/`` to time a fresh clone with nothing stored.
 """
 
 from __future__ import annotations
@@ -387,7 +393,8 @@ def main() -> None:
         secs = time.perf_counter() - t
         found = (f"{len(above.codes)} patterns above Δp = {delta_p:.4g}, {len(table.codes)} of them realised "
                  "(non-empty region, with its bounding box),") if table is not None else "no pattern table"
-        print(f"  {name} ({net.describe()}): {found} in {secs:.2f} s (once per model and Δp)")
+        print(f"  {name} ({net.describe()}): {found} in {secs:.2f} s (once per model and Δp: built, "
+              "or loaded from the disk cache or models/pattern-tables)")
     rows = []
     trained_runs = [(name, net, radius, delta_p, z, "card") for name, net, radius, delta_p, z in trained]
     if not args.quick:  # the benchmark's other radius with the card's Δp: a timing of a harder bisection
