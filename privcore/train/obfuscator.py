@@ -39,7 +39,13 @@ from privcore.train.common import (
 from privcore.train.embedder import dataset_card
 from privcore.train.losses import contrastive_loss
 from privcore.train.recipes import ObfuscatorRecipe
-from privcore.train.release_aware import ball_jacobian_norms, delta_hat, release_noise, spread_penalty
+from privcore.train.release_aware import (
+    ball_jacobian_norms,
+    delta_hat,
+    release_noise,
+    spread_penalty,
+    standard_laplace,
+)
 
 __all__ = ["obfuscator_architectures", "train_obfuscator"]
 
@@ -77,8 +83,7 @@ def _noisy(z: torch.Tensor, sigma: float, on: bool) -> torch.Tensor:
     if not on:
         return z
     # Laplace(0, σ) i.i.d. (the release noise's family); training noise, not a release.
-    u = torch.rand_like(z) - 0.5
-    return z - sigma * torch.sign(u) * torch.log1p(-2.0 * u.abs())
+    return z + sigma * standard_laplace(z.shape, dtype=z.dtype, device=z.device)
 
 
 class _Regulariser:
@@ -182,6 +187,11 @@ def train_obfuscator(
                 norms = reg.norms(f, z) if reg.release else None
             # h and a: best responses to the current f (on detached z̃)
             ce = F.cross_entropy(h(reg(zt, norms)), y)
+            if not torch.isfinite(ce):
+                raise FloatingPointError(
+                    f"obfuscator {recipe.name}: the classifier loss became {float(ce)} in epoch {epoch + 1}; "
+                    "nothing was saved"
+                )
             opt_h.zero_grad(set_to_none=True)
             ce.backward()
             opt_h.step()

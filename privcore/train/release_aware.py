@@ -133,6 +133,24 @@ def spread_penalty(norms: torch.Tensor) -> torch.Tensor:
     return norms.std() / norms.mean().clamp_min(1e-12)
 
 
+def standard_laplace(
+    shape: Sequence[int] | torch.Size,
+    *,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Laplace(0, 1) training noise, always finite: a random sign times −log(1 − U), U ∈ [0, 1).
+
+    (Inverse-CDF sampling from ``torch.rand(...) − 0.5`` hits u = −0.5 when ``rand`` returns 0 and
+    gives −inf, which turned whole classifiers into NaN.) Training noise only, never a release.
+    """
+    e = -torch.log1p(-torch.rand(shape, generator=generator, dtype=dtype))
+    sign = torch.randint(0, 2, tuple(shape), generator=generator).to(dtype) * 2 - 1
+    out = sign * e
+    return out if device is None else out.to(device)
+
+
 def release_noise(
     z_tilde: torch.Tensor,
     delta: torch.Tensor,
@@ -154,7 +172,6 @@ def release_noise(
     pick = torch.randint(0, len(eps), (n,), generator=generator)
     inv = 1.0 / eps[pick]
     inv = torch.where(torch.rand(n, generator=generator) < clean_fraction, torch.zeros_like(inv), inv)
-    u = torch.rand(z_tilde.shape, generator=generator, dtype=z_tilde.dtype) - 0.5
-    lap = -torch.sign(u) * torch.log1p(-2.0 * u.abs())
+    lap = standard_laplace(z_tilde.shape, generator=generator, dtype=z_tilde.dtype)
     scale = (radius * inv).to(z_tilde.device).unsqueeze(1)
     return z_tilde + delta * scale * lap.to(z_tilde.device)
