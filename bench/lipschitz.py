@@ -302,11 +302,17 @@ def first_phi_child(spec: str, n_more: int, setting: str) -> None:
     engine does once per process — pattern table, HiGHS/Gurobi start — is inside it) and the median
     of the next ``n_more`` images. ``setting``: "bench" (R_max = 10·R, tol 1e-3) or "dashboard"
     (the dashboard's R_max and tol, :func:`privcore.session.ptr_search_range`)."""
+    t0 = time.perf_counter()
+    found = trained_obfuscators((spec,), n_more + 1)
+    loaded = time.perf_counter() - t0
+    for name, net, radius, delta_p, z in found:
+        _first_phi_one(name, net, radius, delta_p, z, setting, loaded)
+
+
+def _first_phi_one(name: str, net: ReluNetwork, radius: float, delta_p: float, z: np.ndarray, setting: str,
+                   loaded: float) -> None:
     from privcore.session import DELTA_GRID, EPSILON_GRID, ptr_search_range
 
-    t0 = time.perf_counter()
-    ((name, net, radius, delta_p, z),) = trained_obfuscators((spec,), n_more + 1)
-    loaded = time.perf_counter() - t0
     if setting == "dashboard":
         r_max, tol = ptr_search_range(radius, epsilon_min=min(EPSILON_GRID), delta_min=min(DELTA_GRID))
     else:
@@ -329,7 +335,16 @@ def first_phi(n_more: int, specs: tuple[str, ...]) -> None:
 
     print(f"first φ in a fresh process (load average {load()}; PRIVLENS_CACHE_DIR="
           f"{os.environ.get('PRIVLENS_CACHE_DIR', '<default>')})")
+    models = Path(__file__).resolve().parents[1] / "models"
+    expanded = []
     for spec in specs:
+        dataset, variant = spec.split("/")
+        if variant == "*":
+            expanded += [f"{dataset}/{p.stem.removeprefix('obfuscator-')}"
+                         for p in sorted((models / dataset).glob("obfuscator-*.json"))]
+        else:
+            expanded.append(spec)
+    for spec in expanded:
         for setting in ("bench", "dashboard"):
             subprocess.run([sys.executable, __file__, "--first-phi-child", spec, "--setting", setting,
                             "--n", str(n_more)], check=True)
@@ -353,7 +368,9 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=30.0, help="seconds per MILP")
     parser.add_argument("--no-fig4", action="store_true")
     parser.add_argument("--first-phi", action="store_true",
-                        help="only time the first φ per shipped ARL-C-N obfuscator, each in a fresh process")
+                        help="only time the first φ per shipped obfuscator (--specs), each in a new process")
+    parser.add_argument("--specs", default="digits/ARL-C-N,fashion-mnist/ARL-C-N",
+                        help="--first-phi: comma-separated dataset/variant (variant * = every shipped one)")
     parser.add_argument("--first-phi-child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--setting", default="bench", choices=("bench", "dashboard"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -361,7 +378,7 @@ def main() -> None:
         first_phi_child(args.first_phi_child, args.n, args.setting)
         return
     if args.first_phi:
-        first_phi(args.n, ("digits/ARL-C-N", "fashion-mnist/ARL-C-N"))
+        first_phi(args.n, tuple(args.specs.split(",")))
         return
     start = time.perf_counter()
     print(f"privlens Lipschitz benchmark — {os.cpu_count()} CPUs (load average {load()}), time limit "
