@@ -16,8 +16,15 @@ layers of 8–10 neurons) there are few enough patterns to enumerate them all:
 
 For a decision "L ≤ τ?" on a network too wide for the full table (the shipped 8→10→10→8
 obfuscators), the table lists the patterns with norm > τ (branch and bound over layers, once per
-model and τ = Δp) and keeps only those whose region is non-empty anywhere in ℝ^d — most patterns
-are never realised — each with a bounding box of its region (:func:`nonempty_threshold_table`).
+model and τ = Δp). Most of those patterns are never realised (their region is empty in ℝ^d); the
+others get a bounding box of their region. Both facts are resolved on demand, the first time a
+search reaches a pattern, and memoised (:class:`RegionMemo`, :func:`realised_pattern_table`); after
+a few searches each further one resolves a batch more, until the table is complete
+(:func:`nonempty_threshold_table` is the eager form). The table and what is resolved so far live
+in the Lipschitz disk cache, and a complete table can ship with the models
+(``python -m privcore.lipschitz.patterns --models models`` writes ``models/pattern-tables/``), so
+a later process, or a fresh clone, loads it in milliseconds; a stored table that fails any check
+is rebuilt, never trusted.
 Before any LP, a search drops every candidate that provably misses the ball: by a row bound, by
 its box, or by interval constraint propagation from ball ∩ box (:func:`_screen`); all three are
 proofs, so only candidates that may meet the ball get an LP, in increasing order of their
