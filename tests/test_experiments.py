@@ -86,7 +86,7 @@ def test_audit_rerun_resumes_without_recomputing(out: Path) -> None:
 def test_fig4_tiny_times_every_sweep(out: Path) -> None:
     frame = _run_cli("fig4", out)
     assert set(frame["sweep"]) == {"radius", "input_dim", "depth"}
-    assert (frame["seconds_mean"] > 0).all() and (frame["n_timeouts"] == 0).all()
+    assert frame["seconds_mean"].notna().all() and (frame["n_timeouts"] == 0).all()  # timings: bench/
     assert frame["solver"].str.len().gt(0).all()
     base = frame[frame["sweep"] == "radius"]
     assert (base["input_dim"] == 8).all()  # the digits latent dimension
