@@ -362,3 +362,89 @@ def test_builder_and_warm_up_on_a_shipped_obfuscator(tmp_path: Path, monkeypatch
     clear_pattern_tables()
     fresh = nonempty_threshold_table(net, dp, **kw)
     _same_table(shipped.subset(np.flatnonzero(shipped.state != RegionMemo.EMPTY)), fresh)
+
+
+def test_shipped_tables_load_complete_and_hold_every_sampled_violating_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every shipped obfuscator has a table in ``models/pattern-tables/`` that a process with an
+    empty cache loads without rebuilding (checksum, key and format intact), fully resolved; it is
+    sound: a point sampled around the training embeddings whose Jacobian norm exceeds Δp has its
+    pattern listed as realised (never EMPTY) with the point inside the pattern's box, and a sample
+    of EMPTY / boxed labels agrees with a reference LP on the table domain."""
+    import warnings
+
+    from privcore.lipschitz.patterns import TABLE_DOMAIN, shipped_obfuscators
+
+    monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.delenv("PRIVCORE_MODELS_DIR")  # the repository's models/ and its shipped tables
+    rng = np.random.default_rng(5)
+    kw = dict(input_norm="linf", output_norm="l1")
+    shipped = shipped_obfuscators()
+    assert {"digits/ARL-C-N", "fashion-mnist/ARL-C-N"} <= {name for name, _, _ in shipped}
+    for name, net, dp in shipped:
+        assert shipped_table_path(pattern_table_key(net, dp, **kw)).is_file(), name
+        clear_pattern_tables()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # a rejected shipped table warns
+            table = realised_pattern_table(net, dp, **kw)
+        assert np.all(table.state != RegionMemo.UNKNOWN), name
+        x = rng.standard_normal((20000, net.in_dim)) * 2.0
+        pre = net.preactivations(x)
+        strict = np.all(np.hstack([np.abs(p) > 1e-9 for p in pre]), axis=1)
+        bits = np.hstack([(p > 0) for p in pre]).astype(np.int64)
+        codes = (bits << np.arange(net.n_hidden, dtype=np.int64)).sum(axis=1)
+        norms, _ = jacobian_norms(net, x)
+        position = {int(c): i for i, c in enumerate(table.codes)}
+        hits = 0
+        for xi, code, ok, v in zip(x, codes, strict, norms, strict=True):
+            if not ok or v <= dp * (1 + 1e-9):
+                continue
+            i = position[int(code)]
+            hits += 1
+            assert table.state[i] != RegionMemo.EMPTY, name
+            assert np.all(table.box_lower[i] <= xi + 1e-9) and np.all(xi <= table.box_upper[i] + 1e-9), name
+        if name == "digits/ARL-C-N":
+            assert hits > 10, hits  # exercised where sampled points break Δp
+        # region labels against the reference LP (scipy): an EMPTY region has no point in the domain
+        # where tables are used (a proof the engine relies on); a boxed one has a point in its box
+        wide = np.full(net.in_dim, TABLE_DOMAIN)
+        for kind in (RegionMemo.EMPTY, RegionMemo.BOXED):
+            idx = np.flatnonzero(table.state == kind)
+            for i in rng.choice(idx, size=min(20, idx.size), replace=False):
+                pattern = split(net, int(table.codes[i]))
+                if kind == RegionMemo.EMPTY:
+                    assert not pattern_region_feasible(net, -wide, wide, pattern), (name, int(i))
+                else:
+                    lo, hi = (np.clip(b, -1e9, 1e9) for b in (table.box_lower[i], table.box_upper[i]))
+                    assert pattern_region_feasible(net, lo, hi, pattern), (name, int(i))
+    clear_pattern_tables()
+
+
+def test_balls_outside_the_table_domain_decide_without_the_realised_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Far from the origin (outside TABLE_DOMAIN) the engine does not use realised-pattern tables,
+    whose EMPTY labels are only proofs inside the domain, and still decides exactly (MILP reference)."""
+    from privcore.lipschitz import patterns as pat
+    from privcore.lipschitz.engine import decide_exact as decide
+    from privcore.lipschitz.patterns import TABLE_DOMAIN, in_table_domain
+
+    net = random_net(41, (3, 9, 9, 2))
+    used: list[bool] = []
+    real = pat.realised_pattern_table
+    def spy(*a: object, **k: object) -> object:
+        used.append(True)
+        return real(*a, **k)
+
+    monkeypatch.setattr(pat, "realised_pattern_table", spy)
+    assert in_table_domain(np.zeros(3), TABLE_DOMAIN)
+    assert not in_table_domain(np.zeros(3), TABLE_DOMAIN + 1e-6)
+    far = np.array([2.0 * TABLE_DOMAIN, 0.3, -0.2])
+    ref = solve(build_milp(net, far, 0.5), solver="gurobi", mip_gap=1e-9).upper
+    for tau in (0.9 * ref, 1.1 * ref):
+        d = decide(net, far, 0.5, tau, input_norm="linf", output_norm="l1")
+        assert d.passed == (ref <= tau)
+    assert not used
+    decide(net, np.zeros(3), 0.5, 0.5 * ref, input_norm="linf", output_norm="l1")
+    assert used  # near the origin the table is used

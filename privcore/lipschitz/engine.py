@@ -37,6 +37,7 @@ from privcore.lipschitz.bounds import (
 from privcore.lipschitz.milp import build_milp
 from privcore.lipschitz.network import ReluNetwork, as_network
 from privcore.lipschitz.patterns import (
+    in_table_domain,
     pattern_decide,
     pattern_nearest_violation,
     pattern_upper_bound,
@@ -378,7 +379,9 @@ def decide_exact(
         value = _closed_form(net, center, fwd, input_norm, output_norm)
         if value <= threshold:
             return out(True, "closed-form", upper=value)
-    u_pat = pattern_upper_bound(net, fwd, threshold=threshold, **norms)
+    u_pat = pattern_upper_bound(
+        net, fwd, threshold=threshold, realised=in_table_domain(center, radius), **norms
+    )
     if u_pat is not None and u_pat <= threshold:  # no pattern the box allows exceeds τ: no LP needed
         return out(True, "enumeration", upper=min(interval, u_pat), solver="enumeration")
     # a sampled witness (closest violation found by multi-scale sampling) bounds the distance to the

@@ -54,6 +54,7 @@ __all__ = [
     "MAX_PATTERNS",
     "RESOLVE_AFTER",
     "RESOLVE_STEP",
+    "TABLE_DOMAIN",
     "NearestViolation",
     "PatternResult",
     "PatternTable",
@@ -61,6 +62,7 @@ __all__ = [
     "box_pattern_table",
     "clear_pattern_tables",
     "global_pattern_table",
+    "in_table_domain",
     "nonempty_threshold_table",
     "pattern_decide",
     "pattern_nearest_violation",
@@ -82,6 +84,13 @@ __all__ = [
 
 #: networks with at most this many hidden neurons get a global pattern table
 MAX_GLOBAL_NEURONS = 16
+#: realised-pattern tables are only used for boxes inside [−TABLE_DOMAIN, TABLE_DOMAIN]^d. An EMPTY
+#: label comes from a floating-point LP over ℝ^d; a region that exists only as a degenerate sliver
+#: millions of units away (seen: one at |x| ≈ 6e6, on its boundary to 1e-11) may get it. Latent
+#: balls live within a few units of the origin, so inside this domain the label is a proof
+#: (tests/test_lipschitz_patterns.py checks shipped labels against a reference LP on this box);
+#: a box outside it falls back to the per-box enumeration / MILP, which use no such label.
+TABLE_DOMAIN = 1e3
 #: largest per-box enumeration (patterns of the unstable neurons)
 MAX_PATTERNS = 1 << 14
 _CHUNK = 4096
@@ -1098,14 +1107,22 @@ def _searched(net: ReluNetwork, table: PatternTable, input_norm: str, output_nor
             memo.completing = False
 
 
+def in_table_domain(center: np.ndarray, radius: float) -> bool:
+    """Does the ℓ∞ ball ``B(center, radius)`` lie inside ``[−TABLE_DOMAIN, TABLE_DOMAIN]^d``, where
+    a realised-pattern table's region labels are proofs (:data:`TABLE_DOMAIN`)?"""
+    return bool(np.max(np.abs(np.asarray(center, dtype=float))) + radius <= TABLE_DOMAIN)
+
+
 def _table_for(
-    net: ReluNetwork, fwd: ForwardBounds, input_norm: str, output_norm: str, threshold: float | None = None
+    net: ReluNetwork, fwd: ForwardBounds, input_norm: str, output_norm: str, threshold: float | None = None,
+    realised: bool = True,
 ) -> PatternTable | None:
     """The global table (small networks); for a decision at ``threshold`` the patterns above it,
     with their lazily resolved regions (computed once per model and threshold, then shared by every
-    box); else the table of the box's unstable neurons."""
+    box; only when ``realised``, i.e. the box is inside :data:`TABLE_DOMAIN`); else the table of the
+    box's unstable neurons."""
     table = global_pattern_table(net, input_norm=input_norm, output_norm=output_norm)
-    if table is None and threshold is not None and len(net.weights) > 2:
+    if table is None and threshold is not None and realised and len(net.weights) > 2:
         table = realised_pattern_table(net, threshold, input_norm=input_norm, output_norm=output_norm)
     if table is None:
         table = box_pattern_table(net, fwd, input_norm=input_norm, output_norm=output_norm)
@@ -1113,12 +1130,19 @@ def _table_for(
 
 
 def pattern_upper_bound(
-    net: ReluNetwork, fwd: ForwardBounds, *, input_norm: str, output_norm: str, threshold: float | None = None
+    net: ReluNetwork,
+    fwd: ForwardBounds,
+    *,
+    input_norm: str,
+    output_norm: str,
+    threshold: float | None = None,
+    realised: bool = True,
 ) -> float | None:
     """``max ‖J_D‖`` over the patterns consistent with the box's stable neurons: a certified upper
     bound on L over the box, monotone under inclusion, without any LP (None if not enumerable).
-    With a partial table for ``threshold``, a value ≤ threshold is only known to be ≤ its floor."""
-    table = _table_for(net, fwd, input_norm, output_norm, threshold)
+    With a partial table for ``threshold``, a value ≤ threshold is only known to be ≤ its floor.
+    ``realised=False`` (a box outside :data:`TABLE_DOMAIN`) keeps realised-pattern tables out."""
+    table = _table_for(net, fwd, input_norm, output_norm, threshold, realised)
     if table is None:
         return None
     norms = _candidates(table, fwd).norms
@@ -1138,7 +1162,7 @@ def pattern_decide(
 ) -> PatternResult | None:
     """Exactly decide ``L(f, B(center, radius)) ≤ threshold`` by enumeration (module docstring),
     or None when the network/box is too large or more than ``max_lps`` LPs would be needed."""
-    table = _table_for(net, fwd, input_norm, output_norm, threshold)
+    table = _table_for(net, fwd, input_norm, output_norm, threshold, in_table_domain(center, radius))
     if table is None:
         return None
     _searched(net, table, input_norm, output_norm)
@@ -1235,7 +1259,7 @@ def pattern_nearest_violation(
     known upper bound on it). None when enumeration does not apply or the budget is exceeded.
     This settles every decision "L(B(center, r)) ≤ threshold?" for r ≤ radius at once (one
     certified search instead of a MILP per bisection step)."""
-    table = _table_for(net, fwd, input_norm, output_norm, threshold)
+    table = _table_for(net, fwd, input_norm, output_norm, threshold, in_table_domain(center, radius))
     if table is None:
         return None
     _searched(net, table, input_norm, output_norm)
