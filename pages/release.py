@@ -161,7 +161,7 @@ m[4].metric(
     help=f"Laplace scale per coordinate; the exact sampler draws {result.noise_scale_effective:.6g}.",
 )
 if result.released:
-    noisy_class = int(pipe.classify(ptr.as_tensor(result.value)).argmax(-1)[0])
+    noisy_class = int(pipe.classify(ptr.as_tensor(result.value), result.noise_scale_effective).argmax(-1)[0])
     clean_class = views.clean_class
     names = pipe.class_names
     st.markdown(

@@ -87,7 +87,10 @@ class Pipeline:
     images; ``obfuscator`` (a Linear/ReLU ``nn.Sequential``) maps z to z̃; ``classifier`` maps z̃
     to class logits; ``attacker`` maps a release (z̃ plus noise) to an image, or is None when no
     attacker was trained. ``radius`` is the paper's R in ℓ∞ on z; ``delta_p`` the stored Δp
-    statistics (None before ``python -m privcore train delta-p``).
+    statistics (None before ``python -m privcore train delta-p``). ``classifier`` is the
+    noise-aware release classifier ``classifier-<variant>`` when one was fitted
+    (``python -m privcore train classifier``), else the obfuscator's own head;
+    ``classifier_source`` says which.
     """
 
     dataset: str
@@ -104,6 +107,7 @@ class Pipeline:
     latent_dim: int
     cards: Mapping[str, Mapping[str, Any]]
     device: torch.device
+    classifier_source: str = "obfuscator"
 
     @property
     def proposed_delta_p(self) -> float | None:
@@ -123,9 +127,12 @@ class Pipeline:
         return self.obfuscator(z.to(self.device, torch.float32))
 
     @torch.no_grad()
-    def classify(self, z_tilde: torch.Tensor) -> torch.Tensor:
-        """Class logits of (possibly noisy) obfuscated vectors."""
-        return self.classifier(z_tilde.to(self.device, torch.float32))
+    def classify(self, z_tilde: torch.Tensor, noise_scale: float = 0.0) -> torch.Tensor:
+        """Class logits of obfuscated vectors released with Laplace scale ``noise_scale`` per
+        coordinate (Δp·R/ε; 0 for noise-free f(z)). Only a noise-aware classifier uses the scale."""
+        from privcore.nets.models import classify
+
+        return classify(self.classifier, z_tilde.to(self.device, torch.float32), noise_scale)
 
     @torch.no_grad()
     def decode(self, z: torch.Tensor) -> torch.Tensor:
@@ -193,6 +200,18 @@ def load_pipeline(
             )
         attacker = att["attacker"]
         cards["attacker"] = att.card
+    classifier, source = obf["classifier"], "obfuscator"
+    clf_stem = _stem(mdir, dataset, f"classifier-{obfuscator}")
+    if card_path(clf_stem).is_file():
+        clf = load_checkpoint(clf_stem, kind="release-classifier", dataset=dataset, device=dev)
+        if clf.card["obfuscator"]["sha256"] != obf.card["weights"]["sha256"]:
+            raise CheckpointError(
+                f"{clf_stem}.json was fitted on another obfuscator than {obf_stem}.safetensors; "
+                "refit it with `python -m privcore train classifier "
+                f"--dataset {dataset} --variant {obfuscator}`"
+            )
+        classifier, source = clf["classifier"], "release-classifier"
+        cards["classifier"] = clf.card
     vae = emb["vae"]
     f = obf["obfuscator"]
     if not isinstance(f, nn.Sequential):
@@ -203,7 +222,7 @@ def load_pipeline(
         embedder=MeanEncoder(vae).eval(),
         decoder=LatentDecoder(vae).eval(),
         obfuscator=f,
-        classifier=obf["classifier"],
+        classifier=classifier,
         attacker=attacker,
         radius=float(obf.card["radius"]["value"]),
         delta_p=DeltaP.from_card(obf.card.get("delta_p")),
@@ -212,6 +231,7 @@ def load_pipeline(
         latent_dim=int(emb.card["architecture"]["vae"]["kwargs"]["latent_dim"]),
         cards=cards,
         device=dev,
+        classifier_source=source,
     )
 
 

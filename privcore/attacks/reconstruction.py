@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from privcore.nets.blocks import ImageDecoder
-from privcore.validation import check_epsilon, check_positive
+from privcore.validation import check_epsilon
 
 __all__ = ["ReconstructionAttacker", "laplace_release_noise", "train_reconstruction_attacker"]
 
@@ -57,9 +57,11 @@ def laplace_release_noise(
     generator: torch.Generator | None = None,
     device: torch.device | None = None,
 ) -> torch.Tensor:
-    """Lap(0, scale) samples by inverse CDF (training data only; releases use privcore.mechanisms)."""
-    u = torch.rand(shape, generator=generator, device=device) - 0.5
-    return -torch.as_tensor(scale, device=device) * torch.sign(u) * torch.log1p(-2.0 * u.abs())
+    """Lap(0, scale) samples, always finite (training and evaluation data only; releases use
+    privcore.mechanisms' exact samplers). ``scale`` may broadcast (one scale per row)."""
+    from privcore.train.release_aware import standard_laplace
+
+    return torch.as_tensor(scale, device=device) * standard_laplace(shape, generator=generator, device=device)
 
 
 def train_reconstruction_attacker(
@@ -82,7 +84,7 @@ def train_reconstruction_attacker(
     noise scale at privacy level ε is Δp·R/ε per coordinate. Returns the card, whose metrics
     hold test MSE and SSIM of reconstructions at every training ε and at ε = ∞.
     """
-    from privcore.nets.checkpoint import Architecture, build_module, load_checkpoint, save_checkpoint
+    from privcore.nets.checkpoint import Architecture, build_module, save_checkpoint
     from privcore.train.common import (
         ResumableRun,
         batched_apply,
@@ -91,39 +93,17 @@ def train_reconstruction_attacker(
         resolve_device,
         seed_everything,
     )
-    from privcore.train.embedder import dataset_card, dataset_from_card
+    from privcore.train.embedder import dataset_card
     from privcore.train.recipes import attacker_recipe
+    from privcore.train.release_classifier import load_obfuscated_data
 
     dev = resolve_device(device)
-    obf = load_checkpoint(obfuscator_ckpt, kind="obfuscator")
-    name = obf.card["dataset"]["name"]
-    emb = load_checkpoint(
-        Path(obfuscator_ckpt).with_name(obf.card["embedder"]["file"]).with_suffix(""),
-        kind="embedder",
-        dataset=name,
-    )
-    if emb.card["weights"]["sha256"] != obf.card["embedder"]["sha256"]:
-        raise ValueError(
-            f"the embedder beside {obfuscator_ckpt} is not the one its obfuscator was trained on"
-        )
+    data = load_obfuscated_data(obfuscator_ckpt, delta_p=delta_p, radius=radius, device=dev)
+    obf, ds, delta_p, radius = data.obfuscator, data.dataset, data.delta_p, data.radius
+    name = ds.name
     recipe = recipe if recipe is not None else attacker_recipe(name)
-    if delta_p is None:
-        dp = obf.card.get("delta_p") or {}
-        if "proposed" not in dp:
-            raise ValueError(
-                f"{obfuscator_ckpt} has no Δp statistics yet: run `python -m privcore train delta-p` "
-                "first or pass delta_p="
-            )
-        delta_p = float(dp["proposed"])
-    delta_p = check_positive("delta_p", delta_p)
-    radius = check_positive("radius", radius if radius is not None else float(obf.card["radius"]["value"]))
     epsilons = [check_epsilon(e, "epsilons[i]") for e in recipe.epsilons]
-    ds = dataset_from_card(obf.card["dataset"])
-
-    g = emb["vae"].to(dev)
-    f = obf["obfuscator"].to(dev)
-    zt_tr = batched_apply(lambda b: f(g.encode(b)[0]), ds.x_train, device=dev)
-    zt_te = batched_apply(lambda b: f(g.encode(b)[0]), ds.x_test, device=dev)
+    zt_tr, zt_te = data.z_tilde_train, data.z_tilde_test
     scales = torch.tensor([delta_p * radius / e for e in epsilons], dtype=torch.float32)
 
     gen = seed_everything(seed)

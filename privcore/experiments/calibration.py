@@ -95,6 +95,7 @@ def run(ctx: RunContext) -> Any:
     """The calibration comparison for every shipped Table-1 obfuscator; write ``calibration.csv``."""
     import torch
 
+    from privcore.attacks.reconstruction import laplace_release_noise
     from privcore.data import load_dataset
     from privcore.experiments.table1 import VARIANTS
     from privcore.lipschitz import certify_batch
@@ -121,6 +122,7 @@ def run(ctx: RunContext) -> Any:
         "n_train": len(tidx),
         "n_draws": n_draws,
         "weights": {v: infos[v].card["weights"]["sha256"] for v in variants},
+        "classifiers": ctx.classifier_weights(variants),
     }
     table = ctx.table("calibration", columns=COLUMNS, key=KEY, config=config)
     for i, v in enumerate(variants):
@@ -157,9 +159,8 @@ def run(ctx: RunContext) -> Any:
                 b = torch.as_tensor(base / eps, dtype=torch.float32)[:, None]
                 accs = []
                 for _ in range(n_draws):
-                    u = torch.rand(zt.shape, generator=gen) - 0.5
-                    noisy = zt - b * torch.sign(u) * torch.log1p(-2.0 * u.abs())
-                    accs.append(float((pipe.classify(noisy).argmax(-1).cpu().numpy() == y).mean()))
+                    noisy = zt + laplace_release_noise(zt.shape, b, generator=gen)
+                    accs.append(float((pipe.classify(noisy, b).argmax(-1).cpu().numpy() == y).mean()))
                 refit = None
                 if cal == "corrected":
                     clf = refit_classifier(
@@ -171,9 +172,11 @@ def run(ctx: RunContext) -> Any:
                         seed=ctx.seed * 10_000 + i * 100 + j,
                     )
                     with torch.no_grad():
-                        u = torch.rand(zt.shape, generator=gen) - 0.5
-                        noisy = zt - b * torch.sign(u) * torch.log1p(-2.0 * u.abs())
-                        refit = float((clf(noisy.to(pipe.device)).argmax(-1).cpu().numpy() == y).mean())
+                        noisy = zt + laplace_release_noise(zt.shape, b, generator=gen)
+                        from privcore.nets.models import classify
+
+                        pred = classify(clf, noisy.to(pipe.device), float(base[0] / eps)).argmax(-1)
+                        refit = float((pred.cpu().numpy() == y).mean())
                 table.add(
                     {
                         "dataset": ctx.dataset,

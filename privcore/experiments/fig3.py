@@ -93,6 +93,7 @@ def run(ctx: RunContext) -> Any:
         "axes": axes,
         "radii": list(radii),
         "weights": pipe.cards["embedder"]["weights"]["sha256"],
+        "classifiers": ctx.classifier_weights([pipe.obfuscator_name]),
     }
     table = ctx.table("fig3", columns=COLUMNS, key=KEY, config=config)
     z_all = embed(pipe, ds.x_test[idx])

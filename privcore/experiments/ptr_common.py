@@ -305,6 +305,7 @@ def refit_classifier(
     import torch.nn.functional as F
 
     from privcore.attacks.reconstruction import laplace_release_noise
+    from privcore.nets.models import classify
 
     gen = torch.Generator().manual_seed(seed)
     zt = torch.as_tensor(z_tilde_train, dtype=torch.float32).cpu()
@@ -323,7 +324,7 @@ def refit_classifier(
                 if post is not None:
                     with torch.no_grad():
                         noisy = post(noisy)
-                loss = F.cross_entropy(clf(noisy), y[idx])
+                loss = F.cross_entropy(classify(clf, noisy, 0.0 if post is not None else scale), y[idx])
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

@@ -402,6 +402,13 @@ class RunContext:
 
         return [m for m in list_models(self.models_dir) if m.dataset == self.dataset]
 
+    def classifier_weights(self, variants: Sequence[str]) -> dict[str, str | None]:
+        """SHA-256 of each variant's release classifier (None: the obfuscator's own head), for
+        table configs, so that refitting a classifier invalidates rows computed with the old one."""
+        infos = self.model_infos()
+        shas = {m.name: m.card["weights"]["sha256"] for m in infos if m.kind == "release-classifier"}
+        return {v: shas.get(f"classifier-{v}") for v in variants}
+
     def torch_device(self):  # -> torch.device
         """CUDA when present (or asked for), else CPU."""
         import torch

@@ -60,10 +60,11 @@ EPSILONS = (1.0, 2.0, 5.0, 10.0)
 VARIANTS = ("Encoder", "ARL", "C", "N", "ARL-C", "ARL-N", "C-N", "ARL-C-N")
 
 
-def _classify(pipe: Any, v: np.ndarray) -> np.ndarray:
+def _classify(pipe: Any, v: np.ndarray, scale: float = 0.0) -> np.ndarray:
     import torch
 
-    return pipe.classify(torch.as_tensor(np.nan_to_num(v), dtype=torch.float32)).argmax(-1).cpu().numpy()
+    v_t = torch.as_tensor(np.nan_to_num(v), dtype=torch.float32)
+    return pipe.classify(v_t, scale).argmax(-1).cpu().numpy()
 
 
 def ptr_accuracy_rows(
@@ -144,12 +145,15 @@ def ptr_accuracy_rows(
         scale = setup.delta_p * setup.radius / eps
         rel = ptr_release_batch(f, z, phis, setup, epsilon=eps, rng=np.random.default_rng(seed))
         released = ~np.isnan(rel).all(axis=1)
-        correct = _classify(pipe, rel) == y
+        correct = _classify(pipe, rel, scale) == y
         refit = None
         if zt_train is not None:
             clf = refit_classifier(pipe, zt_train, y_train, scale=scale, epochs=refit_epochs, seed=seed)
             with torch.no_grad():
-                pred = clf(torch.as_tensor(np.nan_to_num(rel), dtype=torch.float32, device=pipe.device))
+                from privcore.nets.models import classify
+
+                rel_t = torch.as_tensor(np.nan_to_num(rel), dtype=torch.float32, device=pipe.device)
+                pred = classify(clf, rel_t, scale)
             refit = expected_accuracy(pred.argmax(-1).cpu().numpy() == y, released, n_classes)["accuracy"]
         table.add(
             {
@@ -231,6 +235,7 @@ def run(ctx: RunContext) -> Any:
         "n_test": len(idx),
         "certifier": ctx.certifier,
         "weights": {v: infos[v].card["weights"]["sha256"] for v in variants},
+        "classifiers": ctx.classifier_weights(variants),
         "delta_p": {v: (infos[v].card.get("delta_p") or {}).get("proposed") for v in variants},
         "refit": "fine-tuned on training releases (ptr_common.refit_plan)",
     }

@@ -134,6 +134,7 @@ def run(ctx: RunContext) -> Any:
         "certifier": ctx.certifier,
         "weights": [pipe.cards["obfuscator"]["weights"]["sha256"], pixel_model.card["weights"]["sha256"]],
         "delta_p": pipe.proposed_delta_p,
+        "classifiers": ctx.classifier_weights([pipe.obfuscator_name]),
         "refit": "fine-tuned on training releases (ptr_common.refit_plan)",
     }
     table = ctx.table("table2", columns=COLUMNS, key=KEY, config=config)

@@ -25,9 +25,11 @@ from privcore.validation import check_choice, check_int, check_positive
 __all__ = [
     "LatentAdversary",
     "LipschitzClassifier",
+    "NoiseAwareClassifier",
     "ProxyImageAdversary",
     "SmallCNN",
     "cifar_resnet18",
+    "classify",
     "latent_mlp",
 ]
 
@@ -70,6 +72,52 @@ class LatentAdversary(nn.Module):
     def forward(self, z_tilde: torch.Tensor) -> torch.Tensor:
         """Predict z from z̃."""
         return self.net(z_tilde)
+
+
+class NoiseAwareClassifier(nn.Module):
+    """Task classifier on a posthoc-PTR release v = f(z) + Lap(b) that is also told the public
+    Laplace scale b per coordinate (b = Δp·R/ε; b = 0 for the noise-free f(z), i.e. ε = ∞).
+
+    Features per coordinate j, with μ_j, σ_j the mean and standard deviation of the noise-free
+    f(z) on training data (buffers, fixed at fit time):
+    u_j = (v_j − μ_j)/√(σ_j² + 2b²) (standardised by the release's total spread; Lap(b) has
+    variance 2b²) and s_j = σ_j/√(σ_j² + 2b²) ∈ (0, 1] (how much of coordinate j is signal).
+    At b = 0 this is plain standardisation, so even coordinates that f compresses to a tiny
+    spread are usable; at large b they are down-weighted. b is public (it is fixed by Δp, R and
+    ε before the query), so using it is post-processing of the release: no privacy cost. This goes
+    beyond the posthoc paper, whose classifier is trained on one noise level ("N" variants).
+    """
+
+    def __init__(self, *, in_dim: int, num_classes: int, hidden: Sequence[int] = (256, 256)) -> None:
+        super().__init__()
+        in_dim = check_int("in_dim", in_dim, minimum=1)
+        self.register_buffer("mean", torch.zeros(in_dim))
+        self.register_buffer("std", torch.ones(in_dim))
+        self.net = relu_mlp([2 * in_dim, *hidden, check_int("num_classes", num_classes, minimum=2)])
+
+    @torch.no_grad()
+    def fit_normalisation(self, z_tilde: torch.Tensor) -> None:
+        """Set μ, σ from noise-free training outputs f(z) (σ floored at 1e-6 for dead outputs)."""
+        self.mean.copy_(z_tilde.mean(0))
+        self.std.copy_(z_tilde.std(0).clamp_min(1e-6))
+
+    def forward(self, v: torch.Tensor, scale: torch.Tensor | float = 0.0) -> torch.Tensor:
+        """Logits of releases ``v`` (N, d) with Laplace scale ``scale`` (a float, or one per row)."""
+        b = torch.as_tensor(scale, dtype=v.dtype, device=v.device)
+        if b.ndim == 1:
+            b = b[:, None]
+        if bool((b < 0).any()) or not bool(torch.isfinite(b).all()):
+            raise ValueError("scale (the release's Laplace scale) must be finite and ≥ 0")
+        total = torch.sqrt(self.std**2 + 2.0 * b**2)
+        u = (v - self.mean) / total
+        s = (self.std / total).expand_as(u)
+        return self.net(torch.cat([u, s], dim=-1))
+
+
+def classify(module: nn.Module, v: torch.Tensor, scale: torch.Tensor | float = 0.0) -> torch.Tensor:
+    """Logits of a classifier on obfuscated vectors ``v`` released with Laplace scale ``scale``:
+    a :class:`NoiseAwareClassifier` is told the scale, any other classifier sees ``v`` alone."""
+    return module(v, scale) if isinstance(module, NoiseAwareClassifier) else module(v)
 
 
 class SmallCNN(nn.Module):

@@ -14,6 +14,7 @@ from privcore.nets.embedder import BetaVAE
 from privcore.nets.models import (
     LatentAdversary,
     LipschitzClassifier,
+    NoiseAwareClassifier,
     ProxyImageAdversary,
     SmallCNN,
     _Normalize,
@@ -26,6 +27,7 @@ _IMAGE = (ImageEncoder, ImageDecoder, relu_mlp, spatial_plan)
 register_architecture("beta_vae", BetaVAE, sources=_IMAGE)
 register_architecture("relu_mlp", latent_mlp, sources=(relu_mlp,))
 register_architecture("proxy_image_adversary", ProxyImageAdversary, sources=_IMAGE)
+register_architecture("noise_aware_classifier", NoiseAwareClassifier, sources=(relu_mlp,))
 register_architecture("latent_adversary", LatentAdversary, sources=(relu_mlp,))
 register_architecture("reconstruction_attacker", ReconstructionAttacker, sources=_IMAGE)
 register_architecture("small_cnn", SmallCNN)

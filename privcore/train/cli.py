@@ -343,6 +343,45 @@ def attacker_cmd(
     )
 
 
+@train_app.command("classifier")
+def classifier_cmd(
+    ctx: typer.Context,
+    dataset: str = _DATASET,
+    variant: str = typer.Option("ARL-C-N", help="obfuscator whose releases the classifier reads"),
+    epochs: int = typer.Option(None),
+    device: str = _DEVICE,
+    seed: int = _SEED,
+    models_dir: Path = _MODELS,
+    threads: int = _THREADS,
+    progress: bool = _PROGRESS,
+    resume: bool = _RESUME,
+) -> None:
+    """Fit the noise-aware release classifier on the frozen obfuscator (needs its Δp)."""
+    from privcore.train.recipes import release_classifier_recipe
+    from privcore.train.release_classifier import train_release_classifier
+
+    mdir = _setup(models_dir, threads)
+    try:
+        card = train_release_classifier(
+            mdir / dataset / f"obfuscator-{variant}",
+            recipe=release_classifier_recipe(dataset, epochs=epochs),
+            out=mdir / dataset / f"classifier-{variant}",
+            device=device,
+            seed=seed,
+            progress=progress,
+            resume=resume,
+            command=_command(ctx),
+        )
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    acc = card["metrics"]
+    noisy = ", ".join(f"ε={k}: {v:.3f}" for k, v in acc["test_accuracy_release_noise"].items())
+    typer.echo(
+        f"{dataset}/{card['name']}: test accuracy ε=∞ {acc['test_accuracy']:.4f} | release noise: {noisy}"
+    )
+
+
 @train_app.command("ip")
 def ip_cmd(
     ctx: typer.Context,
@@ -462,8 +501,9 @@ def all_cmd(
     resume: bool = _RESUME,
     force: bool = typer.Option(False, help="retrain even what already exists"),
 ) -> None:
-    """Everything the dashboard ships for a dataset: embedder, obfuscators (+ Δp), attackers, IP
-    classifiers. Steps whose checkpoint exists are skipped (unless --force); each card records the
+    """Everything the dashboard ships for a dataset: embedder, obfuscators (+ Δp, release
+    classifier), attackers, IP classifiers. Steps whose checkpoint exists are skipped (unless
+    --force); each card records the
     single-step command that regenerates it."""
     from privcore.attacks.reconstruction import train_reconstruction_attacker
     from privcore.nets.checkpoint import card_path, read_card
@@ -471,7 +511,14 @@ def all_cmd(
     from privcore.train.embedder import train_embedder
     from privcore.train.ip import train_ip_classifier
     from privcore.train.obfuscator import train_obfuscator
-    from privcore.train.recipes import attacker_recipe, embedder_recipe, ip_recipe, obfuscator_recipe
+    from privcore.train.recipes import (
+        attacker_recipe,
+        embedder_recipe,
+        ip_recipe,
+        obfuscator_recipe,
+        release_classifier_recipe,
+    )
+    from privcore.train.release_classifier import train_release_classifier
 
     mdir = _setup(models_dir, threads)
     runner = _executor(executor, address, workers)
@@ -524,6 +571,16 @@ def all_cmd(
             dp = read_card(stem)["delta_p"]
             typer.echo(
                 f"Δp {v}: μ={dp['mu']:.4g} σ={dp['sigma']:.4g} proposed={dp['proposed']:.4g} (n={dp['n']})"
+            )
+        if need(d / f"classifier-{v}"):
+            _summary(
+                train_release_classifier(
+                    stem,
+                    recipe=release_classifier_recipe(dataset),
+                    out=d / f"classifier-{v}",
+                    command=f"python -m privcore train classifier {common} --variant {v}",
+                    **run,
+                )
             )
         if attackers and need(d / f"attacker-{v}"):
             _summary(

@@ -43,16 +43,16 @@ def evaluate_obfuscator(
     ds = data if data is not None and data.fingerprint == dcard["fingerprint"] else dataset_from_card(dcard)
     zt = batched_apply(lambda b: pipe.obfuscate(pipe.embed(b)), ds.x_test, device=pipe.device)
 
-    def acc(v: torch.Tensor) -> float:
-        return float(
-            (batched_apply(pipe.classify, v, device=pipe.device).argmax(1) == ds.y_test).float().mean()
-        )
+    def acc(v: torch.Tensor, scale: float = 0.0) -> float:
+        logits = batched_apply(lambda t: pipe.classify(t, scale), v, device=pipe.device)
+        return float((logits.argmax(1) == ds.y_test).float().mean())
 
     out: dict[str, Any] = {
         "dataset": dataset,
         "obfuscator": obfuscator,
         "n_test": int(ds.x_test.shape[0]),
         "accuracy_eps_inf": acc(zt),
+        "classifier": pipe.classifier_source,
         "radius": pipe.radius,
     }
     if pipe.delta_p is not None:
@@ -60,7 +60,9 @@ def evaluate_obfuscator(
         dp = pipe.delta_p.proposed
         out["delta_p"] = dp
         out["noise_only_accuracy"] = {
-            f"{e:g}": acc(zt + laplace_release_noise(zt.shape, dp * pipe.radius / e, generator=g))
+            f"{e:g}": acc(
+                zt + laplace_release_noise(zt.shape, dp * pipe.radius / e, generator=g), dp * pipe.radius / e
+            )
             for e in epsilons
             if math.isfinite(e)
         }

@@ -14,6 +14,7 @@ friends); every field can be overridden from the CLI.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -35,11 +36,13 @@ __all__ = [
     "EmbedderRecipe",
     "IPRecipe",
     "ObfuscatorRecipe",
+    "ReleaseClassifierRecipe",
     "attacker_recipe",
     "embedder_recipe",
     "ip_recipe",
     "obfuscator_recipe",
     "parse_variant",
+    "release_classifier_recipe",
 ]
 
 #: The eight obfuscator variants of Table 1, in the paper's order.
@@ -230,6 +233,49 @@ class AttackerRecipe:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReleaseClassifierRecipe:
+    """Noise-aware task classifier (:class:`privcore.nets.models.NoiseAwareClassifier`) fitted on
+    the frozen obfuscator's training releases f(z) + Lap(b), b = Δp·R/ε with the card's Δp and R.
+
+    Each sample draws 1/ε log-uniformly in ``inv_epsilon_range`` (so b covers ε from 1/20 to 100
+    at the card's R, and larger R at larger ε), or no noise (ε = ∞) with probability
+    ``clean_fraction``."""
+
+    hidden: tuple[int, ...] = (256, 256)
+    inv_epsilon_range: tuple[float, float] = (0.01, 20.0)
+    clean_fraction: float = 0.5
+    epochs: int = 80
+    batch_size: int = 256
+    lr: float = PAPER_LR
+    lr_schedule: str = "cosine"
+
+    def __post_init__(self) -> None:
+        lo, hi = self.inv_epsilon_range
+        check_positive("inv_epsilon_range[0]", lo)
+        if not hi > lo:
+            raise ValueError(
+                f"inv_epsilon_range must be (low, high) with high > low, got {self.inv_epsilon_range}"
+            )
+        check_in_range("clean_fraction", self.clean_fraction, 0.0, 1.0, low_open=False, high_open=True)
+        for w in self.hidden:
+            check_int("hidden[i]", w, minimum=1)
+        check_int("epochs", self.epochs, minimum=1)
+        check_int("batch_size", self.batch_size, minimum=1)
+        check_positive("lr", self.lr)
+        check_choice("lr_schedule", self.lr_schedule, ("constant", "cosine"))
+
+    def lr_at(self, epoch: int) -> float:
+        """Learning rate of epoch ``epoch`` (0-based): constant, or cosine-annealed to 0."""
+        if self.lr_schedule == "constant":
+            return self.lr
+        return 0.5 * self.lr * (1.0 + math.cos(math.pi * epoch / self.epochs))
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain dict for the card."""
+        return _asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class IPRecipe:
     """An inference-privacy classifier.
 
@@ -318,6 +364,10 @@ _ATTACKER_DEFAULTS: dict[str, dict[str, Any]] = {
     "fashion-mnist": {"epochs": 8},
     "mnist": {"epochs": 8},
 }
+_RELEASE_CLASSIFIER_DEFAULTS: dict[str, dict[str, Any]] = {
+    "digits": {"epochs": 300, "hidden": (128, 128), "batch_size": 128},
+    "fashion-mnist": {"epochs": 120},
+}
 _IP_DEFAULTS: dict[str, dict[str, Any]] = {
     "digits": {"epochs": 60, "finetune_epochs": 30, "hidden": (128, 64), "batch_size": 64},
     # Fashion-MNIST/MNIST: subsets sized for two CPU cores (a CNN epoch on all 60k images costs minutes)
@@ -377,6 +427,11 @@ def obfuscator_recipe(
 def attacker_recipe(dataset: str, **overrides: Any) -> AttackerRecipe:
     """The reconstruction-attacker recipe for ``dataset``."""
     return _merge(AttackerRecipe, _ATTACKER_DEFAULTS.get(dataset, {}), overrides)
+
+
+def release_classifier_recipe(dataset: str, **overrides: Any) -> ReleaseClassifierRecipe:
+    """The noise-aware release-classifier recipe for ``dataset``."""
+    return _merge(ReleaseClassifierRecipe, _RELEASE_CLASSIFIER_DEFAULTS.get(dataset, {}), overrides)
 
 
 def ip_recipe(dataset: str, model: str, **overrides: Any) -> IPRecipe:
