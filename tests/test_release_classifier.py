@@ -7,7 +7,6 @@ import json
 import math
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -23,6 +22,7 @@ from privcore.train.embedder import train_embedder
 from privcore.train.obfuscator import train_obfuscator
 from privcore.train.recipes import embedder_recipe, obfuscator_recipe, release_classifier_recipe
 from privcore.train.release_classifier import load_obfuscated_data, train_release_classifier
+from tests._interrupt import Interrupt, bar_that_dies
 
 FAST = {"progress": False, "device": "cpu"}
 REC = release_classifier_recipe("digits", epochs=4, hidden=(32,), batch_size=32)
@@ -111,26 +111,8 @@ def test_classifier_training_resumes_to_identical_weights(
     stem = models / "digits" / "obfuscator-ARL-C-N"
     full = train_release_classifier(stem, out=tmp_path / "a", recipe=REC, seed=5, **FAST)
 
-    class Interrupt(Exception):
-        pass
-
     real_bar = rc_mod.epoch_bar
-
-    def bar_that_dies(*args: Any, **kw: Any) -> Any:
-        bar = real_bar(*args, **kw)
-        calls = {"n": 0}
-        update = bar.update
-
-        def upd(k: int = 1) -> None:
-            calls["n"] += 1
-            if calls["n"] == 2:
-                raise Interrupt
-            update(k)
-
-        bar.update = upd
-        return bar
-
-    monkeypatch.setattr(rc_mod, "epoch_bar", bar_that_dies)
+    monkeypatch.setattr(rc_mod, "epoch_bar", bar_that_dies(real_bar))
     with pytest.raises(Interrupt):
         train_release_classifier(stem, out=tmp_path / "b", recipe=REC, seed=5, **FAST)
     assert (tmp_path / "b.resume.pt").is_file() and not (tmp_path / "b.json").exists()

@@ -27,6 +27,7 @@ from privcore.train.recipes import (
     obfuscator_recipe,
     parse_variant,
 )
+from tests._interrupt import Interrupt, bar_that_dies
 
 FAST = {"progress": False, "device": "cpu"}
 
@@ -105,26 +106,8 @@ def test_embedder_training_is_reproducible_and_resumes_exactly(
     rec = embedder_recipe("digits", epochs=4, hidden=32, batch_size=32)
     full = train_embedder(tiny, rec, out=tmp_path / "a", seed=3, **FAST)
 
-    class Interrupt(Exception):
-        pass
-
     real_bar = common.epoch_bar
-
-    def bar_that_dies(*args: Any, **kw: Any) -> Any:
-        bar = real_bar(*args, **kw)
-        calls = {"n": 0}
-        update = bar.update
-
-        def upd(k: int = 1) -> None:
-            calls["n"] += 1
-            if calls["n"] == 2:  # the state after epoch 2 is on disk; die before epoch 3
-                raise Interrupt
-            update(k)
-
-        bar.update = upd
-        return bar
-
-    monkeypatch.setattr(embedder_mod, "epoch_bar", bar_that_dies)
+    monkeypatch.setattr(embedder_mod, "epoch_bar", bar_that_dies(real_bar))
     with pytest.raises(Interrupt):
         train_embedder(tiny, rec, out=tmp_path / "b", seed=3, **FAST)
     assert (tmp_path / "b.resume.pt").is_file() and not (tmp_path / "b.json").exists()

@@ -190,7 +190,7 @@ def render_report(
 
     section(
         "table1",
-        "Table 1 — accuracy under PTR, the obfuscator's classifier (ours [release rate] (paper))",
+        "Table 1 — accuracy under PTR, the pipeline's release classifier (ours [release rate] (paper))",
         lambda f: render_table1(f, dataset),
     )
     section(

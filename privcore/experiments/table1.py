@@ -6,10 +6,11 @@ ARL-C, ARL-N, C-N, ARL-C-N; whichever exist), on a seeded test subsample:
 * ``epsilon = inf`` ("Informal"): classifier(f(g(x))) with no noise and no test;
 * ε ∈ {1, 2, 5, 10}: the full extended PTR (Algorithm 1 with DESIGN.md's corrections) with the
   paper's δ = 0.05, the dataset's R and the Δp stored with the obfuscator (μ + 3σ over training
-  embeddings); the classifier sees the release f(z) + Lap(Δp·R/ε), and ⊥ is answered by a
+  embeddings); the pipeline's classifier (the noise-aware release classifier when shipped) sees
+  the release f(z) + Lap(Δp·R/ε) and its public scale Δp·R/ε, and ⊥ is answered by a
   uniform guess (``accuracy``; the paper's ε = 0 column is chance) — ``accuracy_bot_wrong`` and
   ``accuracy_released`` give the other two readings. The release is (2ε, δ/2, R)-private.
-* ``accuracy_refit``: the same releases classified by the obfuscator's classifier fine-tuned on
+* ``accuracy_refit``: the same releases classified by the pipeline's classifier fine-tuned on
   releases of training images at that ε (:func:`~privcore.experiments.ptr_common.refit_classifier`;
   post-processing, no privacy cost), ⊥ again a uniform guess.
 
