@@ -166,7 +166,12 @@ if result.released:
     names = pipe.class_names
     st.markdown(
         f"Released vector ({len(result.value)} numbers): `{', '.join(f'{v:.3f}' for v in result.value)}`  \n"
-        f"The server's classifier reads it as **{names[noisy_class]}** (without noise: {names[clean_class]})."
+        f"The server's classifier reads it as **{names[noisy_class]}** (without noise: {names[clean_class]})"
+        + (
+            f"; it is told the public noise scale {result.noise_scale_effective:.4g}, which costs no privacy."
+            if pipe.classifier_source == "release-classifier"
+            else "."
+        )
     )
 st.info(
     f"**Guarantee.** {plain_guarantee(result.guarantee)} (posthoc Theorem 4.4: PTR at ε, δ gives "

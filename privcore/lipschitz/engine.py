@@ -471,5 +471,7 @@ def decide_exact(
     raise CertificationError(
         f"the MILP deciding L ≤ {threshold:g} at radius {radius:g} ended with status {res.status!r} "
         f"after {res.seconds:.2f} s ({res.solver}; proven bound {res.upper:.6g}, incumbent {res.lower:.6g}); "
-        "a time-out cannot become a privacy decision, so the query fails and nothing is released"
+        "a time-out cannot become a privacy decision, so the query fails and nothing is released "
+        "(a longer time limit may decide it; the `lp` or `interval` certifier, chosen before any query, "
+        "always decides, with fewer releases)"
     )
