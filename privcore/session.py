@@ -217,6 +217,14 @@ def settings_from_query(
             f"using {default.dataset!r}."
         )
         values["dataset"] = default.dataset
+    if values["dataset"] != default.dataset and not raw(_QUERY_KEYS["radius"]):
+        # a link that names another dataset but no R gets that dataset's R, as the sidebar does
+        try:
+            from privcore.data import get_spec
+
+            values["radius"] = float(get_spec(values["dataset"]).radius)
+        except ValueError:
+            pass
     available = tuple(models.get(values["dataset"], ()))
     if available and values["model"] not in available:
         fallback = default.model if default.model in available else available[0]

@@ -91,6 +91,17 @@ def test_bad_query_values_fall_back_with_warnings() -> None:
     assert s.epsilon == 2.0
 
 
+def test_a_link_to_another_dataset_without_r_takes_that_datasets_r() -> None:
+    from privcore.data import get_spec
+
+    s, warnings = settings_from_query({"dataset": "fashion-mnist"}, default=DEFAULT, models=MODELS)
+    assert s.radius == get_spec("fashion-mnist").radius == 0.2 != DEFAULT.radius and warnings == ()
+    s, _ = settings_from_query({"dataset": "fashion-mnist", "R": "0.3"}, default=DEFAULT, models=MODELS)
+    assert s.radius == 0.3  # an explicit R is kept
+    s, _ = settings_from_query({"dataset": "digits"}, default=DEFAULT, models=MODELS)
+    assert s.radius == DEFAULT.radius
+
+
 def test_grid_with_adds_off_grid_value() -> None:
     assert grid_with((1.0, 2.0), 1.5) == (1.0, 1.5, 2.0)
     assert grid_with((1.0, 2.0), 2.0) == (1.0, 2.0)
