@@ -15,7 +15,6 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -93,7 +92,6 @@ def train_reconstruction_attacker(
         resolve_device,
         seed_everything,
     )
-    from privcore.train.embedder import dataset_card
     from privcore.train.recipes import attacker_recipe
     from privcore.train.release_classifier import load_obfuscated_data
 
@@ -167,15 +165,7 @@ def train_reconstruction_attacker(
         rec = batched_apply(att, zt_te + noise, device=dev)
         metrics["test"]["inf" if math.isinf(eps) else f"{eps:g}"] = _recon_metrics(rec, ds.x_test)
     card = {
-        "kind": "attacker",
-        "name": f"attacker-{obf.card['name']}",
-        "dataset": dataset_card(ds),
-        "obfuscator": {
-            "file": Path(obf.path).name,
-            "name": obf.card["name"],
-            "sha256": obf.card["weights"]["sha256"],
-        },
-        "embedder": obf.card["embedder"],
+        **data.card_fields("attacker", "attacker"),
         "release_noise": {
             "delta_p": delta_p,
             "radius": radius,

@@ -65,6 +65,22 @@ class ObfuscatedData:
         """The release's Laplace scale Δp·R/ε per coordinate (0 at ε = ∞)."""
         return 0.0 if math.isinf(epsilon) else self.delta_p * self.radius / epsilon
 
+    def card_fields(self, kind: str, prefix: str) -> dict[str, Any]:
+        """Card fields of a model trained on this obfuscator's releases: kind, name
+        ``<prefix>-<variant>``, dataset, and the obfuscator (by SHA-256) and embedder it belongs to."""
+        obf = self.obfuscator
+        return {
+            "kind": kind,
+            "name": f"{prefix}-{obf.card['name']}",
+            "dataset": dataset_card(self.dataset),
+            "obfuscator": {
+                "file": Path(obf.path).name,
+                "name": obf.card["name"],
+                "sha256": obf.card["weights"]["sha256"],
+            },
+            "embedder": obf.card["embedder"],
+        }
+
 
 def load_obfuscated_data(
     obfuscator_ckpt: str | os.PathLike[str],
@@ -211,15 +227,7 @@ def train_release_classifier(
         for e in (math.inf, *EVAL_EPSILONS)
     }
     card = {
-        "kind": "release-classifier",
-        "name": f"classifier-{obf.card['name']}",
-        "dataset": dataset_card(ds),
-        "obfuscator": {
-            "file": Path(obf.path).name,
-            "name": obf.card["name"],
-            "sha256": obf.card["weights"]["sha256"],
-        },
-        "embedder": obf.card["embedder"],
+        **data.card_fields("release-classifier", "classifier"),
         "release_noise": {
             "delta_p": data.delta_p,
             "radius": data.radius,
