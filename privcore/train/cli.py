@@ -431,7 +431,8 @@ def ip_cmd(
 def _fmt_eval(res: dict[str, Any]) -> str:
     lines = [f"== {res['dataset']} (test set) =="]
     for o in res["obfuscators"]:
-        line = f"{o['obfuscator']:>14}: accuracy ε=∞ {o['accuracy_eps_inf']:.4f}"
+        via = "release classifier" if o.get("classifier") == "release-classifier" else "obfuscator's head"
+        line = f"{o['obfuscator']:>14}: accuracy ε=∞ {o['accuracy_eps_inf']:.4f} ({via})"
         if "noise_only_accuracy" in o:
             noisy = ", ".join(f"ε={k}: {v:.3f}" for k, v in o["noise_only_accuracy"].items())
             line += f" | Δp={o['delta_p']:.4g}, R={o['radius']:g}, release noise only (no ⊥): {noisy}"
