@@ -99,6 +99,7 @@ def run(ctx: RunContext) -> Any:
     from privcore.data import load_dataset
     from privcore.experiments.table1 import VARIANTS
     from privcore.lipschitz import certify_batch
+    from privcore.nets.models import classify
     from privcore.train.delta_p import delta_p_statistics
 
     infos = {m.name: m for m in ctx.model_infos() if m.kind == "obfuscator"}
@@ -173,8 +174,6 @@ def run(ctx: RunContext) -> Any:
                     )
                     with torch.no_grad():
                         noisy = zt + laplace_release_noise(zt.shape, b, generator=gen)
-                        from privcore.nets.models import classify
-
                         pred = classify(clf, noisy.to(pipe.device), float(base[0] / eps)).argmax(-1)
                         refit = float((pred.cpu().numpy() == y).mean())
                 table.add(

@@ -111,6 +111,8 @@ def ptr_accuracy_rows(
     }
     import torch
 
+    from privcore.nets.models import classify
+
     clean = pipe.obfuscate(torch.as_tensor(z, dtype=torch.float32)).double().cpu().numpy()
     if not table.done(epsilon=float("inf"), **key_extra):
         acc = float((_classify(pipe, clean) == y).mean())
@@ -151,8 +153,6 @@ def ptr_accuracy_rows(
         if zt_train is not None:
             clf = refit_classifier(pipe, zt_train, y_train, scale=scale, epochs=refit_epochs, seed=seed)
             with torch.no_grad():
-                from privcore.nets.models import classify
-
                 rel_t = torch.as_tensor(np.nan_to_num(rel), dtype=torch.float32, device=pipe.device)
                 pred = classify(clf, rel_t, scale)
             refit = expected_accuracy(pred.argmax(-1).cpu().numpy() == y, released, n_classes)["accuracy"]
