@@ -58,15 +58,20 @@ def test_exact_decide_matches_brute_force_in_any_query_order() -> None:
         assert cert.stats.get("memo", 0) > 0
 
 
-def test_exact_decide_through_the_milp_path() -> None:
-    """A net too wide for enumeration: decisions come from cheap bounds or LipMIP with early stops
-    and agree with the full MILP's optimum on both sides of it."""
+def test_exact_decide_through_the_milp_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A net too wide for enumeration: decisions come from input splitting, or (splitting switched
+    off) from cheap bounds or LipMIP with early stops, and agree with the full MILP's optimum on
+    both sides of it."""
     net = random_net(3, (4, 12, 12, 3))
     center = np.random.default_rng(1).standard_normal(4)
     value = mip_value(net, center, 0.5)
+    hows = set()
     for factor in (0.5, 0.99, 1.01, 2.0):
         cert = Certifier(kind="exact", solver="gurobi")
         assert cert.decide(net, center, 0.5, value * factor) == (factor > 1)
+        hows |= set(cert.stats)
+    assert "split" in hows
+    monkeypatch.setattr("privcore.lipschitz.engine.SPLIT_SECONDS", 0.0)
     hows = set()
     for solver in ("gurobi", "highs"):
         cert = Certifier(kind="exact", solver=solver)

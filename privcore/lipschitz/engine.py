@@ -36,6 +36,7 @@ from privcore.lipschitz.bounds import (
 )
 from privcore.lipschitz.milp import build_milp
 from privcore.lipschitz.network import ReluNetwork, as_network
+from privcore.lipschitz.pattern_bnb import global_pattern_bound
 from privcore.lipschitz.patterns import (
     in_table_domain,
     pattern_decide,
@@ -43,6 +44,7 @@ from privcore.lipschitz.patterns import (
     pattern_upper_bound,
     pattern_value,
 )
+from privcore.lipschitz.splitting import split_decide
 from privcore.lipschitz.tighten import tighten_bounds
 from privcore.validation import check_choice, check_finite_array, check_nonnegative, check_positive
 
@@ -65,6 +67,9 @@ ENGINE_SOLVERS = (*SOLVERS, "enumeration")
 MIP_GAP = 1e-6
 #: the exact MILP first tightens its big-M constants by LP (OBBT) from this many unstable neurons
 TIGHTEN_MIN_UNSTABLE = 16
+#: seconds the input-splitting search may spend on a decision too wide to enumerate before it falls
+#: through to LPs and the MILP (at most half the MILP's time limit)
+SPLIT_SECONDS = 10.0
 #: relative width of the band around a computed violation distance inside which a decision is
 #: re-checked directly (LP feasibility tolerances are ~1e-7)
 _BAND = 1e-6
@@ -308,7 +313,8 @@ def local_lipschitz(
 class Decision:
     """Answer to "L(f, B(center, radius)) ≤ threshold?" and the evidence that settled it.
 
-    ``how`` is one of "interval", "closed-form", "enumeration", "lp", "lp-tightened", "sampled", "mip-bound",
+    ``how`` is one of "interval", "closed-form", "global-patterns", "enumeration", "box-patterns",
+    "split", "lp", "lp-tightened", "sampled", "mip-bound",
     "mip-incumbent", "mip-optimal". ``upper``/``lower`` are certified bounds on L at this radius
     learnt on the way (``lower_radius`` is the distance from the centre of the point behind
     ``lower``: the lower bound holds for every ball of at least that radius). ``upper_facts``
@@ -346,14 +352,19 @@ def decide_exact(
     In order, stopping at the first that settles it:
 
     1. the interval bound ≤ τ: pass (a certified upper bound on L);
-    2. activation-pattern enumeration (:mod:`privcore.lipschitz.patterns`; small networks or few
+    2. no activation pattern at all has ``‖J_D‖ > τ`` (:mod:`privcore.lipschitz.pattern_bnb`, once per
+       model and τ): pass, at every radius;
+    3. activation-pattern enumeration (:mod:`privcore.lipschitz.patterns`; small networks or few
        unstable neurons): the distance d* from the centre to the nearest region whose Jacobian
        norm exceeds τ, found exactly by LPs, pruned by a sampled witness; then r < d* passes and
        r ≥ d* fails for *every* r ≤ radius (returned as facts for the memo; a radius within the
-       LP tolerance band of d* is decided by its own region LPs);
-    3. a verified Jacobian norm > τ at a sampled point of the box: fail;
-    4. the LP relaxation (interval big-M, then LP-tightened big-M) ≤ τ: pass;
-    5. LipMIP with early stops: pass as soon as the proven bound is ≤ τ (Gurobi ``BestBdStop``,
+       LP tolerance band of d* is decided by its own region LPs); for networks too wide to
+       enumerate, branch and bound over the patterns each sub-box's stable neurons allow, splitting
+       the box while that does not settle it (:mod:`privcore.lipschitz.splitting`, within
+       ``SPLIT_SECONDS``): a cover by cleared sub-boxes passes, a verified witness fails;
+    4. a verified Jacobian norm > τ at a sampled point of the box: fail;
+    5. the LP relaxation (interval big-M, then LP-tightened big-M) ≤ τ: pass;
+    6. LipMIP with early stops: pass as soon as the proven bound is ≤ τ (Gurobi ``BestBdStop``,
        HiGHS dual-bound interrupt), fail as soon as an incumbent exceeds τ *and* its Jacobian
        norm, re-evaluated in float64 at a point of the box, confirms it. Otherwise the MILP is
        re-solved with 1e-9 integrality/feasibility tolerances (default tolerances can fail a
@@ -379,11 +390,30 @@ def decide_exact(
         value = _closed_form(net, center, fwd, input_norm, output_norm)
         if value <= threshold:
             return out(True, "closed-form", upper=value)
+    # no activation pattern at all exceeds τ (once per model and τ): every ball passes, at any radius
+    glob = global_pattern_bound(net, threshold, **norms)
+    if glob is not None and glob.upper <= threshold:
+        return out(True, "global-patterns", upper=min(interval, glob.upper), solver="enumeration",
+                   upper_facts=((math.inf, glob.upper),), extra={"nodes": glob.nodes})
     u_pat = pattern_upper_bound(
         net, fwd, threshold=threshold, realised=in_table_domain(center, radius), **norms
     )
     if u_pat is not None and u_pat <= threshold:  # no pattern the box allows exceeds τ: no LP needed
         return out(True, "enumeration", upper=min(interval, u_pat), solver="enumeration")
+    if u_pat is None:
+        # too many unstable neurons to enumerate: branch and bound over the patterns the box's stable
+        # neurons allow (the same certified, inclusion-monotone bound, without listing them), on the
+        # box and, while that does not settle it, on halves of it (:mod:`privcore.lipschitz.splitting`)
+        budget = SPLIT_SECONDS if time_limit is None else min(SPLIT_SECONDS, time_limit / 2.0)
+        split = split_decide(net, center, radius, threshold, max_seconds=budget, **norms)
+        if split is not None and split.passed:
+            how = "box-patterns" if split.boxes == 1 else "split"
+            return out(True, how, upper=min(interval, split.upper), solver="enumeration",
+                       extra={"boxes": split.boxes})
+        if split is not None:
+            return out(False, "split", upper=interval, lower=split.lower,
+                       lower_radius=float(np.max(np.abs(split.point - center))), solver="enumeration",
+                       extra={"boxes": split.boxes})
     # a sampled witness (closest violation found by multi-scale sampling) bounds the distance to the
     # nearest violating region; the exact search then only visits patterns that could be closer
     wit = nearest_sampled_violation(net, center, radius, threshold, **norms) if fwd.n_unstable else None

@@ -383,7 +383,8 @@ def _threshold_table(
                         floor=float(threshold))
 
 
-def _stable_masks(fwd: ForwardBounds) -> tuple[np.ndarray, np.ndarray]:
+def stable_masks(fwd: ForwardBounds) -> tuple[np.ndarray, np.ndarray]:
+    """Boolean masks over all hidden neurons: stably active and stably inactive on the box."""
     on = np.concatenate([fwd.active(i) for i in range(len(fwd.lower))])
     off = np.concatenate([fwd.inactive(i) for i in range(len(fwd.lower))])
     return on, off
@@ -393,7 +394,7 @@ def box_pattern_table(
     net: ReluNetwork, fwd: ForwardBounds, *, input_norm: str, output_norm: str
 ) -> PatternTable | None:
     """The patterns consistent with the box's stable neurons, when there are at most MAX_PATTERNS."""
-    on, off = _stable_masks(fwd)
+    on, off = stable_masks(fwd)
     free = np.flatnonzero(~(on | off))
     if free.size > 62 or (1 << free.size) > MAX_PATTERNS:
         return None
@@ -690,7 +691,7 @@ class PatternResult:
 
 def _candidates(table: PatternTable, fwd: ForwardBounds) -> PatternTable:
     """The patterns of ``table`` agreeing with the box's stable neurons (in decreasing norm)."""
-    on, off = _stable_masks(fwd)
+    on, off = stable_masks(fwd)
     return table.subset(np.flatnonzero(table.consistent(on, off)))
 
 
