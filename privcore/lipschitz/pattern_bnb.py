@@ -397,10 +397,11 @@ def global_pattern_bound(
     *,
     input_norm: str = "linf",
     output_norm: str = "l1",
-    max_nodes: int = 20_000_000,
+    max_nodes: int = 2_000_000,
 ) -> PatternNormBound | None:
     """:func:`max_pattern_norm` with no neuron fixed, deciding ``G ≤ threshold``, memoised per model
-    hash, norms and threshold (PTR asks once per model and Δp: when it holds, every ball passes)."""
+    hash, norms and threshold (PTR asks once per model and Δp: when it holds, every ball passes).
+    The node budget keeps a first decision within seconds; an undecided result is remembered too."""
     key = (net.digest, input_norm, output_norm, float(threshold))
     with _LOCK:
         if key in _MEMO:
