@@ -102,7 +102,8 @@ def embed(pipe: Any, x: Any, *, batch_size: int = 512) -> np.ndarray:
 
 #: how a decision "U(z, r) ≤ Δp?" was settled (Certifier.stats keys) that needs no LP/MILP solver
 _SOLVER_FREE = {"memo": None, "interval": "bounds", "sampled": "bounds", "closed-form": "bounds",
-                "enumeration": "enumeration"}
+                "enumeration": "enumeration", "global-patterns": "enumeration", "box-patterns": "enumeration",
+                "split": "enumeration"}
 
 
 def _backend(worker: dict, kind: str, how: str) -> str:

@@ -9,7 +9,9 @@ Public API (see each function's docstring for the paper and section it follows):
   ``decide``), and :func:`cached_phi` — φ(z) through the persistent cache.
 * :func:`certify_batch` — many points on several cores with a progress bar.
 * Cheap bounds: :func:`interval_upper_bound`, :func:`global_upper_bound`,
-  :func:`sampled_lower_bound`; :func:`operator_norm`.
+  :func:`sampled_lower_bound`; :func:`operator_norm`; :func:`max_pattern_norm` — the largest
+  Jacobian norm over activation patterns (branch and bound; a certified global bound, or per box
+  with its stable neurons fixed).
 * :func:`as_network` / :class:`ReluNetwork` — parse a Linear/ReLU torch module (refuses anything
   else); :func:`model_hash`.
 
@@ -30,6 +32,7 @@ from privcore.lipschitz.certifier import Certifier, cached_phi
 from privcore.lipschitz.engine import Certificate, Decision, decide_exact, local_lipschitz, lp_upper_bound
 from privcore.lipschitz.milp import LipschitzMILP, build_milp
 from privcore.lipschitz.network import ReluNetwork, UnsupportedNetworkError, as_network, model_hash
+from privcore.lipschitz.pattern_bnb import PatternNormBound, max_pattern_norm
 
 __all__ = [
     "Certificate",
@@ -37,6 +40,7 @@ __all__ = [
     "Decision",
     "LipschitzCache",
     "LipschitzMILP",
+    "PatternNormBound",
     "ReluNetwork",
     "SolveResult",
     "UnsupportedNetworkError",
@@ -53,6 +57,7 @@ __all__ = [
     "interval_upper_bound",
     "local_lipschitz",
     "lp_upper_bound",
+    "max_pattern_norm",
     "model_hash",
     "operator_norm",
     "sampled_lower_bound",
