@@ -412,7 +412,7 @@ def main() -> None:
             print(f"  {name}: pattern table of {table.codes.size} patterns in {secs:.3f} s "
                   f"(once per model; max pattern norm {table.norms[0]:.4f})")
         else:  # too many patterns to list: their largest norm G by branch and bound (pattern_bnb)
-            g = max_pattern_norm(net)
+            g = max_pattern_norm(net, max_nodes=100_000_000)
             secs = time.perf_counter() - t
             print(f"  {name}: max norm over all 2^{net.n_hidden} patterns G = {g.upper:.6f} (best pattern "
                   f"{g.lower:.6f}; {g.nodes} nodes) in {secs:.2f} s; product of layer norms "

@@ -356,7 +356,7 @@ def max_pattern_norm(
     root = search.completion(0, A, U, U) + slack
     search.nodes += root.size
     order = np.argsort(-root, kind="stable")
-    top = order[: min(order.size, 64)]
+    top = order[: min(order.size, 2048)]  # coordinate ascent from the most promising pairs: a first incumbent
     pats = _coordinate_ascent(net, U, A, top, on, off, np.random.default_rng(seed))
     vals = _pattern_values(net, U[top], A[top], pats)
     i = int(np.argmax(vals))
