@@ -379,6 +379,9 @@ def main() -> None:
                         help="only time the first φ per shipped obfuscator (--specs), each in a new process")
     parser.add_argument("--specs", default="digits/ARL-C-N,fashion-mnist/ARL-C-N",
                         help="--first-phi: comma-separated dataset/variant (variant * = every shipped one)")
+    parser.add_argument("--trained", default="digits/*,fashion-mnist/*",
+                        help="full run: shipped obfuscators to include (dataset/variant, comma-separated; "
+                             "empty for none)")
     parser.add_argument("--first-phi-child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--setting", default="bench", choices=("bench", "dashboard"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -402,7 +405,7 @@ def main() -> None:
     # --quick: digits ARL (its φ needs two decisions: the straightforward way costs seconds, so it is
     # compared side by side), the two digits variants whose bisection runs, one Fashion-MNIST model
     specs = (("digits/ARL", "digits/Encoder", "digits/N", "fashion-mnist/Encoder") if args.quick
-             else ("digits/*", "fashion-mnist/*"))
+             else tuple(s for s in args.trained.split(",") if s))
     trained = trained_obfuscators(specs, plan["n_test"])
     for name, net in nets:  # per-model precomputation, reported separately (amortised over images)
         t = time.perf_counter()
