@@ -9,10 +9,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from privcore.errors import CertificationError
-from privcore.lipschitz.bounds import interval_upper_bound
+from privcore.lipschitz.bounds import global_upper_bound, interval_upper_bound
 from privcore.lipschitz.certifier import Certifier
 from privcore.lipschitz.engine import lp_upper_bound
 from privcore.lipschitz.network import as_network
+from privcore.lipschitz.pattern_bnb import max_pattern_norm
 from privcore.session import load_results
 from privlens import ptr, ui
 
@@ -148,6 +149,22 @@ if delta_p is not None:
     st.caption(
         f"Δp = {delta_p:.4g} = μ + {pipe.delta_p.n_sigma:g}σ of L over {pipe.delta_p.n} training embeddings "
         f"at R = {pipe.delta_p.radius:g} (stored with the model; never from test data)."
+    )
+net = as_network(pipe.obfuscator)
+glob_key = ("global", net.digest)
+if glob_key not in memo:
+    memo[glob_key] = max_pattern_norm(net, max_nodes=2_000_000)
+glob = memo[glob_key]
+if glob is not None and glob.complete:
+    verdict = (
+        "so PTR's test at this Δp passes at every radius without a solve"
+        if delta_p is not None and glob.upper <= delta_p
+        else "no ball can exceed it"
+    )
+    st.caption(
+        f"Global bound: G = {glob.upper:.4g}, the largest ‖J_D‖∞→1 over all 2^{net.n_hidden} activation "
+        f"patterns (branch and bound; product of the layers' norms: {global_upper_bound(net):.4g}): "
+        f"L(f, B(z, r)) ≤ G at every radius, {verdict}."
     )
 
 st.subheader("Role of adversarial training (posthoc Fig. 2)")

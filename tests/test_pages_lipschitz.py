@@ -28,5 +28,9 @@ def test_bounds_are_ordered_and_follow_r() -> None:
     assert (t["upper (exact)"].diff().dropna() >= -tol).all()
     assert t["solver"].str.len().gt(0).all()  # which engine ran (gurobi, highs, enumeration, closed-form, …)
     assert len(at.get("plotly_chart")) == 2  # the bounds and Fig. 2
+    # the global bound G over all activation patterns caps every exact value
+    caption = next(c.value for c in at.caption if c.value.startswith("Global bound: G = "))
+    g = float(caption.removeprefix("Global bound: G = ").split(",")[0])
+    assert (t["upper (exact)"] <= g * (1 + 1e-3)).all()
     at.select_slider(key="w_radius").set_value(0.1).run()
     assert at.dataframe[0].value["radius"].iloc[3] == pytest.approx(0.1)
