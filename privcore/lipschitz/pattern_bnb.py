@@ -28,9 +28,11 @@ ball (half of them: (c, s) and (−c, −s) give the same value) and c of the du
 
 This is the bilinear 0/1 program ``max d₂ᵀ diag(a) W₂ diag(W₁s) d₁`` for two hidden layers: hard in
 general, but per vertex pair the bound above prunes it to a few hundred nodes on the networks of
-this product (about two seconds for all 32 768 pairs of a random 8→32→32→8 at a threshold of
-μ + 3σ). Decisions "G ≤ τ?" stop at the first leaf above τ; :func:`max_pattern_norm` without a
-threshold prunes against the best leaf (seeded by coordinate ascent) and returns G itself.
+this product. Measured on a random 8→32→32→8 (2^64 patterns, 32 768 pairs; two cores): G ≤ 4.81
+decided in about a second, G = 3.51698 itself in about 25 s, where LipMIP's all-pattern MILP on
+Gurobi still had a bound of 9.0 after 120 s (the product of the layers' norms is 60.2). Decisions
+"G ≤ τ?" stop at the first leaf above τ; :func:`max_pattern_norm` without a threshold prunes against
+the best leaf (seeded by coordinate ascent) and returns G itself.
 Floating point: every bound is inflated by 1e-9 of the pair's absolute scale (far above the
 rounding of its sums) before it prunes anything, so a pruned node is a proof.
 """
