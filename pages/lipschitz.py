@@ -72,6 +72,12 @@ if key not in memo:
     memo[key] = pd.DataFrame(rows)
 table = memo[key]
 
+net = as_network(pipe.obfuscator)
+glob_key = ("global", net.digest)
+if glob_key not in memo:
+    memo[glob_key] = max_pattern_norm(net, max_nodes=2_000_000)
+glob = memo[glob_key]
+
 fig = go.Figure()
 fig.add_trace(
     go.Scatter(
@@ -111,6 +117,14 @@ fig.add_trace(
 )
 if delta_p is not None:
     fig.add_hline(y=delta_p, line_color="crimson", annotation_text=f"Δp = {delta_p:.4g}")
+if glob is not None and glob.complete:
+    fig.add_hline(
+        y=glob.upper,
+        line_dash="dot",
+        line_color="black",
+        annotation_text=f"G = {glob.upper:.4g} (all patterns)",
+        annotation_position="top left",
+    )
 fig.add_vline(x=R, line_dash="dot", line_color="gray", annotation_text=f"R = {R:g}")
 if s.is_ptr and delta_p is not None:
     ctx = ptr.context(s, loaded, image)
@@ -150,16 +164,11 @@ if delta_p is not None:
         f"Δp = {delta_p:.4g} = μ + {pipe.delta_p.n_sigma:g}σ of L over {pipe.delta_p.n} training embeddings "
         f"at R = {pipe.delta_p.radius:g} (stored with the model; never from test data)."
     )
-net = as_network(pipe.obfuscator)
-glob_key = ("global", net.digest)
-if glob_key not in memo:
-    memo[glob_key] = max_pattern_norm(net, max_nodes=2_000_000)
-glob = memo[glob_key]
 if glob is not None and glob.complete:
     verdict = (
         "so PTR's test at this Δp passes at every radius without a solve"
         if delta_p is not None and glob.upper <= delta_p
-        else "no ball can exceed it"
+        else "however large the ball"
     )
     st.caption(
         f"Global bound: G = {glob.upper:.4g}, the largest ‖J_D‖∞→1 over all 2^{net.n_hidden} activation "
