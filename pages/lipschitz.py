@@ -40,12 +40,12 @@ delta_p = pipe.proposed_delta_p
 radii = tuple(round(R * m, 6) for m in MULTIPLES)
 
 memo = st.session_state.setdefault("privlens_lipschitz", {})
+net = as_network(pipe.obfuscator)
 key = (str(pipe.cards["obfuscator"]["weights"]["sha256"]), image.digest, radii)
 if key not in memo:
     rows = []
     bar = st.progress(0.0, text="certifying…")
     exact = Certifier(kind="exact", cache=True, time_limit=60.0)
-    net = as_network(pipe.obfuscator)
     try:
         for i, r in enumerate(radii):
             c = exact.certify(net, z, r)
@@ -72,7 +72,6 @@ if key not in memo:
     memo[key] = pd.DataFrame(rows)
 table = memo[key]
 
-net = as_network(pipe.obfuscator)
 glob_key = ("global", net.digest)
 if glob_key not in memo:
     memo[glob_key] = max_pattern_norm(net, max_nodes=2_000_000)

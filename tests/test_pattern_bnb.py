@@ -29,8 +29,7 @@ def random_net(rng: np.random.Generator, dims: list[int]) -> ReluNetwork:
 
 
 def pattern_norm(net: ReluNetwork, pattern: np.ndarray, norms: tuple[str, str]) -> float:
-    offs = np.concatenate([[0], np.cumsum(net.hidden_widths)]).astype(int)
-    layers = [pattern[offs[k] : offs[k + 1]].astype(float) for k in range(len(offs) - 1)]
+    layers = [d.astype(float) for d in net.split_pattern(pattern)]
     jac = net.jacobians(np.zeros((1, net.in_dim)), layers)[0]
     return float(operator_norm(jac, input_norm=norms[0], output_norm=norms[1]))
 
@@ -100,6 +99,10 @@ def test_bad_masks_and_too_many_pairs() -> None:
         max_pattern_norm(net, on=np.ones(8, bool), off=np.ones(8, bool))
     with pytest.raises(ValueError, match="input_norm"):
         max_pattern_norm(net, input_norm="l2")
+    with pytest.raises(ValueError, match="threshold must be a real number"):
+        max_pattern_norm(net, threshold=float("nan"))
+    with pytest.raises(ValueError, match="max_nodes"):
+        max_pattern_norm(net, max_nodes=0)
     assert max_pattern_norm(random_net(rng, [20, 4, 4, 12])) is None  # 2^19 · 2^12 vertex pairs
 
 

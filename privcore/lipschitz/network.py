@@ -92,6 +92,15 @@ class ReluNetwork:
         """Number of ReLU neurons."""
         return int(sum(self.hidden_widths))
 
+    @property
+    def hidden_offsets(self) -> tuple[int, ...]:
+        """Where each ReLU layer starts in a flat pattern over all hidden neurons, then their total."""
+        return tuple(int(v) for v in np.concatenate([[0], np.cumsum(self.hidden_widths)]))
+
+    def split_pattern(self, flat: np.ndarray) -> list[np.ndarray]:
+        """A flat pattern ``(..., n_hidden)`` as one array per ReLU layer (split along the last axis)."""
+        return np.split(np.asarray(flat), self.hidden_offsets[1:-1], axis=-1)
+
     def describe(self) -> str:
         """Architecture as ``d→h1→…→m``."""
         return "→".join(str(n) for n in (self.in_dim, *self.hidden_widths, self.out_dim))

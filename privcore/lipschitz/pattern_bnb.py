@@ -48,7 +48,7 @@ import numpy as np
 
 from privcore.lipschitz.bounds import INPUT_NORMS, OUTPUT_NORMS, _sign_vectors
 from privcore.lipschitz.network import ReluNetwork
-from privcore.validation import check_choice
+from privcore.validation import check_choice, check_int, check_real
 
 __all__ = ["MAX_PAIRS", "PatternNormBound", "global_pattern_bound", "max_pattern_norm"]
 
@@ -155,9 +155,8 @@ class _Search:
     ) -> None:
         self.w = net.weights
         self.widths = net.hidden_widths
-        offs = np.concatenate([[0], np.cumsum(self.widths)]).astype(int)
-        self.on = [on[offs[k] : offs[k + 1]] for k in range(len(self.widths))]
-        self.off = [off[offs[k] : offs[k + 1]] for k in range(len(self.widths))]
+        offs = net.hidden_offsets
+        self.on, self.off = net.split_pattern(on), net.split_pattern(off)
         self.free = [~(a | b) for a, b in zip(self.on, self.off, strict=True)]
         self.offs = offs
         self.A, self.slack = A, slack
@@ -293,9 +292,9 @@ def _coordinate_ascent(
     """A good pattern for the pairs ``starts``: each layer in turn set to its best given the others
     (``D_i = [left_i · right_i > 0]``), from random patterns. Its value is a lower bound on G."""
     widths = net.hidden_widths
-    offs = np.concatenate([[0], np.cumsum(widths)]).astype(int)
+    offs = net.hidden_offsets
     n = starts.size
-    pat = rng.random((n, int(offs[-1]))) < 0.5
+    pat = rng.random((n, offs[-1])) < 0.5
     pat = (pat | on) & ~off
     free = ~(on | off)
     for _ in range(rounds):
@@ -333,6 +332,11 @@ def max_pattern_norm(
     """
     check_choice("input_norm", input_norm, INPUT_NORMS)
     check_choice("output_norm", output_norm, OUTPUT_NORMS)
+    if threshold is not None:
+        threshold = check_real("threshold", threshold)
+        if math.isnan(threshold):
+            raise ValueError("threshold must be a real number in [−∞, ∞], got nan")
+    max_nodes = check_int("max_nodes", max_nodes, minimum=1)
     n = net.n_hidden
     on = np.zeros(n, dtype=bool) if on is None else np.asarray(on, dtype=bool)
     off = np.zeros(n, dtype=bool) if off is None else np.asarray(off, dtype=bool)
@@ -382,11 +386,11 @@ def max_pattern_norm(
 
 def _pattern_values(net: ReluNetwork, U: np.ndarray, A: np.ndarray, pats: np.ndarray) -> np.ndarray:
     """``cᵀ J_D s`` for rows of (U = W_1 s, A = W_Lᵀ c, pattern D)."""
-    offs = np.concatenate([[0], np.cumsum(net.hidden_widths)]).astype(int)
+    layers = net.split_pattern(pats)
     val = U
-    for i in range(len(net.hidden_widths) - 1):
-        val = (val * pats[:, offs[i] : offs[i + 1]]) @ net.weights[i + 1].T
-    return (val * pats[:, offs[-2] : offs[-1]] * A).sum(axis=1)
+    for i, d in enumerate(layers[:-1]):
+        val = (val * d) @ net.weights[i + 1].T
+    return (val * layers[-1] * A).sum(axis=1)
 
 
 _MEMO: OrderedDict[tuple, PatternNormBound | None] = OrderedDict()

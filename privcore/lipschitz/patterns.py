@@ -211,9 +211,7 @@ def _norms(jac: np.ndarray, input_norm: str, output_norm: str) -> np.ndarray:
 
 
 def _jacobians_of_codes(net: ReluNetwork, codes: np.ndarray) -> np.ndarray:
-    widths = net.hidden_widths
-    bits = _bits(codes, sum(widths))
-    pats = np.split(bits, np.cumsum(widths)[:-1], axis=1)
+    pats = net.split_pattern(_bits(codes, net.n_hidden))
     return net.jacobians(np.zeros((codes.shape[0], net.in_dim)), pats)
 
 
@@ -339,7 +337,7 @@ def _threshold_table(
     widths = net.hidden_widths
     if max(widths) > MAX_THRESHOLD_LAYER_WIDTH:
         return None
-    offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+    offsets = np.array(net.hidden_offsets, dtype=np.int64)
     codes = np.zeros(1, dtype=np.int64)
     M = net.weights[0][None, :, :]  # pre-activation Jacobian of hidden layer 0, no pattern fixed yet
     keep = _completion_bound(net, 0, M, input_norm, output_norm) > threshold

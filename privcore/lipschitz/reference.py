@@ -61,11 +61,8 @@ def brute_force_lipschitz(
         raise ValueError(f"brute force needs ≤ {MAX_BRUTE_FORCE_NEURONS} hidden neurons, got {sum(widths)}")
     lo, hi = box_around(center, radius)
     best = 0.0
-    splits = np.cumsum(widths)[:-1]
-    patterns = []
-    for bits in itertools.product((0.0, 1.0), repeat=sum(widths)):
-        pattern = np.split(np.array(bits), splits)
-        patterns.append(pattern)
+    corners = itertools.product((0.0, 1.0), repeat=sum(widths))
+    patterns = [net.split_pattern(np.array(bits)) for bits in corners]
     jacs = np.stack([net.jacobians(np.zeros((1, net.in_dim)), p)[0] for p in patterns])
     norms = np.atleast_1d(operator_norm(jacs, input_norm=input_norm, output_norm=output_norm))
     for k in np.argsort(-norms):  # the first feasible pattern in decreasing norm is the answer

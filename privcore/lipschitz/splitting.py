@@ -65,8 +65,7 @@ def _witness(
 
     pts = [(lo + hi) / 2.0, *(lo + (hi - lo) * rng.random((_SAMPLES, lo.size)))]
     if pattern is not None:
-        offs = np.concatenate([[0], np.cumsum(net.hidden_widths)]).astype(int)
-        layers = [pattern[offs[k] : offs[k + 1]].astype(np.float64) for k in range(len(offs) - 1)]
+        layers = [d.astype(np.float64) for d in net.split_pattern(pattern)]
         strict = _strict_point_for_pattern(net, lo, hi, layers)
         if strict is not None:
             pts.append(strict)
