@@ -31,6 +31,7 @@ from privcore.lipschitz.bounds import box_around, forward_bounds, interval_upper
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.pattern_bnb import max_pattern_norm
 from privcore.lipschitz.patterns import stable_masks
+from privcore.validation import check_finite_array, check_nonnegative, check_real
 
 __all__ = ["SplitResult", "split_decide"]
 
@@ -91,13 +92,18 @@ def split_decide(
     """Exactly decide ``L(f, B(center, radius)) ≤ threshold`` by input splitting (module docstring),
     or None when ``max_boxes`` sub-boxes or ``max_seconds`` did not settle it. ``seed`` drives only
     where witnesses are sampled, never a pass."""
+    center = check_finite_array("center", center).reshape(-1)
+    if center.shape[0] != net.in_dim:
+        raise ValueError(f"center must have the input dimension {net.in_dim}, got {center.shape[0]}")
+    radius = check_nonnegative("radius", radius)
+    threshold = check_real("threshold", threshold)
     if max_seconds <= 0 or max_boxes <= 0:
         return None
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     norms = dict(input_norm=input_norm, output_norm=output_norm)
     reach = np.abs(net.weights[0]).sum(axis=0)
-    lo, hi = box_around(np.asarray(center, dtype=np.float64), radius)
+    lo, hi = box_around(center, radius)
     heap: list[tuple[float, int, np.ndarray, np.ndarray]] = [(-math.inf, 0, lo, hi)]
     cleared, count, tick = -math.inf, 0, 1
     while heap:
