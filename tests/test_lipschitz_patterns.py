@@ -18,9 +18,9 @@ from scipy.optimize import linprog
 from privcore.lipschitz import Certifier, ReluNetwork, build_milp
 from privcore.lipschitz.backends import solve
 from privcore.lipschitz.bounds import box_around, forward_bounds, jacobian_norms
+from privcore.lipschitz.codes import to_bits
 from privcore.lipschitz.patterns import (
     RegionMemo,
-    _bits,
     _box_refutes,
     _region_rows_batch,
     clear_pattern_tables,
@@ -54,7 +54,7 @@ def random_net(seed: int, dims: tuple[int, ...], bias: float = 0.3) -> ReluNetwo
 
 
 def split(net: ReluNetwork, code: int) -> list[np.ndarray]:
-    bits = _bits(np.array([code], dtype=np.int64), net.n_hidden)[0]
+    bits = to_bits(np.array([code], dtype=np.int64), net.n_hidden)[0]
     return np.split(bits, np.cumsum(net.hidden_widths)[:-1])
 
 

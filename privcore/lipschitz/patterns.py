@@ -47,6 +47,16 @@ import numpy as np
 
 from privcore.errors import CertificationError
 from privcore.lipschitz.bounds import ForwardBounds, box_around, operator_norm
+from privcore.lipschitz.codes import (
+    code_dtype,
+    codes_from_b64,
+    codes_from_bits,
+    codes_to_b64,
+    consistent_mask,
+    join_codes,
+    layer_codes,
+    to_bits,
+)
 from privcore.lipschitz.network import ReluNetwork
 
 __all__ = [
@@ -187,19 +197,10 @@ class PatternTable:
 
     def consistent(self, must_on: np.ndarray, must_off: np.ndarray) -> np.ndarray:
         """Boolean mask of the patterns agreeing with the fixed neurons (and not known to be empty)."""
-        on, off = _pack(must_on), _pack(must_off)
-        mask = ((self.codes & on) == on) & ((self.codes & off) == 0)
+        mask = consistent_mask(self.codes, must_on, must_off)
         if self.regions is not None:
             mask &= self.state != RegionMemo.EMPTY
         return mask
-
-
-def _pack(mask: np.ndarray) -> np.int64:
-    return np.int64(sum(1 << int(j) for j in np.flatnonzero(np.asarray(mask, dtype=bool))))
-
-
-def _bits(codes: np.ndarray, n: int) -> np.ndarray:
-    return ((codes[:, None] >> np.arange(n, dtype=np.int64)) & 1).astype(np.float64)
 
 
 def _norms(jac: np.ndarray, input_norm: str, output_norm: str) -> np.ndarray:
@@ -211,7 +212,7 @@ def _norms(jac: np.ndarray, input_norm: str, output_norm: str) -> np.ndarray:
 
 
 def _jacobians_of_codes(net: ReluNetwork, codes: np.ndarray) -> np.ndarray:
-    pats = net.split_pattern(_bits(codes, net.n_hidden))
+    pats = net.split_pattern(to_bits(codes, net.n_hidden))
     return net.jacobians(np.zeros((codes.shape[0], net.in_dim)), pats)
 
 
@@ -337,15 +338,15 @@ def _threshold_table(
     widths = net.hidden_widths
     if max(widths) > MAX_THRESHOLD_LAYER_WIDTH:
         return None
-    offsets = np.array(net.hidden_offsets, dtype=np.int64)
-    codes = np.zeros(1, dtype=np.int64)
+    n = net.n_hidden
+    codes = np.zeros(1, dtype=code_dtype(n))
     M = net.weights[0][None, :, :]  # pre-activation Jacobian of hidden layer 0, no pattern fixed yet
     keep = _completion_bound(net, 0, M, input_norm, output_norm) > threshold
     codes, M = codes[keep], M[keep]
     norms = np.empty(0)
     for i, width in enumerate(widths):
-        bits = _bits(np.arange(1 << width, dtype=np.int64), width)
-        pcodes = np.arange(1 << width, dtype=np.int64) << offsets[i]
+        bits = to_bits(np.arange(1 << width, dtype=np.int64), width)
+        pcodes = layer_codes(width, net.hidden_offsets[i], n)
         if codes.size * bits.shape[0] > MAX_THRESHOLD_WORK:
             return None
         last = i == len(widths) - 1
@@ -355,7 +356,7 @@ def _threshold_table(
             Mc = M[s0 : s0 + step]
             DM = bits[None, :, :, None] * Mc[:, None, :, :]  # (c, P, n_i, d)
             nxt = np.matmul(net.weights[i + 1], DM).reshape(-1, net.weights[i + 1].shape[0], Mc.shape[2])
-            cc = (codes[s0 : s0 + step, None] | pcodes[None, :]).reshape(-1)
+            cc = join_codes(codes[s0 : s0 + step], pcodes, n)
             if last:
                 # Σ|J_ij| bounds each of the four operator norms: only the patterns it does not
                 # already put ≤ threshold (with a margin far above rounding) get the exact norm
@@ -369,7 +370,7 @@ def _threshold_table(
             new_vals.append(vals[sel])
             if not last:
                 new_M.append(nxt[sel])
-        codes = np.concatenate(new_codes) if new_codes else np.zeros(0, dtype=np.int64)
+        codes = np.concatenate(new_codes) if new_codes else np.zeros(0, dtype=code_dtype(n))
         norms = np.concatenate(new_vals) if new_vals else np.zeros(0)
         if not last:
             M = np.concatenate(new_M) if new_M else np.zeros((0, widths[i + 1], net.in_dim))
@@ -394,13 +395,11 @@ def box_pattern_table(
     """The patterns consistent with the box's stable neurons, when there are at most MAX_PATTERNS."""
     on, off = stable_masks(fwd)
     free = np.flatnonzero(~(on | off))
-    if free.size > 62 or (1 << free.size) > MAX_PATTERNS:
+    if (1 << free.size) > MAX_PATTERNS:
         return None
-    sub = np.arange(1 << free.size, dtype=np.int64)
-    codes = np.full(sub.shape, _pack(on), dtype=np.int64)
-    for k, j in enumerate(free):
-        codes |= ((sub >> k) & 1) << np.int64(j)
-    return _table(net, codes, input_norm, output_norm)
+    bits = np.repeat(on[None, :].astype(np.float64), 1 << free.size, axis=0)
+    bits[:, free] = to_bits(np.arange(1 << free.size, dtype=np.int64), free.size)
+    return _table(net, codes_from_bits(bits), input_norm, output_norm)
 
 
 def _region_rows(
@@ -493,7 +492,7 @@ def _distance_lp(
 
 def _region_rows_batch(net: ReluNetwork, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_region_rows` for many patterns at once: ``G`` (N, n_hidden, d) and ``h`` (N, n_hidden)."""
-    bits = _bits(codes, net.n_hidden)
+    bits = to_bits(codes, net.n_hidden)
     k = codes.shape[0]
     A = np.broadcast_to(np.eye(net.in_dim), (k, net.in_dim, net.in_dim))
     a = np.zeros((k, net.in_dim))
@@ -822,7 +821,8 @@ def table_to_dict(table: PatternTable, *, in_dim: int) -> dict:
         lower, upper = memo.lower[boxed], memo.upper[boxed]
     return {"format": TABLE_FORMAT, "n_hidden": int(table.n_hidden), "in_dim": int(in_dim),
             "floor": float(table.floor), "count": int(table.codes.size),
-            "codes": _b64(table.codes, "<i8"), "norms": _b64(table.norms, "<f8"), "state": _b64(state, "i1"),
+            "codes": codes_to_b64(table.codes, table.n_hidden), "norms": _b64(table.norms, "<f8"),
+            "state": _b64(state, "i1"),
             "box_lower": _b64(lower, "<f8"), "box_upper": _b64(upper, "<f8")}
 
 
@@ -835,11 +835,9 @@ def table_from_dict(d: dict, net: ReluNetwork, threshold: float, *, key: tuple |
     if d.get("floor") != float(threshold):
         raise ValueError("stored table of another threshold")
     n, dim = int(d["count"]), net.in_dim
-    codes = _unb64(d["codes"], "<i8", (n,))
+    codes = codes_from_b64(d["codes"], n, net.n_hidden)
     norms = _unb64(d["norms"], "<f8", (n,))
     state = _unb64(d["state"], "i1", (n,))
-    if np.any(codes < 0) or np.any(codes >= (1 << net.n_hidden)) or np.unique(codes).size != n:
-        raise ValueError("stored pattern codes out of range or repeated")
     if not np.all(np.isfinite(norms)) or np.any(norms <= threshold) or np.any(np.diff(norms) > 0):
         raise ValueError("stored norms not finite, not above the threshold or not sorted")
     if not np.all(np.isin(state, (RegionMemo.UNKNOWN, RegionMemo.EMPTY, RegionMemo.BOXED))):
@@ -1183,7 +1181,7 @@ def pattern_decide(
             hit = _distance_lp(scr.G[pos], scr.h[pos], center, radius)
             if hit is not None:
                 k = int(scr.idx[pos])
-                pattern = _bits(codes[k : k + 1], table.n_hidden)[0]
+                pattern = to_bits(codes[k : k + 1], table.n_hidden)[0]
                 return PatternResult(passed=False, value=None, upper=top, lower=float(norms[k]),
                                      lower_radius=hit[0], n_lps=count, pattern=pattern, point=hit[1])
     finally:
@@ -1219,7 +1217,7 @@ def pattern_value(
             hit = _distance_lp(Gk, hk, center, radius)
             if hit is not None:
                 v = float(norms[k])
-                pattern = _bits(codes[k : k + 1], table.n_hidden)[0]
+                pattern = to_bits(codes[k : k + 1], table.n_hidden)[0]
                 return PatternResult(passed=None, value=v, upper=v, lower=v, lower_radius=hit[0], n_lps=n_lps,
                                      pattern=pattern, point=hit[1])
     return None
@@ -1292,7 +1290,7 @@ def pattern_nearest_violation(
             hit = _distance_lp(scr.G[pos], scr.h[pos], center, best)
             if hit is not None and (found is None or hit[0] < found[0]):
                 k = int(scr.idx[pos])
-                found = (hit[0], float(norms[k]), _bits(codes[k : k + 1], table.n_hidden)[0], hit[1])
+                found = (hit[0], float(norms[k]), to_bits(codes[k : k + 1], table.n_hidden)[0], hit[1])
                 best = hit[0]
                 rest = np.flatnonzero(alive[pos + 1 :] & (scr.lower[pos + 1 :] <= best)) + pos + 1
                 alive[rest] = ~scr.refuted(rest, center, best)
