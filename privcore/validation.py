@@ -110,6 +110,8 @@ def check_finite_array(name: str, value: Any) -> np.ndarray:
     """A real array (numpy, torch or nested lists) with no NaN or infinity, as float64."""
     if hasattr(value, "detach"):  # torch tensor, without importing torch here
         value = value.detach().cpu().numpy()
+    if np.asarray(value).dtype.kind == "b" or isinstance(value, bool):
+        raise TypeError(f"{name} must be an array of real numbers, got booleans")
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:

@@ -46,7 +46,13 @@ from privcore.lipschitz.patterns import (
 )
 from privcore.lipschitz.splitting import split_decide
 from privcore.lipschitz.tighten import tighten_bounds
-from privcore.validation import check_choice, check_finite_array, check_nonnegative, check_positive
+from privcore.validation import (
+    check_choice,
+    check_finite_array,
+    check_in_range,
+    check_int,
+    check_positive,
+)
 
 __all__ = [
     "CERTIFIERS",
@@ -65,6 +71,9 @@ ENGINE_SOLVERS = (*SOLVERS, "enumeration")
 
 #: relative gap at which a MILP counts as solved to optimality
 MIP_GAP = 1e-6
+#: largest ball radius the engine accepts: latent balls live within a few units of the origin, and
+#: far larger boxes make interval bounds overflow float64
+MAX_RADIUS = 1e6
 #: the exact MILP first tightens its big-M constants by LP (OBBT) from this many unstable neurons
 TIGHTEN_MIN_UNSTABLE = 16
 #: seconds the input-splitting search may spend on a decision too wide to enumerate before it falls
@@ -108,7 +117,7 @@ def _check_common(center: Any, radius: Any, input_norm: str, output_norm: str, n
     c = check_finite_array("center", center).reshape(-1)
     if c.shape[0] != net.in_dim:
         raise ValueError(f"center must have the network's input dimension {net.in_dim}, got {c.shape[0]}")
-    r = check_nonnegative("radius", radius)
+    r = check_in_range("radius", radius, 0.0, MAX_RADIUS, high_open=False)
     check_choice("input_norm", input_norm, INPUT_NORMS)
     check_choice("output_norm", output_norm, OUTPUT_NORMS)
     return c, r
@@ -239,6 +248,8 @@ def local_lipschitz(
     check_choice("solver", solver, ENGINE_SOLVERS)
     if time_limit is not None:
         time_limit = check_positive("time_limit", time_limit)
+    if threads is not None:
+        threads = check_int("threads", threads, minimum=1)
     net = as_network(net)
     c, r = _check_common(center, radius, input_norm, output_norm, net)
     norms = dict(input_norm=input_norm, output_norm=output_norm)
