@@ -22,8 +22,10 @@ import torch
 from torch import nn
 
 from privcore.errors import CheckpointError
+from privcore.mechanisms.rounding import CertifiedNet
 from privcore.nets.checkpoint import CARD_FORMAT, card_path, load_checkpoint, weights_path
 from privcore.nets.embedder import LatentDecoder, MeanEncoder
+from privcore.validation import check_finite_array
 
 __all__ = [
     "DeltaP",
@@ -277,18 +279,44 @@ def list_models(models_dir: str | os.PathLike[str] | None = None) -> list[ModelI
 class IPModel:
     """An inference-privacy classifier on pixels in [0, 1]. ``lipschitz`` holds certified global
     ℓ1→ℓ1 and ℓ2→ℓ2 constants (recomputed from the loaded weights) for the Lipschitz models, and
-    is None for the CNNs (Gauss-Input only). ``finetune`` describes Gauss-Input fine-tuning."""
+    is None for the CNNs (Gauss-Input only). ``finetune`` describes Gauss-Input fine-tuning.
+
+    Lipschitz models are evaluated in float64 (:class:`privcore.mechanisms.rounding.CertifiedNet`,
+    ``certified``) and ``rounding`` holds certified η₁, η₂ with ‖Ĉ(x) − C(x)‖_p ≤ η_p for every x
+    in [0, 1]^d, Ĉ what :meth:`scores` computes and C the real-number model that μ certifies: pass
+    ``rounding=η`` to Gauss-/Lap-Output (issue 18: float32 outputs differed by up to 4.3·μ₁·α)."""
 
     name: str
     model: nn.Module
     lipschitz: Mapping[str, float] | None
     finetune: Mapping[str, Any] | None
     card: Mapping[str, Any]
+    rounding: Mapping[str, float] | None = None
+    certified: CertifiedNet | None = None
 
     @torch.no_grad()
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """Scores of a batch of images (N, C, H, W): float64 on the CPU for the Lipschitz models
+        (any input, e.g. Gauss-Input's noisy pixels), the model's own float32 forward otherwise."""
+        if self.certified is not None:
+            flat = torch.as_tensor(x).detach().to("cpu", torch.float64).reshape(x.shape[0], -1)
+            return torch.from_numpy(self.certified(flat.numpy()))
         dev = next(self.model.parameters()).device
         return self.model(x.to(dev, torch.float32))
+
+    @torch.no_grad()
+    def scores(self, x: torch.Tensor) -> torch.Tensor:
+        """The outputs Gauss-/Lap-Output release, within ``rounding`` of the exact model: float64,
+        for a batch of images with pixels in [0, 1] (anything else is refused: η holds only there)."""
+        if self.certified is None:
+            raise CheckpointError(f"{self.name} has no certified Lipschitz constant: use Gauss-Input")
+        flat = check_finite_array("x", x).reshape(len(x), -1)
+        if flat.size and (flat.min() < 0.0 or flat.max() > 1.0):
+            raise ValueError(
+                f"x must hold pixel values in [0, 1] (the rounding bound η covers only those), got range "
+                f"[{flat.min():.4g}, {flat.max():.4g}]"
+            )
+        return torch.from_numpy(self.certified(flat))
 
 
 @dataclass(frozen=True, eq=False)
@@ -314,7 +342,8 @@ def load_ip_models(
 ) -> IPModels:
     """Load every IP classifier of ``dataset``. For Lipschitz models the certified constants are
     recomputed from the loaded weights; a card that states a smaller constant than the weights
-    have is refused (CheckpointError), so a mechanism never calibrates on an understated μ."""
+    have is refused (CheckpointError), so a mechanism never calibrates on an understated μ. Their
+    float64 rounding bounds η₁, η₂ over pixels in [0, 1] are computed here (``IPModel.rounding``)."""
     mdir = Path(models_dir) if models_dir is not None else default_models_dir()
     dev = _device(device)
     stems = sorted((mdir / dataset).glob("ip-*.json"))
@@ -326,7 +355,7 @@ def load_ip_models(
     for s in stems:
         ck = load_checkpoint(s, kind="ip-classifier", dataset=dataset, device=dev)
         model = ck["model"]
-        lip = None
+        lip = rounding = certified = None
         if "lipschitz" in ck.card:
             if not hasattr(model, "lipschitz_bound"):
                 raise CheckpointError(
@@ -341,12 +370,16 @@ def load_ip_models(
                         f"card's {stated:.6g}; regenerate the checkpoint"
                     )
             lip = live
+            certified = CertifiedNet.from_module(model)  # TypeError for a layer it cannot analyse
+            rounding = {p: certified.error_bound(p=p, input_bound=1.0) for p in ("l1", "l2")}
         models[str(ck.card["name"])] = IPModel(
             name=str(ck.card["name"]),
             model=model,
             lipschitz=lip,
             finetune=ck.card.get("finetune"),
             card=ck.card,
+            rounding=rounding,
+            certified=certified,
         )
         shape = tuple(int(v) for v in ck.card["dataset"]["image_shape"])  # type: ignore[assignment]
         classes = tuple(ck.card["dataset"]["class_names"])

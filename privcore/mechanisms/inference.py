@@ -12,8 +12,17 @@ Appendix G) is Gauss-Output for the identity (μ = 1), α in ℓ2 on the input a
 (pixels in [0, 1]), *before* any normalisation layer. μ must be a certified upper bound covering
 every layer of C, the last one included.
 
+Floating point (issue 18). μ certifies the real-number model C; the outputs y passed to
+Gauss-/Lap-Output are computed in floating point. ``rounding`` = η is a public bound on
+‖y − C(x)‖ in the output norm for every admissible x, and the noise is calibrated to the
+sensitivity μ·α + 2η (rounded up; :mod:`privcore.mechanisms.rounding`). The IP models evaluate in
+float64 with a certified η for pixels in [0, 1] (:attr:`privcore.pipeline.IPModel.rounding`);
+η = 0 asserts that y is exactly C(x). The guarantee's calibration text states μ and η.
+
 Noise is drawn by :mod:`privcore.mechanisms.sampling` (exact on a power-of-two grid). ``.sigma``
-and ``.scale`` are the paper's formulas; ``noise_plan(numel)`` shows what the sampler draws.
+and ``.scale`` are the paper's formulas at that sensitivity; ``noise_plan(numel)`` shows what the
+sampler draws. A noise scale above 2^1000 is refused (the noisy output would overflow float64), and
+a noisy output that overflows anyway raises instead of returning ±inf.
 """
 
 from __future__ import annotations
@@ -22,9 +31,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from privcore.mechanisms._arrays import as_float64
 from privcore.mechanisms.gaussian_calibration import CALIBRATIONS, gaussian_sigma
 from privcore.mechanisms.guarantee import Guarantee
+from privcore.mechanisms.rounding import sensitivity_with_rounding
 from privcore.mechanisms.sampling import (
     NoisePlan,
     RngLike,
@@ -33,30 +45,64 @@ from privcore.mechanisms.sampling import (
     plan_gaussian,
     plan_laplace,
 )
-from privcore.validation import check_choice, check_delta, check_positive
+from privcore.validation import check_choice, check_delta, check_nonnegative, check_positive
 
 __all__ = ["GaussInput", "GaussOutput", "LapOutput"]
 
 _IP_DEFINITION = "{(ε, δ), α} inference privacy (Tian et al., Def. 2)"
+#: Largest noise scale (Laplace b or Gaussian σ) served: the sampler's noise stays below 2^1022.
+MAX_NOISE_SCALE = 2.0**1000
 
 
-def _round_up_product(a: float, b: float) -> float:
-    """a·b rounded up (one ulp), so a sensitivity computed from it is an upper bound."""
-    return math.nextafter(a * b, math.inf)
+def _check_scale(mech: Any, scale: float, culprit: str) -> None:
+    """Refuse a noise scale the float64 output cannot carry (naming the parameter that made it so)."""
+    if not (math.isfinite(scale) and scale <= MAX_NOISE_SCALE):
+        raise ValueError(
+            f"{culprit} = {getattr(mech, culprit)!r} is too large for alpha = {mech.alpha!r}, "
+            f"epsilon = {mech.epsilon!r}: the noise scale {scale:.4g} must be ≤ 2^1000 ≈ "
+            f"{MAX_NOISE_SCALE:.4g} (the noisy output would overflow float64)"
+        )
 
 
-def _init_gaussian(mech: Any) -> None:
+def _output_sensitivity(mech: Any) -> float:
+    """μ·α + 2η rounded up (module docstring); ValueError naming ``lipschitz`` when it overflows."""
+    try:
+        return sensitivity_with_rounding(lipschitz=mech.lipschitz, radius=mech.alpha, rounding=mech.rounding)
+    except ValueError:
+        raise ValueError(
+            f"lipschitz = {mech.lipschitz!r} is too large for alpha = {mech.alpha!r}: "
+            f"lipschitz·alpha + 2·rounding must be finite"
+        ) from None
+
+
+def _rounding_text(mu_name: str, mu: float, eta: float) -> str:
+    what = "C's float64 rounding, certified" if eta > 0 else "outputs taken as exact C(x)"
+    return f"sensitivity {mu_name}·α + 2η with {mu_name} = {mu:.4g}, η = {eta:.3g} ({what})"
+
+
+def _release(arr: Any, plan: NoisePlan, rng: RngLike) -> Any:
+    """Noisy values; ValueError (nothing released) if they overflow float64."""
+    out = add_noise(arr, plan, rng)
+    if not np.all(np.isfinite(out)):
+        raise ValueError("the noisy output overflowed float64; nothing released")
+    return out
+
+
+def _init_gaussian(mech: Any, culprit: str) -> None:
     """Validate ε, δ, α and the calibration of a Gaussian IP mechanism and set its σ (IP paper Thms 2–3).
 
-    σ is calibrated to ``mech.sensitivity`` (α for Gauss-Input, α·μ₂ rounded up for Gauss-Output).
+    σ is calibrated to ``mech.sensitivity`` (α for Gauss-Input, α·μ₂ + 2η rounded up for Gauss-Output).
     """
     object.__setattr__(mech, "epsilon", check_sampler_epsilon(mech.epsilon))
     object.__setattr__(mech, "delta", check_delta(mech.delta))
     object.__setattr__(mech, "alpha", check_positive("alpha", mech.alpha))
     check_choice("calibration", mech.calibration, CALIBRATIONS)
+    sensitivity = mech.sensitivity
+    _check_scale(mech, sensitivity / mech.epsilon, culprit)
     sigma = gaussian_sigma(
-        epsilon=mech.epsilon, delta=mech.delta, sensitivity=mech.sensitivity, calibration=mech.calibration
+        epsilon=mech.epsilon, delta=mech.delta, sensitivity=sensitivity, calibration=mech.calibration
     )
+    _check_scale(mech, sigma, culprit)
     object.__setattr__(mech, "sigma", sigma)
 
 
@@ -85,7 +131,7 @@ class GaussInput:
     sigma: float = field(init=False)
 
     def __post_init__(self) -> None:
-        _init_gaussian(self)
+        _init_gaussian(self, "alpha")
 
     @property
     def sensitivity(self) -> float:
@@ -117,7 +163,7 @@ class GaussInput:
                 f"x must hold pixel values in [0, 1] (α is measured in those units), got range "
                 f"[{arr.min():.4g}, {arr.max():.4g}]; apply any normalisation after the mechanism"
             )
-        return restore(add_noise(arr, self.noise_plan(max(1, arr.size)), rng))
+        return restore(_release(arr, self.noise_plan(max(1, arr.size)), rng))
 
     apply = __call__
 
@@ -126,9 +172,10 @@ class GaussInput:
 class GaussOutput:
     """Gauss-Output (IP paper Def. 4 / Thm 2): M(x) = C(x) + Z, Z ~ N(0, σ²I) on the model output.
 
-    σ = √(2 ln(1.25/δ))·α·μ₂/ε (classic, ε < 1) or the analytic σ at sensitivity α·μ₂ (default).
-    μ₂ (``lipschitz``) is a certified upper bound on the ℓ2 → ℓ2 global Lipschitz constant of the
-    whole model C; α is an ℓ2 input distance. ``mech(y)`` takes the model output y = C(x).
+    σ = √(2 ln(1.25/δ))·Δ/ε (classic, ε < 1) or the analytic σ at sensitivity Δ (default), with
+    Δ = α·μ₂ + 2η. μ₂ (``lipschitz``) is a certified upper bound on the ℓ2 → ℓ2 global Lipschitz
+    constant of the whole model C; α is an ℓ2 input distance; η (``rounding``) bounds ‖y − C(x)‖₂
+    for the outputs y passed in (module docstring). ``mech(y)`` takes the model output y ≈ C(x).
     """
 
     epsilon: float
@@ -136,16 +183,18 @@ class GaussOutput:
     alpha: float
     lipschitz: float
     calibration: str = "analytic"
+    rounding: float = 0.0
     sigma: float = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lipschitz", check_positive("lipschitz", self.lipschitz))
-        _init_gaussian(self)
+        object.__setattr__(self, "rounding", check_nonnegative("rounding", self.rounding))
+        _init_gaussian(self, "lipschitz")
 
     @property
     def sensitivity(self) -> float:
-        """ℓ2 sensitivity α·μ₂ of C over an α-ball, rounded up."""
-        return _round_up_product(self.alpha, self.lipschitz)
+        """ℓ2 sensitivity α·μ₂ + 2η of the computed outputs over an α-ball, rounded up."""
+        return _output_sensitivity(self)
 
     @property
     def guarantee(self) -> Guarantee:
@@ -157,7 +206,7 @@ class GaussOutput:
             metric="ℓ2 on the model input",
             mechanism="Gauss-Output",
             definition=_IP_DEFINITION,
-            calibration=f"{self.calibration} Gaussian, μ₂ = {self.lipschitz:.4g}",
+            calibration=f"{self.calibration} Gaussian, {_rounding_text('μ₂', self.lipschitz, self.rounding)}",
         )
 
     def noise_plan(self, numel: int) -> NoisePlan:
@@ -167,35 +216,40 @@ class GaussOutput:
     def __call__(self, y: Any, *, rng: RngLike = None) -> Any:
         """Return C(x) + Z for model output(s) ``y`` = C(x); same type, shape and dtype."""
         arr, restore = as_float64("y", y)
-        return restore(add_noise(arr, self.noise_plan(max(1, arr.size)), rng))
+        return restore(_release(arr, self.noise_plan(max(1, arr.size)), rng))
 
     apply = __call__
 
 
 @dataclass(frozen=True, kw_only=True)
 class LapOutput:
-    """Lap-Output (IP paper Def. 3 / Thm 1): M(x) = C(x) + Z, Z i.i.d. Lap(μ₁·α/ε); pure ε (δ = 0).
+    """Lap-Output (IP paper Def. 3 / Thm 1): M(x) = C(x) + Z, Z i.i.d. Lap((μ₁·α + 2η)/ε); pure ε.
 
     μ₁ (``lipschitz``) is a certified upper bound on the ℓ1 → ℓ1 global Lipschitz constant of the
-    whole model C (IP paper Eq. 8 with p = 1); α is an ℓ1 input distance. ``mech(y)`` takes the
-    model output y = C(x).
+    whole model C (IP paper Eq. 8 with p = 1); α is an ℓ1 input distance; η (``rounding``) bounds
+    ‖y − C(x)‖₁ for the outputs y passed in (module docstring; the paper's b = μ₁·α/ε is η = 0).
+    ``scale`` is b = (μ₁·α + 2η)/ε. ``mech(y)`` takes the model output y ≈ C(x).
     """
 
     epsilon: float
     alpha: float
     lipschitz: float
+    rounding: float = 0.0
     scale: float = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_sampler_epsilon(self.epsilon))
         object.__setattr__(self, "alpha", check_positive("alpha", self.alpha))
         object.__setattr__(self, "lipschitz", check_positive("lipschitz", self.lipschitz))
-        object.__setattr__(self, "scale", self.lipschitz * self.alpha / self.epsilon)
+        object.__setattr__(self, "rounding", check_nonnegative("rounding", self.rounding))
+        scale = self.sensitivity / self.epsilon
+        _check_scale(self, scale, "lipschitz")
+        object.__setattr__(self, "scale", scale)
 
     @property
     def sensitivity(self) -> float:
-        """ℓ1 sensitivity α·μ₁ of C over an α-ball, rounded up."""
-        return _round_up_product(self.alpha, self.lipschitz)
+        """ℓ1 sensitivity α·μ₁ + 2η of the computed outputs over an α-ball, rounded up."""
+        return _output_sensitivity(self)
 
     @property
     def guarantee(self) -> Guarantee:
@@ -207,7 +261,7 @@ class LapOutput:
             metric="ℓ1 on the model input",
             mechanism="Lap-Output",
             definition=_IP_DEFINITION,
-            calibration=f"Laplace, μ₁ = {self.lipschitz:.4g}",
+            calibration=f"Laplace, {_rounding_text('μ₁', self.lipschitz, self.rounding)}",
         )
 
     def noise_plan(self, numel: int) -> NoisePlan:
@@ -217,6 +271,6 @@ class LapOutput:
     def __call__(self, y: Any, *, rng: RngLike = None) -> Any:
         """Return C(x) + Z for model output(s) ``y`` = C(x); same type, shape and dtype."""
         arr, restore = as_float64("y", y)
-        return restore(add_noise(arr, self.noise_plan(max(1, arr.size)), rng))
+        return restore(_release(arr, self.noise_plan(max(1, arr.size)), rng))
 
     apply = __call__

@@ -21,6 +21,7 @@ import numpy as np
 from privcore.errors import CertificationError
 from privcore.mechanisms._arrays import as_float64
 from privcore.mechanisms.guarantee import Guarantee
+from privcore.mechanisms.rounding import CertifiedNet, rounding_allowance, sensitivity_with_rounding
 from privcore.mechanisms.sampling import (
     NoisePlan,
     RngLike,
@@ -285,35 +286,27 @@ def compute_phi(
     )
 
 
-def _evaluate(f: Any, center: np.ndarray) -> np.ndarray:
-    """f(z) as float64: modules get z in their parameter dtype/device and run in eval mode (restored
-    afterwards), plain callables get a float64 CPU tensor."""
+def _evaluate(f: Any, center: np.ndarray, eta: float) -> np.ndarray:
+    """f(z) as float64. A torch module is parsed into its Linear/ReLU chain (Dropout as in eval
+    mode; any other layer raises TypeError) and evaluated in float64 within ℓ1 distance ``eta`` of
+    the exact f(z) that the oracle certifies (:meth:`CertifiedNet.within`; never in float32, never
+    with z rounded). A plain callable gets a float64 CPU tensor and is taken as it computes: its
+    oracle must certify the callable as evaluated."""
     import torch
 
     if isinstance(f, torch.nn.Module):
-        param = next(f.parameters(), None)
-        dtype = param.dtype if param is not None else torch.float64
-        device = param.device if param is not None else torch.device("cpu")
-    elif callable(f):
-        dtype, device = torch.float64, torch.device("cpu")
-    else:
+        return CertifiedNet.from_module(f).within(center, eta=eta, p=1).value
+    if not callable(f):
         raise TypeError(f"f must be a torch module or a callable, got {type(f).__name__}")
-    module = f if isinstance(f, torch.nn.Module) else None
-    was_training = module.training if module is not None else False
-    try:
-        if module is not None:
-            module.eval()  # the certified function: no dropout, frozen normalisation statistics
-        with torch.no_grad():
-            out = f(torch.as_tensor(np.array(center), dtype=dtype, device=device))
-    finally:
-        if module is not None:
-            module.train(was_training)
+    with torch.no_grad():
+        out = f(torch.as_tensor(np.array(center), dtype=torch.float64))
     arr, _ = as_float64("f(z)", out)
     return arr
 
 
 def _ptr_guarantee(eps: float, dlt: float, r: float, dp: float) -> Guarantee:
-    """(2ε, δ/2, R) over ℓ∞ on z (posthoc Thm 4.4)."""
+    """(2ε, δ/2, R) over ℓ∞ on z (posthoc Thm 4.4); the release is calibrated to Δp·R + 2η."""
+    eta = rounding_allowance(dp * r)
     return Guarantee(
         epsilon=2.0 * eps,
         delta=dlt / 2.0,
@@ -321,7 +314,10 @@ def _ptr_guarantee(eps: float, dlt: float, r: float, dp: float) -> Guarantee:
         metric="ℓ∞ on the embedding z",
         mechanism="extended PTR (posthoc Alg. 1)",
         definition="(ε, δ, R)-semantic-neighbourhood privacy (posthoc Thm 4.4)",
-        calibration=f"Laplace: test (R+ζ)/ε, release Δp·R/ε with Δp = {dp:.4g}",
+        calibration=(
+            f"Laplace: test (R+ζ)/ε, release (Δp·R + 2η)/ε with Δp = {dp:.4g}, "
+            f"η = 2⁻²⁴·Δp·R = {eta:.3g} (bound on f's float64 rounding, ℓ1)"
+        ),
     )
 
 
@@ -379,11 +375,14 @@ def propose_test_release(
         phi_result = phi
     else:
         phi_result = compute_phi(f, center, radius=r, delta_p=dp, r_max=rm, tol=t, lipschitz=lipschitz)
-    output = _evaluate(f, center)  # before any noise: an error here must not depend on the test
+    eta = rounding_allowance(dp * r)  # public η bounding ‖f̂(z) − f(z)‖₁ (privcore.mechanisms.rounding)
+    output = _evaluate(f, center, eta)  # before any noise: an error here must not depend on the test
     test_sensitivity = math.nextafter(r + phi_result.zeta, math.inf)
     test_plan = plan_laplace(sensitivity=test_sensitivity, epsilon=eps, numel=1)
     release_plan = plan_laplace(
-        sensitivity=math.nextafter(dp * r, math.inf), epsilon=eps, numel=max(1, output.size)
+        sensitivity=sensitivity_with_rounding(lipschitz=dp, radius=r, rounding=eta),
+        epsilon=eps,
+        numel=max(1, output.size),
     )
     threshold = _test_threshold(test_plan, dlt)
     phi_noisy = float(add_noise(np.array([phi_result.phi]), test_plan, bits)[0])
