@@ -93,17 +93,32 @@ if ip is not None:
                 noise = f"σ = {mech.sigma:.4g} on pixels"
             elif mech_name == "Gauss-Output":
                 mech = GaussOutput(
-                    epsilon=s.epsilon, delta=s.delta, alpha=s.alpha, lipschitz=model.lipschitz["l2"]
+                    epsilon=s.epsilon,
+                    delta=s.delta,
+                    alpha=s.alpha,
+                    lipschitz=model.lipschitz["l2"],
+                    rounding=model.rounding["l2"],
                 )
-                noise = f"σ = {mech.sigma:.4g} on logits (μ₂ = {model.lipschitz['l2']:.3g})"
+                noise = (
+                    f"σ = {mech.sigma:.4g} on logits (μ₂ = {model.lipschitz['l2']:.3g}, "
+                    f"float64 rounding η = {model.rounding['l2']:.2g})"
+                )
             else:
-                mech = LapOutput(epsilon=s.epsilon, alpha=s.alpha, lipschitz=model.lipschitz["l1"])
-                noise = f"b = {mech.scale:.4g} on logits (μ₁ = {model.lipschitz['l1']:.3g})"
+                mech = LapOutput(
+                    epsilon=s.epsilon,
+                    alpha=s.alpha,
+                    lipschitz=model.lipschitz["l1"],
+                    rounding=model.rounding["l1"],
+                )
+                noise = (
+                    f"b = {mech.scale:.4g} on logits (μ₁ = {model.lipschitz['l1']:.3g}, "
+                    f"float64 rounding η = {model.rounding['l1']:.2g})"
+                )
         except ValueError as exc:
             rows.append({"mechanism": mech_name, "model": model.name, "noise": f"refused: {exc}"})
             continue
         guarantees[mech_name] = mech.guarantee
-        clean = model(x)
+        clean = model(x) if mech_name == "Gauss-Input" else model.scores(x)  # scores: within η of C(x)
         key = (image.digest, mech_name, model.name, s.epsilon, s.delta, s.alpha, nonce)
         if key not in draws:
             if len(draws) > 96:

@@ -10,6 +10,9 @@ valid for every ε, unlike the classic formula the paper states, whose proof nee
 * ``Lap-Output`` on ``ip-lipschitz-l1`` with its certified global ℓ1 constant μ₁ (α then is an
   ℓ1 distance; the Gaussian mechanisms' α is ℓ2, pixels in [0, 1]).
 
+The output mechanisms release the models' float64 scores (``IPModel.scores``) with noise
+calibrated to μ·α + 2η, η the certified rounding bound of that evaluation (issue 18).
+
 Sweeps: ``alpha`` (ε = 1, Fig. 3), ``epsilon`` (α = 0.1, Fig. 4), ``grid`` (ε ∈ {0.1, 1, 10} ×
 α ∈ {0.001, 0.01, 0.1, 0.2}, the CIFAR table), ``clean`` (no mechanism). Each accuracy is the mean
 (and standard deviation) over ``n_draws`` seeded noise draws (15 in the paper).
@@ -58,21 +61,33 @@ PAIRS = (
 )
 
 
-def _mechanism(label: str, *, epsilon: float, alpha: float, mu: float | None) -> Any:
+def _mechanism(label: str, *, epsilon: float, alpha: float, mu: float | None, eta: float = 0.0) -> Any:
     from privcore.mechanisms import GaussInput, GaussOutput, LapOutput
 
     if label.startswith("Gauss-Input"):
         return GaussInput(epsilon=epsilon, delta=DELTA, alpha=alpha)
     if label == "Gauss-Output":
-        return GaussOutput(epsilon=epsilon, delta=DELTA, alpha=alpha, lipschitz=mu)
-    return LapOutput(epsilon=epsilon, alpha=alpha, lipschitz=mu)
+        return GaussOutput(epsilon=epsilon, delta=DELTA, alpha=alpha, lipschitz=mu, rounding=eta)
+    return LapOutput(epsilon=epsilon, alpha=alpha, lipschitz=mu, rounding=eta)
 
 
-def _logits(model: Any, x: np.ndarray, batch: int = 1024) -> np.ndarray:
+def _rounding(label: str, model: Any) -> float:
+    """η of the output the mechanism releases (0 for Gauss-Input: its noise is on the pixels)."""
+    if label.startswith("Gauss-Input"):
+        return 0.0
+    return float(model.rounding["l2" if label == "Gauss-Output" else "l1"])
+
+
+def _logits(model: Any, x: np.ndarray, batch: int = 1024, *, released: bool = False) -> np.ndarray:
+    """Model scores of ``x``; ``released``: the certified float64 scores an output mechanism releases."""
     import torch
 
+    apply = model.scores if released else model
     out = [
-        model(torch.as_tensor(x[s : s + batch], dtype=torch.float32)).double().cpu().numpy()
+        apply(torch.as_tensor(x[s : s + batch], dtype=torch.float64 if released else torch.float32))
+        .double()
+        .cpu()
+        .numpy()
         for s in range(0, len(x), batch)
     ]
     return np.concatenate(out)
@@ -91,10 +106,10 @@ def noisy_accuracy(
     seed: int,
 ) -> tuple[float, float, float]:
     """(mean, sd) of accuracy over ``n_draws`` seeded releases, and the noise scale drawn."""
-    mech = _mechanism(label, epsilon=epsilon, alpha=alpha, mu=mu)
+    mech = _mechanism(label, epsilon=epsilon, alpha=alpha, mu=mu, eta=_rounding(label, model))
     rng = np.random.default_rng(seed)
     accs = []
-    clean_logits = None if label.startswith("Gauss-Input") else _logits(model, x)
+    clean_logits = None if label.startswith("Gauss-Input") else _logits(model, x, released=True)
     for _ in range(n_draws):
         if clean_logits is None:
             logits = _logits(model, mech(x, rng=rng))
