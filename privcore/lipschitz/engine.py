@@ -214,6 +214,41 @@ def lp_upper_bound(
     return min(interval, res.upper)
 
 
+def global_bound(net: ReluNetwork, *, input_norm: str = "linf", output_norm: str = "l1") -> float:
+    """G, a certified bound on ``‖J_D‖`` over every activation pattern (inf when the budgeted branch and
+    bound of :func:`~privcore.lipschitz.pattern_bnb.global_pattern_bound` does not finish).
+
+    G bounds L(f, B) for every ball B and is one constant per model and norms, so ``min(U, G)`` keeps
+    the inclusion monotonicity of any monotone U (DESIGN.md, "Certifier choice"): the ``lp`` and
+    ``interval`` certifiers use it, and stay private."""
+    res = global_pattern_bound(net, None, input_norm=input_norm, output_norm=output_norm)
+    return math.inf if res is None else float(res.upper)
+
+
+def relaxed_upper_bound(
+    net: Any,
+    center: Any,
+    radius: float,
+    *,
+    kind: str,
+    input_norm: str = "linf",
+    output_norm: str = "l1",
+    solver: str = "highs",
+) -> float:
+    """The ``interval`` or ``lp`` certifier's U(center, radius): the interval bound (and, for ``lp``,
+    :func:`lp_upper_bound`), capped by :func:`global_bound`. Each term is monotone under ball
+    inclusion, so their minimum is too (DESIGN.md)."""
+    check_choice("kind", kind, ("interval", "lp"))
+    net = as_network(net)
+    c, r = _check_common(center, radius, input_norm, output_norm, net)
+    norms = dict(input_norm=input_norm, output_norm=output_norm)
+    if kind == "interval":
+        u = interval_upper_bound(net, c, r, **norms)
+    else:
+        u = lp_upper_bound(net, c, r, solver=solver, **norms)
+    return min(u, global_bound(net, **norms))
+
+
 def _closed_form(net: ReluNetwork, center: np.ndarray, fwd, input_norm: str, output_norm: str) -> float:
     """With no unstable neuron the Jacobian is constant on the box: its exact operator norm."""
     pats = [fwd.active(i).astype(np.float64) for i in range(len(net.weights) - 1)]
@@ -270,8 +305,8 @@ def local_lipschitz(
             value = _closed_form(net, c, fwd, input_norm, output_norm)
             return done(upper=value, lower=min(lower.value, value), exact=True, solver="closed-form",
                         status="optimal", argmax=argmax)
-        return done(upper=interval, lower=lower.value, exact=True, solver="interval", status="optimal",
-                    argmax=argmax)
+        return done(upper=min(interval, global_bound(net, **norms)), lower=lower.value, exact=True,
+                    solver="interval", status="optimal", argmax=argmax)
     if certifier == "exact" and solver in ("auto", "enumeration"):
         pv = pattern_value(net, c, r, fwd, **norms)
         if pv is not None:
@@ -290,8 +325,8 @@ def local_lipschitz(
         if res.status != "optimal":
             return done(upper=interval, lower=lower.value, exact=False, solver=res.solver, status=res.status,
                         argmax=argmax, **size)
-        return done(upper=min(interval, res.upper), lower=lower.value, exact=True, solver=res.solver,
-                    status=res.status, argmax=argmax, **size)
+        return done(upper=min(interval, res.upper, global_bound(net, **norms)), lower=lower.value, exact=True,
+                    solver=res.solver, status=res.status, argmax=argmax, **size)
     if fwd.n_unstable >= TIGHTEN_MIN_UNSTABLE:
         tight = tighten_bounds(net, c, r, fwd, objective_cap=interval, **norms)
         milp = build_milp(net, c, r, fwd=tight.fwd, signal_bounds=tight.signal, objective_cap=interval,
@@ -326,7 +361,7 @@ class Decision:
 
     ``how`` is one of "interval", "closed-form", "global-patterns", "enumeration", "box-patterns",
     "split", "lp", "lp-tightened", "sampled", "mip-bound",
-    "mip-incumbent", "mip-optimal". ``upper``/``lower`` are certified bounds on L at this radius
+    "mip-incumbent", "mip-strict", "mip-optimal". ``upper``/``lower`` are certified bounds on L at this radius
     learnt on the way (``lower_radius`` is the distance from the centre of the point behind
     ``lower``: the lower bound holds for every ball of at least that radius). ``upper_facts``
     ``(r, u)`` (L ≤ u on every ball of radius ≤ r) and ``lower_facts`` ``(ρ, v)`` (L ≥ v on every
@@ -370,17 +405,19 @@ def decide_exact(
        norm exceeds τ, found exactly by LPs, pruned by a sampled witness; then r < d* passes and
        r ≥ d* fails for *every* r ≤ radius (returned as facts for the memo; a radius within the
        LP tolerance band of d* is decided by its own region LPs); for networks too wide to
-       enumerate, branch and bound over the patterns each sub-box's stable neurons allow, splitting
-       the box while that does not settle it (:mod:`privcore.lipschitz.splitting`, within
-       ``SPLIT_SECONDS``): a cover by cleared sub-boxes passes, a verified witness fails;
+       enumerate, a sampled witness (a point of the box whose Jacobian norm, verified in float64,
+       exceeds τ: milliseconds) fails at once, and only without one does a branch and bound over
+       the patterns each sub-box's stable neurons allow run, splitting the box while that does not
+       settle it (:mod:`privcore.lipschitz.splitting`, within ``SPLIT_SECONDS``): a cover by
+       cleared sub-boxes passes, a verified witness fails;
     4. a verified Jacobian norm > τ at a sampled point of the box: fail;
     5. the LP relaxation (interval big-M, then LP-tightened big-M) ≤ τ: pass;
     6. LipMIP with early stops: pass as soon as the proven bound is ≤ τ (Gurobi ``BestBdStop``,
        HiGHS dual-bound interrupt), fail as soon as an incumbent exceeds τ *and* its Jacobian
        norm, re-evaluated in float64 at a point of the box, confirms it. Otherwise the MILP is
        re-solved with 1e-9 integrality/feasibility tolerances (default tolerances can fail a
-       near-tie on a numerical artefact) and decided by its proven bound at optimality (a τ
-       inside the 1e-6 optimality gap fails: never guessed as a pass).
+       near-tie on a numerical artefact) and decided by its proven bound at optimality
+       ("mip-strict"; a τ inside the 1e-6 optimality gap fails: never guessed as a pass).
 
     Every step only uses certified bounds on the same L, so the answer is the same whichever
     step gives it. A time-out raises :class:`CertificationError`: it must never become a
@@ -411,7 +448,11 @@ def decide_exact(
     )
     if u_pat is not None and u_pat <= threshold:  # no pattern the box allows exceeds τ: no LP needed
         return out(True, "enumeration", upper=min(interval, u_pat), solver="enumeration")
-    if u_pat is None:
+    # a sampled witness (closest violation found by multi-scale sampling, milliseconds) bounds the
+    # distance to the nearest violating region: the exact search then only visits patterns that could
+    # be closer, and the costlier split search below is not needed at all
+    wit = nearest_sampled_violation(net, center, radius, threshold, **norms) if fwd.n_unstable else None
+    if u_pat is None and wit is None:
         # too many unstable neurons to enumerate: branch and bound over the patterns the box's stable
         # neurons allow (the same certified, inclusion-monotone bound, without listing them), on the
         # box and, while that does not settle it, on halves of it (:mod:`privcore.lipschitz.splitting`)
@@ -425,9 +466,6 @@ def decide_exact(
             return out(False, "split", upper=interval, lower=split.lower,
                        lower_radius=float(np.max(np.abs(split.point - center))), solver="enumeration",
                        extra={"boxes": split.boxes})
-    # a sampled witness (closest violation found by multi-scale sampling) bounds the distance to the
-    # nearest violating region; the exact search then only visits patterns that could be closer
-    wit = nearest_sampled_violation(net, center, radius, threshold, **norms) if fwd.n_unstable else None
     hint = None if wit is None else wit.distance
     nv = pattern_nearest_violation(net, center, radius, threshold, fwd, max_lps=4096, hint=hint, **norms)
     if nv is None and wit is not None:  # the exact search is too large, but the witness settles it
