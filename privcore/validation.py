@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "check_bool",
     "check_choice",
     "check_delta",
     "check_epsilon",
@@ -97,6 +98,13 @@ def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     if minimum is not None and v < minimum:
         raise ValueError(f"{name} must be an integer ≥ {minimum}, got {value!r}")
     return v
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """A boolean (Python or numpy); TypeError for anything else, 0/1 and strings such as 'no' included."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
 
 
 def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:

@@ -237,3 +237,97 @@ def test_encode_png_round_trip_and_scale() -> None:
     assert Image.open(io.BytesIO(encode_png(rgb))).mode == "RGB"
     with pytest.raises(ValueError, match="finite"):
         encode_png(torch.full((1, 2, 2), float("nan")))
+
+
+# ------------------------------------------------------------------------- image bombs, memory
+
+
+def _pil_png(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format="PNG", optimize=True)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("height", [16_000, 40_000])
+def test_long_thin_png_is_padded_and_resized_without_building_the_square(height: int) -> None:
+    # A 1×height white line: padding it to a height² float64 square first asked for 2 GB (16 000) or
+    # 12.8 GB (40 000). The pad-and-resize map is applied to the image alone: the column holding the line
+    # averages it over its box of height/8 padded columns.
+    import tracemalloc
+
+    data = _pil_png(np.full((height, 1), 255, np.uint8))
+    assert len(data) < 200  # a few hundred bytes
+    tracemalloc.start()
+    try:
+        out = decode_image(data, target_shape=GREY8)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 2**20, peak  # numpy's arrays (Pillow's own are not traced): < 64 MiB, not gigabytes
+    expected = np.zeros((8, 8))
+    expected[:, ((height - 1) // 2) // (height // 8)] = 1.0 / (height // 8)
+    np.testing.assert_allclose(out.tensor[0].numpy(), expected, rtol=1e-6, atol=1e-9)
+    assert any(f"padded from 1×{height} to a {height}×{height} square" in n for n in out.notes)
+
+
+def test_pad_and_resize_match_pillow_on_the_padded_square() -> None:
+    # The reference builds the padded square and resizes it with Pillow (box shrinking, bilinear
+    # enlarging), as decode_image did before it stopped building the square.
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        ih, iw = (int(v) for v in rng.integers(1, 40, size=2))
+        if trial % 4 == 0:
+            ih, iw = int(rng.integers(1, 4)), int(rng.integers(40, 200))
+        h = int(rng.integers(1, 30))
+        w = h if trial % 3 else int(rng.integers(1, 30))
+        bg = float(rng.choice([0.0, 1.0, 0.3]))
+        arr = rng.integers(0, 256, size=(ih, iw), dtype=np.uint8)
+        px = arr / 255.0
+        if ih != iw and h == w:
+            side = max(ih, iw)
+            sq = np.full((side, side), bg)
+            sq[(side - ih) // 2 : (side - ih) // 2 + ih, (side - iw) // 2 : (side - iw) // 2 + iw] = px
+            px = sq
+        if px.shape != (h, w):
+            shrink = px.shape[0] >= h and px.shape[1] >= w
+            filt = Image.Resampling.BOX if shrink else Image.Resampling.BILINEAR
+            px = np.asarray(Image.fromarray(px.astype(np.float32)).resize((w, h), resample=filt))
+        got = decode_image(make_png(arr), target_shape=(1, h, w), background=bg).tensor[0].numpy()
+        np.testing.assert_allclose(got, np.clip(px, 0, 1), rtol=0, atol=1e-6, err_msg=str((ih, iw, h, w, bg)))
+
+
+def test_memory_budget_refuses_before_any_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    from privcore.images import MEMORY_BUDGET_BYTES
+
+    assert MEMORY_BUDGET_BYTES == 384 * 2**20
+    data = make_png(np.zeros((2000, 2000), np.uint8))  # 4 MB of pixels behind a 4 KiB file
+    monkeypatch.setattr(ImageFile.ImageFile, "load", lambda *a, **k: pytest.fail("decoded past the budget"))
+    with pytest.raises(ValueError, match=r"2000×2000 pixels into 1×8×8 needs 101 MiB .* the limit is 64 MiB"):
+        decode_image(data, target_shape=GREY8, max_memory=64 * 2**20)
+    monkeypatch.undo()
+    assert decode_image(data, target_shape=GREY8).source_size == (2000, 2000)  # within the default budget
+
+
+def test_memory_error_is_a_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import privcore.images as images
+
+    def out_of_memory(*a, **k):
+        raise MemoryError("Unable to allocate 11.9 GiB for an array")
+
+    monkeypatch.setattr(images, "_resample", out_of_memory)
+    with pytest.raises(ValueError, match=r"8×8 pixels\) could not be decoded: the server ran out of memory"):
+        decode_image(make_png(np.zeros((8, 8), np.uint8)), target_shape=GREY8)
+
+
+def test_huge_target_shape_is_a_value_error_naming_it() -> None:
+    png = make_png(np.zeros((8, 8), np.uint8))
+    with pytest.raises(ValueError, match=r"target_shape \(3, 100000, 100000\) is too large.*384 MiB"):
+        decode_image(png, target_shape=(3, 100_000, 100_000))
+    with pytest.raises(TypeError, match="target_shape must be a sequence"):
+        decode_image(png, target_shape=8)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("invert", ["no", 1, None, 0.0])
+def test_invert_must_be_a_bool(invert: object) -> None:
+    with pytest.raises(TypeError, match=r"invert must be True or False, got"):
+        decode_image(make_png(np.zeros((8, 8), np.uint8)), target_shape=GREY8, invert=invert)  # type: ignore[arg-type]
