@@ -3,11 +3,14 @@
 Rules (Tian et al., "inference privacy", Section III and Appendices A–D; Vadhan 2017):
 
 * post-processing (Prop. 1): F∘M keeps M's guarantee;
-* basic composition (Prop. 2): independent M_i on the same input give (Σε_i, Σδ_i) at min α_i;
-* parallel composition (Prop. 3): M_i on disjoint chunks of the input give (Σε_i, Σδ_i) at
-  min α_i. Unlike DP's parallel composition (max ε), *every* chunk of two neighbouring inputs may
-  differ, so the budgets add (the paper's Remark 6); each chunk's distance is ≤ the whole
-  input's, so every M_i applies at radius min α_i;
+* basic composition (Prop. 2): independent M_i on the same input give (Σε_i, Σδ_i) for every pair
+  of inputs that is a neighbour under every M_i's guarantee. In one space that is the ball of the
+  smallest ℓp norm and the smallest radius among them (‖·‖∞ ≤ ‖·‖₂ ≤ ‖·‖₁ in any dimension, so the
+  ℓ1 ball of radius min α_i lies inside every ℓ1, ℓ2 and ℓ∞ ball of radius ≥ min α_i);
+* parallel composition (Prop. 3): M_i on disjoint chunks of the input give (Σε_i, Σδ_i) on the
+  same neighbourhood. Unlike DP's parallel composition (max ε), *every* chunk of two neighbouring
+  inputs may differ, so the budgets add (the paper's Remark 6); each chunk's distance is ≤ the
+  whole input's, so every M_i applies;
 * chaining (Prop. 4, proof in Appendix D): with h = ⌈β/α⌉, (ε, δ) at α gives
   (h·ε, δ·(e^{hε} − 1)/(e^ε − 1)) at β, by walking h hops of length ≤ α along the segment (needs a
   geodesic metric such as any ℓp norm). The main text's (hε, hδ) is a misprint: Eq. (33) of the
@@ -15,9 +18,26 @@ Rules (Tian et al., "inference privacy", Section III and Appendices A–D; Vadha
 * group privacy (Vadhan 2017, Lemma 2.2, as cited by the posthoc paper): (kε, k·e^{(k−1)ε}·δ)
   for groups of k, here radius k·α. chaining(g, k·α) is never worse and usually tighter.
 
-Every composed ε and δ is rounded *up* (the sums are correctly rounded by ``math.fsum`` and then
-moved up one ulp; closed forms get a 1e-12 relative margin), δ is capped at 1 (a vacuous but true
-statement), and guarantees over different metrics are never combined.
+The ledger (:class:`PrivacyLedger`) composes per neighbourhood relation, not per label: a release
+stated for (space s, ℓq, α_i) applies to every pair within ℓp distance a in s whenever the ℓp ball
+of radius a lies in the ℓq ball of radius α_i, i.e. p ≤ q and a ≤ α_i (the dimension-free
+inclusions; nothing is assumed about the dimension). For each relation in the ledger it reports
+the composition of the releases that cover every pair of it, and names the ones that do not; the
+worst case is the composition of *every* entry, which is what a pair that is a neighbour under all
+of them loses (in one space, pairs within ℓ1 distance min α_i are such pairs, and they exist).
+
+Spaces are not converted into one another. PTR's guarantee (posthoc Thm 4.4) is over images whose
+embeddings z = E(x) lie within ℓ∞ distance R; which pixel pairs those are depends on the encoder E,
+and no pixel ball is certified to map into an R-ball of z (that would need a certified Lipschitz
+bound on E, which the shipped encoders do not have), nor the other way round. So the ledger does
+not restate a pixel-space guarantee over embedding pairs or back; but one pair of images can be
+a neighbour in both spaces at once (a small enough pixel change moves a continuous encoder's
+embedding by less than R), and such a pair loses the sum of both spaces' budgets. The worst case
+therefore adds every entry, across spaces too.
+
+Every composed ε and δ is rounded *up* (correctly rounded sums by ``math.fsum``, moved up one ulp
+when below the exact sum; closed forms get a 1e-12 relative margin), δ is capped at 1 (a vacuous
+but true statement), and a guarantee is never restated for pairs it does not cover.
 """
 
 from __future__ import annotations
@@ -28,15 +48,17 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from privcore.mechanisms.guarantee import ANY_METRIC, Guarantee
+from privcore.mechanisms.guarantee import Guarantee, Neighbourhood, Space
 from privcore.validation import check_int, check_positive
 
 __all__ = [
     "LedgerEntry",
     "PrivacyLedger",
+    "RelationTotal",
     "basic_composition",
     "chaining",
     "chaining_hops",
+    "common_neighbourhood",
     "group_privacy",
     "parallel_composition",
     "post_processing",
@@ -49,20 +71,53 @@ def _up(x: float) -> float:
     return math.nextafter(x, math.inf) if x > 0 else x
 
 
+def _sum_up(name: str, values: list[float]) -> float:
+    """Σ values rounded up: ``math.fsum`` is correctly rounded; one ulp more only when it lies below
+    the exact sum of the floats (so 1 + 1 + 1 is 3, and 0.1 + 0.2 is never below 0.3…)."""
+    try:
+        s = math.fsum(values)
+    except OverflowError:
+        s = math.inf
+    if math.isinf(s):
+        raise ValueError(f"the composed {name} (a sum of {len(values)} values) overflows float64")
+    return _up(s) if Fraction(s) < sum(map(Fraction, values)) else s
+
+
 def _check(g: Any, name: str = "guarantee") -> Guarantee:
     if not isinstance(g, Guarantee):
         raise TypeError(f"{name} must be a Guarantee, got {type(g).__name__}")
     return g
 
 
-def _common_metric(gs: list[Guarantee]) -> str:
-    metrics = {g.metric for g in gs if g.metric != ANY_METRIC}
-    if len(metrics) > 1:
+def _joint(hoods: Iterable[Neighbourhood]) -> tuple[Neighbourhood, ...]:
+    """Per space (in :class:`Space` order), the largest neighbourhood inside every one given there:
+    the smallest ℓp norm and the smallest radius. Only all-pairs ones: (every pair,)."""
+    hoods = list(hoods)
+    out = []
+    for space in Space:
+        mine = [h for h in hoods if h.space is space]
+        if mine:
+            norm = min((h.norm for h in mine), key=lambda n: n.p)  # type: ignore[union-attr]
+            out.append(Neighbourhood(space=space, norm=norm, radius=min(h.radius for h in mine)))
+    return tuple(out) or (Neighbourhood(radius=math.inf),)
+
+
+def common_neighbourhood(guarantees: Iterable[Guarantee]) -> Neighbourhood:
+    """The largest neighbourhood every guarantee covers (smallest ℓp norm, smallest radius).
+
+    ValueError for guarantees on different spaces: no neighbourhood of one space lies inside one of
+    another (module docstring), so they have no common neighbourhood to state a total for.
+    """
+    gs = [_check(g, "guarantees[]") for g in guarantees]
+    joint = _joint(g.neighbourhood for g in gs)
+    if len(joint) > 1:
         raise ValueError(
-            "cannot compose guarantees over different neighbourhood metrics: "
-            + ", ".join(sorted(repr(m) for m in metrics))
+            "cannot compose guarantees on different spaces ("
+            + ", ".join(h.metric for h in joint)
+            + ") into one guarantee: no neighbourhood of one space lies inside one of another; "
+            "PrivacyLedger.worst_case() adds them for pairs that are neighbours in every space"
         )
-    return metrics.pop() if metrics else ANY_METRIC
+    return joint[0]
 
 
 def _sum_compose(guarantees: Iterable[Guarantee], label: str) -> Guarantee:
@@ -71,13 +126,14 @@ def _sum_compose(guarantees: Iterable[Guarantee], label: str) -> Guarantee:
         raise ValueError("guarantees must hold at least one Guarantee")
     if len(gs) == 1:
         return gs[0]
-    metric = _common_metric(gs)
+    hood = common_neighbourhood(gs)
     definitions = {g.definition for g in gs}
     return Guarantee(
-        epsilon=_up(math.fsum(g.epsilon for g in gs)),
-        delta=min(1.0, _up(math.fsum(g.delta for g in gs))),
-        radius=min(g.radius for g in gs),
-        metric=metric,
+        epsilon=_sum_up("epsilon", [g.epsilon for g in gs]),
+        delta=min(1.0, _sum_up("delta", [g.delta for g in gs])),
+        radius=hood.radius,
+        space=hood.space,
+        norm=hood.norm,
         mechanism=f"{label} of {len(gs)}",
         definition=definitions.pop() if len(definitions) == 1 else "",
     )
@@ -89,12 +145,14 @@ def post_processing(guarantee: Guarantee) -> Guarantee:
 
 
 def basic_composition(guarantees: Iterable[Guarantee]) -> Guarantee:
-    """(Σε, Σδ) at min α for independent mechanisms on the same input (IP paper Prop. 2)."""
+    """(Σε, Σδ) for independent mechanisms on the same input (IP paper Prop. 2), stated on the
+    largest neighbourhood all of them cover (:func:`common_neighbourhood`: smallest norm and radius)."""
     return _sum_compose(guarantees, "basic composition")
 
 
 def parallel_composition(guarantees: Iterable[Guarantee]) -> Guarantee:
-    """(Σε, Σδ) at min α for independent mechanisms on disjoint chunks (IP paper Prop. 3, Remark 6)."""
+    """(Σε, Σδ) for independent mechanisms on disjoint chunks (IP paper Prop. 3, Remark 6), on the
+    same neighbourhood as :func:`basic_composition`."""
     return _sum_compose(guarantees, "parallel composition")
 
 
@@ -143,7 +201,8 @@ def chaining(guarantee: Guarantee, beta: float) -> Guarantee:
         epsilon=_up(h * g.epsilon),
         delta=delta,
         radius=b,
-        metric=g.metric,
+        space=g.space,
+        norm=g.norm,
         mechanism=f"{g.mechanism} chained over {h} hops".strip(),
         definition=g.definition,
         calibration=g.calibration,
@@ -169,7 +228,8 @@ def group_privacy(guarantee: Guarantee, k: int) -> Guarantee:
         epsilon=_up(kk * g.epsilon),
         delta=delta,
         radius=_up(kk * g.radius),
-        metric=g.metric,
+        space=g.space,
+        norm=g.norm,
         mechanism=f"{g.mechanism} for groups of {kk}".strip(),
         definition=g.definition,
         calibration=g.calibration,
@@ -183,47 +243,136 @@ class LedgerEntry:
     label: str
     guarantee: Guarantee
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.label, str) or not self.label:
+            raise ValueError(f"label must be a non-empty string, got {self.label!r}")
+        _check(self.guarantee)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data: ``{"label": ..., **guarantee fields}``."""
         return {"label": self.label, **self.guarantee.to_dict()}
 
 
 @dataclass(frozen=True, kw_only=True)
+class RelationTotal:
+    """What a ledger's releases cost the pairs that are neighbours under every one of ``neighbourhoods``.
+
+    ``covering`` indexes the entries whose guarantee covers every such pair; (``epsilon``, ``delta``)
+    is their basic composition (IP paper Prop. 2). ``missing`` indexes the others: some such pairs
+    lie outside their neighbourhood, and those releases state nothing for them, while the pairs
+    that lie inside lose their budget as well (the ledger's :meth:`~PrivacyLedger.worst_case`).
+    """
+
+    neighbourhoods: tuple[Neighbourhood, ...]
+    epsilon: float
+    delta: float
+    covering: tuple[int, ...]
+    missing: tuple[int, ...]
+
+    @property
+    def complete(self) -> bool:
+        """True when every release of the ledger covers every such pair, so this is their full cost."""
+        return not self.missing
+
+    @property
+    def vacuous(self) -> bool:
+        """True when δ reached 1: no protection left for these pairs."""
+        return self.delta >= 1.0
+
+    @property
+    def guarantee(self) -> Guarantee | None:
+        """The total as one :class:`Guarantee` when it is stated on one neighbourhood (else None)."""
+        if len(self.neighbourhoods) != 1:
+            return None
+        hood = self.neighbourhoods[0]
+        return Guarantee(
+            epsilon=self.epsilon,
+            delta=self.delta,
+            radius=hood.radius,
+            space=hood.space,
+            norm=hood.norm,
+            mechanism=f"basic composition of {len(self.covering)}",
+        )
+
+    def pairs(self) -> str:
+        """The pairs meant, in words."""
+        return " and ".join(h.describe() for h in self.neighbourhoods)
+
+
+def _relation_order(h: Neighbourhood) -> tuple[int, float, float]:
+    space = len(Space) if h.space is None else list(Space).index(h.space)
+    return (space, math.inf if h.norm is None else h.norm.p, h.radius)
+
+
+@dataclass(frozen=True, kw_only=True)
 class PrivacyLedger:
     """An append-only record of releases on the same input; ``add`` returns a new ledger.
 
-    ``total()`` is their basic composition (IP paper Prop. 2); ``totals_by_metric()`` composes
-    each neighbourhood metric separately (guarantees over different metrics do not combine).
-    Serialises to and from a list of plain dicts (``to_dicts`` / ``from_dicts``).
+    :meth:`totals_by_relation` composes, for each neighbourhood relation in the ledger (and, per
+    space, the one every release there covers), the releases that cover every pair of it;
+    :meth:`worst_case` is the composition of all entries, what a pair that is a neighbour under
+    every relation loses, across spaces too (module docstring). :meth:`total` is the same sum as
+    one :class:`Guarantee` when the ledger has one space. Serialises to and from a list of plain
+    dicts (``to_dicts`` / ``from_dicts``).
     """
 
     entries: tuple[LedgerEntry, ...] = ()
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.entries, tuple) or not all(isinstance(e, LedgerEntry) for e in self.entries):
+            raise TypeError("entries must be a tuple of LedgerEntry")
+
     def add(self, guarantee: Guarantee, *, label: str) -> PrivacyLedger:
         """A new ledger with one more entry."""
-        if not isinstance(label, str) or not label:
-            raise ValueError(f"label must be a non-empty string, got {label!r}")
-        return PrivacyLedger(entries=(*self.entries, LedgerEntry(label=label, guarantee=_check(guarantee))))
+        return PrivacyLedger(entries=(*self.entries, LedgerEntry(label=label, guarantee=guarantee)))
 
     def __len__(self) -> int:
         return len(self.entries)
 
     def total(self) -> Guarantee:
-        """Basic composition of every entry; (0, 0) over all pairs when nothing was released."""
+        """Basic composition of every entry; (0, 0) over all pairs when nothing was released.
+
+        ValueError when the entries lie in different spaces (no one neighbourhood to state it on):
+        use :meth:`worst_case`.
+        """
         if not self.entries:
             return Guarantee(epsilon=0.0, delta=0.0, radius=math.inf, mechanism="nothing released")
         return basic_composition(e.guarantee for e in self.entries)
 
-    def totals_by_metric(self) -> dict[str, Guarantee]:
-        """Basic composition per neighbourhood metric (all-pairs entries count towards every metric)."""
-        anywhere = [e.guarantee for e in self.entries if e.guarantee.metric == ANY_METRIC]
-        metrics = sorted({e.guarantee.metric for e in self.entries if e.guarantee.metric != ANY_METRIC})
-        if not metrics:
-            return {ANY_METRIC: self.total()} if self.entries else {}
-        return {
-            m: basic_composition([e.guarantee for e in self.entries if e.guarantee.metric == m] + anywhere)
-            for m in metrics
-        }
+    def _total_for(self, hoods: tuple[Neighbourhood, ...]) -> RelationTotal:
+        # a pair in every one of ``hoods`` is covered by an entry that covers one of them
+        covering = tuple(
+            i for i, e in enumerate(self.entries) if any(h.within(e.guarantee.neighbourhood) for h in hoods)
+        )
+        missing = tuple(i for i in range(len(self.entries)) if i not in covering)
+        gs = [self.entries[i].guarantee for i in covering]
+        return RelationTotal(
+            neighbourhoods=hoods,
+            epsilon=_sum_up("epsilon", [g.epsilon for g in gs]) if gs else 0.0,
+            delta=min(1.0, _sum_up("delta", [g.delta for g in gs])) if gs else 0.0,
+            covering=covering,
+            missing=missing,
+        )
+
+    def totals_by_relation(self) -> tuple[RelationTotal, ...]:
+        """One total per neighbourhood relation of the ledger's releases, plus per space the largest
+        relation all its releases cover (smallest norm and radius) when no release states it; sorted
+        by space, norm and radius. An all-pairs release covers every relation; a ledger of only those
+        gives one all-pairs total. Empty ledger: ``()``."""
+        hoods = {e.guarantee.neighbourhood for e in self.entries if not e.guarantee.all_pairs}
+        if self.entries and not hoods:
+            hoods = {Neighbourhood(radius=math.inf)}
+        hoods |= {h for h in _joint(hoods) if not h.all_pairs}
+        return tuple(self._total_for((h,)) for h in sorted(hoods, key=_relation_order))
+
+    def worst_case(self) -> RelationTotal:
+        """The composition of every entry: the most any pair of inputs can lose.
+
+        Stated for the pairs that are neighbours under every entry's relation: per space, within the
+        smallest norm's distance min α there (such pairs exist in every space); across spaces, pairs
+        in each space's relation at once, which nothing rules out (module docstring).
+        """
+        return self._total_for(_joint(e.guarantee.neighbourhood for e in self.entries))
 
     def to_dicts(self) -> list[dict[str, Any]]:
         """Plain-data form, one dict per entry."""
@@ -231,10 +380,20 @@ class PrivacyLedger:
 
     @classmethod
     def from_dicts(cls, data: Iterable[dict[str, Any]]) -> PrivacyLedger:
-        """Inverse of :meth:`to_dicts` (validates every guarantee again)."""
+        """Inverse of :meth:`to_dicts` (validates every guarantee again). Entries stored before
+        guarantees carried a space and norm are read through their metric text when it is one the
+        library wrote; any other is refused (ValueError), never guessed."""
         entries = []
-        for item in data:
+        for n, item in enumerate(data):
+            if not isinstance(item, dict):
+                raise TypeError(f"data[{n}] must be a dict, got {type(item).__name__}")
             fields = dict(item)
+            if "label" not in fields:
+                raise ValueError(f"data[{n}] has no 'label'")
             label = fields.pop("label")
-            entries.append(LedgerEntry(label=label, guarantee=Guarantee.from_dict(fields)))
+            try:
+                guarantee = Guarantee.from_dict(fields)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"data[{n}] ({label!r}): {exc}") from exc
+            entries.append(LedgerEntry(label=label, guarantee=guarantee))
         return cls(entries=tuple(entries))

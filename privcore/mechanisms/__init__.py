@@ -14,7 +14,7 @@ from privcore.mechanisms.gaussian_calibration import (
     discrete_gaussian_sigma_floor,
     gaussian_sigma,
 )
-from privcore.mechanisms.guarantee import ANY_METRIC, Guarantee
+from privcore.mechanisms.guarantee import ANY_METRIC, Guarantee, Neighbourhood, Norm, Space
 from privcore.mechanisms.inference import GaussInput, GaussOutput, LapOutput
 from privcore.mechanisms.ldp import LDPEmbedding, LDPImage
 from privcore.mechanisms.ptr import (
@@ -49,12 +49,15 @@ __all__ = [
     "LDPEmbedding",
     "LDPImage",
     "LapOutput",
+    "Neighbourhood",
     "NoisePlan",
+    "Norm",
     "PTRResult",
     "PTRScales",
     "PhiResult",
     "RandomBits",
     "SensitivityOracle",
+    "Space",
     "add_noise",
     "analytic_gaussian_delta",
     "analytic_gaussian_sigma",

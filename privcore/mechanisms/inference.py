@@ -35,7 +35,7 @@ import numpy as np
 
 from privcore.mechanisms._arrays import as_float64
 from privcore.mechanisms.gaussian_calibration import CALIBRATIONS, gaussian_sigma
-from privcore.mechanisms.guarantee import Guarantee
+from privcore.mechanisms.guarantee import Guarantee, Norm, Space
 from privcore.mechanisms.rounding import sensitivity_with_rounding
 from privcore.mechanisms.sampling import (
     NoisePlan,
@@ -145,7 +145,8 @@ class GaussInput:
             epsilon=self.epsilon,
             delta=self.delta,
             radius=self.alpha,
-            metric="ℓ2 on the input, pixel values in [0, 1]",
+            space=Space.INPUT,
+            norm=Norm.L2,
             mechanism="Gauss-Input",
             definition=_IP_DEFINITION,
             calibration=f"{self.calibration} Gaussian",
@@ -203,7 +204,8 @@ class GaussOutput:
             epsilon=self.epsilon,
             delta=self.delta,
             radius=self.alpha,
-            metric="ℓ2 on the model input",
+            space=Space.INPUT,
+            norm=Norm.L2,
             mechanism="Gauss-Output",
             definition=_IP_DEFINITION,
             calibration=f"{self.calibration} Gaussian, {_rounding_text('μ₂', self.lipschitz, self.rounding)}",
@@ -258,7 +260,8 @@ class LapOutput:
             epsilon=self.epsilon,
             delta=0.0,
             radius=self.alpha,
-            metric="ℓ1 on the model input",
+            space=Space.INPUT,
+            norm=Norm.L1,
             mechanism="Lap-Output",
             definition=_IP_DEFINITION,
             calibration=f"Laplace, {_rounding_text('μ₁', self.lipschitz, self.rounding)}",
