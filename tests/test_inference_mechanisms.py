@@ -239,3 +239,108 @@ def test_gauss_input_satisfies_the_dp_inequality_on_neighbours() -> None:
 def test_epsilon_below_the_sampler_minimum_is_refused_at_construction() -> None:
     with pytest.raises(ValueError, match="exact samplers"):
         LapOutput(epsilon=1e-9, alpha=0.1, lipschitz=1.0)
+
+
+# ----------------------------------------------------------------------------- float-safe sensitivity
+
+
+def test_output_mechanisms_calibrate_to_mu_alpha_plus_two_eta_exactly() -> None:
+    eta = 3.5e-12
+    lap = LapOutput(epsilon=0.5, alpha=1e-6, lipschitz=1.0, rounding=eta)
+    want = math.nextafter(math.nextafter(1e-6 * 1.0, math.inf) + 2 * eta, math.inf)
+    assert lap.sensitivity == want and lap.scale == want / 0.5
+    assert lap.noise_plan(10).sensitivity == want and lap.noise_plan(10).nominal == want / 0.5
+    assert "μ₁·α + 2η" in lap.guarantee.calibration and "η = 3.5e-12" in lap.guarantee.calibration
+    go = GaussOutput(epsilon=1.0, delta=1e-5, alpha=1e-6, lipschitz=2.0, rounding=eta)
+    want2 = math.nextafter(math.nextafter(1e-6 * 2.0, math.inf) + 2 * eta, math.inf)
+    assert go.sensitivity == want2
+    assert go.sigma == analytic_gaussian_sigma(epsilon=1.0, delta=1e-5, sensitivity=want2)
+    assert "μ₂·α + 2η" in go.guarantee.calibration
+    exact = LapOutput(epsilon=0.5, alpha=0.1, lipschitz=2.0)  # η = 0: outputs taken as exact
+    assert exact.sensitivity == math.nextafter(0.1 * 2.0, math.inf) and "exact" in exact.guarantee.calibration
+    with pytest.raises(ValueError, match="rounding must be in"):
+        LapOutput(epsilon=0.5, alpha=0.1, lipschitz=2.0, rounding=-1e-9)
+    with pytest.raises(ValueError, match="rounding"):
+        GaussOutput(epsilon=0.5, delta=1e-5, alpha=0.1, lipschitz=2.0, rounding=math.inf)
+
+
+@pytest.mark.parametrize("mu,alpha,eps", [(1e308, 10.0, 1.0), (1e300, 10.0, 0.5), (1e300, 1.0, 1e-5)])
+def test_a_huge_lipschitz_constant_is_refused_not_as_inf(mu: float, alpha: float, eps: float) -> None:
+    with pytest.raises(ValueError, match="lipschitz"):
+        LapOutput(epsilon=eps, alpha=alpha, lipschitz=mu)
+    with pytest.raises(ValueError, match="lipschitz"):
+        GaussOutput(epsilon=eps, delta=1e-5, alpha=alpha, lipschitz=mu)
+
+
+def test_a_noisy_output_that_overflows_raises() -> None:
+    mech = LapOutput(epsilon=1.0, alpha=1.0, lipschitz=1e300)
+    top = np.finfo(np.float64).max
+    with pytest.raises(ValueError, match="overflowed"):
+        mech(np.array([top, -top] * 32), rng=0)
+    assert np.all(np.isfinite(mech(np.zeros(64), rng=0)))
+
+
+@pytest.fixture(scope="module")
+def digits_ip():
+    from privcore.data import load_dataset
+    from privcore.errors import PrivcoreError
+    from privcore.pipeline import load_ip_models
+
+    try:
+        ip = load_ip_models("digits", device="cpu")
+        x = load_dataset("digits").x_test[:120].numpy().astype(np.float64)
+    except (PrivcoreError, OSError) as exc:
+        pytest.skip(f"shipped digits IP models unavailable: {exc}")
+    return ip, x
+
+
+def _neighbours(x: np.ndarray, alpha: float, p: int, rng: np.random.Generator) -> np.ndarray:
+    """x' in [0, 1] with ‖x' − x‖_p ≤ α per row: dense random directions and one-pixel moves."""
+    n, d = x.shape
+    if rng.random() < 0.5:
+        step = rng.standard_normal((n, d))
+        step *= alpha / np.linalg.norm(step, ord=p, axis=1, keepdims=True) * (1 - 1e-9)
+    else:
+        step = np.zeros((n, d))
+        step[np.arange(n), rng.integers(0, d, n)] = alpha * rng.choice([-1.0, 1.0], n)
+    out = np.where((x + step >= 0) & (x + step <= 1), x + step, x - step)
+    ok = np.all((out >= 0) & (out <= 1), axis=1) & (np.linalg.norm(out - x, ord=p, axis=1) <= alpha)
+    return out[ok], ok
+
+
+@pytest.mark.parametrize("name,p", [("ip-lipschitz-l1", 1), ("ip-lipschitz-l2", 2)])
+def test_no_released_pair_exceeds_the_calibrated_sensitivity(digits_ip, name: str, p: int) -> None:
+    """Issue 18's search: pairs within α in the mechanism's norm, α down to 1e-7, on the shipped
+    digits models. The certified float64 scores stay within the sensitivity μ·α + 2η; the float32
+    forward (what was released before) exceeds μ·α, so the search can find a violation."""
+    ip, x = digits_ip
+    model = ip[name]
+    key = "l1" if p == 1 else "l2"
+    mu, eta = model.lipschitz[key], model.rounding[key]
+    rng = np.random.default_rng(18)
+    flat = x.reshape(len(x), -1)
+    worst_old = 0.0
+    for alpha in (1e-1, 1e-3, 1e-5, 1e-6, 1e-7):
+        mech = (
+            LapOutput(epsilon=1.0, alpha=alpha, lipschitz=mu, rounding=eta)
+            if p == 1
+            else GaussOutput(epsilon=1.0, delta=1e-5, alpha=alpha, lipschitz=mu, rounding=eta)
+        )
+        for _ in range(4):
+            x2, ok = _neighbours(flat, alpha, p, rng)
+            a = model.scores(torch.as_tensor(flat[ok].reshape(-1, *x.shape[1:]))).numpy()
+            b = model.scores(torch.as_tensor(x2.reshape(-1, *x.shape[1:]))).numpy()
+            assert np.linalg.norm(a - b, ord=p, axis=1).max() <= mech.sensitivity
+            with torch.no_grad():
+                a32 = model.model(torch.as_tensor(flat[ok].reshape(-1, *x.shape[1:]), dtype=torch.float32))
+                b32 = model.model(torch.as_tensor(x2.reshape(-1, *x.shape[1:]), dtype=torch.float32))
+            diff = np.linalg.norm((a32.double() - b32.double()).numpy(), ord=p, axis=1).max()
+            worst_old = max(worst_old, diff / (mu * alpha))
+    assert worst_old > 1.0
+
+
+def test_ip_scores_refuse_inputs_outside_the_certified_domain(digits_ip) -> None:
+    ip, x = digits_ip
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        ip["ip-lipschitz-l1"].scores(torch.as_tensor(x[:2] * 2.0))
+    assert ip["ip-lipschitz-l1"].rounding["l1"] < 1e-11

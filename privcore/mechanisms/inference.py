@@ -82,7 +82,8 @@ def _rounding_text(mu_name: str, mu: float, eta: float) -> str:
 
 def _release(arr: Any, plan: NoisePlan, rng: RngLike) -> Any:
     """Noisy values; ValueError (nothing released) if they overflow float64."""
-    out = add_noise(arr, plan, rng)
+    with np.errstate(over="ignore"):
+        out = add_noise(arr, plan, rng)
     if not np.all(np.isfinite(out)):
         raise ValueError("the noisy output overflowed float64; nothing released")
     return out
