@@ -1,6 +1,7 @@
-"""Accountant: this session's releases composed (basic composition), and calculators for chaining
-and group privacy, each with the formula used (IP paper Props 2–4; Vadhan 2017, Lemma 2.2).
-Widgets and layout only: every number comes from privcore.accounting."""
+"""Accountant: this session's releases composed per image and per neighbourhood relation, with the
+worst case (basic composition, IP paper Prop. 2; ℓp balls compared by ‖·‖∞ ≤ ‖·‖₂ ≤ ‖·‖₁), and
+calculators for chaining and group privacy, each with the formula used (IP paper Props 2–4; Vadhan
+2017, Lemma 2.2). Widgets and layout only: every number comes from privcore.accounting."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import math
 import pandas as pd
 import streamlit as st
 
-from privcore.accounting import PrivacyLedger, basic_composition, chaining, chaining_hops, group_privacy
-from privcore.mechanisms import Guarantee, ptr_scales
-from privcore.session import plain_guarantee
+from privcore.accounting import basic_composition, chaining, chaining_hops, group_privacy
+from privcore.mechanisms import Guarantee, Norm, Space, ptr_scales
+from privcore.session import LEDGER_EXPLANATION, ledger_totals, plain_guarantee
 from privlens import ui
 
 s = ui.page_setup()
@@ -19,8 +20,8 @@ st.title("Accountant")
 st.caption(
     "Every release of the same image spends privacy. Releases recorded in this session (Release and "
     "Inference privacy pages) are composed per image by basic composition — IP paper Prop. 2: (Σεᵢ, Σδᵢ) "
-    "over the smallest radius — separately for each neighbourhood metric, since guarantees over different "
-    "metrics do not combine. The ledger lives in your browser session only."
+    "for the pairs of images every counted release covers — for each neighbourhood relation (space, norm, "
+    "radius) and for the worst case, which adds every release. The ledger lives in your browser session only."
 )
 
 
@@ -58,29 +59,27 @@ else:
         ]
     )
     st.dataframe(table, hide_index=True, width="stretch")
-    st.markdown("**Composed per image** (basic composition, per metric):")
-    composed = []
-    for key in dict.fromkeys(r["image_key"] for r in rows):
-        mine = [r for r in rows if r["image_key"] == key]
-        ledger = PrivacyLedger()
-        for r in mine:
-            ledger = ledger.add(r["guarantee"], label=r["label"])
-        for metric, total in ledger.totals_by_metric().items():
-            n = sum(1 for r in mine if r["guarantee"].metric == metric)
-            composed.append(
-                {
-                    "image": mine[0]["image"],
-                    "metric": metric,
-                    "releases": n,
-                    "total ε = Σεᵢ": total.epsilon,
-                    "total δ = Σδᵢ": total.delta,
-                    "radius = min rᵢ": total.radius,
-                }
-            )
-    st.dataframe(pd.DataFrame(composed), hide_index=True, width="stretch")
+    st.markdown("**Composed per image**, per neighbourhood relation and in the worst case:")
+    try:
+        composed = ledger_totals(rows)
+    except ValueError as exc:
+        st.error(
+            f"The ledger cannot be composed: {exc}. Totals without that release would under-report, so "
+            "none are shown; clear the ledger below to start again."
+        )
+    else:
+        st.dataframe(pd.DataFrame(composed), hide_index=True, width="stretch")
+        for row in composed:
+            if row["total"] == "worst case":
+                text = (
+                    f"Worst case for {row['image']}: ε = {row['total ε = Σεᵢ']:.4g}, "
+                    f"δ = {row['total δ = Σδᵢ']:.3g} for {row['pairs']}."
+                )
+                (st.error if row["total δ = Σδᵢ"] >= 1.0 else st.warning)(text)
+        st.caption(LEDGER_EXPLANATION)
     st.latex(
         r"\text{basic composition: } (\varepsilon, \delta) = \Big(\sum_i \varepsilon_i,\ \sum_i \delta_i\Big)"
-        r"\ \text{at radius } \min_i r_i"
+        r"\ \text{over the releases that cover the pair}"
     )
     c1, c2 = st.columns(2)
     with c1:
@@ -104,7 +103,8 @@ else:
         epsilon=s.epsilon,
         delta=0.0 if s.mechanism == "Lap-Output" else s.delta,
         radius=s.alpha,
-        metric="ℓ1 on the input" if s.mechanism == "Lap-Output" else "ℓ2 on the input",
+        space=Space.INPUT,
+        norm=Norm.L1 if s.mechanism == "Lap-Output" else Norm.L2,
         mechanism=s.mechanism,
     )
     origin = f"{s.mechanism} at ε = {s.epsilon:g}, α = {s.alpha:g}"
@@ -123,7 +123,9 @@ rad = c3.number_input(
     key=f"acc_radius_{base.radius}",
 )
 try:
-    g = Guarantee(epsilon=eps, delta=dlt, radius=rad, metric=base.metric, mechanism=base.mechanism)
+    g = Guarantee(
+        epsilon=eps, delta=dlt, radius=rad, space=base.space, norm=base.norm, mechanism=base.mechanism
+    )
 except ValueError as exc:
     st.error(str(exc))
     st.stop()

@@ -14,7 +14,14 @@ import torch
 from privcore.accounting import chaining, chaining_hops
 from privcore.errors import CheckpointError, DatasetUnavailableError
 from privcore.mechanisms import GaussInput, GaussOutput, LapOutput
-from privcore.session import ALPHA_GRID, IP_MECHANISMS, load_results, plain_guarantee
+from privcore.session import (
+    ALPHA_GRID,
+    IP_MECHANISMS,
+    LEDGER_EXPLANATION,
+    ledger_totals,
+    load_results,
+    plain_guarantee,
+)
 from privlens import ui
 
 NONCE = "privlens_ip_nonce"
@@ -158,6 +165,32 @@ if ip is not None:
         "The noisy outputs are releases of your image: each distinct draw is recorded in the session "
         "ledger (Accountant page). Softmax of the noisy logits is post-processing and costs nothing."
     )
+    if guarantees:
+        st.markdown(
+            "**What one draw costs.** Gauss-Input and Gauss-Output are both stated for pairs within ℓ2 "
+            "distance α on the model input (the same pixels), Lap-Output for pairs within ℓ1 distance α. "
+            "A pair within ℓ1 distance α is also within ℓ2 distance α, so all three releases apply to it."
+        )
+        draw = [
+            {"image": image.name, "image_key": "draw", "label": name, "guarantee": g}
+            for name, g in guarantees.items()
+        ]
+        per_draw = pd.DataFrame(ledger_totals(draw)).drop(columns="image")
+        st.dataframe(per_draw, hide_index=True, width="stretch")
+        try:
+            so_far = ledger_totals([r for r in ui.ledger_rows() if r["image_key"] == image.digest[:12]])
+        except ValueError as exc:
+            st.error(f"This image's ledger cannot be composed ({exc}); see the Accountant page.")
+        else:
+            worst = next((r for r in so_far if r["total"] == "worst case"), None)
+            if worst is not None:
+                st.warning(
+                    f"All releases of this image in this session (every draw, and PTR releases on the "
+                    f"Release page): worst case ε = {worst['total ε = Σεᵢ']:.4g}, "
+                    f"δ = {worst['total δ = Σδᵢ']:.3g} for {worst['pairs']} "
+                    f"({worst['releases counted']} releases). Per relation on the Accountant page."
+                )
+        st.caption(LEDGER_EXPLANATION)
 
     focus = s.mechanism if s.mechanism in guarantees else next(iter(guarantees), None)
     if focus is not None:

@@ -11,6 +11,8 @@ accounting and Lipschitz engine lives here so it can be tested without a browser
   the image or anything else computed from the private input;
 * :func:`outcome_summary`, :func:`plain_guarantee` — the outcome and the (2ε, δ/2, R) guarantee of
   Theorem 4.4 in plain words;
+* :func:`ledger_of`, :func:`ledger_totals` — the session's releases composed per image and per
+  neighbourhood relation, with the worst case (:mod:`privcore.accounting`);
 * :func:`ptr_search_range` — R_max and tol for the bisection that do not depend on the current
   ε/δ (so one φ serves every slider position, DESIGN.md);
 * :func:`load_results`, :func:`experiment_command`, :func:`smallest_epsilon` — the experiment
@@ -46,6 +48,7 @@ __all__ = [
     "DELTA_GRID",
     "EPSILON_GRID",
     "IP_MECHANISMS",
+    "LEDGER_EXPLANATION",
     "MECHANISMS",
     "RADIUS_GRID",
     "RELEASE_FORMAT",
@@ -58,6 +61,8 @@ __all__ = [
     "grid_with",
     "image_digest",
     "latent_walk",
+    "ledger_of",
+    "ledger_totals",
     "list_samples",
     "load_results",
     "outcome_summary",
@@ -324,7 +329,7 @@ def plain_guarantee(guarantee: Any) -> str:
     factor = math.exp(eps) if eps < 700 else math.inf
     if math.isinf(r):
         who = "Any other image"
-    elif "embedding" in guarantee.metric:
+    elif getattr(guarantee, "space", None) is not None and guarantee.space.value == "embedding":
         who = f"Any image whose embedding lies within ℓ∞ distance R = {r:.4g} of this one's"
     else:
         who = f"Any input within distance α = {r:.4g} of this one ({guarantee.metric})"
@@ -333,6 +338,82 @@ def plain_guarantee(guarantee: Any) -> str:
         f"ε = {eps:.4g}, δ = {dlt:.3g} (no outcome becomes more than e^ε ≈ {factor:.3g} times "
         f"more likely, except with probability δ)."
     )
+
+
+def ledger_of(rows: Sequence[Mapping[str, Any]]) -> Any:
+    """The :class:`~privcore.accounting.PrivacyLedger` of ledger rows (dicts with ``label`` and
+    ``guarantee``), in order.
+
+    A row kept in a browser session from before an upgrade may hold a guarantee of an older class;
+    it is read again through its plain data (:meth:`Guarantee.from_dict` maps the metric texts the
+    library wrote to their space and norm). Anything else is a ValueError naming the row: the
+    totals would leave that release out, so none are given.
+    """
+    from privcore.accounting import PrivacyLedger
+    from privcore.mechanisms.guarantee import Guarantee
+
+    ledger = PrivacyLedger()
+    for n, row in enumerate(rows):
+        g = row.get("guarantee")
+        if not isinstance(g, Guarantee):
+            try:
+                g = Guarantee.from_dict(dict(g.to_dict()))
+            except (AttributeError, TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"release {n + 1} ({row.get('label', '?')!r}) holds a guarantee this version cannot "
+                    f"read ({exc})"
+                ) from None
+        ledger = ledger.add(g, label=str(row.get("label") or f"release {n + 1}"))
+    return ledger
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def ledger_totals(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The Accountant's table: per image (``image_key``, in order of first release), one row per
+    neighbourhood relation (:meth:`PrivacyLedger.totals_by_relation`) and a last one for the worst
+    case (:meth:`PrivacyLedger.worst_case`), with the pairs and the releases that miss them in words.
+    ValueError as :func:`ledger_of`."""
+    out: list[dict[str, Any]] = []
+    for key in dict.fromkeys(r["image_key"] for r in rows):
+        mine = [r for r in rows if r["image_key"] == key]
+        ledger = ledger_of(mine)
+        totals = [("per relation", t) for t in ledger.totals_by_relation()]
+        for kind, t in [*totals, ("worst case", ledger.worst_case())]:
+            missing = [ledger.entries[i].label for i in t.missing]
+            out.append(
+                {
+                    "image": mine[0]["image"],
+                    "total": kind,
+                    "pairs": t.pairs(),
+                    "releases counted": f"{len(t.covering)} of {len(ledger)}",
+                    "total ε = Σεᵢ": t.epsilon,
+                    "total δ = Σδᵢ": t.delta,
+                    "releases that cover only some of these pairs": (
+                        "none" if not missing else f"{_count(len(missing), 'release')}: " + "; ".join(missing)
+                    ),
+                }
+            )
+    return out
+
+
+#: The Accountant's and the Inference-privacy page's explanation of :func:`ledger_totals`.
+LEDGER_EXPLANATION = (
+    "A release's guarantee covers the pairs of images within its radius, in its norm, in its space "
+    "(pixels of the model input, or the embedding z for PTR). In one space a pair within ℓ1 distance α is "
+    "also within ℓ2 and ℓ∞ distance α (‖·‖∞ ≤ ‖·‖₂ ≤ ‖·‖₁), so every ℓ1, ℓ2 or ℓ∞ release of radius ≥ α "
+    "covers it; a pair within ℓ2 distance α may be further apart in ℓ1, so an ℓ1 release need not cover it. "
+    "Each *per relation* row adds up (basic composition, IP paper Prop. 2) the releases that cover every "
+    "pair of that relation; the releases that cover only some of those pairs cost those pairs their budget "
+    "too. The *worst case* adds every release of the image: that is what a pair that is a neighbour under "
+    "all of them loses (in one space, the pairs within ℓ1 distance of the smallest radius are such pairs). "
+    "Spaces are not converted into one another: whether two images' embeddings lie within R says nothing "
+    "certified about their pixel distance, nor the other way round, so pixel and embedding totals are "
+    "listed apart. One pair of images can still be a neighbour in both (a small enough pixel change moves "
+    "the embedding little), and then both budgets add: the worst case counts them together."
+)
 
 
 def release_document(

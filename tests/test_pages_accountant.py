@@ -1,5 +1,6 @@
-"""Accountant page (AppTest): the session's releases composed per image exactly as basic
-composition says, and the chaining / group-privacy calculators with their formulas."""
+"""Accountant page (AppTest): the session's releases composed per image and per neighbourhood relation
+exactly as privcore.accounting says (issue 18: one Inference-privacy draw costs ℓ2 pairs (2ε, 2δ) and
+ℓ1 pairs (3ε, 2δ)), a ledger it cannot read refused, and the chaining / group-privacy calculators."""
 
 from __future__ import annotations
 
@@ -7,12 +8,21 @@ import math
 
 import pytest
 
-from tests._dashboard import ROOT, app, isolate
+from privcore.mechanisms import Guarantee
+from tests._dashboard import ROOT, app, isolate, texts
+
+COLUMNS = ["image", "total", "pairs", "releases counted", "total ε = Σεᵢ", "total δ = Σδᵢ"]
+PIXELS = "on the model input (image pixels in [0, 1])"
 
 
 @pytest.fixture(autouse=True)
 def _env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     isolate(monkeypatch, tmp_path_factory)
+
+
+def _composed(at) -> list[tuple]:
+    table = at.dataframe[1].value
+    return [tuple(row) for row in table[COLUMNS[1:]].itertuples(index=False)]
 
 
 def test_ledger_composes_the_session_releases() -> None:
@@ -22,13 +32,94 @@ def test_ledger_composes_the_session_releases() -> None:
     assert not at.exception
     releases = at.dataframe[0].value
     assert list(releases["ε"]) == [2.0, 4.0]  # PTR at ε gives 2ε (posthoc Thm 4.4)
-    composed = at.dataframe[1].value.iloc[0]
-    assert composed["releases"] == 2
-    assert composed["total ε = Σεᵢ"] == pytest.approx(6.0) and composed["total δ = Σδᵢ"] == pytest.approx(
-        0.05
-    )
+    radius = float(releases["radius"].iloc[0])
+    pairs = f"pairs within ℓ∞ distance {radius:.4g} on the embedding z"
+    assert _composed(at) == [
+        ("per relation", pairs, "2 of 2", 6.0, 0.05),
+        ("worst case", pairs, "2 of 2", 6.0, 0.05),
+    ]
+    assert "Worst case for" in texts(at) and "ε = 6, δ = 0.05" in texts(at)
     at.button(key="clear_ledger").click().run()
     assert not at.session_state["privlens_ledger"]
+
+
+def test_one_ip_draw_costs_l2_pairs_two_releases_and_l1_pairs_three() -> None:
+    at = app(
+        "inference_privacy", query={"mech": "Gauss-Input", "eps": "1.0", "delta": "1e-05", "alpha": "0.1"}
+    )
+    assert len(at.session_state["privlens_ledger"]) == 3
+    # the Inference-privacy page's own per-draw table and its worst-case line
+    per_draw = at.dataframe[1].value
+    assert [tuple(r) for r in per_draw[COLUMNS[1:]].itertuples(index=False)] == [
+        ("per relation", f"pairs within ℓ1 distance 0.1 {PIXELS}", "3 of 3", 3.0, 2e-5),
+        ("per relation", f"pairs within ℓ2 distance 0.1 {PIXELS}", "2 of 3", 2.0, 2e-5),
+        ("worst case", f"pairs within ℓ1 distance 0.1 {PIXELS}", "3 of 3", 3.0, 2e-5),
+    ]
+    assert per_draw["releases that cover only some of these pairs"].iloc[1].endswith("Lap-Output")
+    assert "worst case ε = 3, δ = 2e-05 for pairs within ℓ1 distance 0.1" in texts(at)
+    at.switch_page(str(ROOT / "pages" / "accountant.py")).run()
+    assert not at.exception
+    composed = _composed(at)
+    assert composed[0][:4] == ("per relation", f"pairs within ℓ1 distance 0.1 {PIXELS}", "3 of 3", 3.0)
+    assert composed[1][:4] == ("per relation", f"pairs within ℓ2 distance 0.1 {PIXELS}", "2 of 3", 2.0)
+    assert composed[2][:4] == ("worst case", f"pairs within ℓ1 distance 0.1 {PIXELS}", "3 of 3", 3.0)
+    assert all(row[4] == 2e-5 for row in composed)
+    assert "do not combine" not in texts(at) and "not converted" in texts(at)
+
+
+def test_pixel_and_embedding_releases_are_listed_apart_and_added_in_the_worst_case() -> None:
+    at = app("release", query={"eps": "1.0"})  # one PTR release: (2, δ/2) over embeddings
+    ptr = at.session_state["privlens_ledger"][0]["guarantee"]
+    at.switch_page(str(ROOT / "pages" / "inference_privacy.py")).run()  # the same image, three more
+    at.switch_page(str(ROOT / "pages" / "accountant.py")).run()
+    assert not at.exception
+    ip = [r["guarantee"] for r in at.session_state["privlens_ledger"][1:]]
+    composed = _composed(at)
+    kinds = [row[0] for row in composed]
+    assert kinds == ["per relation", "per relation", "per relation", "worst case"]
+    embedding = composed[2]
+    assert "embedding z" in embedding[1] and embedding[2:4] == ("1 of 4", ptr.epsilon)
+    worst = composed[3]
+    assert "embedding z" in worst[1] and "ℓ1 distance" in worst[1] and worst[2] == "4 of 4"
+    assert worst[3] == pytest.approx(ptr.epsilon + sum(g.epsilon for g in ip), rel=1e-15)
+    assert worst[3] >= ptr.epsilon + sum(g.epsilon for g in ip)
+    assert worst[4] >= ptr.delta + sum(g.delta for g in ip)
+
+
+class _OldGuarantee:
+    """What a session kept from before an upgrade might hold: another class, plain data only."""
+
+    def __init__(self, metric: str) -> None:
+        self.epsilon, self.delta, self.radius, self.metric = 1.0, 1e-5, 0.1, metric
+
+    def to_dict(self) -> dict:
+        return {"epsilon": 1.0, "delta": 1e-5, "radius": 0.1, "metric": self.metric, "mechanism": "old"}
+
+
+def test_a_ledger_kept_from_an_older_version_is_read_or_refused_clearly() -> None:
+    at = app("accountant")
+    rows = [
+        {
+            "image": "a",
+            "image_key": "k",
+            "label": "old Gauss-Input",
+            "guarantee": _OldGuarantee("ℓ2 on the model input"),
+        },
+        {
+            "image": "a",
+            "image_key": "k",
+            "label": "new Lap-Output",
+            "guarantee": Guarantee(epsilon=1.0, delta=0.0, radius=0.1, space="input", norm="l1"),
+        },
+    ]
+    at.session_state["privlens_ledger"] = rows
+    at.run()
+    assert not at.exception and _composed(at)[0][2:4] == ("2 of 2", 2.0)  # read through its metric text
+    rows[0]["guarantee"] = _OldGuarantee("ℓ2 somewhere")
+    at.session_state["privlens_ledger"] = rows
+    at.run()
+    assert not at.exception and len(at.dataframe) == 1  # the releases, but no totals
+    assert "cannot be composed" in at.error[0].value and "ℓ2 somewhere" in at.error[0].value
 
 
 def test_calculators_follow_the_formulas() -> None:
@@ -46,3 +137,4 @@ def test_calculators_follow_the_formulas() -> None:
     at.number_input(key="acc_k").set_value(3).run()
     group = at.success[1].value
     assert float(group.split("δ = ")[1].split(",")[0]) == pytest.approx(3 * math.exp(1.0) * 1e-6, rel=1e-3)
+    assert f"ℓ1 {PIXELS}" in texts(at)  # the starting guarantee is stated for ℓ1 pixel pairs

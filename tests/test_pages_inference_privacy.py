@@ -25,7 +25,10 @@ def test_mechanisms_noise_and_chaining() -> None:
     assert gi["noise"] == f"σ = {GaussInput(epsilon=1.0, delta=1e-5, alpha=0.1).sigma:.4g} on pixels"
     assert gi["mechanism"].endswith("◀")  # the sidebar's mechanism is highlighted
     assert len(rows) == 3 and len(at.session_state["privlens_ledger"]) == 3
-    chain = at.dataframe[1].value
+    per_draw = at.dataframe[1].value  # one draw per neighbourhood relation (issue 18): ℓ1, ℓ2, worst case
+    assert list(per_draw["releases counted"]) == ["3 of 3", "2 of 3", "3 of 3"]
+    assert list(per_draw["total ε = Σεᵢ"]) == [3.0, 2.0, 3.0] and set(per_draw["total δ = Σδᵢ"]) == {2e-5}
+    chain = at.dataframe[2].value
     # chaining: h = ⌈β/α⌉ hops give (hε, δ(e^{hε} − 1)/(e^ε − 1)); β = 0.2 → h = 2
     two = chain[chain["β"] == "0.2"].iloc[0]
     assert two["hops h = ⌈β/α⌉"] == 2 and float(two["ε"]) == 2.0
