@@ -43,6 +43,7 @@ but true statement), and a guarantee is never restated for pairs it does not cov
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -67,20 +68,37 @@ __all__ = [
 _MARGIN = 1.0 + 1e-12
 
 
-def _up(x: float) -> float:
-    return math.nextafter(x, math.inf) if x > 0 else x
+def _int_text(n: int) -> str:
+    """An integer for an error message (huge ones by their order of magnitude)."""
+    return str(n) if n < 10**30 else f"about 10^{math.log10(n):.0f}"
+
+
+def _float_up(exact: Fraction, what: str) -> float:
+    """The smallest float ≥ ``exact``; ValueError (``what`` says which quantity) past float64."""
+    try:
+        x = float(exact)  # correctly rounded
+    except OverflowError:
+        x = math.inf
+    if math.isinf(x):
+        raise ValueError(f"{what} overflows float64")
+    return x if Fraction(x) >= exact else math.nextafter(x, math.inf)
+
+
+def _float_down(exact: Fraction) -> float:
+    """The largest float ≤ ``exact`` (> 0), the largest finite float past float64's range."""
+    try:
+        x = float(exact)
+    except OverflowError:
+        x = math.inf
+    if math.isinf(x):
+        return sys.float_info.max
+    return x if Fraction(x) <= exact else math.nextafter(x, 0.0)
 
 
 def _sum_up(name: str, values: list[float]) -> float:
-    """Σ values rounded up: ``math.fsum`` is correctly rounded; one ulp more only when it lies below
-    the exact sum of the floats (so 1 + 1 + 1 is 3, and 0.1 + 0.2 is never below 0.3…)."""
-    try:
-        s = math.fsum(values)
-    except OverflowError:
-        s = math.inf
-    if math.isinf(s):
-        raise ValueError(f"the composed {name} (a sum of {len(values)} values) overflows float64")
-    return _up(s) if Fraction(s) < sum(map(Fraction, values)) else s
+    """Σ values rounded up: the smallest float ≥ the exact sum of the floats (so 1 + 1 + 1 is 3, and
+    0.1 + 0.1 + 0.1 is never below 3 × 0.1)."""
+    return _float_up(sum(map(Fraction, values), Fraction(0)), f"the composed {name} (a sum of {len(values)})")
 
 
 def _check(g: Any, name: str = "guarantee") -> Guarantee:
@@ -190,15 +208,18 @@ def chaining(guarantee: Guarantee, beta: float) -> Guarantee:
     h = chaining_hops(g.radius, b)
     if h == 1:
         return Guarantee(**{**g.to_dict(), "radius": b})
+    what = f"beta = {b!r}: the chained epsilon h·ε (h = ⌈beta/radius⌉ = {_int_text(h)})"
+    eps = _float_up(h * Fraction(g.epsilon), what)
     if g.delta == 0.0:
         delta = 0.0
     elif g.epsilon == 0.0:
-        delta = min(1.0, h * g.delta * _MARGIN)
+        exact = h * Fraction(g.delta)
+        delta = 1.0 if exact >= 1 else min(1.0, _float_up(exact, "delta") * _MARGIN)
     else:
-        log_delta = math.log(g.delta) + _log_expm1(h * g.epsilon) - _log_expm1(g.epsilon)
+        log_delta = math.log(g.delta) + _log_expm1(eps) - _log_expm1(g.epsilon)
         delta = 1.0 if log_delta >= 0 else min(1.0, math.exp(log_delta) * _MARGIN)
     return Guarantee(
-        epsilon=_up(h * g.epsilon),
+        epsilon=eps,
         delta=delta,
         radius=b,
         space=g.space,
@@ -212,6 +233,9 @@ def chaining(guarantee: Guarantee, beta: float) -> Guarantee:
 def group_privacy(guarantee: Guarantee, k: int) -> Guarantee:
     """(kε, k·e^{(k−1)ε}·δ) at radius k·α (Vadhan 2017, Lemma 2.2). k = 1 is the identity.
 
+    k·α is rounded down (the largest finite float past float64's range): a smaller radius is a
+    weaker, still true statement, where rounding up would claim pairs the lemma does not cover.
+
     :func:`chaining` at β = k·α gives δ·(e^{kε} − 1)/(e^ε − 1) ≤ k·e^{(k−1)ε}·δ: prefer it. An
     all-pairs guarantee is returned unchanged.
     """
@@ -219,15 +243,17 @@ def group_privacy(guarantee: Guarantee, k: int) -> Guarantee:
     kk = check_int("k", k, minimum=1)
     if kk == 1 or g.all_pairs:
         return g
+    eps = _float_up(kk * Fraction(g.epsilon), f"k = {_int_text(kk)}: the group epsilon k·ε")
     if g.delta == 0.0:
         delta = 0.0
     else:
-        log_delta = math.log(kk) + (kk - 1) * g.epsilon + math.log(g.delta)
+        eps_k1 = _float_up((kk - 1) * Fraction(g.epsilon), "(k − 1)·ε")  # ≤ eps: finite
+        log_delta = math.log(kk) + eps_k1 + math.log(g.delta)
         delta = 1.0 if log_delta >= 0 else min(1.0, math.exp(log_delta) * _MARGIN)
     return Guarantee(
-        epsilon=_up(kk * g.epsilon),
+        epsilon=eps,
         delta=delta,
-        radius=_up(kk * g.radius),
+        radius=_float_down(kk * Fraction(g.radius)),  # down: never claim pairs beyond k·α
         space=g.space,
         norm=g.norm,
         mechanism=f"{g.mechanism} for groups of {kk}".strip(),
@@ -383,6 +409,8 @@ class PrivacyLedger:
         """Inverse of :meth:`to_dicts` (validates every guarantee again). Entries stored before
         guarantees carried a space and norm are read through their metric text when it is one the
         library wrote; any other is refused (ValueError), never guessed."""
+        if isinstance(data, str | bytes | dict) or not isinstance(data, Iterable):
+            raise TypeError(f"data must be a list of dicts (one per entry), got {type(data).__name__}")
         entries = []
         for n, item in enumerate(data):
             if not isinstance(item, dict):

@@ -360,3 +360,18 @@ def test_guarantee_validates_itself(kwargs: dict, exc: type) -> None:
     base = {"epsilon": 1.0, "delta": 0.0, "radius": 1.0, "space": "input", "norm": "l2"}
     with pytest.raises(exc):
         Guarantee(**{**base, **kwargs})
+
+
+def test_group_radius_is_rounded_down_and_overflows_are_refused() -> None:
+    grouped = group_privacy(g(eps=0.5, delta=1e-6, radius=0.1), 3)
+    assert 3 * 0.1 == 0.30000000000000004 and Fraction(0.30000000000000004) > 3 * Fraction(0.1)
+    assert grouped.radius == 0.3 and Fraction(grouped.radius) <= 3 * Fraction(0.1)  # never beyond k·α
+    assert group_privacy(g(eps=1e-300, delta=0.0, radius=1e308), 10).radius == 1.7976931348623157e308
+    with pytest.raises(ValueError, match=r"k = 10000000000.*overflows"):
+        group_privacy(g(eps=1e300), 10**10)
+    with pytest.raises(ValueError, match=r"beta = 1e\+308.*h = ⌈beta/radius⌉ = about 10\^631.*overflows"):
+        chaining(g(eps=1.0, delta=0.0, radius=5e-324), 1e308)
+    tiny = chaining(g(eps=0.0, delta=1e-300, radius=5e-324), 1e308)  # ε = 0: δ·h reaches 1
+    assert (tiny.epsilon, tiny.delta) == (0.0, 1.0)
+    with pytest.raises(TypeError, match="data must be a list"):
+        PrivacyLedger.from_dicts(3)  # type: ignore[arg-type]
