@@ -257,7 +257,7 @@ def test_ptr_calibration_adds_two_eta(obfuscator) -> None:
     from privcore.mechanisms import plan_laplace, propose_test_release
 
     f, zs = obfuscator
-    kw = {"radius": 0.05, "delta_p": 40.0, "r_max": 5.0, "tol": 0.5}  # φ ≈ 4.95 ≫ the threshold
+    kw = {"radius": 0.05, "delta_p": 40.0, "r_max": 5.0, "tol": 0.01}  # φ ≈ 4.95 ≫ the threshold
 
     def oracle(*_: object) -> float:
         return 1.0
