@@ -209,9 +209,13 @@ def test_code_fingerprint_ignores_docstrings_but_not_code() -> None:
 
 def test_update_card_keeps_weights_and_refuses_foreign_weights(tmp_path: Path) -> None:
     save_checkpoint(tmp_path / "m", modules=_tiny_modules(), card={"kind": "test", "dataset": {"name": "x"}})
-    updated = update_card(tmp_path / "m", {"delta_p": {"mu": 1.0}})
-    assert updated["delta_p"] == {"mu": 1.0} and read_card(tmp_path / "m")["delta_p"] == {"mu": 1.0}
+    dp = {"mu": 1.0, "sigma": 0.1, "n_sigma": 3.0, "proposed": 1.3, "n": 20, "radius": 0.25}
+    updated = update_card(tmp_path / "m", {"delta_p": dp})
+    assert updated["delta_p"] == dp and read_card(tmp_path / "m")["delta_p"] == dp
     load_checkpoint(tmp_path / "m")
+    with pytest.raises(CheckpointError, match=r"m.json is invalid: field 'delta_p.sigma' is missing"):
+        update_card(tmp_path / "m", {"delta_p": {"mu": 1.0}})  # refused, not written
+    assert read_card(tmp_path / "m")["delta_p"] == dp
     weights_path(tmp_path / "m").write_bytes(b"garbage")
     with pytest.raises(CheckpointError):
         update_card(tmp_path / "m", {"delta_p": None})
@@ -243,3 +247,96 @@ def test_checkpoint_names_may_contain_dots(tmp_path: Path) -> None:
     )
     assert load_checkpoint(tmp_path / "m-alpha0.9").card["kind"] == "test"
     assert load_checkpoint(tmp_path / "m-alpha0.9.json").card["kind"] == "test"
+
+
+# ------------------------------------------------------------------------------ tampered cards
+
+SHIPPED = Path(__file__).resolve().parents[1] / "models" / "digits"
+
+
+def tampered_models(root: Path, edit, *, stem: str = "obfuscator-ARL-C-N") -> Path:
+    """A models directory with the shipped digits embedder and ARL-C-N checkpoints, the card ``stem`` edited
+    by ``edit`` (weights untouched, so their SHA-256 still matches). Returns the directory."""
+    import shutil
+
+    folder = root / "digits"
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in [*SHIPPED.glob("embedder.*"), *SHIPPED.glob("*-ARL-C-N.*")]:
+        shutil.copyfile(f, folder / f.name)
+    card = json.loads((folder / f"{stem}.json").read_text())
+    edit(card)
+    (folder / f"{stem}.json").write_text(json.dumps(card))  # json writes NaN / Infinity as such
+    return root
+
+
+def _set(path: str, value):
+    def edit(card: dict) -> None:
+        *parents, last = path.split(".")
+        node = card
+        for p in parents:
+            node = node[p]
+        if value is _DELETE:
+            del node[last]
+        else:
+            node[last] = value
+
+    return edit
+
+
+_DELETE = object()
+
+
+@pytest.mark.parametrize(
+    "path,value,message",
+    [
+        ("delta_p.proposed", -1.0, r"'delta_p.proposed': delta_p.proposed must be in \(0, ∞\), got -1.0"),
+        ("delta_p.proposed", math.nan, r"'delta_p.proposed': .* got nan"),
+        ("delta_p.mu", math.inf, r"'delta_p.mu': .* got inf"),
+        ("delta_p.sigma", _DELETE, r"'delta_p.sigma' is missing"),
+        ("delta_p.n", 2.5, r"'delta_p.n': delta_p.n must be an integer, got float 2.5"),
+        ("delta_p.n_sigma", True, r"'delta_p.n_sigma': delta_p.n_sigma must be a real number, got bool"),
+        ("delta_p", "0.8", r"'delta_p': delta_p must be an object"),
+        ("radius", 0.25, r"'radius': radius must be an object \(a JSON mapping\), got float 0.25"),
+        ("radius", _DELETE, r"'radius' is missing"),
+        ("radius.value", 0.0, r"'radius.value': radius.value must be in \(0, ∞\), got 0.0"),
+        ("radius.value", "0.25", r"'radius.value': radius.value must be a real number, got str"),
+        ("dataset", "digits", r"'dataset': dataset must be an object"),
+        ("weights.file", "../embedder.safetensors", r"'weights.file': .* plain file name"),
+        ("embedder.sha256", "abc", r"'embedder.sha256': .* SHA-256"),
+        ("metrics.test_accuracy", math.nan, r"'metrics.test_accuracy' is nan; every number .* finite"),
+        (
+            "architecture.obfuscator.kwargs.widths",
+            [8, 2**30, 10, 8],
+            r"'architecture': architecture.obfuscator.kwargs.widths\[1\] must be in \[0, 1.67772e\+07\]",
+        ),
+    ],
+)
+def test_tampered_card_is_a_checkpoint_error_naming_file_and_field(
+    tmp_path: Path, path: str, value, message: str
+) -> None:
+    from privcore.pipeline import load_pipeline
+
+    root = tampered_models(tmp_path, _set(path, value))
+    stem = root / "digits" / "obfuscator-ARL-C-N"
+    with pytest.raises(CheckpointError, match=r"card .*obfuscator-ARL-C-N.json is invalid: field " + message):
+        load_checkpoint(stem)
+    with pytest.raises(CheckpointError, match=message):
+        load_pipeline("digits", "ARL-C-N", models_dir=root, device="cpu")
+
+
+def test_card_sizes_are_checked_against_the_weights_before_building(tmp_path: Path) -> None:
+    # within the size bound but not what the weights hold: refused from a storage-less build
+    root = tampered_models(tmp_path, _set("architecture.obfuscator.kwargs.widths", [8, 1 << 20, 10, 8]))
+    shapes = r"'obfuscator.0.weight' has shape \(10, 8\), .* expects \(1048576, 8\)"
+    with pytest.raises(CheckpointError, match=shapes):
+        load_checkpoint(root / "digits" / "obfuscator-ARL-C-N")
+
+
+def test_every_shipped_card_is_valid() -> None:
+    from privcore.nets.checkpoint import CARD_FORMAT, check_card
+
+    found = SHIPPED.parent.glob("*/*.json")
+    cards = [p for p in found if json.loads(p.read_text()).get("format") == CARD_FORMAT]
+    assert len(cards) >= 40
+    for p in cards:
+        check_card(json.loads(p.read_text()), where=str(p))
