@@ -36,7 +36,8 @@ one affine layer with computed input ĥ = h + e, |e| ≤ E, and |ĥ| ≤ M compo
   coordinate once to float64, checking the rounding error exactly; if even that exceeds η (only
   when ‖f(z)‖ ≳ η/u) it raises and nothing is released. Either way the value v(z) satisfies
   ‖v(z) − f(z)‖ ≤ η, which is all the sensitivity argument uses; which path ran (and BLAS's
-  summation order) does not matter. Only timing reveals the path.
+  summation order) does not matter. Only timing reveals the path; the refusal, like the sampler's
+  "values too large for the noise grid", is a deterministic function of z outside the noise.
 
 The bounds themselves are computed in float64 on nonnegative numbers: a k-term sum of products
 evaluated as ŝ has true value s ≤ (ŝ + k·2⁻¹⁰⁷⁴)/(1 − γ_k), and :func:`_up` returns
