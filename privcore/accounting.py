@@ -321,8 +321,11 @@ class RelationTotal:
         )
 
     def pairs(self) -> str:
-        """The pairs meant, in words."""
-        return " and ".join(h.describe() for h in self.neighbourhoods)
+        """The pairs meant, in words (``"pairs within … and at the same time within …"``)."""
+        texts = [h.describe() for h in self.neighbourhoods]
+        if len(texts) == 1:
+            return texts[0]
+        return "pairs " + " and at the same time ".join(t.removeprefix("pairs ") for t in texts)
 
 
 def _relation_order(h: Neighbourhood) -> tuple[int, float, float]:
