@@ -308,6 +308,20 @@ _THRESHOLD: OrderedDict[tuple, PatternTable | None] = OrderedDict()
 MAX_THRESHOLD_WORK = 1 << 20
 #: widest hidden layer a threshold table expands (2^width patterns per group)
 MAX_THRESHOLD_LAYER_WIDTH = 12
+#: most floating-point operations a threshold table's bounds may cost (a few seconds): beyond it the
+#: build is not started and the caller goes on without a table, instead of paying minutes for it
+MAX_THRESHOLD_FLOPS = 2e10
+
+
+def _bound_flops(net: ReluNetwork, layer: int, groups: int, input_norm: str, output_norm: str) -> float:
+    """Cost estimate of :func:`_completion_bound` on ``groups`` matrices at hidden layer ``layer``."""
+    d, m = net.in_dim, net.out_dim
+    if layer == len(net.weights) - 2:  # the exact last layer: two products per (output, input) vertex pair
+        k_s = 2.0 ** (d - 1) if input_norm == "linf" else d
+        k_c = 2.0**m if output_norm == "l1" else 2 * m
+        return 4.0 * groups * k_c * k_s * net.hidden_widths[layer]
+    widths = net.hidden_widths
+    return 4.0 * groups * d * sum(widths[j] * widths[j + 1] for j in range(layer, len(widths) - 1))
 
 
 def threshold_pattern_table(
@@ -318,7 +332,8 @@ def threshold_pattern_table(
     Branch and bound over the hidden layers: the patterns of the first layers are expanded, and a
     group is dropped as soon as a bound on every completion (interval arithmetic; the last layer
     exactly) is ≤ threshold. Memoised per model, norms and threshold (PTR asks with one Δp for
-    every image). None when more than ``MAX_THRESHOLD_WORK`` patterns would need evaluating."""
+    every image). None when more than ``MAX_THRESHOLD_WORK`` patterns would need evaluating or the
+    bounds would cost more than ``MAX_THRESHOLD_FLOPS`` (estimated before each layer is expanded)."""
     key = (net.digest, input_norm, output_norm, float(threshold))
     with _LOCK:
         if key in _THRESHOLD:
@@ -350,6 +365,10 @@ def _threshold_table(
         if codes.size * bits.shape[0] > MAX_THRESHOLD_WORK:
             return None
         last = i == len(widths) - 1
+        if not last and _bound_flops(net, i + 1, codes.size * bits.shape[0], input_norm, output_norm) > (
+            MAX_THRESHOLD_FLOPS
+        ):
+            return None
         new_codes, new_M, new_vals = [], [], []
         step = max(1, _CHUNK * 8 // bits.shape[0])
         for s0 in range(0, codes.size, step):
