@@ -8,12 +8,19 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RAY_STAMP := $(VENV)/.installed-ray
 PORT ?= 8501
+# loopback only by default; HOST=0.0.0.0 (every interface) is an explicit opt-in: the dashboard has no login
+HOST ?= 127.0.0.1
 FMNIST_DEB_DIR := /usr/share/datasets/fashion-mnist
 
 .PHONY: run test test-slow install install-ray system-deps fashion-mnist lint bench bench-scale clean
 
 run: install fashion-mnist
-	$(PY) -m streamlit run app.py --server.headless=true --server.port=$(PORT) --browser.gatherUsageStats=false
+	@case "$(HOST)" in 127.*|localhost|::1) ;; *) \
+	  echo "WARNING: privlens will listen on $(HOST):$(PORT), reachable from other machines." >&2; \
+	  echo "WARNING: it has NO login: anyone who can reach that address can use it and its CPU." >&2; \
+	  echo "WARNING: expose it only behind an authenticating proxy (see README, Two commands)." >&2;; esac
+	$(PY) -m streamlit run app.py --server.address=$(HOST) --server.port=$(PORT) --server.headless=true \
+	  --browser.gatherUsageStats=false
 
 # the tests also cover the optional Ray executor (tests/test_ray.py), so they install its extra
 test: install-ray system-deps

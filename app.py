@@ -2,7 +2,8 @@
 
 Navigation over the pages in ``pages/`` and the sidebar every page shares (dataset, model,
 mechanism, ε, δ, R or α); the settings live in the session and in the URL query, so a view can
-be shared. Layout only: all computation is in ``privcore``.
+be shared. Every page runs inside :func:`privlens.ui.error_boundary` (no traceback reaches the
+browser). Layout only: all computation is in ``privcore``.
 """
 
 from __future__ import annotations
@@ -41,12 +42,15 @@ PAGES = {
 }
 
 page = st.navigation(PAGES)
-ui.warm_up()
-ui.sidebar()
-st.session_state[ui.NAV_FLAG] = True  # the page must not render the sidebar a second time
-try:
-    page.run()
-finally:
-    st.session_state[ui.NAV_FLAG] = False
-    # server time of this run (script start to end), read by bench/dashboard.py
-    st.session_state[ui.RUN_TIME_KEY] = time.perf_counter() - _start
+# every page runs inside the error boundary: an error no page handled is shown as "<page> failed: nothing
+# was released", its traceback logged on the server (and .streamlit/config.toml hides Streamlit's own)
+with ui.error_boundary(f"The {page.title} page"):
+    ui.warm_up()
+    ui.sidebar()
+    st.session_state[ui.NAV_FLAG] = True  # the page must not render the sidebar a second time
+    try:
+        page.run()
+    finally:
+        st.session_state[ui.NAV_FLAG] = False
+        # server time of this run (script start to end), read by bench/dashboard.py
+        st.session_state[ui.RUN_TIME_KEY] = time.perf_counter() - _start

@@ -12,7 +12,7 @@ import streamlit as st
 
 from privcore.accounting import basic_composition, chaining, chaining_hops, group_privacy
 from privcore.mechanisms import Guarantee, Norm, Space, ptr_scales
-from privcore.session import LEDGER_EXPLANATION, ledger_totals, plain_guarantee
+from privcore.session import LEDGER_EXPLANATION, ledger_totals, md_literal, plain_guarantee
 from privlens import ui
 
 s = ui.page_setup()
@@ -72,7 +72,7 @@ else:
         for row in composed:
             if row["total"] == "worst case":
                 text = (
-                    f"Worst case for {row['image']}: ε = {row['total ε = Σεᵢ']:.4g}, "
+                    f"Worst case for {md_literal(row['image'])}: ε = {row['total ε = Σεᵢ']:.4g}, "
                     f"δ = {row['total δ = Σδᵢ']:.3g} for {row['pairs']}."
                 )
                 (st.error if row["total δ = Σδᵢ"] >= 1.0 else st.warning)(text)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import streamlit as st
 
 from privcore.errors import PrivcoreError
-from privcore.images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, decode_image, encode_png
-from privcore.session import outcome_summary, plain_guarantee, release_document
+from privcore.images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, encode_png
+from privcore.session import md_literal, outcome_summary, plain_guarantee, release_document
 from privlens import ptr, ui
 
 s = ui.page_setup()
@@ -88,20 +88,27 @@ else:
             st.info("Choose a file to see its release.")
             st.stop()
         st.caption(
-            f"Showing your earlier upload **{current['name']}** (kept for this session only); "
+            f"Showing your earlier upload {md_literal(current['name'])} (kept for this session only); "
             "choose a file to replace it."
         )
     else:
+        # an upload is identified by its bytes (a new file with the previous one's name and size is new)
+        # and decoded once: this check and every later use share ui.decode's result
         data = upload.getvalue()
+        digest = ui.content_digest(data)
         try:
-            decode_image(data, target_shape=shape, invert=invert)
+            ui.decode(data, shape, invert=invert, sha256=digest)
         except ValueError as exc:
-            st.error(f"**This file cannot be used: {exc}.** Nothing was released.")
+            st.error(f"**This file cannot be used: {md_literal(exc, limit=500)}.** Nothing was released.")
             st.stop()
-        key = f"{upload.name}|{upload.size}|{invert}"
-        if current is None or current.get("upload_key") != key:
-            ui.set_image(loaded.dataset, name=upload.name, data=data, source="upload", invert=invert)
-            images[loaded.dataset]["upload_key"] = key
+        if current is None or (current.get("source"), current.get("sha256"), current.get("invert")) != (
+            "upload",
+            digest,
+            bool(invert),
+        ):
+            ui.set_image(
+                loaded.dataset, name=upload.name, data=data, source="upload", invert=invert, sha256=digest
+            )
 
 image = ui.current_image(loaded.dataset, shape)
 if image is None:

@@ -3,6 +3,7 @@ and the smallest ε that reaches a target accuracy. Widgets and layout only."""
 
 from __future__ import annotations
 
+import html
 import math
 
 import pandas as pd
@@ -137,7 +138,8 @@ if loaded is not None and s.is_ptr:
                 x=eps_grid,
                 y=probs,
                 mode="lines",
-                name=f"your image ({image.name}), δ = {s.delta:g}",
+                # plotly renders trace names as HTML (links included): the file name is escaped
+                name=f"your image ({html.escape(image.name[:80])}), δ = {s.delta:g}",
                 line={"color": "black", "dash": "dot"},
             )
         )

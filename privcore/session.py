@@ -65,6 +65,8 @@ __all__ = [
     "ledger_totals",
     "list_samples",
     "load_results",
+    "md_code",
+    "md_literal",
     "outcome_summary",
     "plain_guarantee",
     "ptr_search_range",
@@ -169,6 +171,37 @@ def _in_range(name: str, value: float) -> float:
     return check_in_range(name, value, lo, hi, low_open=False, high_open=False)
 
 
+#: How much of a user-supplied value a message shows (a URL value can be kilobytes long).
+SHOWN_CHARS = 80
+
+
+def md_code(text: str) -> str:
+    """``text`` as an inline Markdown code span, shown verbatim and never rendered: no link, emphasis,
+    HTML, math or Streamlit directive inside it takes effect (GFM turns bare URLs into links even when
+    their punctuation is backslash-escaped; inside a code span it does not). The fence is longer than
+    any run of backticks in ``text``; control characters must already be escaped (see :func:`md_literal`)."""
+    if any(not ch.isprintable() for ch in text):
+        raise ValueError("md_code needs printable text (a line break would end the code span)")
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}"
+
+
+def md_literal(value: Any, *, limit: int = SHOWN_CHARS, quote: bool = False) -> str:
+    """A user-supplied value (URL parameter, file name) for a Markdown message: its first ``limit``
+    characters (… when cut), control characters escaped (``\\n``), optionally quoted like ``repr``,
+    in a code span (:func:`md_code`)."""
+    text = value if isinstance(value, str) else str(value)
+    return md_code(_shown(text, limit=limit, quote=quote))
+
+
+def _shown(text: str, *, limit: int = SHOWN_CHARS, quote: bool = False) -> str:
+    cut = text[:limit]
+    body = repr(cut) if quote else "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in cut
+    )
+    return body + ("…" if len(text) > limit else "")
+
+
 def settings_from_query(
     query: Mapping[str, Any],
     *,
@@ -178,7 +211,9 @@ def settings_from_query(
     """Settings from URL query parameters, each bad value replaced by its default with a warning.
 
     ``models`` maps every available dataset to its available model names. Unknown keys are
-    ignored. Never raises on user input: the warnings say which value was refused and why.
+    ignored. Never raises on user input: the warnings say which value was refused and why. They
+    are Markdown in which every value from the URL is a code span (:func:`md_literal`), so a
+    parameter such as ``model=[click here](https://evil.example)`` is shown, never rendered.
     """
     warnings: list[str] = []
     values: dict[str, Any] = asdict(default)
@@ -189,36 +224,41 @@ def settings_from_query(
             v = v[-1] if v else None
         return None if v is None else str(v)
 
+    def given(key: str, text: Any) -> str:
+        return md_code(f"{key}={_shown(str(text), quote=True)}")
+
     for name, key in _QUERY_KEYS.items():
         text = raw(key)
         if text is None or text == "":
             continue
         if name in _RANGES:
+            lo, hi = _RANGES[name]
             try:
                 number = float(text)
                 candidate = replace(default, **{name: number})
                 values[name] = getattr(candidate, name)
-            except (TypeError, ValueError) as exc:
-                lo, hi = _RANGES[name]
-                reason = str(exc) if "must" in str(exc) else f"not a number in [{lo:g}, {hi:g}]"
-                warnings.append(f"URL parameter {key}={text!r} ignored ({reason}); using {values[name]!r}.")
+            except (TypeError, ValueError, OverflowError):
+                warnings.append(
+                    f"URL parameter {given(key, text)} ignored (allowed: a number in [{lo:g}, {hi:g}]); "
+                    f"using {values[name]!r}."
+                )
         else:
             values[name] = text
     if values["mechanism"] not in MECHANISMS:
         warnings.append(
-            f"URL parameter mech={values['mechanism']!r} ignored (allowed: {', '.join(MECHANISMS)}); "
+            f"URL parameter {given('mech', values['mechanism'])} ignored (allowed: {', '.join(MECHANISMS)}); "
             f"using {default.mechanism!r}."
         )
         values["mechanism"] = default.mechanism
     if values["certifier"] not in CERTIFIER_CHOICES:
         warnings.append(
-            f"URL parameter cert={values['certifier']!r} ignored (allowed: {', '.join(CERTIFIER_CHOICES)}); "
-            f"using {default.certifier!r}."
+            f"URL parameter {given('cert', values['certifier'])} ignored "
+            f"(allowed: {', '.join(CERTIFIER_CHOICES)}); using {default.certifier!r}."
         )
         values["certifier"] = default.certifier
     if values["dataset"] not in models:
         warnings.append(
-            f"URL parameter dataset={values['dataset']!r} ignored (available: {', '.join(models)}); "
+            f"URL parameter {given('dataset', values['dataset'])} ignored (available: {', '.join(models)}); "
             f"using {default.dataset!r}."
         )
         values["dataset"] = default.dataset
@@ -235,8 +275,8 @@ def settings_from_query(
         fallback = default.model if default.model in available else available[0]
         if raw(_QUERY_KEYS["model"]) is not None:
             warnings.append(
-                f"URL parameter model={values['model']!r} ignored (available for {values['dataset']}: "
-                f"{', '.join(available)}); using {fallback!r}."
+                f"URL parameter {given('model', values['model'])} ignored (available for "
+                f"{values['dataset']}: {', '.join(available)}); using {fallback!r}."
             )
         values["model"] = fallback
     return Settings(**values), tuple(warnings)

@@ -5,18 +5,26 @@
   mirrored into the URL query, so a view can be shared; bad URL values become defaults + warning;
 * models loaded once per process (``st.cache_resource``, eval mode, inference only), with the
   embedded default (digits) as the fallback when a dataset or checkpoint is missing;
-* the current image (upload or shipped sample), the session's release ledger — per user, in
-  ``st.session_state``, never in a shared cache;
+* the current image (upload or shipped sample), identified by the SHA-256 of its bytes and decoded
+  once per session, and the session's release ledger — per user, in ``st.session_state``, never in a
+  shared cache;
+* :func:`error_boundary`: an unexpected error is shown as what failed and that nothing was released,
+  its traceback logged on the server, never sent to the browser;
+* user-supplied text (URL values, file names) only ever reaches Markdown as a code span
+  (:func:`privcore.session.md_literal`);
 * plotly charts with a PNG download button in the mode bar and a CSV of the plotted data.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import io
 import json
+import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,8 +45,11 @@ from privcore.session import (
     grid_with,
     image_digest,
     list_samples,
+    md_literal,
     settings_from_query,
 )
+
+LOG = logging.getLogger("privlens")
 
 SETTINGS_KEY = "privlens_settings"
 NAV_FLAG = "privlens_sidebar_rendered"
@@ -85,7 +96,8 @@ def _catalogue(directory: str) -> dict[str, tuple[str, ...]]:
         from privcore.pipeline import list_models
 
         infos = list_models(directory)
-    except (ImportError, PrivcoreError, OSError, ValueError):
+    except (ImportError, PrivcoreError, OSError, ValueError, TypeError, KeyError, AttributeError):
+        LOG.exception("the model catalogue of %s could not be read", directory)  # a malformed card
         infos = []
     embedders = {m.dataset for m in infos if m.kind == "embedder"}
     for m in infos:
@@ -288,18 +300,26 @@ def warm_up() -> threading.Thread:
     the models directory, else enumerated: :func:`privcore.lipschitz.patterns.precompute_pattern_tables`;
     their regions are resolved on demand by the certifications, which share them and are exact either way)."""
 
+    # privcore.lipschitz is imported here, in the script's thread (~0.3 s, once per process): imported by
+    # the thread while a page imports it too, its circular modules (package __init__ → engine → patterns)
+    # raised importlib's _DeadlockError in the page (seen on a fresh server's first Attack page)
+    try:
+        from privcore.lipschitz.patterns import precompute_pattern_tables
+    except ImportError:  # pragma: no cover - the pages that need it report the problem
+        precompute_pattern_tables = None
+    directory = models_dir()
+
     def run() -> None:
         for name in SLOW_IMPORTS:
             try:
                 importlib.import_module(name)
-            except ImportError:  # pragma: no cover - the page that needs it reports the problem
-                pass
+            except Exception:  # pragma: no cover - the page that needs it imports it again and reports
+                LOG.warning("warm-up import of %s failed", name, exc_info=True)
         try:
-            from privcore.lipschitz.patterns import precompute_pattern_tables
-
-            precompute_pattern_tables(models_dir())
+            if precompute_pattern_tables is not None:
+                precompute_pattern_tables(directory)
         except Exception:  # an accelerator only: certification builds what it needs
-            pass
+            LOG.warning("pattern tables not precomputed", exc_info=True)
 
     thread = threading.Thread(target=run, name="privlens-warm-up", daemon=True)
     thread.start()
@@ -343,17 +363,22 @@ def pipeline(s: Settings) -> Loaded | None:
     except (DatasetUnavailableError, CheckpointError, FileNotFoundError, ValueError) as exc:
         reason = str(exc)
     except ImportError as exc:  # pipeline module not installed in this tree
-        st.error(f"The models cannot be loaded: {exc}.")
+        st.error(f"**The models cannot be loaded; nothing was released.** {md_literal(exc, limit=500)}")
         return None
+    what = f"{md_literal(s.dataset)} / {md_literal(s.model)}"
+    shown = md_literal(reason, limit=1000)  # messages quote card values and paths: shown, never rendered
     if s.dataset == DEFAULT_DATASET:  # the reason names the command that recreates them
-        st.error(f"**The embedded default models ({s.dataset} / {s.model}) are missing.** {reason}")
+        st.error(f"**The embedded default models ({what}) cannot be loaded; nothing was released.** {shown}")
         return None
-    st.warning(f"**{s.dataset} / {s.model} is not available on this machine.** {reason}")
+    st.warning(f"**{what} is not available on this machine.** {shown}")
     models = catalogue()[DEFAULT_DATASET]
     try:
         loaded = Loaded(_load(DEFAULT_DATASET, models[0], models_dir()), DEFAULT_DATASET, models[0], reason)
     except (PrivcoreError, OSError, ValueError) as exc:
-        st.error(f"The embedded default could not be loaded either: {exc}")
+        st.error(
+            "**The embedded default could not be loaded either; nothing was released.** "
+            f"{md_literal(exc, limit=1000)}"
+        )
         return None
     st.info(f"Showing the embedded default instead: {DEFAULT_DATASET} / {models[0]}.")
     return loaded
@@ -364,7 +389,8 @@ def pipeline(s: Settings) -> Loaded | None:
 
 @dataclass(frozen=True)
 class CurrentImage:
-    """The image the pages work on: its name, decoded model input and session-local digest."""
+    """The image the pages work on: its name (user-supplied for an upload: show it with
+    :func:`privcore.session.md_literal`), decoded model input and session-local digest."""
 
     name: str
     decoded: DecodedImage
@@ -382,10 +408,24 @@ def samples(dataset: str) -> tuple[Sample, ...]:
     return list_samples(dataset)
 
 
-def set_image(dataset: str, *, name: str, data: bytes, source: str, invert: bool = False) -> None:
-    """Make ``data`` the current image of ``dataset`` for this session (decoded lazily)."""
+def content_digest(data: bytes) -> str:
+    """SHA-256 of an upload's bytes: what identifies it (two files with one name and size differ)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def set_image(
+    dataset: str, *, name: str, data: bytes, source: str, invert: bool = False, sha256: str | None = None
+) -> None:
+    """Make ``data`` the current image of ``dataset`` for this session (decoded lazily, once)."""
     images = st.session_state.setdefault(IMAGE_KEY, {})
-    images[dataset] = {"name": name, "data": bytes(data), "source": source, "invert": bool(invert)}
+    data = bytes(data)
+    images[dataset] = {
+        "name": name,
+        "data": data,
+        "source": source,
+        "invert": bool(invert),
+        "sha256": sha256 or content_digest(data),
+    }
 
 
 def current_image(
@@ -398,14 +438,18 @@ def current_image(
         shipped = samples(dataset)
         if not shipped:
             return None
-        entry = {"name": shipped[0].name, "data": shipped[0].data(), "source": "sample"}
+        data = shipped[0].data()
+        entry = {"name": shipped[0].name, "data": data, "source": "sample", "sha256": content_digest(data)}
         images[dataset] = entry
+    if "sha256" not in entry:
+        entry["sha256"] = content_digest(entry["data"])
     try:
-        decoded = _decode(
+        decoded = decode(
             entry["data"],
             tuple(int(v) for v in image_shape),
-            float(background),
-            bool(entry.get("invert", False)),
+            background=float(background),
+            invert=bool(entry.get("invert", False)),
+            sha256=entry["sha256"],
         )
     except ValueError:
         images.pop(dataset, None)
@@ -423,20 +467,59 @@ def require_image(dataset: str, image_shape: Sequence[int], *, background: float
     return image
 
 
-def _decode(data: bytes, shape: tuple[int, ...], background: float, invert: bool) -> DecodedImage:
-    memo = st.session_state.setdefault("privlens_decoded", {})
-    key = (hash(data), len(data), shape, background, invert)
+DECODED_KEY = "privlens_decoded"
+
+
+def decode(
+    data: bytes,
+    shape: Sequence[int],
+    *,
+    background: float = 0.0,
+    invert: bool = False,
+    sha256: str | None = None,
+) -> DecodedImage:
+    """:func:`privcore.images.decode_image`, once per session for the same bytes (by SHA-256), shape,
+    background and inversion: the Release page's check of a new upload and every later use of it
+    share one decode. ValueError (the reason) for a refused file."""
+    memo = st.session_state.setdefault(DECODED_KEY, {})
+    key = (sha256 or content_digest(data), tuple(int(v) for v in shape), float(background), bool(invert))
     if key not in memo:
         if len(memo) > 16:
             memo.clear()
-        memo[key] = decode_image(data, target_shape=shape, background=background, invert=invert)
+        memo[key] = decode_image(data, target_shape=key[1], background=key[2], invert=key[3])
     return memo[key]
 
 
 def image_caption(img: CurrentImage) -> str:
-    """One line: where the current image came from."""
+    """One line: where the current image came from (its name shown verbatim, never rendered)."""
     kind = "shipped sample" if img.source == "sample" else "your upload"
-    return f"Current image: **{img.name}** ({kind}). Change it on the Release page."
+    return f"Current image: {md_literal(img.name)} ({kind}). Change it on the Release page."
+
+
+# ------------------------------------------------------------------------------ errors
+
+
+@contextmanager
+def error_boundary(what: str) -> Iterator[None]:
+    """Run a page (``app.py`` wraps every page in one) so that an error it did not handle is shown as
+    ``what`` failed and nothing was released — the traceback goes to the server log, never to the
+    browser. Streamlit's own control flow (``st.stop``, ``st.rerun``) is not an ``Exception`` and
+    passes through."""
+    try:
+        yield
+    except Exception as exc:
+        LOG.exception("%s failed", what)
+        show_failure(what, exc)
+
+
+def show_failure(what: str, exc: BaseException) -> None:
+    """The message of :func:`error_boundary`: what failed, that nothing was released, and for privcore's
+    own errors (which say what is wrong and how to fix it) the message, shown verbatim."""
+    if isinstance(exc, PrivcoreError | ValueError | TypeError):
+        detail = f"{type(exc).__name__}: {md_literal(exc, limit=1000)}"
+    else:
+        detail = f"An internal error ({type(exc).__name__}); the details are in the server's log."
+    st.error(f"**{what} failed: nothing was released.** {detail}", icon=":material/error:")
 
 
 # ------------------------------------------------------------------------------- ledger

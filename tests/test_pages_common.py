@@ -89,3 +89,83 @@ def test_unavailable_dataset_falls_back_to_the_embedded_default(monkeypatch: pyt
     assert any("apt-get install dataset-fashion-mnist" in w.value for w in at.warning)
     assert any("embedded default instead: digits" in i.value for i in at.info)
     assert at.metric  # the release still happens, on digits
+
+
+# ----------------------------------------------------------------- user text, errors, tampered cards
+
+
+def rendered(markdown: str) -> str:
+    """HTML of a Markdown string by a CommonMark renderer (markdown-it-py, pinned in requirements.txt)."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").render(markdown)
+
+
+def outside_code(html: str) -> str:
+    """The rendered HTML without the contents of its code spans/blocks."""
+    import re
+
+    return re.sub(r"<code>.*?</code>", "", html, flags=re.S)
+
+
+def test_url_values_are_shown_never_rendered() -> None:
+    evil = {
+        "model": "[click here](https://evil.example/login)",
+        "mech": "<a href='https://evil.example'>PTR</a>",
+        "cert": "``[x](https://evil.example)`` **bold**",
+        "dataset": "line\n\n[next](https://evil.example)",
+        "eps": "[1](https://evil.example)",
+    }
+    at = app("release", query=evil)
+    warnings = [w.value for w in at.sidebar.warning]
+    assert len(warnings) == len(evil), warnings
+    for w in warnings:
+        html = rendered(w)
+        assert "<a" not in html and "<strong>" not in html, (w, html)
+        assert "evil.example" not in outside_code(html), (w, html)  # only inside a code span: shown as text
+    assert any("[click here](https://evil.example/login)" in w for w in warnings)  # the value is still shown
+    s = at.session_state["privlens_settings"]
+    assert (s.model, s.mechanism, s.certifier, s.dataset) == ("ARL-C-N", "PTR", "exact", "digits")
+    assert s.epsilon == 1.0
+
+
+def test_an_unhandled_error_is_a_message_and_a_server_log_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def boom(*a, **k):
+        raise RuntimeError("internal detail /srv/privlens/secret.py")
+
+    monkeypatch.setattr("privlens.ptr.context", boom)
+    with caplog.at_level("ERROR", logger="privlens"):
+        at = app("release")
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert any("The Release page failed: nothing was released" in e and "RuntimeError" in e for e in errors)
+    assert "secret.py" not in texts(at)  # the message of an unexpected error stays on the server
+    assert not at.metric and not at.success
+    logged = [r for r in caplog.records if r.name == "privlens" and r.exc_info]
+    assert logged and "secret.py" in str(logged[-1].exc_info[1])  # with its traceback
+
+
+@pytest.mark.parametrize(
+    "path,value,field",
+    [
+        ("delta_p.proposed", -1.0, "delta_p.proposed"),
+        ("radius", 0.25, "radius"),
+        ("delta_p.mu", float("nan"), "delta_p.mu"),
+    ],
+)
+def test_a_tampered_card_is_a_message_naming_the_field(
+    monkeypatch: pytest.MonkeyPatch, tmp_path, path: str, value, field: str
+) -> None:
+    from tests.test_nets import _set, tampered_models
+
+    monkeypatch.setenv("PRIVCORE_MODELS_DIR", str(tampered_models(tmp_path, _set(path, value))))
+    at = app("release")
+    errors = " ".join(e.value for e in at.error)
+    assert "cannot be loaded; nothing was released" in errors and f"'{field}" in errors, errors
+    assert "obfuscator-ARL-C-N.json is invalid" in errors
+    assert not at.metric and not at.success
+    for page in ("neighbourhood", "lipschitz", "attack", "home"):
+        at.switch_page(str(ROOT / "pages" / f"{page}.py")).run()
+        assert not at.exception, page

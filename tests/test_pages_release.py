@@ -109,7 +109,7 @@ def test_upload_gives_release_or_bottom_and_becomes_the_current_image() -> None:
     at.switch_page(str(ROOT / "pages" / "neighbourhood.py")).run()
     assert "my-digit.png" in texts(at)
     at.switch_page(str(ROOT / "pages" / "release.py")).run()  # back: the upload is still the current image
-    assert "Showing your earlier upload **my-digit.png**" in texts(at)
+    assert "Showing your earlier upload ` my-digit.png `" in texts(at)
     _outcome(at)
 
 
@@ -202,3 +202,85 @@ def test_certification_shows_progress_and_can_be_cancelled_then_restarted() -> N
     at.button(key="cert_restart").click().run()
     _outcome(at)
     assert len(_ledger(at)) == ledger_before  # the same (ε, δ) outcome again: no new noise, no new entry
+
+
+# ------------------------------------------------------------------ uploads: identity, decoding, names
+
+
+def _stored_png(arr: np.ndarray) -> bytes:
+    """An 8-bit grey PNG whose IDAT is stored, not compressed: its size depends on the image's shape only."""
+    import struct
+    import zlib
+
+    from tests.test_images import _chunk
+
+    h, w = arr.shape
+    raw = b"".join(b"\x00" + arr[r].astype(np.uint8).tobytes() for r in range(h))
+    ihdr = _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+    return b"\x89PNG\r\n\x1a\n" + ihdr + _chunk(b"IDAT", zlib.compress(raw, 0)) + _chunk(b"IEND", b"")
+
+
+def test_a_new_upload_with_the_same_name_and_size_replaces_the_old_one() -> None:
+    first, second = np.zeros((8, 8), np.uint8), np.zeros((8, 8), np.uint8)
+    first[1:7, 3:5] = 255  # a "1"
+    second[1:7, 1:7] = 255  # a block
+    a, b = _stored_png(first), _stored_png(second)
+    assert len(a) == len(b) and a != b
+    at = _upload(app("release"), "digit.png", a)
+    _outcome(at)
+    key_a = _ledger(at)[-1]["image_key"]
+    at = _upload(at, "digit.png", b)  # same name, same size, other bytes
+    _outcome(at)
+    current = at.session_state["privlens_images"]["digits"]
+    assert current["data"] == b
+    key_b = _ledger(at)[-1]["image_key"]
+    assert key_b != key_a  # the release is of the new image, not the old one again
+
+
+def test_an_upload_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import privcore.images
+    from privlens import ui
+
+    data = make_png((np.arange(64).reshape(8, 8) * 4).astype(np.uint8))
+    calls: list[bytes] = []
+    real = privcore.images.decode_image
+
+    def counting(raw: bytes, **kw):
+        calls.append(raw)
+        return real(raw, **kw)
+
+    monkeypatch.setattr(ui, "decode_image", counting)  # every decode, by the pages or by privlens
+    monkeypatch.setattr(privcore.images, "decode_image", counting)
+    at = _upload(app("release"), "ramp.png", data)
+    _outcome(at)
+    at.select_slider(key="w_epsilon").set_value(2.0).run()  # a rerun with the same upload in the widget
+    at.switch_page(str(ROOT / "pages" / "neighbourhood.py")).run()
+    assert not at.exception
+    assert sum(raw == data for raw in calls) == 1
+
+
+def test_a_long_thin_png_is_released_or_refused_cheaply() -> None:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.full((40_000, 1), 255, np.uint8)).save(buf, format="PNG", optimize=True)
+    at = _upload(app("release"), "line.png", buf.getvalue())  # 11.9 GiB asked before, a traceback
+    assert any("padded from 1×40000" in w.value for w in at.warning), [w.value for w in at.warning]
+    _outcome(at)
+
+
+def test_an_upload_name_is_shown_never_rendered() -> None:
+    from tests.test_pages_common import outside_code, rendered
+
+    name = "[click here](https://evil.example) <b>x</b>.png"
+    at = _upload(app("release"), name, sample_png())
+    _outcome(at)
+    for page in ("neighbourhood", "release"):
+        at.switch_page(str(ROOT / "pages" / f"{page}.py")).run()
+        shown = [t for t in texts(at).split("\n") if "evil.example" in t]
+        assert shown, page
+        for t in shown:
+            html = rendered(t)
+            assert "<a" not in html and "evil.example" not in outside_code(html), (page, t, html)

@@ -29,6 +29,7 @@ import os
 import re
 import tempfile
 import textwrap
+import threading
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -104,6 +105,7 @@ def register_architecture(
     """Register ``factory`` under ``name``; ``sources`` (classes/functions) define the architecture
     and feed its code fingerprint (the factory itself is always included)."""
     _ARCHITECTURES[name] = _ArchEntry(factory, (factory, *sources))
+    _FINGERPRINTS.pop(name, None)
 
 
 def _ensure_registered() -> None:
@@ -140,18 +142,39 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
+_FINGERPRINTS: dict[str, str] = {}
+_FINGERPRINT_LOCK = threading.Lock()
+
+
 def code_fingerprint(type_name: str) -> str:
     """SHA-256 of the source that defines architecture ``type_name`` (AST without docstrings and
-    comments, so editing documentation does not invalidate checkpoints, changing code does)."""
+    comments, so editing documentation does not invalidate checkpoints, changing code does).
+    Computed once per process (the running code cannot change)."""
     _ensure_registered()
     entry = _ARCHITECTURES.get(type_name)
     if entry is None:
         raise CheckpointError(f"unknown architecture type {type_name!r}")
-    h = hashlib.sha256()
-    for obj in entry.sources:
-        src = textwrap.dedent(inspect.getsource(obj))
-        h.update(ast.dump(_strip_docstrings(ast.parse(src)), include_attributes=False).encode())
-    return h.hexdigest()
+    with _FINGERPRINT_LOCK:
+        if type_name not in _FINGERPRINTS:
+            _FINGERPRINTS[type_name] = _fingerprint(entry)
+        return _FINGERPRINTS[type_name]
+
+
+def _fingerprint(entry: _ArchEntry, attempts: int = 3) -> str:
+    for attempt in range(attempts):
+        try:
+            h = hashlib.sha256()
+            for obj in entry.sources:
+                src = textwrap.dedent(inspect.getsource(obj))
+                h.update(ast.dump(_strip_docstrings(ast.parse(src)), include_attributes=False).encode())
+            return h.hexdigest()
+        except SystemError:
+            # CPython 3.11's AST constructor keeps its recursion depth in shared state, so an ast.parse
+            # racing one in another thread (the dashboard's warm-up imports) can fail spuriously with
+            # "AST constructor recursion depth mismatch" (python/cpython#106905): parse again
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
