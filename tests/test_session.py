@@ -329,3 +329,58 @@ def test_tile_images_layout_and_frame() -> None:
     np.testing.assert_allclose(out[:, 6:10, 11:15], 1.0)  # row 1, column 2: white, grey → RGB
     np.testing.assert_allclose(out[:, 1:5, 1:5], 0.0)
     np.testing.assert_allclose(out[:, 0, 5], [0.85, 0.1, 0.1])  # red frame around column 1
+
+
+# ------------------------------------------------------------------------ user text in Markdown
+
+
+def _render(markdown: str) -> str:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").render(markdown)
+
+
+def test_md_code_shows_any_printable_text_verbatim() -> None:
+    import html
+    import re
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from privcore.session import md_code
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), max_size=60))
+    def shown_verbatim(text: str) -> None:
+        if not text.isprintable():
+            return
+        out = _render(md_code(text))
+        assert re.fullmatch(r"<p><code>(.*)</code></p>\n", out, flags=re.S), (text, out)
+        inner = html.unescape(out[len("<p><code>") : -len("</code></p>\n")])
+        if text.strip(" "):  # CommonMark keeps an all-space span as it is
+            assert inner == text, (text, out)
+
+    shown_verbatim()
+    with pytest.raises(ValueError, match="printable"):
+        md_code("line\n\n[next](https://evil.example)")
+
+
+def test_md_literal_escapes_control_characters_and_cuts_long_values() -> None:
+    from privcore.session import md_literal
+
+    assert md_literal("a\nb") == "` a\\nb `"
+    assert md_literal("x" * 200) == "` " + "x" * 80 + "… `"
+    assert md_literal("`tick`") == "`` `tick` ``"
+    assert md_literal("it", quote=True) == "` 'it' `"
+
+
+def test_url_warnings_never_render_a_link() -> None:
+    import re
+
+    query = {"model": "[click here](https://evil.example/login)", "mech": "<a href='https://evil.example'>x</a>"}
+    _, warnings = settings_from_query(query, default=DEFAULT, models=MODELS)
+    assert len(warnings) == 2
+    for w in warnings:
+        out = _render(w)
+        assert "<a" not in out and "evil.example" in out, out  # shown ...
+        assert "evil.example" not in re.sub(r"<code>.*?</code>", "", out), out  # ... only as code
