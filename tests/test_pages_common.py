@@ -153,6 +153,7 @@ def test_an_unhandled_error_is_a_message_and_a_server_log_not_a_traceback(
         ("delta_p.proposed", -1.0, "delta_p.proposed"),
         ("radius", 0.25, "radius"),
         ("delta_p.mu", float("nan"), "delta_p.mu"),
+        ("dataset", "digits", "dataset"),  # also breaks the catalogue, which reads every card
     ],
 )
 def test_a_tampered_card_is_a_message_naming_the_field(
