@@ -172,7 +172,7 @@ def _check_target_shape(target_shape: Sequence[int], max_memory: int) -> tuple[i
         )
     if len(target_shape) != 3:
         raise ValueError(f"target_shape must be (channels, height, width), got {tuple(target_shape)!r}")
-    names = ("channels", "height", "width")
+    names = ("target_shape channels", "target_shape height", "target_shape width")
     c, h, w = (check_int(n, v, minimum=1) for n, v in zip(names, target_shape, strict=True))
     if c not in (1, 3):
         raise ValueError(f"target_shape channels must be 1 or 3, got {c}")
