@@ -363,10 +363,10 @@ def pipeline(s: Settings) -> Loaded | None:
     except (DatasetUnavailableError, CheckpointError, FileNotFoundError, ValueError) as exc:
         reason = str(exc)
     except ImportError as exc:  # pipeline module not installed in this tree
-        st.error(f"**The models cannot be loaded; nothing was released.** {md_literal(exc, limit=500)}")
+        st.error(f"**The models cannot be loaded; nothing was released.** {public_text(exc)}")
         return None
     what = f"{md_literal(s.dataset)} / {md_literal(s.model)}"
-    shown = md_literal(reason, limit=1000)  # messages quote card values and paths: shown, never rendered
+    shown = public_text(reason)
     if s.dataset == DEFAULT_DATASET:  # the reason names the command that recreates them
         st.error(f"**The embedded default models ({what}) cannot be loaded; nothing was released.** {shown}")
         return None
@@ -375,10 +375,8 @@ def pipeline(s: Settings) -> Loaded | None:
     try:
         loaded = Loaded(_load(DEFAULT_DATASET, models[0], models_dir()), DEFAULT_DATASET, models[0], reason)
     except (PrivcoreError, OSError, ValueError) as exc:
-        st.error(
-            "**The embedded default could not be loaded either; nothing was released.** "
-            f"{md_literal(exc, limit=1000)}"
-        )
+        failed = "**The embedded default could not be loaded either; nothing was released.**"
+        st.error(f"{failed} {public_text(exc)}")
         return None
     st.info(f"Showing the embedded default instead: {DEFAULT_DATASET} / {models[0]}.")
     return loaded
@@ -499,6 +497,18 @@ def image_caption(img: CurrentImage) -> str:
 # ------------------------------------------------------------------------------ errors
 
 
+def public_text(message: Any, *, limit: int = 1000) -> str:
+    """A server message for the browser: the models directory and the repository's path replaced by
+    ``<models>`` and ``<repository>`` (no server paths), as a code span (messages quote card values and
+    file names: shown, never rendered)."""
+    text = str(message)
+    models, repo = models_dir(), str(Path(__file__).resolve().parents[1])
+    replacements = ((str(Path(models).resolve()), "<models>"), (models, "<models>"), (repo, "<repository>"))
+    for path, name in replacements:
+        text = text.replace(path, name)
+    return md_literal(text, limit=limit)
+
+
 @contextmanager
 def error_boundary(what: str) -> Iterator[None]:
     """Run a page (``app.py`` wraps every page in one) so that an error it did not handle is shown as
@@ -516,7 +526,7 @@ def show_failure(what: str, exc: BaseException) -> None:
     """The message of :func:`error_boundary`: what failed, that nothing was released, and for privcore's
     own errors (which say what is wrong and how to fix it) the message, shown verbatim."""
     if isinstance(exc, PrivcoreError | ValueError | TypeError):
-        detail = f"{type(exc).__name__}: {md_literal(exc, limit=1000)}"
+        detail = f"{type(exc).__name__}: {public_text(exc)}"
     else:
         detail = f"An internal error ({type(exc).__name__}); the details are in the server's log."
     st.error(f"**{what} failed: nothing was released.** {detail}", icon=":material/error:")

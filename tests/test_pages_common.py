@@ -165,7 +165,8 @@ def test_a_tampered_card_is_a_message_naming_the_field(
     at = app("release")
     errors = " ".join(e.value for e in at.error)
     assert "cannot be loaded; nothing was released" in errors and f"'{field}" in errors, errors
-    assert "obfuscator-ARL-C-N.json is invalid" in errors
+    assert "<models>/digits/obfuscator-ARL-C-N.json is invalid" in errors
+    assert str(tmp_path) not in errors  # no server path in the browser
     assert not at.metric and not at.success
     for page in ("neighbourhood", "lipschitz", "attack", "home"):
         at.switch_page(str(ROOT / "pages" / f"{page}.py")).run()
