@@ -257,3 +257,28 @@ def test_lp_tightening_keeps_the_optimum_and_encloses_the_truth(monkeypatch: pyt
         cert = local_lipschitz(net, center, 0.5, solver=solver)
         assert cert.upper == pytest.approx(plain.upper, rel=1e-6)
         assert cert.lower >= cert.upper * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("kind", ["interval", "lp"])
+def test_relaxed_certifiers_are_capped_by_the_global_pattern_bound(kind: str) -> None:
+    """``lp``/``interval`` U = min(relaxation, G): ≥ the exact value, ≤ G at every radius, and monotone
+    in the radius (G is one constant per model, so the cap keeps DESIGN.md's inclusion argument)."""
+    from privcore.lipschitz.engine import global_bound, relaxed_upper_bound
+
+    net = random_net(7, (3, 4, 4, 2))
+    G = global_bound(net)
+    bits = np.array(list(itertools.product((0.0, 1.0), repeat=8)))
+    jacs = net.jacobians(np.zeros((bits.shape[0], 3)), net.split_pattern(bits))
+    brute_g = float(np.max(operator_norm(jacs)))
+    assert brute_g <= G <= brute_g * (1 + 1e-8)
+    center = np.random.default_rng(3).standard_normal(3)
+    prev = 0.0
+    for radius in (0.05, 0.3, 1.0, 3.0, 10.0, 100.0):
+        u = relaxed_upper_bound(net, center, radius, kind=kind)
+        cert = local_lipschitz(net, center, radius, certifier=kind)
+        assert cert.upper == pytest.approx(u, rel=1e-12)
+        assert brute_force_lipschitz(net, center, radius) <= u * (1 + 1e-9) + 1e-12
+        assert prev <= u <= G
+        prev = u
+    plain = interval_upper_bound if kind == "interval" else lp_upper_bound
+    assert plain(net, center, 100.0) > G  # the cap matters at large radii

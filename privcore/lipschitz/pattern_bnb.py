@@ -399,16 +399,17 @@ _LOCK = threading.Lock()
 
 def global_pattern_bound(
     net: ReluNetwork,
-    threshold: float,
+    threshold: float | None,
     *,
     input_norm: str = "linf",
     output_norm: str = "l1",
     max_nodes: int = 2_000_000,
 ) -> PatternNormBound | None:
-    """:func:`max_pattern_norm` with no neuron fixed, deciding ``G ≤ threshold``, memoised per model
-    hash, norms and threshold (PTR asks once per model and Δp: when it holds, every ball passes).
-    The node budget keeps a first decision within seconds; an undecided result is remembered too."""
-    key = (net.digest, input_norm, output_norm, float(threshold))
+    """:func:`max_pattern_norm` with no neuron fixed, deciding ``G ≤ threshold`` (or, with ``threshold``
+    None, bounding G itself), memoised per model hash, norms and threshold (PTR asks once per model and
+    Δp: when it holds, every ball passes). The node budget keeps a first answer within seconds; an
+    undecided result (``upper`` = inf) is remembered too."""
+    key = (net.digest, input_norm, output_norm, None if threshold is None else float(threshold))
     with _LOCK:
         if key in _MEMO:
             _MEMO.move_to_end(key)
