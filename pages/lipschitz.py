@@ -4,6 +4,8 @@ posthoc Fig. 2 comparison over the ARL weight α. Widgets and layout only."""
 
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -133,7 +135,8 @@ if s.is_ptr and delta_p is not None:
             x=phi.r_star, line_dash="dash", line_color="green", annotation_text=f"R* = {phi.r_star:.3g}"
         )
 fig.update_layout(
-    title=f"Local Lipschitz constant around {image.name} — {loaded.dataset}/{loaded.model}",
+    # plotly renders titles as HTML (links included): the file name is escaped
+    title=f"Local Lipschitz constant around {html.escape(image.name[:80])} — {loaded.dataset}/{loaded.model}",
     xaxis_title="radius r of the ℓ∞ ball B(z, r) in the embedding",
     yaxis_title="L(f, B(z, r)) (ℓ1 output per ℓ∞ input)",
     legend_title_text="bound",

@@ -4,6 +4,8 @@ with a clear message and nothing is released; a certification failure releases n
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -12,7 +14,17 @@ import privcore.mechanisms.ptr as ptr_module
 from privcore.errors import CertificationError
 from privcore.lipschitz.certifier import Certifier
 from privcore.mechanisms import ptr_scales
-from tests._dashboard import ROOT, app, default_radius, isolate, metric, rgba_png, sample_png, texts
+from tests._dashboard import (
+    ROOT,
+    app,
+    chart_specs,
+    default_radius,
+    isolate,
+    metric,
+    rgba_png,
+    sample_png,
+    texts,
+)
 from tests.test_images import make_png
 
 PHI = "φ (private, yours only)"
@@ -284,3 +296,8 @@ def test_an_upload_name_is_shown_never_rendered() -> None:
         for t in shown:
             html = rendered(t)
             assert "<a" not in html and "evil.example" not in outside_code(html), (page, t, html)
+    at.switch_page(str(ROOT / "pages" / "lipschitz.py")).run()  # plotly renders chart titles as HTML
+    assert not at.exception
+    titles = [json.loads(spec)["layout"]["title"]["text"] for spec in chart_specs(at)]
+    assert any("&lt;b&gt;x&lt;/b&gt;.png" in t for t in titles), titles
+    assert not any("<b>" in t for t in titles), titles
