@@ -47,7 +47,7 @@ key = (str(pipe.cards["obfuscator"]["weights"]["sha256"]), image.digest, radii)
 if key not in memo:
     rows = []
     bar = st.progress(0.0, text="certifying…")
-    exact = Certifier(kind="exact", cache=True, time_limit=60.0)
+    exact = Certifier(kind="exact", cache=ptr.disk_cache(), time_limit=60.0)  # per image: deployment
     try:
         for i, r in enumerate(radii):
             c = exact.certify(net, z, r)

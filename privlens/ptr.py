@@ -1,15 +1,17 @@
 """Posthoc-PTR plumbing shared by the Release, Trade-offs, Attack and Neighbourhood pages.
 
-φ is certified once per (model, image, R, Δp, R_max, tol, certifier) — through privcore's on-disk
-cache and, within a session, ``st.session_state`` — with a progress bar and a cancel button; an
-ε/δ slider move then only redraws the noise (no solve). Releases are memoised per (φ key, ε, δ,
+φ is certified once per (model, image, R, Δp, R_max, tol, certifier) — within a session through
+``st.session_state``, and across sessions through privcore's on-disk cache only in a personal
+deployment (:mod:`privlens.deployment`; never in the default ``shared`` one) — with a progress bar
+and a cancel button; an ε/δ slider move then only redraws the noise (no solve). A certification
+is reported identically whether it was computed or read from the disk cache, without its
+duration, so no session learns about another's work. Releases are memoised per (φ key, ε, δ,
 resample counter) so a rerun for any other reason never draws new noise, and each new release is
 recorded once in the session's ledger.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +25,7 @@ from privcore.lipschitz.certifier import Certifier, cached_phi
 from privcore.mechanisms import PhiResult, PTRResult, propose_test_release
 from privcore.session import DELTA_GRID, EPSILON_GRID, Settings, bisection_decisions, ptr_search_range
 from privlens import ui
+from privlens.deployment import image_cache
 
 PHI_KEY = "privlens_phi"
 RELEASE_KEY = "privlens_releases"
@@ -35,8 +38,9 @@ CERT_TIME_LIMIT_S = 60.0
 class ReportingCertifier(Certifier):
     """A :class:`Certifier` that reports every decision "U(z, r) ≤ Δp?" to ``report`` (progress bar).
 
-    Same kind, norms and cache keys as the parent, so φ is shared with every other caller; the
-    callback may raise (a cancelled Streamlit run does) and then nothing is cached or released.
+    Same kind, norms and cache keys as the parent, so φ is shared with every other caller where the
+    deployment lets it reach the disk cache (:func:`disk_cache`); the callback may raise (a
+    cancelled Streamlit run does) and then nothing is cached or released.
     """
 
     report: Callable[[float, bool], None] | None = field(default=None, compare=False, repr=False)
@@ -143,17 +147,32 @@ def image_views(ctx: PTRContext, *, scale: int) -> ImageViews:
     return memo[key]
 
 
+def disk_cache() -> bool | None:
+    """The ``cache`` argument for per-image φ and certificates in this deployment
+    (:func:`privlens.deployment.image_cache`: the disk cache only when ``personal``); a bad
+    ``PRIVLENS_DEPLOYMENT`` stops the page with an error, and nothing is released."""
+    try:
+        return image_cache()
+    except ValueError as exc:
+        st.error(f"The server is misconfigured: {exc}. Nothing was released.")
+        st.stop()
+        raise  # st.stop() raises; this only tells type checkers so
+
+
 def known_phi(ctx: PTRContext) -> PhiResult | None:
     """φ if this session already has it (no solve)."""
     return st.session_state.setdefault(PHI_KEY, {}).get(ctx.key)
 
 
 def certify(ctx: PTRContext) -> PhiResult | None:
-    """φ for the context: from the session, else from privcore's disk cache or a fresh certification
-    with progress and a cancel button. Returns None when cancelled or failed (nothing released)."""
+    """φ for the context: from the session, else (personal deployment only) from privcore's disk
+    cache, else a fresh certification with progress and a cancel button. Returns None when
+    cancelled or failed (nothing released). The status line is the same for a disk hit and a
+    computation: "Certified (N decisions)", N from φ itself, no time."""
     phis = st.session_state.setdefault(PHI_KEY, {})
     if ctx.key in phis:
         return phis[ctx.key]
+    disk = disk_cache()
     cancelled = st.session_state.setdefault(CANCELLED_KEY, set())
     if ctx.key in cancelled:
         st.info("Certification of this image was cancelled; nothing was released.")
@@ -170,7 +189,6 @@ def certify(ctx: PTRContext) -> PhiResult | None:
             status.update(label="Certification cancelled", state="error")
             st.rerun()
         bar = st.progress(0.0, text="local Lipschitz decisions: 0")
-        start = time.perf_counter()
         steps: list[tuple[float, bool]] = []
 
         def report(radius: float, passed: bool) -> None:
@@ -182,7 +200,7 @@ def certify(ctx: PTRContext) -> PhiResult | None:
             )
 
         oracle = ReportingCertifier(
-            kind=ctx.certifier, time_limit=CERT_TIME_LIMIT_S, cache=True, report=report
+            kind=ctx.certifier, time_limit=CERT_TIME_LIMIT_S, cache=disk, report=report
         )
         try:
             phi = cached_phi(
@@ -193,15 +211,15 @@ def certify(ctx: PTRContext) -> PhiResult | None:
                 r_max=ctx.r_max,
                 tol=ctx.tol,
                 certifier=oracle,
-                cache=True,
+                cache=disk,
             )
         except CertificationError as exc:
             status.update(label="Certification failed: nothing released", state="error")
             st.error(f"The local Lipschitz constant could not be certified: {exc}. Nothing was released.")
             return None
-        seconds = time.perf_counter() - start
-        how = f"{len(steps)} decisions" if steps else "from the on-disk cache"
-        status.update(label=f"Certified in {seconds:.2f} s ({how})", state="complete", expanded=False)
+        # the same words whether φ was computed now or read from the disk cache (personal mode):
+        # neither the source nor a duration, which would tell a hit from a computation
+        status.update(label=f"Certified ({phi.n_decisions} decisions)", state="complete", expanded=False)
     phis[ctx.key] = phi
     return phi
 

@@ -198,7 +198,7 @@ def test_certification_shows_progress_and_can_be_cancelled_then_restarted() -> N
     at = app("release", query={"R": "0.15"})  # an R no other test certifies: a real certification
     (status,) = at.status
     assert (
-        status.label.startswith("Certified in") and "decisions" in status.label and status.state == "complete"
+        status.label.startswith("Certified (") and "decisions" in status.label and status.state == "complete"
     )
     assert len(status.get("progress")) == 1  # the progress bar of the Lipschitz decisions
     _outcome(at)
