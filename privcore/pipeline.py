@@ -23,7 +23,7 @@ from torch import nn
 
 from privcore.errors import CheckpointError
 from privcore.mechanisms.rounding import CertifiedNet
-from privcore.nets.checkpoint import CARD_FORMAT, card_path, load_checkpoint, weights_path
+from privcore.nets.checkpoint import CARD_FORMAT, card_path, load_checkpoint, read_card, weights_path
 from privcore.nets.embedder import LatentDecoder, MeanEncoder
 from privcore.validation import check_finite_array
 
@@ -251,7 +251,11 @@ class ModelInfo:
 
 def list_models(models_dir: str | os.PathLike[str] | None = None) -> list[ModelInfo]:
     """Every privcore checkpoint card under ``models_dir`` (``<dataset>/<name>.json``), sorted by
-    dataset, kind and name. Other JSON files are ignored; weights are not read."""
+    dataset, kind and name. Other JSON files are ignored; a card that fails validation
+    (:func:`~privcore.nets.checkpoint.read_card`) is skipped with a warning naming it and the field;
+    weights are not read."""
+    import warnings
+
     mdir = Path(models_dir) if models_dir is not None else default_models_dir()
     out: list[ModelInfo] = []
     for p in sorted(mdir.glob("*/*.json")):
@@ -260,6 +264,11 @@ def list_models(models_dir: str | os.PathLike[str] | None = None) -> list[ModelI
         except (OSError, ValueError):
             continue
         if not isinstance(card, dict) or card.get("format") != CARD_FORMAT:
+            continue
+        try:
+            card = read_card(p.with_suffix(""))
+        except CheckpointError as exc:
+            warnings.warn(f"model card skipped: {exc}", RuntimeWarning, stacklevel=2)
             continue
         metrics = {k: v for k, v in (card.get("metrics") or {}).items() if k != "history"}
         out.append(

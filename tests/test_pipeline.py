@@ -123,6 +123,19 @@ def test_list_models_reads_cards_only(models: Path) -> None:
     assert all("history" not in m.metrics for m in infos)
 
 
+def test_list_models_skips_a_tampered_card_with_a_warning(models: Path, tmp_path: Path) -> None:
+    shutil.copytree(models, tmp_path / "m")
+    bad = next((tmp_path / "m").glob("*/obfuscator-*.json"))
+    card = json.loads(bad.read_text())
+    card["dataset"] = 5
+    bad.write_text(json.dumps(card))
+    with pytest.warns(RuntimeWarning, match="dataset"):
+        infos = list_models(tmp_path / "m")
+    assert {(m.kind, m.name) for m in infos} == {
+        ("embedder", "embedder"), ("attacker", "attacker-ARL-C-N"), ("ip-classifier", "ip-lipschitz-l1")
+    }
+
+
 def test_load_ip_models_recomputes_and_checks_certified_constants(models: Path, tmp_path: Path) -> None:
     ip = load_ip_models("digits", models_dir=models)
     m = ip["ip-lipschitz-l1"]
