@@ -8,16 +8,15 @@ images in [0, 1] and raises :class:`DatasetUnavailableError` with instructions w
 from __future__ import annotations
 
 import gzip
-import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from privcore._atomic import atomic_open
 from privcore.data.registry import Dataset, DatasetSpec, register
 from privcore.errors import DatasetUnavailableError
 from privcore.validation import check_choice, check_in_range, check_int
@@ -73,16 +72,8 @@ def _as_dataset(
 
 def _gunzip(src: Path, dst: Path) -> None:
     """Decompress ``src`` to ``dst`` atomically (a partial file never appears under ``dst``)."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=dst.name, suffix=".part")
-    try:
-        with gzip.open(src, "rb") as fin, os.fdopen(fd, "wb") as fout:
-            shutil.copyfileobj(fin, fout)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dst)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with gzip.open(src, "rb") as fin, atomic_open(dst, "wb") as fout:
+        shutil.copyfileobj(fin, fout)
 
 
 def _prepare_idx(raw: Path, extra_gz_dirs: tuple[Path, ...]) -> str | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from privcore._atomic import atomic_path
 from privcore.experiments.ptr_common import embed, test_indices
 from privcore.experiments.runner import RunContext, save_figure
 
@@ -131,7 +132,8 @@ def run(ctx: RunContext) -> Any:
         np.concatenate(tiles), n_rows, n_cols, len(radii), scale=max(1, 96 // ds.image_shape[-1])
     )
     ctx.dataset_dir.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(picture).save(ctx.dataset_dir / "fig3.png")
+    with atomic_path(ctx.dataset_dir / "fig3.png") as tmp:
+        Image.fromarray(picture).save(tmp, format="PNG")
     cols = ", ".join(
         ["−" + f"{r:g}" for r in sorted(radii, reverse=True)] + ["0"] + [f"+{r:g}" for r in radii]
     )

@@ -2,10 +2,15 @@
 
 Every experiment (``python -m privcore experiment NAME --dataset D``) writes
 ``data/results/<D>/<NAME>.csv`` (one row per setting), ``<NAME>.json`` (provenance) and a plotly
-figure, as documented in ``data/results/README.md``. A :class:`ResultTable` appends each row as
-soon as it is computed and flushes it, so an interrupted run leaves a valid CSV; rerunning the
-same command (same configuration hash) skips the settings already done, while a different
-configuration starts afresh.
+figure, as documented in ``data/results/README.md``. A :class:`ResultTable` records each row as
+soon as it is computed; rerunning the same command (same configuration hash) skips the settings
+already done, while a different configuration starts afresh.
+
+Every file here is written atomically (:mod:`privcore._atomic`: temporary file, fsync, rename,
+fsync of the directory), so a run that dies, even on a full disk, leaves the previous complete
+file or none, never a truncated or empty one. A new row rewrites the table that way, under an
+exclusive lock on its directory, merged with what is on disk, so that two processes resuming the
+same table neither lose nor tear each other's rows.
 """
 
 from __future__ import annotations
@@ -28,7 +33,13 @@ from typing import Any
 
 import numpy as np
 
+from privcore._atomic import atomic_open, atomic_path, atomic_write_text
 from privcore.validation import check_choice, check_int
+
+try:  # POSIX advisory locks; elsewhere a table has one writer at a time
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "DEFAULT_RESULTS_DIR",
@@ -89,6 +100,20 @@ def _git_revision() -> str:
     return out.stdout.strip()
 
 
+@contextmanager
+def _directory_lock(directory: Path) -> Iterator[None]:
+    """Exclusive advisory lock on a directory (flock on its descriptor: no lock file left behind)."""
+    if fcntl is None:  # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def _utc_now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
@@ -109,7 +134,7 @@ def _versions() -> dict[str, str]:
 
 
 class ResultTable:
-    """An append-only CSV of one experiment with resume (module docstring).
+    """An append-only CSV of one experiment with resume, written atomically (module docstring).
 
     ``columns`` fixes the CSV header; ``key`` names the columns that identify a setting. ``config``
     (JSON-able) is everything that changes the numbers; its hash decides whether an existing file
@@ -136,6 +161,7 @@ class ResultTable:
         self.config = dict(config)
         self.config_hash = _config_hash(self.config)
         self._done: set[tuple[str, ...]] = set()
+        self._idx = [self.columns.index(k) for k in self.key]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         resumed = False
         if not fresh and self.path.is_file() and self.meta_path.is_file():
@@ -146,8 +172,7 @@ class ResultTable:
             if meta.get("config_hash") == self.config_hash and tuple(meta.get("columns", ())) == self.columns:
                 resumed = self._load_existing()
         if not resumed:
-            with self.path.open("w", newline="", encoding="utf-8") as fh:
-                csv.writer(fh).writerow(self.columns)
+            self._write_rows([])
             self.meta = {
                 "experiment": self.path.stem,
                 "command": command,
@@ -171,26 +196,40 @@ class ResultTable:
         self.resumed = resumed
         self._write_meta()
 
-    def _load_existing(self) -> bool:
-        with self.path.open(newline="", encoding="utf-8") as fh:
-            reader = csv.reader(fh)
-            header = next(reader, None)
-            if header is None or tuple(header) != self.columns:
-                return False
-            idx = [self.columns.index(k) for k in self.key]
-            rows = [r for r in reader if len(r) == len(self.columns)]
-        # rewrite without any half-written trailing line
-        with self.path.open("w", newline="", encoding="utf-8") as fh:
+    def _read_rows(self) -> list[list[str]] | None:
+        """The complete rows of the CSV on disk; None when it is missing or has another header.
+
+        Rows with the wrong number of cells, and a last line with no line end, are dropped: a file
+        written before writes were atomic can end in a row torn mid-write."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except (FileNotFoundError, UnicodeDecodeError):
+            return None
+        lines = text.splitlines(keepends=True)
+        if lines and not lines[-1].endswith(("\n", "\r")):
+            lines.pop()
+        rows = list(csv.reader(lines))
+        if not rows or tuple(rows[0]) != self.columns:
+            return None
+        return [r for r in rows[1:] if len(r) == len(self.columns)]
+
+    def _write_rows(self, rows: list[list[str]]) -> None:
+        with atomic_open(self.path, "w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(self.columns)
             w.writerows(rows)
-        self._done = {tuple(r[i] for i in idx) for r in rows}
+
+    def _load_existing(self) -> bool:
+        with _directory_lock(self.path.parent):
+            rows = self._read_rows()
+            if rows is None:
+                return False
+            self._write_rows(rows)  # without any torn trailing line
+        self._done = {tuple(r[i] for i in self._idx) for r in rows}
         return True
 
     def _write_meta(self) -> None:
-        tmp = self.meta_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.meta, indent=2, sort_keys=True, default=str) + "\n")
-        tmp.replace(self.meta_path)
+        atomic_write_text(self.meta_path, json.dumps(self.meta, indent=2, sort_keys=True, default=str) + "\n")
 
     def _key_of(self, values: Mapping[str, Any]) -> tuple[str, ...]:
         try:
@@ -218,10 +257,14 @@ class ResultTable:
             raise ValueError(
                 f"a row with key {dict(zip(self.key, key, strict=True))} is already in {self.path}"
             )
-        with self.path.open("a", newline="", encoding="utf-8") as fh:
-            csv.writer(fh).writerow([format_value(row[c]) for c in self.columns])
-            fh.flush()
-        self._done.add(key)
+        line = [format_value(row[c]) for c in self.columns]
+        with _directory_lock(self.path.parent):
+            rows = self._read_rows() or []  # with the rows other processes added meanwhile
+            on_disk = {tuple(r[i] for i in self._idx) for r in rows}
+            if key not in on_disk:  # else another process resuming this table recorded it first
+                rows.append(line)
+                self._write_rows(rows)
+        self._done |= on_disk | {key}
         self.meta["rows"] = len(self._done)
         self._write_meta()
 
@@ -234,26 +277,18 @@ class ResultTable:
     def _deduplicate(self) -> int:
         """Rewrite the CSV keeping the first row of each key (another process resuming the same
         table at the same time could append a setting twice); return how many rows were dropped."""
-        with self.path.open(newline="", encoding="utf-8") as fh:
-            reader = csv.reader(fh)
-            header = next(reader)
-            idx = [header.index(k) for k in self.key]
+        with _directory_lock(self.path.parent):
             seen: set[tuple[str, ...]] = set()
             rows, dropped = [], 0
-            for r in reader:
-                k = tuple(r[i] for i in idx)
+            for r in self._read_rows() or []:
+                k = tuple(r[i] for i in self._idx)
                 if k in seen:
                     dropped += 1
                     continue
                 seen.add(k)
                 rows.append(r)
-        if dropped:
-            tmp = self.path.with_suffix(".csv.tmp")
-            with tmp.open("w", newline="", encoding="utf-8") as fh:
-                w = csv.writer(fh)
-                w.writerow(header)
-                w.writerows(rows)
-            tmp.replace(self.path)
+            if dropped:
+                self._write_rows(rows)
         return dropped
 
     def finish(self, *, figures: Iterable[str] = (), notes: Mapping[str, Any] | None = None):
@@ -283,13 +318,15 @@ def save_figure(fig: Any, stem: str | os.PathLike[str], *, png: bool = True) -> 
     if not shared.is_file():
         from plotly.offline import get_plotlyjs
 
-        shared.write_text(get_plotlyjs(), encoding="utf-8")
+        atomic_write_text(shared, get_plotlyjs())
     html = stem.with_suffix(".html")
-    fig.write_html(str(html), include_plotlyjs="../plotly.min.js", full_html=True)
+    with atomic_path(html) as tmp:
+        fig.write_html(str(tmp), include_plotlyjs="../plotly.min.js", full_html=True)
     written = [html.name]
     if png:
         try:
-            fig.write_image(str(stem.with_suffix(".png")), scale=2)
+            with atomic_path(stem.with_suffix(".png")) as tmp:
+                fig.write_image(str(tmp), scale=2)
             written.append(stem.with_suffix(".png").name)
         except (ValueError, ImportError, RuntimeError, OSError):
             pass  # no static image exporter here: HTML only (data/results/README.md)

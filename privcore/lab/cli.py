@@ -17,6 +17,8 @@ from typing import Annotated
 
 import typer
 
+from privcore._atomic import atomic_open, atomic_write_text
+
 lab_app = typer.Typer(name="lab", help="Mechanism lab: learned ε-DP mechanisms with Lipschitz networks.",
                       no_args_is_help=True, add_completion=False)
 
@@ -29,6 +31,12 @@ def _command() -> str:
 
 
 @contextmanager
+def _write_csv(frame, path: Path) -> None:  # frame: pandas.DataFrame
+    """``frame.to_csv(path)`` atomically (a failed write leaves the previous file)."""
+    with atomic_open(path, "w", newline="") as fh:
+        frame.to_csv(fh, index=False)
+
+
 def _bar(description: str):  # yields a progress callback
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -125,10 +133,10 @@ def fig5(
                         time_limit=time_limit, save_dir=save_models, save_ks=ship, command=_command(),
                         progress=update)
     out.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out / "fig5_runs.csv", index=False)
+    _write_csv(df, out / "fig5_runs.csv")
     summary = fig5_summary(df)
-    summary.to_csv(out / "fig5_summary.csv", index=False)
-    (out / "fig5_command.txt").write_text(_command() + "\n")
+    _write_csv(summary, out / "fig5_summary.csv")
+    atomic_write_text(out / "fig5_command.txt", _command() + "\n")
     typer.echo(f"wrote {out / 'fig5_runs.csv'} ({len(df)} rows) and {out / 'fig5_summary.csv'}")
 
 
@@ -148,8 +156,8 @@ def fig4(
     responses, points = fig4_tables(mech, n_datasets=datasets, seed=seed)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"fig4_{model.stem}"
-    responses.to_csv(out / f"{stem}_responses.csv", index=False)
-    points.to_csv(out / f"{stem}_datasets.csv", index=False)
+    _write_csv(responses, out / f"{stem}_responses.csv")
+    _write_csv(points, out / f"{stem}_datasets.csv")
     typer.echo(f"wrote {out / (stem + '_responses.csv')} and {out / (stem + '_datasets.csv')}")
 
 
@@ -183,7 +191,7 @@ def verify(
                 "solvers": summary["solvers"], "time_limit": time_limit, "n_networks": summary["n_networks"],
                 "command": _command(),
             }
-            path.write_text(json.dumps(card, indent=2, sort_keys=True, default=str) + "\n")
+            atomic_write_text(path, json.dumps(card, indent=2, sort_keys=True, default=str) + "\n")
     if failed:
         raise typer.Exit(2)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
+from privcore._atomic import atomic_path, atomic_write_text
 from privcore.errors import CertificationError, CheckpointError
 from privcore.lab.data import DataDomain
 from privcore.lab.mechanisms import LearnedExponentialMechanism, LearnedLaplaceMechanism
@@ -44,7 +45,8 @@ def save_mechanism(mechanism: LabMechanism, stem: str | Path, *, card: dict[str,
     else:
         raise TypeError(f"mechanism must be a learned lab mechanism, got {type(mechanism).__name__}")
     weights = stem.with_name(stem.name + ".safetensors")  # not with_suffix: stems contain "k0.01"
-    save_file({key: np.ascontiguousarray(v) for key, v in tensors.items()}, str(weights))
+    with atomic_path(weights) as tmp:
+        save_file({key: np.ascontiguousarray(v) for key, v in tensors.items()}, str(tmp))
     full = {
         "card_version": CARD_VERSION,
         "kind": kind,
@@ -59,7 +61,7 @@ def save_mechanism(mechanism: LabMechanism, stem: str | Path, *, card: dict[str,
         **card,
     }
     path = stem.with_name(stem.name + ".json")
-    path.write_text(json.dumps(full, indent=2, sort_keys=True, default=str) + "\n")
+    atomic_write_text(path, json.dumps(full, indent=2, sort_keys=True, default=str) + "\n")
     return path
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from privcore._atomic import atomic_path
 from privcore.validation import check_choice, check_int
 
 __all__ = [
@@ -153,21 +154,17 @@ class ResumableRun:
         """Write the state after ``epoch`` epochs (atomically)."""
         if not self.enabled:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".part")
-        torch.save(
-            {
-                "config_hash": self.hash,
-                "epoch": epoch,
-                "modules": {k: m.state_dict() for k, m in modules.items()},
-                "optimizers": {k: o.state_dict() for k, o in optimizers.items()},
-                "generator": generator.get_state(),
-                "torch_rng": torch.get_rng_state(),
-                "history": history,
-            },
-            tmp,
-        )
-        os.replace(tmp, self.path)
+        state = {
+            "config_hash": self.hash,
+            "epoch": epoch,
+            "modules": {k: m.state_dict() for k, m in modules.items()},
+            "optimizers": {k: o.state_dict() for k, o in optimizers.items()},
+            "generator": generator.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "history": history,
+        }
+        with atomic_path(self.path) as tmp:
+            torch.save(state, tmp)
 
     def finish(self) -> None:
         """Remove the state file (the run completed)."""
