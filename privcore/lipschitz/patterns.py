@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
+from privcore._atomic import atomic_write_text
 from privcore.errors import CertificationError
 from privcore.lipschitz.bounds import ForwardBounds, box_around, operator_norm
 from privcore.lipschitz.codes import (
@@ -994,9 +995,7 @@ def write_shipped_table(
            "checksum": _checksum(_canonical(key), _canonical(value), CACHE_VERSION)}
     path = shipped_table_path(key, models_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(doc, sort_keys=True, separators=(",", ":")))
     return path
 
 

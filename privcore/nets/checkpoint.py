@@ -27,7 +27,6 @@ import json
 import math
 import os
 import re
-import tempfile
 import textwrap
 import threading
 import warnings
@@ -40,6 +39,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from privcore._atomic import atomic_write_bytes
 from privcore.errors import CheckpointError
 from privcore.validation import (
     check_bool,
@@ -221,16 +221,7 @@ def _jsonable(obj: Any) -> Any:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, data)  # temporary file, fsync, rename, fsync of the directory
 
 
 def _card_bytes(card: Mapping[str, Any]) -> bytes:
