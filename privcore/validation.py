@@ -109,19 +109,31 @@ def check_bool(name: str, value: Any) -> bool:
 
 def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     """One of a fixed set of strings."""
-    if value not in choices:
+    if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
     return value
 
 
 def check_finite_array(name: str, value: Any) -> np.ndarray:
-    """A real array (numpy, torch or nested lists) with no NaN or infinity, as float64."""
+    """A real array (numpy, torch or nested lists) with no NaN or infinity, as float64.
+
+    TypeError for booleans, complex numbers, strings and ragged nested lists (never silently
+    converted: numpy would drop an imaginary part or parse "1.5")."""
     if hasattr(value, "detach"):  # torch tensor, without importing torch here
-        value = value.detach().cpu().numpy()
-    if np.asarray(value).dtype.kind == "b" or isinstance(value, bool):
+        t = value.detach().cpu()
+        value = t.double().numpy() if t.is_floating_point() else t.numpy()  # bfloat16 has no numpy dtype
+    if isinstance(value, bool):
         raise TypeError(f"{name} must be an array of real numbers, got booleans")
     try:
-        arr = np.asarray(value, dtype=np.float64)
+        src = np.asarray(value)
+    except ValueError as exc:  # ragged nested sequences
+        raise TypeError(f"{name} must be an array of real numbers with a regular shape: {exc}") from exc
+    if src.dtype.kind == "b":
+        raise TypeError(f"{name} must be an array of real numbers, got booleans")
+    if src.dtype.kind not in "fiuO":
+        raise TypeError(f"{name} must be an array of real numbers, got dtype {src.dtype}")
+    try:
+        arr = src.astype(np.float64, copy=False)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be an array of real numbers, got {type(value).__name__}") from exc
     if not np.all(np.isfinite(arr)):

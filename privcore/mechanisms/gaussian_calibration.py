@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 
 from scipy.optimize import minimize_scalar
 from scipy.special import log_ndtr
@@ -45,6 +46,18 @@ __all__ = [
 CALIBRATIONS = ("analytic", "classic")
 
 
+def _sigma(ratio: float, sens: float, params: str, *, round_up: bool = False) -> float:
+    """σ = ratio·Δ (one ulp up with ``round_up``), refused (ValueError naming the parameters) unless a
+    positive normal finite float64."""
+    sigma = math.nextafter(ratio * sens, math.inf) if round_up else ratio * sens
+    if not (sys.float_info.min <= sigma < math.inf):
+        raise ValueError(
+            f"the Gaussian σ for {params} is {ratio:.3g}·sensitivity = {sigma!r}, outside float64's "
+            "positive normal range: no noise level can be calibrated for these values"
+        )
+    return sigma
+
+
 def classic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float) -> float:
     """σ = √(2 ln(1.25/δ)) · Δ/ε (Dwork & Roth 2014, Thm A.1; IP paper Defs. 4–5). Requires ε < 1.
 
@@ -59,11 +72,16 @@ def classic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float) 
             f"epsilon must be in (0, 1) for the classic Gaussian calibration (its proof needs ε < 1), "
             f'got {epsilon!r}; use calibration="analytic" (Balle & Wang 2018), valid for every ε > 0'
         )
-    return math.sqrt(2.0 * math.log(1.25 / dlt)) * sens / eps
+    params = f"epsilon={epsilon!r}, delta={delta!r}, sensitivity={sensitivity!r}"
+    return _sigma(math.sqrt(2.0 * math.log(1.25 / dlt)) / eps, sens, params)
 
 
 def _log_analytic_delta(ratio: float, eps: float) -> float:
-    """log δ(σ) for σ/Δ = ``ratio``: log[Φ(1/2r − εr) − e^ε Φ(−1/2r − εr)], computed in log space."""
+    """log δ(σ) for σ/Δ = ``ratio``: log[Φ(1/2r − εr) − e^ε Φ(−1/2r − εr)], computed in log space.
+
+    ``ratio`` 0 (σ/Δ underflowed) gives the limit δ = 1, ∞ the limit δ = 0."""
+    if ratio == 0.0:
+        return 0.0
     a = 0.5 / ratio - eps * ratio
     b = -0.5 / ratio - eps * ratio
     log_a = float(log_ndtr(a))
@@ -78,7 +96,7 @@ def analytic_gaussian_delta(*, epsilon: float, sigma: float, sensitivity: float)
     eps = check_epsilon(epsilon)
     sig = check_positive("sigma", sigma)
     sens = check_positive("sensitivity", sensitivity)
-    return math.exp(_log_analytic_delta(sig / sens, eps))
+    return min(1.0, math.exp(_log_analytic_delta(sig / sens, eps)))
 
 
 def _bisect_ratio(holds, *, rtol: float) -> float:
@@ -87,7 +105,7 @@ def _bisect_ratio(holds, *, rtol: float) -> float:
     while not holds(hi):
         hi *= 2.0
         if hi > 1e300:
-            raise ArithmeticError("no noise level satisfies the condition")
+            raise ValueError("no noise level satisfies the condition for these epsilon and delta")
     lo = hi / 2.0
     while holds(lo):
         hi = lo
@@ -124,10 +142,13 @@ def analytic_gaussian_sigma(
     dlt = check_delta(delta)
     sens = check_positive("sensitivity", sensitivity)
     tol = check_in_range("rtol", rtol, 0.0, 0.01, high_open=False)
-    sigma = _analytic_ratio(eps, dlt, tol) * sens
+    params = f"epsilon={epsilon!r}, delta={delta!r}, sensitivity={sensitivity!r}"
+    sigma = _sigma(_analytic_ratio(eps, dlt, tol), sens, params)
     log_delta = math.log(dlt)
     while _log_analytic_delta(sigma / sens, eps) > log_delta:
         sigma = math.nextafter(sigma, math.inf)
+    if math.isinf(sigma):
+        raise ValueError(f"the Gaussian σ for {params} overflows float64")
     return sigma
 
 
@@ -146,8 +167,12 @@ def _log_cks_delta_at(alpha: float, rho: float, eps: float) -> float:
 
 
 def _log_cks_delta(rho: float, eps: float) -> float:
-    """min over a > 1 of :func:`_log_cks_delta_at` (numerically; any a gives a valid bound)."""
-    a_max = max(4.0, (eps + 1.0) / (2.0 * rho) + 2.0)
+    """min over a > 1 of :func:`_log_cks_delta_at` (numerically; any a gives a valid bound).
+
+    ρ = 0 (no privacy loss) gives −∞; the search range for a is capped at 1e300."""
+    if rho == 0.0:
+        return -math.inf
+    a_max = min(1e300, max(4.0, (eps + 1.0) / (2.0 * rho) + 2.0))
     # search over x = log(a - 1) so that orders close to 1 are reachable
     res = minimize_scalar(
         lambda x: _log_cks_delta_at(1.0 + math.exp(x), rho, eps),
@@ -165,7 +190,7 @@ def cks_zcdp_delta(*, rho: float, epsilon: float) -> float:
     """δ such that ρ-zCDP implies (ε, δ)-DP (Canonne, Kamath & Steinke 2020, Cor. 13), capped at 1."""
     r = check_positive("rho", rho)
     eps = check_nonnegative("epsilon", epsilon)
-    return min(1.0, math.exp(_log_cks_delta(r, eps)))
+    return math.exp(min(0.0, _log_cks_delta(r, eps)))
 
 
 #: Margin on log δ when certifying through a numerically evaluated bound (absorbs rounding).
@@ -175,7 +200,12 @@ _LOG_MARGIN = 1e-9
 @functools.lru_cache(maxsize=4096)
 def _cks_ratio(eps: float, dlt: float, rtol: float) -> float:
     target = math.log(dlt) - _LOG_MARGIN
-    return _bisect_ratio(lambda r: _log_cks_delta(0.5 / (r * r), eps) <= target, rtol=rtol)
+
+    def rho(r: float) -> float:  # Δ²/(2σ²) at σ/Δ = r; r² underflowing to 0 means ρ = ∞
+        r2 = r * r
+        return 0.5 / r2 if r2 > 0.0 else math.inf
+
+    return _bisect_ratio(lambda r: _log_cks_delta(rho(r), eps) <= target, rtol=rtol)
 
 
 def discrete_gaussian_sigma_floor(
@@ -192,4 +222,5 @@ def discrete_gaussian_sigma_floor(
     dlt = check_delta(delta)
     sens = check_positive("sensitivity", sensitivity)
     tol = check_in_range("rtol", rtol, 0.0, 0.01, high_open=False)
-    return math.nextafter(_cks_ratio(eps, dlt, tol) * sens, math.inf)
+    params = f"epsilon={epsilon!r}, delta={delta!r}, sensitivity={sensitivity!r}"
+    return _sigma(_cks_ratio(eps, dlt, tol), sens, params, round_up=True)

@@ -23,10 +23,31 @@ import numpy as np
 
 from privcore.mechanisms._arrays import as_float64
 from privcore.mechanisms.guarantee import ANY_METRIC, Guarantee
-from privcore.mechanisms.sampling import NoisePlan, RngLike, add_noise, check_sampler_epsilon, plan_laplace
+from privcore.mechanisms.sampling import (
+    MAX_NUMEL,
+    NoisePlan,
+    RngLike,
+    add_noise,
+    check_sampler_epsilon,
+    plan_laplace,
+)
 from privcore.validation import check_int, check_positive
 
 __all__ = ["LDPEmbedding", "LDPImage"]
+
+
+def _check_count(name: str, value: int) -> int:
+    """An integer in [1, MAX_NUMEL]: no record can hold more values than the samplers cover."""
+    v = check_int(name, value, minimum=1)
+    if v > MAX_NUMEL:
+        raise ValueError(f"{name} must be in [1, 2^28 = {MAX_NUMEL}], got {value!r}")
+    return v
+
+
+def _finite_scale(scale: float, what: str) -> float:
+    if not math.isfinite(scale):
+        raise ValueError(f"the Laplace scale {what} overflows float64; nothing released")
+    return scale
 
 
 def _ldp_guarantee(epsilon: float, mechanism: str) -> Guarantee:
@@ -59,12 +80,12 @@ class LDPImage:
         object.__setattr__(self, "epsilon", check_sampler_epsilon(self.epsilon))
         if self.values_per_image is not None:
             object.__setattr__(
-                self, "values_per_image", check_int("values_per_image", self.values_per_image, minimum=1)
+                self, "values_per_image", _check_count("values_per_image", self.values_per_image)
             )
 
     def scale_for(self, values_per_image: int) -> float:
         """Laplace scale d/ε for images of d pixel values."""
-        return check_int("values_per_image", values_per_image, minimum=1) / self.epsilon
+        return _check_count("values_per_image", values_per_image) / self.epsilon
 
     @property
     def scale(self) -> float:
@@ -88,6 +109,8 @@ class LDPImage:
                 f"x must be a batch of images with shape (N, ...), got shape {shape}; "
                 "pass one image as x[None] (or a flat image with values_per_image set)"
             )
+        if d == 0:
+            raise ValueError(f"x must hold at least one value per image, got shape {shape}")
         if self.values_per_image is not None and d != self.values_per_image:
             raise ValueError(
                 f"x has {d} values per image but values_per_image is {self.values_per_image} (shape {shape})"
@@ -124,7 +147,10 @@ class LDPEmbedding:
 
     def scale_for(self, dim: int) -> float:
         """Laplace scale 2Bk/ε for k-dimensional embeddings."""
-        return 2.0 * self.bound * check_int("dim", dim, minimum=1) / self.epsilon
+        k = _check_count("dim", dim)
+        return _finite_scale(
+            2.0 * self.bound * k / self.epsilon, f"2·bound·dim/epsilon (bound={self.bound!r}, dim={k})"
+        )
 
     @property
     def guarantee(self) -> Guarantee:
@@ -133,7 +159,11 @@ class LDPEmbedding:
 
     def noise_plan(self, dim: int, numel: int) -> NoisePlan:
         """What the exact sampler draws (scale_eff ≥ 2Bk/ε) for ``numel`` values in all."""
-        sensitivity = math.nextafter(2.0 * self.bound * check_int("dim", dim, minimum=1), math.inf)
+        k = _check_count("dim", dim)
+        sensitivity = _finite_scale(
+            math.nextafter(2.0 * self.bound * k, math.inf),
+            f"sensitivity 2·bound·dim (bound={self.bound!r}, dim={k})",
+        )
         return plan_laplace(sensitivity=sensitivity, epsilon=self.epsilon, numel=numel)
 
     def __call__(self, z: Any, *, rng: RngLike = None) -> Any:

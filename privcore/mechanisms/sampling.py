@@ -61,9 +61,11 @@ import numpy as np
 
 from privcore.errors import PrivcoreError
 from privcore.mechanisms.gaussian_calibration import discrete_gaussian_sigma_floor
-from privcore.validation import check_delta, check_epsilon, check_int, check_positive
+from privcore.validation import check_delta, check_epsilon, check_finite_array, check_int, check_positive
 
 __all__ = [
+    "MAX_NUMEL",
+    "MIN_EPSILON",
     "NoisePlan",
     "RandomBits",
     "RngLike",
@@ -78,6 +80,13 @@ __all__ = [
 
 #: ε below this cannot be served by the exact samplers (the numerical slack would dominate).
 MIN_EPSILON = 2.0**-20
+#: most values one plan or one call of the integer samplers may cover (2 GiB of int64 noise)
+MAX_NUMEL = 2**28
+#: noise scales (Laplace b, Gaussian σ) must lie in [2^-960, 2^1000]: the grid g ≥ b·2⁻⁴¹ then stays
+#: a normal float64, and t·g, |N|·g < 2^52·g and PTR's test thresholds stay far from overflow
+_SCALE_MIN_EXP, _SCALE_MAX_EXP = -960, 1000
+#: δ below this leaves no room for the sampler's absolute slack 2⁻³⁰⁰ (module docstring)
+_MIN_DELTA = 2.0**-299
 _EPS_SLACK = 2.0**-36
 _DELTA_REL_SLACK = 2.0**-36
 _DELTA_ABS_SLACK = 2.0**-300
@@ -210,23 +219,51 @@ def check_sampler_epsilon(epsilon: float) -> float:
 
 def _shift_for(ratio: float) -> int:
     """Grid exponent offset so that the rounding slack is ≤ 2⁻³⁰ of the sensitivity, within limits."""
+    if ratio > 2.0**_SHIFT_MAX:  # also inf: the offset is capped anyway
+        return _SHIFT_MAX
     need = _SHIFT_BASE + math.ceil(math.log2(ratio)) if ratio > 1.0 else _SHIFT_BASE
     return max(_SHIFT_BASE, min(_SHIFT_MAX, need))
+
+
+def _check_numel(numel: int) -> int:
+    n = check_int("numel", numel, minimum=1)
+    if n > MAX_NUMEL:
+        raise ValueError(f"numel must be in [1, 2^28 = {MAX_NUMEL}] for the exact samplers, got {numel!r}")
+    return n
+
+
+def _check_scale(what: str, scale: float, params: str) -> None:
+    """Refuse a noise scale outside [2^-960, 2^1000] (float64 grid arithmetic would under/overflow)."""
+    if not (2.0**_SCALE_MIN_EXP <= scale <= 2.0**_SCALE_MAX_EXP):
+        raise ValueError(
+            f"the {what} for {params} is {scale:.3g}, outside the exact samplers' range "
+            f"[2^{_SCALE_MIN_EXP}, 2^{_SCALE_MAX_EXP}]; nothing released"
+        )
+
+
+def _grid_search_failed(params: str) -> ValueError:
+    return ValueError(f"no sampling grid keeps the integer noise below 2^42 for {params}; nothing released")
 
 
 def plan_laplace(*, sensitivity: float, epsilon: float, numel: int) -> NoisePlan:
     """Plan ε-DP discrete-Laplace noise for ℓ1 sensitivity Δ on arrays of ≤ ``numel`` values.
 
     Paper scale b = Δ/ε (the Laplace mechanism, Dwork & Roth 2014 Thm 3.6). Effective scale
-    t·g ≥ (Δ + numel·g)/(ε − 2⁻³⁶), g = 2^(⌊log₂ b⌋ − shift) (module docstring).
+    t·g ≥ (Δ + numel·g)/(ε − 2⁻³⁶), g = 2^(⌊log₂ b⌋ − shift) (module docstring). ValueError, naming
+    the parameters, when b lies outside [2^-960, 2^1000], numel > 2^28 or numel/ε > 2^41 (no grid
+    keeps t ≤ 2^42 there).
     """
     sens = check_positive("sensitivity", sensitivity)
     eps = check_sampler_epsilon(epsilon)
-    n = check_int("numel", numel, minimum=1)
+    n = _check_numel(numel)
+    params = f"sensitivity={sensitivity!r}, epsilon={epsilon!r}, numel={numel!r}"
     nominal = sens / eps
+    _check_scale("Laplace scale sensitivity/epsilon", nominal, params)
     eps_cal = eps - _EPS_SLACK
+    if n / eps_cal * _ROUND_UP > _T_MAX / 2:  # t ≥ numel/ε at every grid: no grid would do
+        raise ValueError(f"numel/epsilon must be ≤ 2^41 for the exact Laplace sampler, got {params}")
     exponent = math.floor(math.log2(nominal)) - _shift_for(n / eps)
-    while True:
+    for _ in range(2 * _SHIFT_MAX):  # t ≈ b/g + numel/ε halves its first term per step
         grid = math.ldexp(1.0, exponent)
         required = (sens + n * grid) / eps_cal * _ROUND_UP
         t = math.ceil(required / grid)
@@ -235,6 +272,8 @@ def plan_laplace(*, sensitivity: float, epsilon: float, numel: int) -> NoisePlan
         if t <= _T_MAX:
             break
         exponent += 1
+    else:
+        raise _grid_search_failed(params)
     return NoisePlan(
         kind="laplace",
         nominal=nominal,
@@ -253,25 +292,35 @@ def plan_gaussian(*, sigma: float, sensitivity: float, epsilon: float, delta: fl
     """Plan (ε, δ)-DP discrete-Gaussian noise for ℓ2 sensitivity Δ, never below the paper's ``sigma``.
 
     σ_eff = max(σ, discrete_gaussian_sigma_floor(ε − 2⁻³⁶, δ(1 − 2⁻³⁶) − 2⁻³⁰⁰, Δ + √numel·g))
-    (CKS20 zCDP route; module docstring).
+    (CKS20 zCDP route; module docstring). ValueError when σ or σ_eff lies outside [2^-960, 2^1000],
+    numel > 2^28 or δ < 2^-299 (below the sampler's absolute δ slack).
     """
     sig = check_positive("sigma", sigma)
     sens = check_positive("sensitivity", sensitivity)
     eps = check_sampler_epsilon(epsilon)
     dlt = check_delta(delta)
-    n = check_int("numel", numel, minimum=1)
+    if dlt < _MIN_DELTA:
+        raise ValueError(f"delta must be in [2^-299, 1) for the exact Gaussian sampler, got {delta!r}")
+    n = _check_numel(numel)
+    params = (
+        f"sigma={sigma!r}, sensitivity={sensitivity!r}, epsilon={epsilon!r}, delta={delta!r}, numel={numel!r}"
+    )
+    _check_scale("Gaussian σ", sig, params)
     eps_cal = eps - _EPS_SLACK
     dlt_cal = dlt * (1.0 - _DELTA_REL_SLACK) - _DELTA_ABS_SLACK
     root_n = math.sqrt(n) * _ROUND_UP
     exponent = math.floor(math.log2(sig)) - _shift_for(root_n * sig / sens)
-    while True:
+    for _ in range(_SCALE_MAX_EXP - _SCALE_MIN_EXP + 2 * _SHIFT_MAX):
         grid = math.ldexp(1.0, exponent)
         sens_eff = (sens + root_n * grid) * _ROUND_UP
         floor_sigma = discrete_gaussian_sigma_floor(epsilon=eps_cal, delta=dlt_cal, sensitivity=sens_eff)
         effective = max(sig, floor_sigma)
+        _check_scale("discrete Gaussian σ", effective, params)
         if math.floor(effective / grid) + 1 <= _T_MAX:
             break
         exponent += 1
+    else:
+        raise _grid_search_failed(params)
     bound = (
         "paper σ (already covers the proven discrete bound)"
         if effective == sig
@@ -368,10 +417,17 @@ def _laplace_chunk(t: int, n: int, bits: RandomBits) -> np.ndarray:
     return _first_accepted(n, 1.0 - 0.5 / t, propose)
 
 
+def _check_count(n: int) -> int:
+    n = check_int("n", n, minimum=0)
+    if n > MAX_NUMEL:
+        raise ValueError(f"n must be in [0, 2^28 = {MAX_NUMEL}] draws per call, got {n!r}")
+    return n
+
+
 def discrete_laplace_integers(t: int, n: int, rng: RngLike = None) -> np.ndarray:
     """n i.i.d. integers with P(N = k) ∝ exp(−|k|/t) (CKS20 Algorithm 2), int64. ``t`` ≥ 1 integer."""
     t = check_int("t", t, minimum=1)
-    n = check_int("n", n, minimum=0)
+    n = _check_count(n)
     if t > _T_MAX:
         raise ValueError(f"t must be ≤ 2^42 for exact int64/float64 arithmetic, got {t}")
     bits = as_random_bits(rng)
@@ -385,18 +441,18 @@ def discrete_laplace_integers(t: int, n: int, rng: RngLike = None) -> np.ndarray
 def discrete_gaussian_integers(s: float, n: int, rng: RngLike = None) -> np.ndarray:
     """n i.i.d. integers with P(N = k) ∝ exp(−k²/(2s²)) (CKS20 Algorithm 3), int64."""
     s = check_positive("s", s)
-    n = check_int("n", n, minimum=0)
+    n = _check_count(n)
     t = math.floor(s) + 1
     if t > _T_MAX:
         raise ValueError(f"s must be < 2^42 for exact int64/float64 arithmetic, got {s!r}")
     bits = as_random_bits(rng)
     centre = s * s / t
-    two_s2 = 2.0 * s * s
 
     def propose(m: int) -> np.ndarray:
         y = _laplace_chunk(t, m, bits)
-        gap = np.abs(y).astype(np.float64) - centre
-        return y[_bernoulli(np.exp(-(gap * gap) / two_s2), bits.uint32(m), 32, bits)]
+        # exp(−(|y| − s²/t)²/(2s²)) as exp(−u²/2), u = gap/s: the same value, but no 0/0 when s² underflows
+        u = (np.abs(y).astype(np.float64) - centre) / s
+        return y[_bernoulli(np.exp(-0.5 * (u * u)), bits.uint32(m), 32, bits)]
 
     out = np.empty(n, dtype=np.int64)
     for start in range(0, n, _CHUNK):
@@ -413,11 +469,9 @@ def add_noise(values: np.ndarray, plan: NoisePlan, rng: RngLike = None) -> np.nd
     """
     if not isinstance(plan, NoisePlan):
         raise TypeError(f"plan must be a NoisePlan, got {type(plan).__name__}")
-    x = np.asarray(values, dtype=np.float64)
+    x = check_finite_array("values", values)
     if x.size > plan.numel:
         raise ValueError(f"values has {x.size} entries but the noise plan covers at most {plan.numel}")
-    if not np.all(np.isfinite(x)):
-        raise ValueError("values must contain only finite numbers")
     with np.errstate(over="ignore"):
         scaled = x / plan.grid
     if not np.all(np.abs(scaled) < 2.0**1000):
@@ -433,4 +487,8 @@ def add_noise(values: np.ndarray, plan: NoisePlan, rng: RngLike = None) -> np.nd
     if noise.size and np.max(np.abs(noise)) >= _N_LIMIT:
         raise PrivcoreError("noise sampler left the exact-arithmetic range; nothing released, retry")
     lattice = np.rint(scaled) * plan.grid  # exact: x rounded to the grid
-    return (lattice + noise.reshape(x.shape).astype(np.float64) * plan.grid).reshape(x.shape)
+    with np.errstate(over="ignore"):
+        out = np.asarray(lattice + noise.reshape(x.shape).astype(np.float64) * plan.grid).reshape(x.shape)
+    if not np.all(np.isfinite(out)):  # post-processing of the noisy integers: refusing leaks nothing more
+        raise ValueError("values plus noise overflowed float64; nothing released")
+    return out
