@@ -5,6 +5,8 @@ Statistical tests use fixed seeds and a false-alarm level of 1e-3.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import itertools
 import math
 
@@ -24,6 +26,7 @@ from privcore.mechanisms import (
     propose_test_release,
     ptr_scales,
 )
+from privcore.mechanisms.ptr import model_digest, oracle_identity
 
 ALPHA = 1e-3
 
@@ -228,6 +231,68 @@ def test_phi_is_reused_across_epsilon_and_delta_without_oracle_calls() -> None:
         )
 
 
+# ----------------------------------------------------------------------------- φ bound to its model
+
+
+def test_a_phi_certified_for_another_model_is_refused() -> None:
+    """Issue 18: the φ of a net whose last layer was divided by 100 (which passes every test) was
+    accepted for the original net (which fails at R) and released 200/200. It names what differs."""
+    f = torch.nn.Sequential(linear(4, 3, seed=3), linear(3, 4, seed=4)).double()
+    g = copy.deepcopy(f)
+    with torch.no_grad():
+        g[1].weight.div_(100)
+        g[1].bias.div_(100)
+    oracle = AffineLipschitz()
+    z = np.array([0.2, -0.4, 0.1])
+    delta_p = 0.5 * oracle(f, z, 1.0)  # f's sensitivity is above Δp, g's far below
+    kw = {"radius": 0.5, "delta_p": delta_p, "r_max": 20.0, "tol": 0.05}
+    honest, forged = compute_phi(f, z, lipschitz=oracle, **kw), compute_phi(g, z, lipschitz=oracle, **kw)
+    assert honest.phi == 0.0 and forged.phi == 19.5
+    assert honest.model_digest == model_digest(f) != forged.model_digest == model_digest(g)
+    with pytest.raises(ValueError, match=r"different query.*model digest"):
+        propose_test_release(f, z, epsilon=1.0, delta=0.05, lipschitz=oracle, rng=0, phi=forged, **kw)
+    common = {"epsilon": 1.0, "delta": 0.05, "lipschitz": oracle, **kw}
+    released = sum(propose_test_release(f, z, rng=seed, phi=honest, **common).released for seed in range(200))
+    assert released <= 20  # honest PTR: P[release] ≤ δ/2 = 2.5 % (binomial tail at 20: < 1e-4)
+    assert propose_test_release(g, z, rng=0, phi=forged, **common).released  # g's own φ serves g
+
+
+def test_a_phi_from_another_certifier_norms_or_grid_is_refused() -> None:
+    from privcore.lipschitz import Certifier
+
+    oracle = SlopeOracle()
+    z = np.ones(3)
+    kw = {"radius": 0.5, "delta_p": 1.7, "r_max": 3.0, "tol": 0.01}
+    phi = compute_phi(identity, z, lipschitz=oracle, **kw)
+    assert (phi.certifier, phi.input_norm, phi.output_norm) == (f"{__name__}.SlopeOracle", "linf", "l1")
+    assert phi.model_digest == f"callable:{__name__}.identity"
+    assert oracle_identity(lambda *_: 1.0) == oracle_identity(identity) == ("function", "linf", "l1")
+    cases = [
+        ({"lipschitz": DecidingOracle()}, "certifier"),
+        ({"tol": 0.02}, "tol.*zeta"),
+        ({"delta_p": 1.8}, "delta_p"),
+        ({"f": linear(3, 3, seed=0)}, "model digest"),
+    ]
+    for change, what in cases:
+        args = {"f": identity, "lipschitz": oracle, **kw, **change}
+        with pytest.raises(ValueError, match=f"differs in: .*{what}"):
+            propose_test_release(args.pop("f"), z, epsilon=1.0, delta=0.05, rng=0, phi=phi, **args)
+    with pytest.raises(ValueError, match=r"ℓ∞ → ℓ1.*input_norm='l1'"):
+        compute_phi(identity, z, lipschitz=Certifier(input_norm="l1"), **kw)
+    with pytest.raises(ValueError, match=r"ℓ∞ → ℓ1.*output_norm='linf'"):
+        propose_test_release(identity, z, epsilon=1.0, delta=0.05, rng=0, phi=phi,
+                             lipschitz=Certifier(output_norm="linf"), **kw)
+
+
+def test_a_phi_that_contradicts_its_own_evaluations_cannot_be_built() -> None:
+    kw = {"radius": 0.5, "delta_p": 1.7, "r_max": 3.0, "tol": 0.01}
+    phi = compute_phi(identity, np.ones(2), lipschitz=SlopeOracle(), **kw)
+    for change in ({"phi": 99.0}, {"r_star": 3.0}, {"zeta": 0.001}, {"n_decisions": 1}, {"certifier": ""},
+                   {"evaluations": ((0.5, True), (3.0, True))}):
+        with pytest.raises((ValueError, TypeError), match="PhiResult"):
+            dataclasses.replace(phi, **change)
+
+
 # ----------------------------------------------------------------------------- PTR on an affine map
 
 
@@ -304,6 +369,10 @@ def test_test_noise_and_threshold_follow_the_formulas() -> None:
         ({"r_max": 0.2}, ValueError, r"r_max must be in \[radius"),
         ({"tol": 0.0}, ValueError, "tol"),
         ({"tol": 1e-300}, ValueError, "tol"),
+        ({"tol": 0.5}, ValueError, r"tol must be in \[.*, 0\.5\), got 0\.5"),  # tol ≥ radius
+        ({"tol": 3.0}, ValueError, r"tol must be in .*got 3\.0"),
+        ({"r_max": 0.6, "tol": 0.2}, ValueError, r"tol must be in \[.*, 0\.1\], got 0\.2"),  # > r_max − R
+        ({"r_max": 0.5, "tol": 0.5}, ValueError, r"tol must be in \(0, radius\) = \(0, 0\.5\)"),
         ({"delta_p": 0.0}, ValueError, "delta_p"),
         ({"z": np.array([0.0, np.nan])}, ValueError, "NaN"),
         ({"z": np.zeros((2, 2))}, ValueError, "1-D"),
@@ -351,7 +420,7 @@ def test_modules_are_released_in_eval_mode_and_their_mode_is_restored() -> None:
     ).double()
     net.train()
     z = np.array([0.1, 0.2, 0.3])
-    kw = {"radius": 0.5, "delta_p": 0.1, "r_max": 50.0, "tol": 0.5}  # U = 1e-3·r passes up to R_max
+    kw = {"radius": 0.5, "delta_p": 0.1, "r_max": 50.0, "tol": 0.25}  # U = 1e-3·r passes up to R_max
     res = propose_test_release(
         net, z, epsilon=50.0, delta=0.05, lipschitz=SlopeOracle(slope=1e-3), rng=0, **kw
     )

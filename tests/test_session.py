@@ -282,7 +282,7 @@ def test_release_probability_matches_the_mechanism() -> None:
 
     f = torch.nn.Linear(2, 2).double()
     z = np.zeros(2)
-    kw = dict(radius=0.2, delta_p=1.0, r_max=0.3, tol=0.2)
+    kw = dict(radius=0.2, delta_p=1.0, r_max=0.3, tol=0.1)
     phi = compute_phi(f, z, lipschitz=lambda *_: 0.5, **kw)  # R* = R_max = 0.3 → φ = max(0.15, 0.1)
     assert phi.phi == pytest.approx(0.15) and phi.zeta == pytest.approx(0.1)
     p = release_probability(phi.phi, epsilon=2.0, delta=0.05, radius=0.2, zeta=phi.zeta)

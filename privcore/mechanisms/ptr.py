@@ -45,6 +45,8 @@ __all__ = [
     "PhiResult",
     "SensitivityOracle",
     "compute_phi",
+    "model_digest",
+    "oracle_identity",
     "propose_delta_p",
     "propose_test_release",
     "ptr_scales",
@@ -82,13 +84,66 @@ class DecidingSensitivityOracle(SensitivityOracle, Protocol):
     def decide(self, f: Any, center: np.ndarray, radius: float, threshold: float, /) -> bool: ...
 
 
+def model_digest(f: Any) -> str:
+    """What a φ is bound to on the model side: the SHA-256 the certifier and the cache key by
+    (:func:`privcore.lipschitz.network.model_hash`: structure and every parameter's bytes) for a
+    torch module or a parsed ``ReluNetwork``; a plain callable, which has no weights to hash, is
+    identified by its qualified name only (``callable:<module>.<qualname>``)."""
+    from privcore.lipschitz.network import ReluNetwork, model_hash
+
+    if isinstance(f, ReluNetwork):
+        return f.digest
+    import torch
+
+    if isinstance(f, torch.nn.Module):
+        return model_hash(f)
+    if callable(f):
+        return f"callable:{_qualified_name(f)}"
+    raise TypeError(f"f must be a torch module or a callable, got {type(f).__name__}")
+
+
+def _qualified_name(obj: Any) -> str:
+    target = obj if hasattr(obj, "__qualname__") else type(obj)
+    return f"{getattr(target, '__module__', '?')}.{target.__qualname__}"
+
+
+def oracle_identity(lipschitz: Any) -> tuple[str, str, str]:
+    """(certifier, input_norm, output_norm) of a sensitivity oracle: a privcore
+    :class:`~privcore.lipschitz.Certifier` (or subclass) is its ``kind`` ("exact", "lp",
+    "interval") and its norms; an oracle object is its qualified class name, a plain function just
+    ``"function"`` (it declares no kind; two lambdas are indistinguishable); norms as declared by
+    ``input_norm``/``output_norm`` attributes, PTR's ℓ∞ → ℓ1 when absent."""
+    if not callable(lipschitz):
+        raise TypeError(f"lipschitz must be a sensitivity oracle (callable), got {type(lipschitz).__name__}")
+    import functools
+    import types
+
+    from privcore.lipschitz.certifier import Certifier
+
+    if isinstance(lipschitz, Certifier):
+        name = lipschitz.kind
+    elif isinstance(lipschitz, types.FunctionType | types.BuiltinFunctionType | types.MethodType
+                    | functools.partial):
+        name = "function"
+    else:
+        name = _qualified_name(type(lipschitz))
+    input_norm = getattr(lipschitz, "input_norm", "linf")
+    output_norm = getattr(lipschitz, "output_norm", "l1")
+    return str(name), str(input_norm), str(output_norm)
+
+
 @dataclass(frozen=True, kw_only=True)
 class PhiResult:
     """φ(z) and how it was found (the client's private intermediate: never send it anywhere).
 
     ``evaluations`` lists every (radius, passed) decision "U(z, radius) ≤ Δp" in order;
     ``r_star`` is None when the test at R already failed (φ = 0); ``zeta`` is the spacing of the
-    fixed bisection grid (a public function of R, R_max and tol).
+    fixed bisection grid (a public function of R, R_max and tol). A φ is bound to what it
+    certified: ``model_digest`` (:func:`model_digest` of f), ``certifier`` and the norms
+    (:func:`oracle_identity` of the oracle) and the grid (R, Δp, R_max, tol, ζ);
+    :func:`propose_test_release` refuses it for anything else. Construction checks that the
+    fields agree with each other (φ = max(R*/2, R* − R), R* the largest passing radius, ζ the
+    grid's spacing), so a hand-edited φ that contradicts its own evaluations is refused.
     """
 
     phi: float
@@ -101,14 +156,73 @@ class PhiResult:
     n_decisions: int
     evaluations: tuple[tuple[float, bool], ...]
     center: tuple[float, ...]
+    model_digest: str
+    certifier: str
+    input_norm: str
+    output_norm: str
 
-    def matches(self, *, z: np.ndarray, radius: float, delta_p: float, r_max: float, tol: float) -> bool:
-        """True when this result was computed for exactly these inputs."""
-        return (
-            (self.radius, self.delta_p, self.r_max, self.tol) == (radius, delta_p, r_max, tol)
-            and len(self.center) == z.size
-            and bool(np.array_equal(np.asarray(self.center, dtype=np.float64), z.ravel()))
-        )
+    def __post_init__(self) -> None:
+        for name in ("model_digest", "certifier", "input_norm", "output_norm"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise TypeError(f"PhiResult.{name} must be a non-empty string, got {value!r}")
+        _validate_grid(self.radius, self.delta_p, self.r_max, self.tol)
+        _, zeta = _grid(self.radius, self.r_max, self.tol)
+        passing = [r for r, ok in self.evaluations if ok]
+        failing = [r for r, ok in self.evaluations if not ok]
+        expected = 0.0 if self.r_star is None else max(self.r_star / 2.0, self.r_star - self.radius)
+        problems = []
+        if self.zeta != zeta:
+            problems.append(f"zeta {self.zeta!r} is not the grid's spacing {zeta!r}")
+        if self.n_decisions != len(self.evaluations):
+            problems.append(f"n_decisions {self.n_decisions} ≠ {len(self.evaluations)} evaluations")
+        if self.phi != expected:
+            problems.append(f"phi {self.phi!r} ≠ max(R*/2, R* − R) = {expected!r}")
+        if self.r_star is None:
+            if passing or failing[:1] != [self.radius]:
+                problems.append("R* is None but the test at R did not fail first")
+        elif not passing or max(passing) != self.r_star or any(r <= self.r_star for r in failing):
+            problems.append(f"R* = {self.r_star!r} is not the largest passing radius of the evaluations")
+        if problems:
+            raise ValueError("inconsistent PhiResult: " + "; ".join(problems))
+
+    def mismatches(
+        self,
+        *,
+        z: np.ndarray,
+        radius: float,
+        delta_p: float,
+        r_max: float,
+        tol: float,
+        model_digest: str,
+        certifier: str,
+        input_norm: str,
+        output_norm: str,
+    ) -> list[str]:
+        """What differs between this φ and the given inputs (empty when it was computed for
+        exactly these: z, the grid, the model digest, the certifier and the norms)."""
+        out = []
+        mine_z = np.asarray(self.center, dtype=np.float64)
+        if mine_z.size != z.size or not np.array_equal(mine_z, z.ravel()):
+            out.append("z (the embedding)")
+        for name, mine, theirs in (
+            ("radius", self.radius, radius),
+            ("delta_p", self.delta_p, delta_p),
+            ("r_max", self.r_max, r_max),
+            ("tol", self.tol, tol),
+            ("zeta", self.zeta, _grid(radius, r_max, tol)[1]),
+            ("model digest", self.model_digest, model_digest),
+            ("certifier", self.certifier, certifier),
+            ("input_norm", self.input_norm, input_norm),
+            ("output_norm", self.output_norm, output_norm),
+        ):
+            if mine != theirs:
+                out.append(f"{name} (φ has {mine!r}, this call {theirs!r})")
+        return out
+
+    def matches(self, **inputs: Any) -> bool:
+        """True when this result was computed for exactly these inputs (see :meth:`mismatches`)."""
+        return not self.mismatches(**inputs)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,12 +261,29 @@ def _validate_grid(
         raise ValueError(f"r_max must be in [radius, ∞) = [{r:g}, ∞), got {r_max!r}")
     t = check_positive("tol", tol)
     span = rm - r
-    if span > 0 and span / t > 2.0**_MAX_BISECTION_STEPS:
-        raise ValueError(
-            f"tol must be ≥ (r_max − radius)/2^{_MAX_BISECTION_STEPS} = "
-            f"{span / 2.0**_MAX_BISECTION_STEPS:.3g}, got {tol!r}"
+    # tol < R: the spacing ζ ≤ tol adds to the test noise (R + ζ)/ε, so a tolerance of R or more
+    # would (at least) double it; tol ≤ R_max − R: a coarser grid than the search interval is a
+    # misconfiguration; and span/tol ≤ 2^52 keeps the grid exact in float64
+    if span == 0:
+        ok, allowed = t < r, f"(0, radius) = (0, {r:g})"
+    else:
+        low = span / 2.0**_MAX_BISECTION_STEPS
+        end = ")" if r <= span else "]"  # tol < radius, tol ≤ r_max − radius: whichever binds
+        ok = low <= t < r and t <= span * (1.0 + 1e-9)  # slack: R_max − R is rounded (0.3 − 0.2 < 0.1)
+        allowed = (
+            f"[(r_max − radius)/2^{_MAX_BISECTION_STEPS}, min(radius, r_max − radius){end} = "
+            f"[{low:.3g}, {min(r, span):g}{end}"
         )
+    if not ok:
+        raise ValueError(f"tol must be in {allowed}, got {tol!r}")
     return r, dp, rm, t
+
+
+def _grid(radius: float, r_max: float, tol: float) -> tuple[int, float]:
+    """(m, ζ): the bisection grid r_k = R + k·ζ, ζ = (R_max − R)/2^m, m the least with ζ ≤ tol."""
+    span = r_max - radius
+    m = _grid_steps(span, tol)
+    return m, span / 2.0**m
 
 
 def _validate_center(z: Any) -> np.ndarray:
@@ -203,6 +334,18 @@ def _decider(oracle: Any, f: Any, center: np.ndarray, threshold: float):
     return by_bound
 
 
+def _ptr_oracle(lipschitz: Any) -> tuple[str, str, str]:
+    """:func:`oracle_identity`, refusing an oracle whose norms are not PTR's ℓ∞ → ℓ1 (the test's
+    metric on z and the Laplace release's ℓ1 sensitivity both depend on them)."""
+    certifier, input_norm, output_norm = oracle_identity(lipschitz)
+    if (input_norm, output_norm) != ("linf", "l1"):
+        raise ValueError(
+            f"lipschitz must certify ℓ∞ → ℓ1 (input_norm='linf', output_norm='l1') for PTR, got "
+            f"input_norm={input_norm!r}, output_norm={output_norm!r}"
+        )
+    return certifier, input_norm, output_norm
+
+
 def compute_phi(
     f: Any,
     z: Any,
@@ -221,7 +364,9 @@ def compute_phi(
     passes, R* = R_max; otherwise bisect on k evaluating the midpoint and keeping the lower end
     while hi − lo > 1. With U monotone in r, R* is the largest grid point that passes and never
     exceeds the true sup. No ε, δ involved: compute once, reuse across sliders. A
-    CertificationError from the oracle propagates (never turned into a decision).
+    CertificationError from the oracle propagates (never turned into a decision). The result
+    records f's :func:`model_digest`, the oracle's :func:`oracle_identity` (which must be ℓ∞ → ℓ1)
+    and the grid, and :func:`propose_test_release` accepts it only for those.
 
     Why this φ is safe (proof sketch). Let R̄(z) = sup{r ∈ [R, R_max] : U(z, r) ≤ Δp}.
       * R̄ is 1-Lipschitz in z for ‖·‖∞: if ‖z − z'‖∞ ≤ η then B(z', r − η) ⊆ B(z, r), so by
@@ -239,10 +384,11 @@ def compute_phi(
     """
     r, dp, rm, t = _validate_grid(radius, delta_p, r_max, tol)
     center = _validate_center(z)
+    certifier, input_norm, output_norm = _ptr_oracle(lipschitz)
+    digest = model_digest(f)
     decide = _decider(lipschitz, f, center, dp)
     span = rm - r
-    m = _grid_steps(span, t)
-    zeta = span / 2.0**m
+    m, zeta = _grid(r, rm, t)
     n_grid = 2**m
 
     def radius_at(k: int) -> float:
@@ -283,6 +429,10 @@ def compute_phi(
         n_decisions=len(evaluations),
         evaluations=tuple(evaluations),
         center=tuple(float(v) for v in center),
+        model_digest=digest,
+        certifier=certifier,
+        input_norm=input_norm,
+        output_norm=output_norm,
     )
 
 
@@ -349,7 +499,9 @@ def propose_test_release(
 ) -> PTRResult:
     """Extended PTR (posthoc Alg. 1, Thm 4.4 with DESIGN.md's corrections): (2ε, δ/2, R)-private release.
 
-    1. φ = :func:`compute_phi` (or the given ``phi``, checked to match z, R, Δp, R_max, tol).
+    1. φ = :func:`compute_phi` (or the given ``phi``, refused with a ValueError naming what differs
+       unless it was computed for this z, R, Δp, R_max, tol, ζ, f's :func:`model_digest` and this
+       oracle's certifier and norms: a φ certified for another model certifies nothing here).
     2. Test: φ̂ = φ + Lap(b_test), b_test = (R + ζ)/ε: φ has sensitivity R + ζ over ℓ∞-distance R
        (compute_phi's docstring), so φ̂ is ε-private; with ζ = 0 this is the paper's Lap(R/ε).
        If φ̂ ≤ ln(1/δ)·b_test (threshold as in :class:`PTRResult`): return ⊥. When the local
@@ -368,10 +520,15 @@ def propose_test_release(
     if phi is not None:
         if not isinstance(phi, PhiResult):
             raise TypeError(f"phi must be a PhiResult from compute_phi, got {type(phi).__name__}")
-        if not phi.matches(z=center, radius=r, delta_p=dp, r_max=rm, tol=t):
+        certifier, input_norm, output_norm = _ptr_oracle(lipschitz)
+        differs = phi.mismatches(
+            z=center, radius=r, delta_p=dp, r_max=rm, tol=t, model_digest=model_digest(f),
+            certifier=certifier, input_norm=input_norm, output_norm=output_norm,
+        )
+        if differs:
             raise ValueError(
-                "phi was computed for a different (z, radius, delta_p, r_max, tol): "
-                f"got radius={phi.radius}, delta_p={phi.delta_p}, r_max={phi.r_max}, tol={phi.tol}"
+                "phi was computed for a different query, so it certifies nothing here (nothing "
+                "released); it differs in: " + "; ".join(differs)
             )
         phi_result = phi
     else:
