@@ -212,7 +212,7 @@ def test_local_executor_on_two_processes_matches_in_process_exactly(tmp_path: Pa
     assert two.solvers == {"highs": 6} and two.tasks == 3 and two.executor == "local"
     assert two.workers and all({"host", "gurobi", "gurobi_size_limit"} <= set(w) for w in two.workers)
     direct = local_lipschitz(net, centers[0], 0.3, solver="highs")
-    assert fields(two.certificates[0]) == fields(direct)
+    assert fields(two.certificates[0]) == {**fields(direct), "argmax": None}  # batches keep no ball point
 
 
 def test_compute_phis_records_how_each_point_was_decided(tmp_path: Path) -> None:

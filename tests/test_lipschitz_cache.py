@@ -1,11 +1,15 @@
-"""Persistent certificate/φ cache: round trips, corruption and staleness are never trusted,
-concurrent processes, and batch certification on two cores."""
+"""Persistent certificate/φ cache: round trips; forged, corrupt, stale or expired entries are never
+trusted; nothing private on disk (HMAC keys, no embeddings, owner-only files); size limit and
+expiry; secret rotation; a corrupt file moved aside; concurrent processes; batch certification."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing as mp
+import os
 import sqlite3
+import stat
 import warnings
 from dataclasses import asdict
 from pathlib import Path
@@ -20,9 +24,18 @@ from privcore.lipschitz import (
     cached_phi,
     certify_batch,
     default_cache_dir,
+    local_lipschitz,
 )
-from privcore.lipschitz.cache import CACHE_VERSION
-from privcore.lipschitz.certifier import certificate_from_dict, certificate_key
+from privcore.lipschitz import cache as cache_module
+from privcore.lipschitz.cache import (
+    CACHE_VERSION,
+    DEFAULT_MAX_MB,
+    DEFAULT_TTL_DAYS,
+    _canonical,
+    _checksum,
+    rotate_secret,
+)
+from privcore.lipschitz.certifier import _phi_key, certificate_from_dict, certificate_key
 
 
 def random_net(seed: int, dims: tuple[int, ...]) -> ReluNetwork:
@@ -34,7 +47,7 @@ def random_net(seed: int, dims: tuple[int, ...]) -> ReluNetwork:
 
 def test_round_trip_is_exact_and_keys_are_separate(tmp_path: Path) -> None:
     cache = LipschitzCache(tmp_path)
-    key = {"model": "abc", "center_sha256": "0" * 64, "radius": 0.1}
+    key = {"model": "abc", "center": "0" * 64, "radius": 0.1}
     value = {"upper": 1.0 / 3.0, "lower": 0.1 + 0.2, "inf": float("inf"), "tuple": [1.5, 2.5]}
     cache.put("certificate", key, value)
     assert cache.get("certificate", key) == value  # floats round-trip bit-exactly
@@ -66,7 +79,7 @@ def test_corrupt_or_stale_entries_are_ignored_and_recomputed(tmp_path: Path, dam
     good = cached_phi(net, z, certifier=Certifier(), cache=tmp_path, **kw)
     db = sqlite3.connect(tmp_path / "cache.sqlite3")
     (value,) = db.execute("SELECT value FROM entries WHERE kind = 'phi'").fetchone()
-    if damage == "value":  # a lie that keeps valid JSON: φ inflated, checksum not updated
+    if damage == "value":  # a lie that keeps valid JSON: φ inflated, tag not updated
         forged = json.loads(value)
         forged["phi"] = 99.0
         db.execute("UPDATE entries SET value = ? WHERE kind = 'phi'", (json.dumps(forged),))
@@ -81,18 +94,260 @@ def test_corrupt_or_stale_entries_are_ignored_and_recomputed(tmp_path: Path, dam
     db.commit()
     db.close()
     cert = Certifier()
-    again = cached_phi(net, z, certifier=cert, cache=tmp_path, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        again = cached_phi(net, z, certifier=cert, cache=tmp_path, **kw)
     assert again == good and again.phi != 99.0
     assert sum(cert.stats.values()) > 0  # recomputed, not read
 
 
-def test_unreadable_database_is_a_miss_not_an_error(tmp_path: Path) -> None:
+def _phi_row(db_path: Path) -> tuple[str, str]:
+    db = sqlite3.connect(db_path)
+    ident, value = db.execute("SELECT id, value FROM entries WHERE kind = 'phi'").fetchone()
+    db.close()
+    return ident, value
+
+
+def test_forged_phi_with_a_recomputed_plain_checksum_is_refused_reported_and_recomputed(
+    tmp_path: Path,
+) -> None:
+    """The attack of issue 18: φ edited to 99 and the SHA-256 checksum recomputed over (version,
+    key, value) — by someone who even knows the embedding, hence the canonical key. The row fails
+    its HMAC: it is deleted, counted, reported naming the file, and φ is recomputed."""
+    net = random_net(2, (4, 6, 3))
+    z = np.array([0.3, -0.2, 0.1, 0.5])
+    kw = dict(radius=0.1, delta_p=10.0, r_max=0.5, tol=0.05)
+    good = cached_phi(net, z, certifier=Certifier(), cache=tmp_path, **kw)
+    assert good.phi < 99.0
+    key_json = _canonical(_phi_key(net.digest, z, certifier=Certifier(), **kw))
+    db_path = tmp_path / "cache.sqlite3"
+    ident, value = _phi_row(db_path)
+    forged = json.dumps(dict(json.loads(value), phi=99.0))
+    db = sqlite3.connect(db_path)
+    (stored_key,) = db.execute("SELECT key FROM entries WHERE id = ?", (ident,)).fetchone()
+    for key in (key_json, stored_key):  # the canonical key, or whatever the row's key column says
+        db.execute("UPDATE entries SET value = ?, checksum = ? WHERE id = ?",
+                   (forged, _checksum(key, forged, CACHE_VERSION), ident))
+        db.commit()
+        cache = LipschitzCache(tmp_path)
+        cert = Certifier()
+        with pytest.warns(RuntimeWarning, match=r"cache\.sqlite3.*failed verification"):
+            again = cached_phi(net, z, certifier=cert, cache=cache, **kw)
+        assert again == good and sum(cert.stats.values()) > 0  # recomputed, not read
+        assert cache.rejected == 1
+        ident, value = _phi_row(db_path)  # the recomputed φ replaced the forged row
+        assert json.loads(value)["phi"] == good.phi
+    db.close()
+
+
+def test_a_phi_bound_to_another_model_or_certifier_is_never_served(tmp_path: Path) -> None:
+    """Even an authentic row is used only for the model, certifier and grid it names."""
+    net = random_net(2, (4, 6, 3))
+    other = ReluNetwork.from_arrays([w.copy() for w in net.weights[:-1]] + [net.weights[-1] / 100],
+                                    [b.copy() for b in net.biases])
+    z = np.array([0.3, -0.2, 0.1, 0.5])
+    kw = dict(radius=0.1, delta_p=10.0, r_max=0.5, tol=0.05)
+    a = cached_phi(net, z, certifier=Certifier(), cache=tmp_path, **kw)
+    cert = Certifier()
+    b = cached_phi(other, z, certifier=cert, cache=tmp_path, **kw)
+    assert sum(cert.stats.values()) > 0 and b.model_digest == other.digest != a.model_digest
+    lp = cached_phi(net, z, certifier=Certifier(kind="lp"), cache=tmp_path, **kw)
+    assert lp.certifier == "lp" and a.certifier == "exact"
+    assert len(LipschitzCache(tmp_path)) == 3
+
+
+def _all_bytes(directory: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file())
+
+
+def test_nothing_private_is_stored(tmp_path: Path) -> None:
+    """Neither the embedding (bytes, hex, decimal) nor its plain SHA-256 nor a point of the ball
+    (a certificate's argmax) reaches any file; keys are HMACs under the installation secret."""
+    net = random_net(4, (4, 6, 3))
+    z = np.array([0.123456789, -0.2, 0.31, 0.5])
+    kw = dict(radius=0.1, delta_p=10.0, r_max=0.5, tol=0.05)
+    cert = Certifier(cache=tmp_path)
+    fresh = local_lipschitz(net, z, 0.3)
+    assert fresh.argmax is not None  # the engine found a point of the ball …
+    stored = cert.certify(net, z, 0.3)
+    assert stored.argmax is None and stored.upper == fresh.upper  # … which is never kept
+    phi = cached_phi(net, z, certifier=Certifier(), cache=tmp_path, **kw)
+    again = cached_phi(net, z, certifier=Certifier(), cache=LipschitzCache(tmp_path), **kw)
+    assert again == phi and again.center == tuple(z)  # the centre comes from the query
+    raw = z.astype("<f8").tobytes()
+    blob = _all_bytes(tmp_path)
+    for needle in (raw, raw.hex().encode(), hashlib.sha256(raw).hexdigest().encode(), b"0.123456789",
+                   repr(fresh.argmax[0]).encode()):
+        assert needle not in blob
+    db = sqlite3.connect(tmp_path / "cache.sqlite3")
+    values = [json.loads(v) for (v,) in db.execute("SELECT value FROM entries")]
+    db.close()
+    assert values and all("center" not in v and v.get("argmax") is None for v in values)
+
+
+def test_files_are_private_to_the_owner(tmp_path: Path) -> None:
+    """Directory 0700, database/WAL/SHM/secret 0600 whatever the umask; an existing directory and
+    files with wider permissions are tightened when the cache opens them."""
+    old = os.umask(0o022)
+    try:
+        directory = tmp_path / "fresh" / "cache"
+        cache = LipschitzCache(directory)
+        cache.put("certificate", {"k": 1}, {"v": 1.0})
+        assert cache.get("certificate", {"k": 1}) == {"v": 1.0}
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+        names = {p.name for p in directory.iterdir()}
+        assert {"cache.sqlite3", "cache.sqlite3-wal", "cache.sqlite3-shm", "cache.secret"} <= names
+        assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in directory.iterdir())
+        assert len((directory / "cache.secret").read_bytes()) == 32
+        del cache
+        os.chmod(directory, 0o755)
+        for p in directory.iterdir():
+            os.chmod(p, 0o644)
+        (directory / "unrelated.txt").write_text("not the cache's")  # left alone
+        assert LipschitzCache(directory).get("certificate", {"k": 1}) == {"v": 1.0}
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+        assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in directory.glob("cache.*"))
+        assert stat.S_IMODE((directory / "unrelated.txt").stat().st_mode) == 0o644
+    finally:
+        os.umask(old)
+
+
+def test_a_directory_open_to_others_disables_the_cache(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)  # sticky and world-writable, like /tmp: never chmod-ed, never trusted
+    cache = LipschitzCache(shared)
+    with pytest.warns(RuntimeWarning, match="disabled"):
+        cache.put("certificate", {"k": 1}, {"v": 1.0})
+    assert cache.get("certificate", {"k": 1}) is None and len(cache) == 0
+    assert not list(shared.iterdir())
+
+
+def test_expired_rows_are_never_returned_and_are_purged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [1_000_000.0]
+    monkeypatch.setattr(cache_module, "_now", lambda: clock[0])
+    cache = LipschitzCache(tmp_path, ttl_seconds=100.0)
+    cache.put("certificate", {"k": "old"}, {"v": 1.0})
+    clock[0] += 60
+    cache.put("certificate", {"k": "new"}, {"v": 2.0})
+    assert cache.get("certificate", {"k": "old"}) == {"v": 1.0} and len(cache) == 2
+    clock[0] += 50  # "old" is 110 s old, "new" 50 s
+    assert cache.get("certificate", {"k": "old"}) is None and cache.expired == 1
+    assert cache.get("certificate", {"k": "new"}) == {"v": 2.0}
+    clock[0] += 60
+    assert len(cache) == 0  # expired rows are not counted …
+    cache.put("certificate", {"k": "newest"}, {"v": 3.0})
+    db = sqlite3.connect(tmp_path / "cache.sqlite3")
+    (rows,) = db.execute("SELECT COUNT(*) FROM entries").fetchone()
+    db.close()
+    assert rows == 1  # … and a write purges them
+
+
+def test_over_the_size_limit_the_oldest_rows_are_evicted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [1_000_000.0]
+    monkeypatch.setattr(cache_module, "_now", lambda: clock[0])
+    value = {"payload": "x" * 700}
+    row = len(_canonical(value)) + 256
+    cache = LipschitzCache(tmp_path, max_bytes=3 * row + 10)
+    for i in range(6):
+        clock[0] += 1
+        cache.put("certificate", {"i": i}, value)
+        assert cache.stored_bytes() <= cache.max_bytes
+    assert [cache.get("certificate", {"i": i}) is not None for i in range(6)] == [False] * 3 + [True] * 3
+
+
+def test_limits_follow_the_environment_and_are_validated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = LipschitzCache(tmp_path)
+    assert cache.max_bytes == int(DEFAULT_MAX_MB * 2**20) and cache.ttl_seconds == DEFAULT_TTL_DAYS * 86400
+    monkeypatch.setenv("PRIVLENS_CACHE_MAX_MB", "0.5")
+    monkeypatch.setenv("PRIVLENS_CACHE_TTL_DAYS", "1.5")
+    cache = LipschitzCache(tmp_path)
+    assert cache.max_bytes == 2**19 and cache.ttl_seconds == 1.5 * 86400
+    monkeypatch.setenv("PRIVLENS_CACHE_TTL_DAYS", "forever")
+    with pytest.raises(ValueError, match=r"PRIVLENS_CACHE_TTL_DAYS.*'forever'"):
+        LipschitzCache(tmp_path)
+    monkeypatch.setenv("PRIVLENS_CACHE_TTL_DAYS", "-1")
+    with pytest.raises(ValueError, match=r"PRIVLENS_CACHE_TTL_DAYS must be in \(0, ∞\)"):
+        LipschitzCache(tmp_path)
+    with pytest.raises(ValueError, match="max_bytes"):
+        LipschitzCache(tmp_path, max_bytes=0, ttl_seconds=1.0)
+
+
+def test_rotating_the_secret_turns_every_entry_into_a_miss(tmp_path: Path) -> None:
+    cache, other = LipschitzCache(tmp_path), LipschitzCache(tmp_path)  # e.g. two processes
+    cache.put("certificate", {"k": 1}, {"v": 1.0})
+    assert other.get("certificate", {"k": 1}) == {"v": 1.0}
+    old = (tmp_path / "cache.secret").read_bytes()
+    rotate_secret(tmp_path)
+    assert (tmp_path / "cache.secret").read_bytes() != old
+    assert stat.S_IMODE((tmp_path / "cache.secret").stat().st_mode) == 0o600
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a miss, not a forgery
+        assert cache.get("certificate", {"k": 1}) is None and other.get("certificate", {"k": 1}) is None
+    assert cache.rejected == other.rejected == 0
+    other.put("certificate", {"k": 1}, {"v": 2.0})  # the other instance writes with the new secret
+    assert cache.get("certificate", {"k": 1}) == {"v": 2.0}
+
+
+def test_entries_are_bound_to_the_secret(tmp_path: Path) -> None:
+    """Copying a database next to another installation's secret gives misses, never hits."""
+    LipschitzCache(tmp_path / "a").put("certificate", {"k": 1}, {"v": 1.0})
+    (tmp_path / "b").mkdir(mode=0o700)
+    for name in ("cache.sqlite3", "cache.sqlite3-wal"):
+        (tmp_path / "b" / name).write_bytes((tmp_path / "a" / name).read_bytes())
+    assert LipschitzCache(tmp_path / "b").get("certificate", {"k": 1}) is None
+
+
+def test_corrupt_database_is_moved_aside_and_rebuilt(tmp_path: Path) -> None:
+    """A file that is not a database (or whose pages are damaged while a connection is open) is
+    renamed *.corrupt-<time>, reported, and a new database serves later calls and len()."""
     (tmp_path / "cache.sqlite3").write_bytes(b"this is not a database" * 100)
     cache = LipschitzCache(tmp_path)
-    with warnings.catch_warnings(record=True):
-        warnings.simplefilter("always")
+    with pytest.warns(RuntimeWarning, match="corrupt.*moved aside"):
         assert cache.get("certificate", {"k": 1}) is None
-        cache.put("certificate", {"k": 1}, {"v": 1.0})  # best effort, no exception
+    assert cache.recovered == 1 and len(list(tmp_path.glob("cache.sqlite3.corrupt-*"))) == 1
+    cache.put("certificate", {"k": 1}, {"v": 1.0})
+    assert cache.get("certificate", {"k": 1}) == {"v": 1.0} and len(cache) == 1
+    # damage a live database under an open connection
+    for i in range(50):
+        cache.put("certificate", {"k": i}, {"v": float(i), "pad": "y" * 2000})
+    db = sqlite3.connect(tmp_path / "cache.sqlite3")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    with open(tmp_path / "cache.sqlite3", "r+b") as fh:
+        fh.seek(0)
+        fh.write(b"\xff" * 100)  # the header
+    with pytest.warns(RuntimeWarning, match="corrupt"):
+        assert len(cache) == 0
+    assert len(list(tmp_path.glob("cache.sqlite3.corrupt-*"))) == 2
+    cache.put("certificate", {"k": 1}, {"v": 3.0})
+    assert LipschitzCache(tmp_path).get("certificate", {"k": 1}) == {"v": 3.0}
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in tmp_path.glob("cache.*"))
+
+
+def test_an_older_database_holding_embeddings_is_dropped_and_scrubbed(tmp_path: Path) -> None:
+    """CACHE_VERSION 2 stored φ with its centre: the first open drops that table and vacuums the
+    file, so the old bytes are gone, not just unlinked."""
+    marker = "0.987654321987"
+    db = sqlite3.connect(tmp_path / "cache.sqlite3")
+    db.execute("CREATE TABLE entries (id TEXT PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, "
+               "value TEXT NOT NULL, version INTEGER NOT NULL, checksum TEXT NOT NULL)")
+    for i in range(20):
+        db.execute("INSERT INTO entries VALUES (?,?,?,?,?,?)",
+                   (str(i), "phi", "{}", json.dumps({"center": [float(marker)] * 50, "i": i}), 2, "x"))
+    db.commit()
+    db.close()
+    assert marker.encode() in (tmp_path / "cache.sqlite3").read_bytes()
+    cache = LipschitzCache(tmp_path)
+    assert len(cache) == 0
+    cache.put("certificate", {"k": 1}, {"v": 1.0})
+    assert marker.encode() not in _all_bytes(tmp_path)
 
 
 def test_default_directory_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,3 +395,18 @@ def test_batch_on_two_workers_matches_sequential_and_fills_the_cache(tmp_path: P
     assert all(a.upper >= b.upper * (1 - 1e-7) for a, b in zip(lp, seq, strict=True))
     with pytest.raises(ValueError, match="shape"):
         certify_batch(net, np.zeros((2, 3)), 0.3, progress=False)
+
+
+def test_the_cli_reaches_rotation_purge_and_info(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from privcore.cli import app
+
+    cache = LipschitzCache(tmp_path)
+    cache.put("certificate", {"k": 1}, {"v": 1.0})
+    runner = CliRunner()
+    out = runner.invoke(app, ["cache", "info", "--dir", str(tmp_path)])
+    assert out.exit_code == 0 and "rows        1" in out.output
+    out = runner.invoke(app, ["cache", "rotate-secret", "--dir", str(tmp_path)])
+    assert out.exit_code == 0 and cache.get("certificate", {"k": 1}) is None and len(cache) == 0
+    assert runner.invoke(app, ["cache", "purge", "--dir", str(tmp_path)]).exit_code == 0

@@ -195,6 +195,27 @@ def test_propose_test_release_with_certifier_and_cached_phi(tmp_path) -> None:
         assert np.array_equal(a.value, b.value)
 
 
+def test_phi_of_a_net_with_its_last_layer_divided_by_100_is_refused(tmp_path) -> None:
+    """Issue 18's attack through the product's path (cached_phi, then PTR with the φ): refused,
+    naming the model digest; the same φ serves the net it was certified for."""
+    net = random_net(8, (4, 6, 4))
+    module = net_module(net)
+    weights = [*net.weights[:-1], net.weights[-1] / 100]
+    scaled = net_module(ReluNetwork.from_arrays(weights, [*net.biases[:-1], net.biases[-1] / 100]))
+    z = np.array([0.2, -0.1, 0.4, 0.0])
+    delta_p = 0.5 * local_lipschitz(module, z, 0.2).upper
+    kw = dict(radius=0.2, delta_p=delta_p, r_max=2.0, tol=0.01, epsilon=1.0, delta=0.05, rng=0)
+    grid = {k: kw[k] for k in ("radius", "delta_p", "r_max", "tol")}
+    forged = cached_phi(scaled, z, certifier=Certifier(), cache=tmp_path, **grid)
+    honest = cached_phi(module, z, certifier=Certifier(), cache=tmp_path, **grid)
+    assert forged.phi > 0 == honest.phi and forged.model_digest == as_network(scaled).digest
+    with pytest.raises(ValueError, match="model digest"):
+        propose_test_release(module, z, lipschitz=Certifier(), phi=forged, **kw)
+    with pytest.raises(ValueError, match="certifier"):
+        propose_test_release(module, z, lipschitz=Certifier(kind="lp"), phi=honest, **kw)
+    assert propose_test_release(scaled, z, lipschitz=Certifier(), phi=forged, **kw).phi_result is forged
+
+
 def test_certifier_validates_its_parameters() -> None:
     with pytest.raises(ValueError, match="kind"):
         Certifier(kind="fast")

@@ -20,7 +20,7 @@ never returned as certified.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,7 @@ from privcore.executors import (
 )
 from privcore.lipschitz.backends import SOLVERS
 from privcore.lipschitz.cache import LipschitzCache, resolve_cache
-from privcore.lipschitz.certifier import certificate_from_dict, certificate_key
+from privcore.lipschitz.certifier import certificate_key, load_certificate, store_certificate
 from privcore.lipschitz.engine import CERTIFIERS, Certificate, local_lipschitz
 from privcore.lipschitz.network import ReluNetwork, as_network
 from privcore.validation import check_choice, check_finite_array, check_int, check_nonnegative, check_positive
@@ -64,24 +64,22 @@ class _Point:
 
 
 def _certify_chunk(job: _Job, chunk: list[np.ndarray]) -> list[_Point]:
-    """One task: parse nothing (the network is parsed), certify each centre, cache exact results."""
+    """One task: parse nothing (the network is parsed), certify each centre, cache exact results
+    (certificates come back without ``argmax``, cached or not: see :func:`store_certificate`)."""
     worker = worker_solver_info()
     norms = {"input_norm": job.kw["input_norm"], "output_norm": job.kw["output_norm"]}
+    kind = job.kw["certifier"]
     out = []
     for c in chunk:
-        key = certificate_key(job.net.digest, c, job.radius, kind=job.kw["certifier"], **norms)
+        key = certificate_key(job.net.digest, c, job.radius, kind=kind, **norms)
         if job.cache is not None:
-            hit = job.cache.get("certificate", key)
+            hit = load_certificate(job.cache, key, digest=job.net.digest, radius=job.radius, kind=kind,
+                                   **norms)
             if hit is not None:
-                try:
-                    out.append(_Point(certificate_from_dict(hit), False, worker))
-                    continue
-                except (TypeError, ValueError):
-                    pass
+                out.append(_Point(hit, False, worker))
+                continue
         cert = local_lipschitz(job.net, c, job.radius, **job.kw)
-        if job.cache is not None and cert.exact:
-            job.cache.put("certificate", key, asdict(cert))
-        out.append(_Point(cert, True, worker))
+        out.append(_Point(store_certificate(job.cache, key, cert), True, worker))
     return out
 
 
@@ -144,13 +142,11 @@ def certify_batch_detailed(
     todo: list[int] = []
     for i, c in enumerate(pts):
         if store is not None:
-            hit = store.get("certificate", certificate_key(parsed.digest, c, r, kind=certifier, **norms))
+            key = certificate_key(parsed.digest, c, r, kind=certifier, **norms)
+            hit = load_certificate(store, key, digest=parsed.digest, radius=r, kind=certifier, **norms)
             if hit is not None:
-                try:
-                    results[i] = certificate_from_dict(hit)
-                    continue
-                except (TypeError, ValueError):
-                    pass
+                results[i] = hit
+                continue
         todo.append(i)
     # one solver thread per task, wherever it runs: the executor provides the parallelism, and a
     # multi-threaded MILP may end on a bound a few ulp apart, which would make results depend on it

@@ -1,33 +1,94 @@
-"""Persistent cache of Lipschitz certificates and of φ, shared by processes and sessions.
+"""Persistent, authenticated cache of Lipschitz certificates, φ and pattern tables.
 
 One SQLite database in WAL mode (concurrent readers and one writer at a time across processes,
 every write an atomic transaction) under ``$PRIVLENS_CACHE_DIR`` or ``<repo>/.cache/lipschitz``.
-Each row stores the canonical JSON of its key fields, the JSON value, a format version and a
-SHA-256 checksum over all three. A row whose checksum, version, key or value fails to check —
-a torn write, a bit flip, an entry from an older engine — is ignored (and deleted) and the value
-recomputed: the cache is an accelerator, never a source of truth.
+The cache is an accelerator, never a source of truth: whatever fails a check is recomputed.
 
-Keys hold a SHA-256 of the embedding, not the embedding; the stored φ (a PhiResult) does hold
-its centre, like any private intermediate of the user's own images: the directory belongs on
-the user's device, with the user's file permissions.
+**Nothing private on disk.** A row is found by a keyed hash, HMAC-SHA256 under a per-installation
+secret, of the canonical key (model digest, the centre's exact float64 bytes, radius, norms, …):
+without the secret nobody can test whether an embedding is cached. Values hold only results (φ,
+R*, the bisection's decisions, certificate bounds), never an embedding, an image or a point of
+the ball; a φ read back gets its centre from the query. Deleted rows are zeroed
+(``secure_delete``); a database in an older format (whose values held embeddings) is dropped and
+vacuumed on first open.
+
+**Authenticated.** Every row carries an HMAC over (format version, kind, key, creation time,
+value) under the same secret. A row that fails verification is deleted, counted in
+:attr:`LipschitzCache.rejected` and reported with a warning naming the database file; the caller
+recomputes. A recomputed plain checksum is worthless to a forger. A database file SQLite
+reports as corrupt is moved aside (``cache.sqlite3.corrupt-<unix time>``, with its WAL/SHM) and
+rebuilt, so later calls and ``len()`` work again.
+
+**The secret** is ``cache.secret`` (32 bytes from :func:`secrets.token_bytes`), created on first
+use with owner-only permissions. :func:`rotate_secret` (or ``python -m privcore cache
+rotate-secret``) replaces it; every existing entry then is a miss and is removed.
+
+**Permissions.** The directory (meant to be the cache's own) is created 0700 and every cache file
+in it (``cache.*``: database, WAL/SHM, secret, lock, moved-aside copies) is made 0600: a 077
+umask around creation, and existing ones are chmod-ed when the cache opens them. A directory
+that stays open to other users (not ours, or sticky like /tmp) disables the cache with a warning
+rather than trusting it.
+
+**Retention.** Each row records its creation time. Rows older than the expiry are never returned
+and are purged on every write; when the stored values exceed the size limit the oldest rows are
+evicted. Defaults: 7 days (φ of a private image should not outlive its use by long; a miss
+costs one certification) and 256 MiB (the largest pattern table is ~2 MB, a φ ~1 kB). Override
+with ``$PRIVLENS_CACHE_TTL_DAYS`` and ``$PRIVLENS_CACHE_MAX_MB`` (positive numbers) or the
+``ttl_seconds`` / ``max_bytes`` arguments.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
+import hmac
 import json
 import math
 import os
+import secrets
 import sqlite3
+import stat
 import threading
+import time
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["CACHE_VERSION", "LipschitzCache", "default_cache_dir", "resolve_cache"]
+from privcore.validation import check_int, check_positive
 
-#: bump when the meaning of a cached value changes: older rows become stale and are recomputed
-CACHE_VERSION = 2
+__all__ = [
+    "CACHE_VERSION",
+    "DEFAULT_MAX_MB",
+    "DEFAULT_TTL_DAYS",
+    "LipschitzCache",
+    "default_cache_dir",
+    "resolve_cache",
+    "rotate_secret",
+]
+
+#: bump when the meaning or format of a cached value changes: older rows are stale and recomputed
+#: (3: keyed-hash ids, HMAC-authenticated rows, no centre in φ or argmax in certificates)
+CACHE_VERSION = 3
+#: default size limit of the stored values, MiB (``$PRIVLENS_CACHE_MAX_MB``)
+DEFAULT_MAX_MB = 256.0
+#: default expiry of a row, days (``$PRIVLENS_CACHE_TTL_DAYS``)
+DEFAULT_TTL_DAYS = 7.0
+
+_DB_NAME = "cache.sqlite3"
+_SECRET_NAME = "cache.secret"
+_LOCK_NAME = "cache.lock"
+_SECRET_BYTES = 32
+_ROW_OVERHEAD = 256  # bytes per row besides the value (id, tag, columns, index)
+_COLUMNS = ["id", "kind", "key", "value", "version", "created", "size", "checksum"]
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS entries (id TEXT PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, "
+    "value TEXT NOT NULL, version INTEGER NOT NULL, created REAL NOT NULL, size INTEGER NOT NULL, "
+    "checksum TEXT NOT NULL)"
+)
+_UMASK_LOCK = threading.Lock()
+T = TypeVar("T")
 
 
 def default_cache_dir() -> Path:
@@ -39,131 +100,504 @@ def default_cache_dir() -> Path:
 
 
 def _canonical(obj: Any) -> str:
+    """Canonical JSON (sorted keys, no spaces; floats in shortest round-trip form)."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=True)
 
 
 def _checksum(key: str, value: str, version: int) -> str:
+    """Plain SHA-256 over (version, key, value): an integrity check for files shipped in the
+    repository (pattern tables, like model weights), *not* an authenticator — the cache uses HMAC."""
     return hashlib.sha256(f"{version}\0{key}\0{value}".encode()).hexdigest()
 
 
+def _now() -> float:
+    return time.time()
+
+
+def _mac(secret: bytes, label: str, *parts: Any) -> str:
+    """HMAC-SHA256 under ``secret`` of a domain label and length-prefixed parts."""
+    h = hmac.new(secret, label.encode(), hashlib.sha256)
+    for part in parts:
+        b = part if isinstance(part, bytes) else str(part).encode()
+        h.update(len(b).to_bytes(8, "big"))
+        h.update(b)
+    return h.hexdigest()
+
+
+def _env_positive(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number in (0, ∞), got {raw!r}") from None
+    return check_positive(name, value)
+
+
+@contextlib.contextmanager
+def _private_umask() -> Iterator[None]:
+    """Umask 077 while the cache creates files (process-wide, so held briefly and serialised)."""
+    with _UMASK_LOCK:
+        old = os.umask(0o077)
+        try:
+            yield
+        finally:
+            os.umask(old)
+
+
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    """SQLITE_CORRUPT / SQLITE_NOTADB (a damaged or foreign file), not a busy or full database."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+    return type(exc) is sqlite3.DatabaseError
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    with contextlib.suppress(sqlite3.Error):
+        conn.execute("ROLLBACK")
+
+
+class _Disabled(Exception):
+    """The cache directory cannot be made private: every operation is a miss."""
+
+
 class LipschitzCache:
-    """Key → JSON value store with integrity checks (see module docstring).
+    """Key → JSON value store, keyed by HMAC and authenticated (see module docstring).
 
     ``get(kind, key)`` / ``put(kind, key, value)``: ``key`` is a dict of JSON-able fields (model
-    hash, centre bytes as hex, radius, norms, Δp, …), ``value`` a JSON-able dict. Floats round-trip
-    exactly (shortest repr). Safe to use from several threads and processes at once.
+    hash, centre bytes as hex, radius, norms, Δp, …) that is never stored, ``value`` a JSON-able
+    dict (floats round-trip exactly; NaN refused). Safe to use from several threads and processes
+    at once. ``max_bytes`` / ``ttl_seconds``: size limit and expiry (None: environment or default).
+    Counters: ``hits``, ``misses``, ``rejected`` (failed verification), ``expired``,
+    ``recovered`` (corrupt database files moved aside).
     """
 
-    def __init__(self, directory: str | os.PathLike | None = None) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike | None = None,
+        *,
+        max_bytes: int | None = None,
+        ttl_seconds: float | None = None,
+    ) -> None:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
-        self.path = self.directory / "cache.sqlite3"
+        self.path = self.directory / _DB_NAME
+        self.secret_path = self.directory / _SECRET_NAME
+        self.max_bytes = (
+            int(_env_positive("PRIVLENS_CACHE_MAX_MB", DEFAULT_MAX_MB) * 2**20)
+            if max_bytes is None
+            else check_int("max_bytes", max_bytes, minimum=1)
+        )
+        self.ttl_seconds = (
+            _env_positive("PRIVLENS_CACHE_TTL_DAYS", DEFAULT_TTL_DAYS) * 86400.0
+            if ttl_seconds is None
+            else check_positive("ttl_seconds", ttl_seconds)
+        )
         self._local = threading.local()
+        self._lock = threading.RLock()
+        self._secret_state: tuple[tuple[int, int, int], bytes] | None = None
+        self._checked_dir = False
+        self._warned_disabled = False
         self.hits = 0
         self.misses = 0
         self.rejected = 0
+        self.expired = 0
+        self.recovered = 0
 
     def __repr__(self) -> str:
         return f"LipschitzCache({str(self.directory)!r})"
 
     def __getstate__(self) -> dict:
-        return {"directory": str(self.directory)}
+        return {"directory": str(self.directory), "max_bytes": self.max_bytes,
+                "ttl_seconds": self.ttl_seconds}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["directory"])
+        self.__init__(state["directory"], max_bytes=state["max_bytes"], ttl_seconds=state["ttl_seconds"])
 
+    # -- the directory and its files ----------------------------------------------------------------
+    def _secure_directory(self) -> None:
+        """Create the directory 0700 and make it and every file in it private, or raise _Disabled."""
+        if self._checked_dir and self.directory.is_dir():
+            return
+        with _private_umask():
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.stat(self.directory)
+        if st.st_uid == os.getuid() and not st.st_mode & stat.S_ISVTX:
+            with contextlib.suppress(OSError):
+                os.chmod(self.directory, 0o700)
+            st = os.stat(self.directory)
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise _Disabled(
+                f"cache directory {self.directory} is not private to this user (owner uid {st.st_uid}, "
+                f"mode {stat.S_IMODE(st.st_mode):04o}); choose another with PRIVLENS_CACHE_DIR"
+            )
+        for entry in os.scandir(self.directory):  # ours only: the directory may hold other things
+            if entry.name.startswith(("cache.", ".cache.")) and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    if stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode) & 0o077:
+                        os.chmod(entry.path, 0o600)
+        self._checked_dir = True
+
+    def _secret(self) -> bytes:
+        """The installation secret (created on first use; reloaded when another process rotated it)."""
+        try:
+            st = os.stat(self.secret_path, follow_symlinks=False)
+        except FileNotFoundError:
+            self._write_secret(replace=False)
+            st = os.stat(self.secret_path, follow_symlinks=False)
+        ident = (st.st_ino, st.st_mtime_ns, st.st_size)
+        state = self._secret_state
+        if state is not None and state[0] == ident:
+            return state[1]
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            raise _Disabled(f"cache secret {self.secret_path} is not a regular file owned by this user")
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            os.chmod(self.secret_path, 0o600)
+        fd = os.open(self.secret_path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as fh:
+            secret = fh.read()
+        if len(secret) != _SECRET_BYTES:
+            warnings.warn(
+                f"Lipschitz cache secret {self.secret_path} is damaged ({len(secret)} bytes); "
+                "a new one is made and every entry recomputed",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            self._write_secret(replace=True)
+            return self._secret()
+        self._secret_state = (ident, secret)
+        return secret
+
+    def _write_secret(self, *, replace: bool) -> None:
+        """Write a fresh secret atomically: a 0600 temporary file, then link (first writer wins) or
+        replace (rotation)."""
+        tmp = self.directory / f".{_SECRET_NAME}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
+        with _private_umask():
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(secrets.token_bytes(_SECRET_BYTES))
+                fh.flush()
+                os.fsync(fh.fileno())
+            if replace:
+                os.replace(tmp, self.secret_path)
+            else:
+                try:
+                    os.link(tmp, self.secret_path)  # atomic and never overwrites: the first writer wins
+                except FileExistsError:
+                    pass
+                except OSError:  # a filesystem without hard links
+                    if not self.secret_path.exists():
+                        os.replace(tmp, self.secret_path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+    # -- connections ---------------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
+        """This thread's connection, reopened after a fork or when the file was moved aside."""
+        self._secure_directory()
         conn = getattr(self._local, "conn", None)
         if conn is not None and getattr(self._local, "pid", None) == os.getpid():
-            return conn
-        self.directory.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout=30000")
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS entries (id TEXT PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, "
-            "value TEXT NOT NULL, version INTEGER NOT NULL, checksum TEXT NOT NULL)"
-        )
-        self._local.conn, self._local.pid = conn, os.getpid()
+            try:
+                if os.stat(self.path).st_ino == self._local.ino:
+                    return conn
+            except FileNotFoundError:
+                pass
+            self._close_local()
+        with _private_umask():
+            if not self.path.exists():
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            try:
+                conn.execute("PRAGMA busy_timeout=30000")
+                conn.execute("PRAGMA secure_delete=ON")
+                conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # effective on a new (or vacuumed) file
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                self._migrate(conn)
+                conn.execute(_SCHEMA)
+                conn.execute("CREATE INDEX IF NOT EXISTS entries_created ON entries (created)")
+            except BaseException:
+                conn.close()
+                raise
+        for suffix in ("", "-wal", "-shm"):  # created by SQLite with the database's mode; make sure
+            with contextlib.suppress(FileNotFoundError):
+                p = Path(f"{self.path}{suffix}")
+                if stat.S_IMODE(os.stat(p).st_mode) & 0o077:
+                    os.chmod(p, 0o600)
+        self._local.conn, self._local.pid, self._local.ino = conn, os.getpid(), os.stat(self.path).st_ino
         return conn
 
+    def _close_local(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None and getattr(self._local, "pid", None) == os.getpid():
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+
     @staticmethod
-    def _id(kind: str, key_json: str) -> str:
-        return hashlib.sha256(f"{kind}\0{key_json}".encode()).hexdigest()
+    def _migrate(conn: sqlite3.Connection) -> None:
+        """Drop a table in an older format (its keys and values may hold embeddings) and vacuum the
+        file so the old bytes are gone, not just unlinked."""
+        cols = [row[1] for row in conn.execute("PRAGMA table_info(entries)")]
+        if not cols or cols == _COLUMNS:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            cols = [row[1] for row in conn.execute("PRAGMA table_info(entries)")]
+            if cols and cols != _COLUMNS:
+                conn.execute("DROP TABLE entries")
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        with contextlib.suppress(sqlite3.OperationalError):  # another process may hold a read lock
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def _recover(self, exc: sqlite3.Error) -> None:
+        """Move a corrupt database aside (once, whichever process sees it first) and start afresh."""
+        seen = getattr(self._local, "ino", None) if getattr(self._local, "conn", None) is not None else None
+        self._close_local()
+        with _private_umask():
+            lock_fd = os.open(self.directory / _LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            try:
+                current = os.stat(self.path).st_ino
+            except FileNotFoundError:
+                return
+            if seen is not None and current != seen:
+                return  # another process already moved it aside
+            if seen is None and self._readable():
+                return  # the file we failed to open was replaced by a good one meanwhile
+            aside = Path(f"{self.path}.corrupt-{int(_now())}-{secrets.token_hex(2)}")
+            os.replace(self.path, aside)
+            for suffix in ("-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.replace(f"{self.path}{suffix}", f"{aside}{suffix}")
+        finally:
+            os.close(lock_fd)
+        self.recovered += 1
+        warnings.warn(
+            f"Lipschitz cache {self.path} is corrupt ({exc}); moved aside to {aside.name} and rebuilt",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+
+    def _readable(self) -> bool:
+        try:
+            conn = sqlite3.connect(self.path, timeout=5.0)
+            try:
+                return conn.execute("PRAGMA quick_check").fetchone() == ("ok",)
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            return False
+
+    def _run(self, op: Callable[[sqlite3.Connection, bytes], T], *, what: str, fallback: T) -> T:
+        """Run ``op(connection, secret)``; a corrupt file is moved aside and the op retried once;
+        any other error is a warning and ``fallback`` (the cache is best effort)."""
+        for attempt in (0, 1):
+            try:
+                conn = self._connect()
+                return op(conn, self._secret())
+            except _Disabled as exc:
+                if not self._warned_disabled:
+                    self._warned_disabled = True
+                    warnings.warn(f"Lipschitz cache disabled: {exc}", RuntimeWarning, stacklevel=3)
+                return fallback
+            except sqlite3.Error as exc:
+                error: Exception = exc
+                if attempt == 0 and _is_corrupt(exc):
+                    try:
+                        self._recover(exc)
+                        continue
+                    except OSError as move_error:
+                        error = move_error
+            except OSError as exc:
+                error = exc
+            warnings.warn(f"Lipschitz cache {self.path}: {what} failed ({error})", RuntimeWarning,
+                          stacklevel=3)
+            return fallback
+        return fallback
+
+    # -- entries -------------------------------------------------------------------------------------
+    @staticmethod
+    def _ids(secret: bytes, kind: str, key_json: str) -> tuple[str, str]:
+        return _mac(secret, "privlens-cache-id", kind, key_json), _mac(secret, "privlens-cache-key", key_json)
+
+    @staticmethod
+    def _tag(secret: bytes, version: Any, kind: str, key_json: str, created: float, value: str) -> str:
+        return _mac(secret, "privlens-cache-entry", version, kind, key_json, repr(float(created)), value)
 
     def get(self, kind: str, key: dict) -> dict | None:
-        """The stored value for ``key``, or None when absent, stale or corrupt."""
+        """The stored value for ``key``, or None when absent, expired, stale or not authentic (a
+        forged or damaged row is deleted, counted in ``rejected`` and reported with a warning)."""
         key_json = _canonical(key)
-        ident = self._id(kind, key_json)
-        try:
-            row = self._connect().execute(
-                "SELECT kind, key, value, version, checksum FROM entries WHERE id = ?", (ident,)
+
+        def op(conn: sqlite3.Connection, secret: bytes) -> tuple[str, dict | None]:
+            ident, key_mac = self._ids(secret, kind, key_json)
+            row = conn.execute(
+                "SELECT kind, key, value, version, created, checksum FROM entries WHERE id = ?", (ident,)
             ).fetchone()
-        except sqlite3.Error as exc:
-            warnings.warn(f"Lipschitz cache unreadable ({exc}); recomputing", RuntimeWarning, stacklevel=2)
-            self.misses += 1
-            return None
-        if row is None:
-            self.misses += 1
-            return None
-        r_kind, r_key, r_value, r_version, r_sum = row
-        ok = (
-            r_kind == kind
-            and r_key == key_json
-            and r_version == CACHE_VERSION
-            and isinstance(r_value, str)
-            and r_sum == _checksum(r_key, r_value, r_version)
-        )
-        value = None
-        if ok:
-            try:
-                value = json.loads(r_value)
-            except ValueError:
-                ok = False
-        if not ok or not isinstance(value, dict):
-            self.rejected += 1
-            self.misses += 1
-            self.delete(kind, key)
-            return None
-        self.hits += 1
+            if row is None:
+                return "miss", None
+            r_kind, r_key, r_value, r_version, r_created, r_tag = row
+            if r_version != CACHE_VERSION:
+                conn.execute("DELETE FROM entries WHERE id = ?", (ident,))
+                return "miss", None
+            authentic = (
+                isinstance(r_value, str)
+                and isinstance(r_created, float | int)
+                and isinstance(r_tag, str)
+                and r_kind == kind
+                and r_key == key_mac
+                and hmac.compare_digest(
+                    r_tag, self._tag(secret, r_version, kind, key_json, r_created, r_value)
+                )
+            )
+            value = None
+            if authentic:
+                try:
+                    value = json.loads(r_value)
+                except ValueError:
+                    value = None
+            if not isinstance(value, dict):
+                conn.execute("DELETE FROM entries WHERE id = ?", (ident,))
+                return "rejected", None
+            if r_created + self.ttl_seconds < _now():
+                conn.execute("DELETE FROM entries WHERE id = ?", (ident,))
+                return "expired", None
+            return "hit", value
+
+        how, value = self._run(op, what="read", fallback=("miss", None))
+        with self._lock:
+            if how == "hit":
+                self.hits += 1
+            else:
+                self.misses += 1
+                self.rejected += how == "rejected"
+                self.expired += how == "expired"
+        if how == "rejected":
+            warnings.warn(
+                f"Lipschitz cache {self.path}: a {kind!r} entry failed verification (HMAC) and was "
+                "deleted; it is recomputed, never trusted (was the file edited?)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         return value
 
     def put(self, kind: str, key: dict, value: dict) -> None:
-        """Store ``value`` under ``key`` atomically (last writer wins; best effort on I/O errors)."""
-        key_json = _canonical(key)
-        value_json = _canonical(value)
+        """Store ``value`` under ``key`` atomically (last writer wins), purge expired rows and evict
+        the oldest beyond the size limit; best effort on I/O errors."""
         if any(isinstance(v, float) and math.isnan(v) for v in value.values()):
             raise ValueError("refusing to cache a NaN")
-        row = (
-            self._id(kind, key_json),
-            kind,
-            key_json,
-            value_json,
-            CACHE_VERSION,
-            _checksum(key_json, value_json, CACHE_VERSION),
-        )
-        try:
-            self._connect().execute(
-                "INSERT OR REPLACE INTO entries (id, kind, key, value, version, checksum) "
-                "VALUES (?,?,?,?,?,?)",
-                row,
-            )
-        except sqlite3.Error as exc:
-            warnings.warn(f"Lipschitz cache not written ({exc})", RuntimeWarning, stacklevel=2)
+        key_json = _canonical(key)
+        value_json = _canonical(value)
+
+        def op(conn: sqlite3.Connection, secret: bytes) -> None:
+            ident, key_mac = self._ids(secret, kind, key_json)
+            created = _now()
+            tag = self._tag(secret, CACHE_VERSION, kind, key_json, created, value_json)
+            size = len(value_json.encode()) + _ROW_OVERHEAD
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "INSERT OR REPLACE INTO entries (id, kind, key, value, version, created, size, checksum) "
+                    "VALUES (?,?,?,?,?,?,?,?)",
+                    (ident, kind, key_mac, value_json, CACHE_VERSION, created, size, tag),
+                )
+                removed = self._purge(conn, created)
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+            if removed:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("PRAGMA incremental_vacuum")
+
+        self._run(op, what="write", fallback=None)
+
+    def _purge(self, conn: sqlite3.Connection, now: float) -> int:
+        """Delete expired rows, then the oldest while the stored size exceeds ``max_bytes``."""
+        removed = conn.execute("DELETE FROM entries WHERE created < ?", (now - self.ttl_seconds,)).rowcount
+        (total,) = conn.execute("SELECT COALESCE(SUM(size), 0) FROM entries").fetchone()
+        if total > self.max_bytes:
+            removed += conn.execute(
+                "DELETE FROM entries WHERE id IN (SELECT id FROM (SELECT id, SUM(size) OVER "
+                "(ORDER BY created DESC, id DESC ROWS UNBOUNDED PRECEDING) AS newer FROM entries) "
+                "WHERE newer > ?)",
+                (self.max_bytes,),
+            ).rowcount
+        return removed
+
+    def purge(self) -> int:
+        """Remove expired rows (and the oldest beyond the size limit) now; returns how many."""
+
+        def op(conn: sqlite3.Connection, secret: bytes) -> int:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                removed = self._purge(conn, _now())
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+            return removed
+
+        return self._run(op, what="purge", fallback=0)
 
     def delete(self, kind: str, key: dict) -> None:
         """Remove one entry (no error if absent)."""
-        try:
-            self._connect().execute("DELETE FROM entries WHERE id = ?", (self._id(kind, _canonical(key)),))
-        except sqlite3.Error:
-            pass
+        key_json = _canonical(key)
+        self._run(
+            lambda conn, secret: conn.execute(
+                "DELETE FROM entries WHERE id = ?", (self._ids(secret, kind, key_json)[0],)
+            ),
+            what="delete",
+            fallback=None,
+        )
 
     def clear(self) -> None:
         """Remove every entry."""
-        self._connect().execute("DELETE FROM entries")
+        self._run(lambda conn, secret: conn.execute("DELETE FROM entries"), what="clear", fallback=None)
+
+    def rotate_secret(self) -> None:
+        """Replace the installation secret: every existing entry becomes a miss (and is removed);
+        other processes pick the new secret up on their next operation."""
+        self._secure_directory()
+        self._write_secret(replace=True)
+        self._secret_state = None
+        self.clear()
 
     def __len__(self) -> int:
-        return int(self._connect().execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+        """Rows not yet expired (whether or not they would verify)."""
+        return int(
+            self._run(
+                lambda conn, secret: conn.execute(
+                    "SELECT COUNT(*) FROM entries WHERE created >= ?", (_now() - self.ttl_seconds,)
+                ).fetchone()[0],
+                what="count",
+                fallback=0,
+            )
+        )
+
+    def stored_bytes(self) -> int:
+        """Sum of the rows' accounted sizes (what the size limit applies to)."""
+        return int(
+            self._run(
+                lambda conn, secret: conn.execute("SELECT COALESCE(SUM(size), 0) FROM entries").fetchone()[0],
+                what="size",
+                fallback=0,
+            )
+        )
+
+
+def rotate_secret(directory: str | os.PathLike | None = None) -> None:
+    """Rotate the secret of the cache in ``directory`` (default: :func:`default_cache_dir`)."""
+    LipschitzCache(directory).rotate_secret()
 
 
 def resolve_cache(cache: Any) -> LipschitzCache | None:

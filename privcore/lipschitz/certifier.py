@@ -25,6 +25,11 @@ data): a time-out raises :class:`~privcore.errors.CertificationError` and the qu
   sampling that could skip it, and a memo fact from L must never stand in for a value of U.)
   The interval bound is computed directly (it is cheaper than anything that could skip it).
 
+Cached certificates and φ (:mod:`privcore.lipschitz.cache`) are keyed by an HMAC of the model
+digest, the centre's exact bytes and the parameters, and hold no point of the ball (a
+certificate's ``argmax`` is dropped before it is stored or returned, so a certificate is the same
+whether it was computed or read back; φ's centre comes from the query).
+
 A memo per (model, centre, norms) remembers what was learnt, per certifier instance and so per
 kind — never across kinds: an upper fact (r, u) means U(r) ≤ u and so U(r') ≤ τ for every
 r' ≤ r when u ≤ τ (monotonicity); a lower fact (ρ, v) means U(r) ≥ v for every r ≥ ρ (for
@@ -33,11 +38,10 @@ exact/lp/interval alike from a verified point at distance ρ, or from U(ρ) = v 
 
 from __future__ import annotations
 
-import hashlib
 import math
 import threading
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -52,11 +56,25 @@ from privcore.lipschitz.bounds import (
     interval_upper_bound,
 )
 from privcore.lipschitz.cache import LipschitzCache, resolve_cache
-from privcore.lipschitz.engine import CERTIFIERS, Certificate, decide_exact, local_lipschitz, lp_upper_bound
+from privcore.lipschitz.engine import (
+    CERTIFIERS,
+    MAX_RADIUS,
+    Certificate,
+    decide_exact,
+    local_lipschitz,
+    lp_upper_bound,
+)
 from privcore.lipschitz.network import ReluNetwork, as_network
-from privcore.validation import check_choice, check_finite_array, check_nonnegative, check_positive
+from privcore.validation import check_choice, check_finite_array, check_in_range, check_int, check_positive
 
-__all__ = ["Certifier", "cached_phi", "certificate_from_dict", "certificate_key"]
+__all__ = [
+    "Certifier",
+    "cached_phi",
+    "certificate_from_dict",
+    "certificate_key",
+    "load_certificate",
+    "store_certificate",
+]
 
 
 class _Facts:
@@ -121,18 +139,20 @@ def _center_bytes(center: np.ndarray) -> bytes:
     return np.ascontiguousarray(center, dtype="<f8").tobytes()
 
 
-def _center_digest(center: np.ndarray) -> str:
-    """SHA-256 of the centre's exact float64 bytes: cache keys never spell out an embedding."""
-    return hashlib.sha256(_center_bytes(center)).hexdigest()
+def _center_hex(center: np.ndarray) -> str:
+    """The centre's exact float64 bytes: part of a cache key, which the cache only ever stores as a
+    keyed hash (HMAC under the installation secret), so no key spells out or fingerprints an
+    embedding for anyone without the secret."""
+    return _center_bytes(center).hex()
 
 
 def certificate_key(
     digest: str, center: np.ndarray, radius: float, *, kind: str, input_norm: str, output_norm: str
 ) -> dict:
-    """Cache key of a certificate: model hash, hash of the exact centre bytes, radius, norms, kind."""
+    """Cache key of a certificate: model hash, the exact centre bytes, radius, norms, kind."""
     return {
         "model": digest,
-        "center_sha256": _center_digest(center),
+        "center": _center_hex(np.asarray(center, dtype=np.float64).reshape(-1)),
         "radius": float(radius),
         "input_norm": input_norm,
         "output_norm": output_norm,
@@ -146,6 +166,41 @@ def certificate_from_dict(d: dict) -> Certificate:
     if d.get("argmax") is not None:
         d["argmax"] = tuple(float(v) for v in d["argmax"])
     return Certificate(**d)
+
+
+def load_certificate(
+    cache: LipschitzCache, key: dict, *, digest: str, radius: float, kind: str, input_norm: str,
+    output_norm: str,
+) -> Certificate | None:
+    """The cached exact certificate for ``key`` if there is one and it is for exactly this model,
+    radius, kind and norms (an authentic row that does not fit is deleted), else None."""
+    hit = cache.get("certificate", key)
+    if hit is None:
+        return None
+    try:
+        cert = certificate_from_dict(hit)
+        if (
+            cert.exact
+            and cert.argmax is None
+            and (cert.model_hash, cert.radius, cert.certifier) == (digest, radius, kind)
+            and (cert.input_norm, cert.output_norm) == (input_norm, output_norm)
+            and math.isfinite(cert.upper)
+            and cert.lower <= cert.upper
+        ):
+            return cert
+    except (TypeError, ValueError):
+        pass
+    cache.delete("certificate", key)
+    return None
+
+
+def store_certificate(cache: LipschitzCache | None, key: dict, cert: Certificate) -> Certificate:
+    """``cert`` without its ``argmax`` (a point of the ball, i.e. near the private centre), stored
+    in ``cache`` when it is exact; returns what was stored, so computed and cached agree."""
+    kept = replace(cert, argmax=None)
+    if cache is not None and kept.exact:
+        cache.put("certificate", key, asdict(kept))
+    return kept
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,6 +230,8 @@ class Certifier:
         check_choice("output_norm", self.output_norm, OUTPUT_NORMS)
         if self.time_limit is not None:
             object.__setattr__(self, "time_limit", check_positive("time_limit", self.time_limit))
+        if self.threads is not None:
+            object.__setattr__(self, "threads", check_int("threads", self.threads, minimum=1))
         object.__setattr__(self, "cache", resolve_cache(self.cache))
 
     # -- helpers ------------------------------------------------------------------------------------
@@ -193,36 +250,29 @@ class Certifier:
         c = check_finite_array("center", center).reshape(-1)
         if c.shape[0] != net.in_dim:
             raise ValueError(f"center must have the network's input dimension {net.in_dim}, got {c.shape[0]}")
-        r = check_nonnegative("radius", radius)
+        r = check_in_range("radius", radius, 0.0, MAX_RADIUS, high_open=False)  # the engine's range
         facts = self._memo.facts((net.digest, _center_bytes(c), self.input_norm, self.output_norm))
         return net, c, r, facts
 
     # -- the oracle ---------------------------------------------------------------------------------
     def certify(self, f: Any, center: Any, radius: float) -> Certificate:
-        """The full :class:`Certificate` of this kind at (center, radius), through the cache."""
+        """The :class:`Certificate` of this kind at (center, radius), through the cache (without its
+        ``argmax``, computed or cached alike: see the module docstring)."""
         net, c, r, facts = self._prepare(f, center, radius)
         cache: LipschitzCache | None = self.cache
         key = certificate_key(net.digest, c, r, kind=self.kind, **self.norms)
         if cache is not None:
-            hit = cache.get("certificate", key)
+            hit = load_certificate(cache, key, digest=net.digest, radius=r, kind=self.kind, **self.norms)
             if hit is not None:
-                try:
-                    cert = certificate_from_dict(hit)
-                    if cert.exact and cert.model_hash == net.digest and cert.radius == r:
-                        self._learn(facts, cert)
-                        return cert
-                except (TypeError, ValueError):
-                    pass
-                cache.delete("certificate", key)
+                self._learn(facts, hit)
+                return hit
         cert = local_lipschitz(
             net, c, r, solver=self.solver, time_limit=self.time_limit, certifier=self.kind,
             threads=self.threads, **self.norms,
         )
         if cert.exact:
             self._learn(facts, cert)
-            if cache is not None:
-                cache.put("certificate", key, asdict(cert))
-        return cert
+        return store_certificate(cache, key, cert)
 
     def _learn(self, facts: _Facts, cert: Certificate) -> None:
         facts.add_upper(cert.radius, cert.upper)
@@ -288,7 +338,7 @@ def _phi_key(digest: str, z: np.ndarray, *, radius: float, delta_p: float, r_max
              certifier: Certifier) -> dict:
     return {
         "model": digest,
-        "center_sha256": _center_digest(z),
+        "center": _center_hex(z),
         "radius": float(radius),
         "delta_p": float(delta_p),
         "r_max": float(r_max),
@@ -297,6 +347,13 @@ def _phi_key(digest: str, z: np.ndarray, *, radius: float, delta_p: float, r_max
         "output_norm": certifier.output_norm,
         "certifier": certifier.kind,
     }
+
+
+def _phi_value(res: Any) -> dict:
+    """What the cache stores of a PhiResult: everything but the centre (the query supplies it)."""
+    value = asdict(res)
+    del value["center"]
+    return value
 
 
 def cached_phi(
@@ -311,9 +368,11 @@ def cached_phi(
     cache: Any = True,
 ) -> Any:
     """φ(z) of posthoc PTR through the persistent cache (key: model hash, z bytes, R, Δp, R_max,
-    tol, norms, certifier kind); on a miss :func:`privcore.mechanisms.ptr.compute_phi` with
-    ``certifier`` as the oracle. φ never depends on ε or δ (DESIGN.md), so one entry serves every
-    slider position; an entry that fails its checks is recomputed, never trusted."""
+    tol, norms, certifier kind — stored only as an HMAC); on a miss
+    :func:`privcore.mechanisms.ptr.compute_phi` with ``certifier`` as the oracle. φ never depends
+    on ε or δ (DESIGN.md), so one entry serves every slider position. The stored value holds no
+    embedding: a hit is rebuilt with ``z`` as its centre, and must carry this model's digest, this
+    certifier's kind and norms and this grid (else it is deleted and recomputed, never trusted)."""
     from privcore.mechanisms.ptr import PhiResult, compute_phi
 
     if not isinstance(certifier, Certifier):
@@ -330,17 +389,18 @@ def cached_phi(
                     **{
                         **hit,
                         "evaluations": tuple((float(a), bool(b)) for a, b in hit["evaluations"]),
-                        "center": tuple(float(v) for v in hit["center"]),
+                        "center": tuple(float(v) for v in zz),
                     }
                 )
-                if res.matches(z=zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol):
+                if res.matches(z=zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol,
+                               model_digest=net.digest, certifier=certifier.kind, **certifier.norms):
                     return res
             except (TypeError, ValueError, KeyError):
                 pass
             store.delete("phi", key)
     # the parsed network stands in for f: the oracle is all compute_phi evaluates, and parsing once
-    # spares a model hash per decision
+    # spares a model hash per decision (its digest is f's model_hash)
     res = compute_phi(net, zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol, lipschitz=certifier)
     if store is not None:
-        store.put("phi", key, asdict(res))
+        store.put("phi", key, _phi_value(res))
     return res
