@@ -480,7 +480,8 @@ def _test_threshold(plan: NoisePlan, delta: float) -> float:
     """
     t = plan.grid_scale
     log_two_over_1_plus_q = -math.log1p(math.expm1(-1.0 / t) / 2.0)
-    return plan.effective * (math.log(1.0 / delta) + log_two_over_1_plus_q + 2.0**-38) * (1.0 + 2.0**-50)
+    # −log δ, not log(1/δ): 1/δ overflows to inf for a subnormal δ
+    return plan.effective * (-math.log(delta) + log_two_over_1_plus_q + 2.0**-38) * (1.0 + 2.0**-50)
 
 
 def propose_test_release(
@@ -585,10 +586,17 @@ def ptr_scales(
     dp = check_positive("delta_p", delta_p)
     z = check_nonnegative("zeta", zeta)
     test_scale = (r + z) / eps
+    threshold = -math.log(dlt) * test_scale
+    release_scale = dp * r / eps
+    if not all(0.0 < v < math.inf for v in (test_scale, threshold, release_scale)):
+        raise ValueError(
+            f"radius={radius!r}, delta_p={delta_p!r}, zeta={zeta!r}, epsilon={epsilon!r} give a noise scale "
+            f"outside float64's range: (R+ζ)/ε = {test_scale:.3g}, Δp·R/ε = {release_scale:.3g}"
+        )
     return PTRScales(
         test_scale=test_scale,
-        threshold=math.log(1.0 / dlt) * test_scale,
-        release_scale=dp * r / eps,
+        threshold=threshold,
+        release_scale=release_scale,
         pass_probability_at_zero=dlt / 2.0,
         guarantee=_ptr_guarantee(eps, dlt, r, dp),
     )
@@ -608,7 +616,13 @@ def propose_delta_p(lipschitz_values: Any, n_sigma: float = 3.0) -> float:
     if np.any(values < 0):
         raise ValueError("lipschitz_values must be ≥ 0 (they are Lipschitz constants)")
     n = check_nonnegative("n_sigma", n_sigma)
-    proposal = float(values.mean() + n * values.std(ddof=1))
+    with np.errstate(over="ignore", invalid="ignore"):
+        proposal = float(values.mean() + n * values.std(ddof=1))
+    if not math.isfinite(proposal):
+        raise ValueError(
+            f"the proposed delta_p overflows float64 (lipschitz_values up to {values.max():.3g}, "
+            f"n_sigma={n_sigma!r}); choose delta_p by hand"
+        )
     if proposal <= 0:
         raise ValueError("the proposed delta_p is 0: all Lipschitz values are 0; choose delta_p by hand")
     return proposal

@@ -464,8 +464,10 @@ def discrete_gaussian_integers(s: float, n: int, rng: RngLike = None) -> np.ndar
 def add_noise(values: np.ndarray, plan: NoisePlan, rng: RngLike = None) -> np.ndarray:
     """Return fl(g·(rint(values/g) + N)) with N drawn per ``plan``: float64, same shape as ``values``.
 
-    ``values`` must be finite and hold at most ``plan.numel`` entries (the plan's rounding slack
-    is computed for that many). Raises before drawing anything on any bad input.
+    ``values`` must be finite, below 2^1000·``plan.grid`` in magnitude and hold at most
+    ``plan.numel`` entries (the plan's rounding slack is computed for that many). Raises before
+    drawing anything on any bad input; ValueError after drawing when a noisy value overflows
+    float64 (a function of the noisy output alone, so refusing it reveals nothing more).
     """
     if not isinstance(plan, NoisePlan):
         raise TypeError(f"plan must be a NoisePlan, got {type(plan).__name__}")
