@@ -189,3 +189,25 @@ def test_a_training_resume_file_is_never_torn(tmp_path, monkeypatch) -> None:
     epoch, history = run.restore({"net": net}, {"opt": opt}, gen)
     assert epoch == 1 and history == [{"loss": 1.0}]
     assert _only(tmp_path) == ["model.resume.pt"]
+
+
+def test_the_report_file_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    import privcore.experiments.report as report
+    from privcore.cli import app
+
+    target = tmp_path / "RESULTS.md"
+    args = ["experiment", "report", "--dataset", "digits", "--out", str(tmp_path / "results")]
+    result = CliRunner().invoke(app, [*args, "--report-file", str(target)])
+    assert result.exit_code == 0, result.output
+    assert target.read_text().startswith("## digits") and "_not run yet_" in target.read_text()
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("a table failed to render")
+
+    target.write_text("previous report\n")
+    monkeypatch.setattr(report, "render_report", broken)
+    result = CliRunner().invoke(app, [*args, "--report-file", str(target)])
+    assert result.exit_code != 0
+    assert target.read_text() == "previous report\n" and _only(tmp_path) == ["RESULTS.md"]

@@ -54,6 +54,10 @@ def experiment(
     models_dir: Annotated[Path | None, typer.Option(help="checkpoints (default: models/)")] = None,
     threads: Annotated[int, typer.Option(help="torch CPU threads (0 = torch's default)")] = 0,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="no progress bars (logs)")] = False,
+    report_file: Annotated[
+        Path | None,
+        typer.Option(help="report: write the markdown to this file (atomically) instead of printing it"),
+    ] = None,
 ) -> None:
     """Run one experiment (or ``all``) for one dataset and print where its results are."""
     from privcore.executors import RayExecutor, executor_from_options
@@ -73,7 +77,14 @@ def experiment(
     if name == "report":  # markdown of our results beside the papers' tables
         from privcore.experiments.report import render_report
 
-        typer.echo(render_report(dataset, out or DEFAULT_RESULTS_DIR))
+        text = render_report(dataset, out or DEFAULT_RESULTS_DIR)
+        if report_file is None:
+            typer.echo(text)
+        else:  # a failed render or a full disk leaves the previous file, never a truncated one
+            from privcore._atomic import atomic_write_text
+
+            atomic_write_text(report_file, text + "\n")
+            typer.echo(f"wrote {report_file}")
         return
     names = list(EXPERIMENTS) if name == "all" else [name]
     if name != "all" and name not in EXPERIMENTS:
