@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from privcore.accounting import PrivacyLedger, basic_composition, chaining, group_privacy
-from privcore.images import decode_image, load_image
+from privcore.images import decode_image, encode_png, load_image
 from privcore.lipschitz import Certifier, ReluNetwork, as_network, local_lipschitz, max_pattern_norm
 from privcore.mechanisms import (
     MIN_EPSILON,
@@ -1181,6 +1181,7 @@ def uploads(draw: st.DrawFn) -> tuple[Any, bool, int, int]:
     return data, False, 0, 0
 
 
+_PNG = encode_png(np.linspace(0.0, 1.0, 20).reshape(4, 5))  # a clean 5×4 grey PNG
 _TARGETS = mostly(
     st.tuples(st.sampled_from([1, 3]), st.integers(1, 32), st.integers(1, 32)),
     st.sampled_from(
@@ -1223,7 +1224,7 @@ def target_ok(t: Any) -> bool:
     just_tensor=st.booleans(),
 )
 @example(
-    upload=(b"", False, 0, 0),
+    upload=(_PNG, True, len(_PNG), 20),
     target_shape=(1, 8, 8),
     max_bytes=1024,
     max_pixels=1024,
@@ -1231,6 +1232,15 @@ def target_ok(t: Any) -> bool:
     invert="no",
     just_tensor=False,
 )  # issue 18: invert='no' was taken as True
+@example(
+    upload=(_PNG, True, len(_PNG), 20),
+    target_shape=(1, 10**6, 10**6),
+    max_bytes=1024,
+    max_pixels=1024,
+    background=0.0,
+    invert=False,
+    just_tensor=True,
+)  # issue 18: MemoryError
 def test_decode_image(upload, target_shape, max_bytes, max_pixels, background, invert, just_tensor):
     data, clean, size, pixels = upload
     shape_names = ["target_shape", "channels", "height", "width"]  # errors may name the component
