@@ -785,6 +785,10 @@ def _region_box(G: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray] |
 #: version of the stored pattern-table format and of the enumeration behind it: bump it whenever
 #: either changes, so older stored tables become stale and are rebuilt
 TABLE_FORMAT = 1
+#: version mixed into a shipped table file's checksum. Shipped tables are part of the repository, like
+#: the weights they describe, so they carry their own version rather than the disk cache's
+#: CACHE_VERSION: a change to the cache's format must not invalidate (or re-sign) the model files
+SHIPPED_TABLE_VERSION = 2
 #: a lazily grown region memo is written back to disk at most this often (seconds), once it holds
 #: new entries
 _SAVE_EVERY_S = 5.0
@@ -957,7 +961,7 @@ def _shipped_table(net: ReluNetwork, threshold: float, disk_key: dict, key: tupl
     import json
     import warnings
 
-    from privcore.lipschitz.cache import CACHE_VERSION, _canonical, _checksum
+    from privcore.lipschitz.cache import _canonical, _checksum
 
     path = shipped_table_path(disk_key)
     if not path.is_file():
@@ -965,7 +969,8 @@ def _shipped_table(net: ReluNetwork, threshold: float, disk_key: dict, key: tupl
     try:
         doc = json.loads(path.read_text())
         key_json, value_json = _canonical(doc["key"]), _canonical(doc["value"])
-        if doc["key"] != disk_key or doc.get("checksum") != _checksum(key_json, value_json, CACHE_VERSION):
+        expected = _checksum(key_json, value_json, SHIPPED_TABLE_VERSION)
+        if doc["key"] != disk_key or doc.get("checksum") != expected:
             raise ValueError("key or checksum mismatch")
         return table_from_dict(doc["value"], net, threshold, key=key)
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -983,7 +988,7 @@ def write_shipped_table(
     :func:`realised_pattern_table` to load on a fresh clone. Returns the path written."""
     import json
 
-    from privcore.lipschitz.cache import CACHE_VERSION, _canonical, _checksum
+    from privcore.lipschitz.cache import _canonical, _checksum
 
     table = realised_pattern_table(net, threshold, input_norm=input_norm, output_norm=output_norm)
     if table is None:
@@ -992,7 +997,7 @@ def write_shipped_table(
     key = pattern_table_key(net, threshold, input_norm=input_norm, output_norm=output_norm)
     value = table_to_dict(table, in_dim=net.in_dim)
     doc = {"key": key, "value": value,
-           "checksum": _checksum(_canonical(key), _canonical(value), CACHE_VERSION)}
+           "checksum": _checksum(_canonical(key), _canonical(value), SHIPPED_TABLE_VERSION)}
     path = shipped_table_path(key, models_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(doc, sort_keys=True, separators=(",", ":")))
