@@ -103,14 +103,21 @@ def test_nearest_violation_settles_every_radius() -> None:
 
 @pytest.mark.parametrize("kind", ["lp", "interval"])
 def test_relaxed_kinds_decide_their_own_value(kind: str) -> None:
-    """For lp/interval, decide == [U_kind ≤ τ] (never [L ≤ τ]): with τ between L and U_kind the
-    relaxation fails although the exact constant passes."""
+    """For lp/interval, decide == [U_kind ≤ τ] (never [L ≤ τ]) with U_kind = min(relaxation, G): with
+    τ between L and U_kind the relaxation fails although the exact constant passes; at large radii
+    the global pattern bound G caps U (and τ ≥ G passes every ball)."""
+    from privcore.lipschitz.engine import global_bound, relaxed_upper_bound
+
     rng = np.random.default_rng(3)
+    capped = 0
     for seed, dims in enumerate([(4, 8, 6), (3, 6, 5, 3)]):
         net = random_net(80 + seed, dims)
         center = rng.standard_normal(dims[0])
-        for r in (0.1, 0.4):
-            u = lp_upper_bound(net, center, r) if kind == "lp" else interval_upper_bound(net, center, r)
+        for r in (0.1, 0.4, 20.0):
+            u = relaxed_upper_bound(net, center, r, kind=kind)
+            plain = lp_upper_bound(net, center, r) if kind == "lp" else interval_upper_bound(net, center, r)
+            assert u == min(plain, global_bound(net))
+            capped += u < plain
             exact = local_lipschitz(net, center, r).upper
             cert = Certifier(kind=kind)
             assert cert(net, center, r) == pytest.approx(u, rel=1e-9)
@@ -118,6 +125,7 @@ def test_relaxed_kinds_decide_their_own_value(kind: str) -> None:
                 fresh = Certifier(kind=kind)
                 assert fresh.decide(net, center, r, tau) == (u <= tau)
                 assert cert.decide(net, center, r, tau) == (u <= tau)
+    assert capped > 0
 
 
 def test_phi_with_engine_equals_straightforward_bisection() -> None:

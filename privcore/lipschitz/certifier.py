@@ -62,7 +62,7 @@ from privcore.lipschitz.engine import (
     Certificate,
     decide_exact,
     local_lipschitz,
-    lp_upper_bound,
+    relaxed_upper_bound,
 )
 from privcore.lipschitz.network import ReluNetwork, as_network
 from privcore.validation import check_choice, check_finite_array, check_in_range, check_int, check_positive
@@ -311,7 +311,7 @@ class Certifier:
             self._memo.count(dec.how)
             return dec.passed
         if self.kind == "interval":
-            u = interval_upper_bound(net, c, r, **self.norms)
+            u = relaxed_upper_bound(net, c, r, kind="interval", **self.norms)
             facts.add_upper(r, u)
             facts.add_lower(r, u)
             self._memo.count("interval")
@@ -323,7 +323,9 @@ class Certifier:
             facts.add_upper(r, u_int)
             self._memo.count("interval")
             return True
-        u = lp_upper_bound(net, c, r, solver="highs" if self.solver == "auto" else self.solver, **self.norms)
+        u = relaxed_upper_bound(
+            net, c, r, kind="lp", solver="highs" if self.solver == "auto" else self.solver, **self.norms
+        )
         facts.add_upper(r, u)
         facts.add_lower(r, u)
         self._memo.count("lp")
