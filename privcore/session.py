@@ -307,7 +307,7 @@ def ptr_search_range(
     b = r / eps
     r_max = r + b * (math.log(1.0 / dlt) + math.log(1.0 / (2.0 * miss)))
     r_max = max(r_max, 2.0 * r)
-    frac = check_in_range("tol_fraction", tol_fraction, 0.0, 1.0, high_open=False)
+    frac = check_in_range("tol_fraction", tol_fraction, 0.0, 1.0)  # PTR needs tol < R
     return float(r_max), float(frac * r)
 
 
