@@ -74,6 +74,9 @@ MIP_GAP = 1e-6
 #: largest ball radius the engine accepts: latent balls live within a few units of the origin, and
 #: far larger boxes make interval bounds overflow float64
 MAX_RADIUS = 1e6
+#: largest |pre-activation bound| over a box that the engine certifies on: HiGHS reads 1e20 as
+#: infinity, and big-M constants far above 1e12 swamp the solvers' feasibility tolerance
+MAX_PREACTIVATION = 1e12
 #: the exact MILP first tightens its big-M constants by LP (OBBT) from this many unstable neurons
 TIGHTEN_MIN_UNSTABLE = 16
 #: seconds the input-splitting search may spend on a decision too wide to enumerate before it falls
@@ -113,14 +116,32 @@ class Certificate:
     model_hash: str = ""
 
 
-def _check_common(center: Any, radius: Any, input_norm: str, output_norm: str, net: ReluNetwork) -> tuple:
+def _check_common(center: Any, radius: Any, input_norm: str, output_norm: str, net: Any) -> tuple:
+    """(parsed net, centre, radius): the query's own parameters are checked before the network."""
     c = check_finite_array("center", center).reshape(-1)
-    if c.shape[0] != net.in_dim:
-        raise ValueError(f"center must have the network's input dimension {net.in_dim}, got {c.shape[0]}")
     r = check_in_range("radius", radius, 0.0, MAX_RADIUS, high_open=False)
     check_choice("input_norm", input_norm, INPUT_NORMS)
     check_choice("output_norm", output_norm, OUTPUT_NORMS)
-    return c, r
+    net = as_network(net)
+    if c.shape[0] != net.in_dim:
+        raise ValueError(f"center must have the network's input dimension {net.in_dim}, got {c.shape[0]}")
+    return net, c, r
+
+
+def box_bounds(net: ReluNetwork, center: np.ndarray, radius: float) -> tuple[np.ndarray, np.ndarray, Any]:
+    """(lo, hi, forward bounds) of the ℓ∞ box; ValueError naming center and radius when a
+    pre-activation bound is not finite or exceeds :data:`MAX_PREACTIVATION` in magnitude."""
+    lo, hi = box_around(center, radius)
+    with np.errstate(over="ignore", invalid="ignore"):
+        fwd = forward_bounds(net, lo, hi)
+    worst = max((float(np.max(np.abs(b), initial=0.0)) for b in (*fwd.lower, *fwd.upper)), default=0.0)
+    if not worst <= MAX_PREACTIVATION:
+        raise ValueError(
+            f"center (largest |value| {float(np.max(np.abs(center), initial=0.0)):.4g}) and radius "
+            f"{radius!r} give hidden pre-activations of magnitude up to {worst:.4g} on this network; "
+            f"the engine certifies only where they stay ≤ {MAX_PREACTIVATION:.0e} (solver big-M limits)"
+        )
+    return lo, hi, fwd
 
 
 def _strict_point_for_pattern(
@@ -200,9 +221,8 @@ def lp_upper_bound(
     hence so is their minimum. The relaxation is built without the MILP's sign fix (which picks
     a coordinate depending on the ball and would break the inclusion argument) and without any
     tightening. Raises CertificationError if the LP is not solved."""
-    net = as_network(net)
-    c, r = _check_common(center, radius, input_norm, output_norm, net)
-    fwd = forward_bounds(net, *box_around(c, r))
+    net, c, r = _check_common(center, radius, input_norm, output_norm, net)
+    _, _, fwd = box_bounds(net, c, r)
     interval = interval_upper_bound(net, c, r, input_norm=input_norm, output_norm=output_norm, fwd=fwd)
     if fwd.n_unstable == 0:
         return interval
@@ -239,8 +259,7 @@ def relaxed_upper_bound(
     :func:`lp_upper_bound`), capped by :func:`global_bound`. Each term is monotone under ball
     inclusion, so their minimum is too (DESIGN.md)."""
     check_choice("kind", kind, ("interval", "lp"))
-    net = as_network(net)
-    c, r = _check_common(center, radius, input_norm, output_norm, net)
+    net, c, r = _check_common(center, radius, input_norm, output_norm, net)
     norms = dict(input_norm=input_norm, output_norm=output_norm)
     if kind == "interval":
         u = interval_upper_bound(net, c, r, **norms)
@@ -285,11 +304,9 @@ def local_lipschitz(
         time_limit = check_positive("time_limit", time_limit)
     if threads is not None:
         threads = check_int("threads", threads, minimum=1)
-    net = as_network(net)
-    c, r = _check_common(center, radius, input_norm, output_norm, net)
+    net, c, r = _check_common(center, radius, input_norm, output_norm, net)
     norms = dict(input_norm=input_norm, output_norm=output_norm)
-    lo, hi = box_around(c, r)
-    fwd = forward_bounds(net, lo, hi)
+    _, _, fwd = box_bounds(net, c, r)
     interval = interval_upper_bound(net, c, r, fwd=fwd, **norms)
     lower = sampled_lower_bound(net, c, r, **norms)
     base = dict(certifier=certifier, radius=r, n_unstable=fwd.n_unstable, model_hash=net.digest, **norms)
@@ -425,8 +442,7 @@ def decide_exact(
     """
     start = time.perf_counter()
     norms = dict(input_norm=input_norm, output_norm=output_norm)
-    lo, hi = box_around(center, radius)
-    fwd = forward_bounds(net, lo, hi)
+    _, _, fwd = box_bounds(net, center, radius)
 
     def out(passed: bool, how: str, **kw: Any) -> Decision:
         return Decision(passed=passed, how=how, seconds=time.perf_counter() - start, **kw)

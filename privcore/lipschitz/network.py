@@ -35,6 +35,10 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
+#: largest ∏‖W_i‖∞ accepted: the engine's bounds (products of Jacobian entries) then stay finite
+MAX_WEIGHT_PRODUCT = 1e150
+
+
 @dataclass(frozen=True, eq=False)
 class ReluNetwork:
     """A ReLU MLP in float64: ``x ↦ W_L relu(… relu(W_1 x + b_1) …) + b_L``.
@@ -63,6 +67,16 @@ class ReluNetwork:
                 raise ValueError(
                     f"layer {i}: input width {w.shape[1]} ≠ previous output width {ws[i - 1].shape[0]}"
                 )
+        # ∏ ‖W_i‖∞ bounds every Lipschitz constant and Jacobian entry the engine computes
+        product = 1.0
+        with np.errstate(over="ignore"):
+            for w in ws:
+                product *= float(np.abs(w).sum(axis=1).max(initial=0.0))
+        if not product <= MAX_WEIGHT_PRODUCT:
+            raise ValueError(
+                f"weights: the product of the layers' ℓ∞ operator norms is {product:.4g}, above "
+                f"{MAX_WEIGHT_PRODUCT:.0e}; Lipschitz bounds of such a network overflow float64"
+            )
         if digest is None:
             h = hashlib.sha256(b"privcore.ReluNetwork.v1")
             for w, b in zip(ws, bs, strict=True):
@@ -306,6 +320,6 @@ def _check_equivalent(module: Any, parsed: ReluNetwork) -> None:
     eps = 1e-4 if dtype != torch.float64 else 1e-9
     if y.shape != ours.shape or not np.allclose(y, ours, rtol=eps, atol=eps * (1 + np.abs(ours).max())):
         raise UnsupportedNetworkError(
-            f"{type(module).__name__}: parsed Linear/ReLU chain does not reproduce the module's output; "
-            "its forward() does something LipMIP cannot model"
+            f"net ({type(module).__name__}): parsed Linear/ReLU chain does not reproduce the module's "
+            "output; its forward() does something LipMIP cannot model"
         )

@@ -43,11 +43,12 @@ import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from privcore.lipschitz.bounds import INPUT_NORMS, OUTPUT_NORMS, _sign_vectors
-from privcore.lipschitz.network import ReluNetwork
+from privcore.lipschitz.network import ReluNetwork, as_network
 from privcore.validation import check_choice, check_int, check_real
 
 __all__ = ["MAX_PAIRS", "PatternNormBound", "global_pattern_bound", "max_pattern_norm"]
@@ -311,7 +312,7 @@ def _coordinate_ascent(
 
 
 def max_pattern_norm(
-    net: ReluNetwork,
+    net: ReluNetwork | Any,
     *,
     threshold: float | None = None,
     on: np.ndarray | None = None,
@@ -328,7 +329,8 @@ def max_pattern_norm(
     With ``threshold`` it decides ``G ≤ threshold`` (stops at the first pattern above it; ``upper``
     ≤ threshold when it holds); without, it returns G (``upper`` = ``lower`` up to the 1e-9 safety
     margin). None when there are more than :data:`MAX_PAIRS` vertex pairs. ``seed`` only drives the
-    coordinate-ascent heuristic that finds a good first pattern, never the proof.
+    coordinate-ascent heuristic that finds a good first pattern, never the proof. ``net`` is a
+    :class:`ReluNetwork` or a torch module of Linear and ReLU layers (:func:`as_network`).
     """
     check_choice("input_norm", input_norm, INPUT_NORMS)
     check_choice("output_norm", output_norm, OUTPUT_NORMS)
@@ -337,6 +339,8 @@ def max_pattern_norm(
         if math.isnan(threshold):
             raise ValueError("threshold must be a real number in [−∞, ∞], got nan")
     max_nodes = check_int("max_nodes", max_nodes, minimum=1)
+    seed = check_int("seed", seed, minimum=0)
+    net = as_network(net)
     n = net.n_hidden
     on = np.zeros(n, dtype=bool) if on is None else np.asarray(on, dtype=bool)
     off = np.zeros(n, dtype=bool) if off is None else np.asarray(off, dtype=bool)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -50,18 +51,31 @@ from privcore.validation import check_choice, check_delta, check_nonnegative, ch
 __all__ = ["GaussInput", "GaussOutput", "LapOutput"]
 
 _IP_DEFINITION = "{(ε, δ), α} inference privacy (Tian et al., Def. 2)"
-#: Largest noise scale (Laplace b or Gaussian σ) served: the sampler's noise stays below 2^1022.
-MAX_NOISE_SCALE = 2.0**1000
+#: Noise scales (Laplace b or Gaussian σ) served: the exact samplers' grids stay in float64 range.
+MIN_NOISE_SCALE, MAX_NOISE_SCALE = 2.0**-960, 2.0**1000
 
 
 def _check_scale(mech: Any, scale: float, culprit: str) -> None:
-    """Refuse a noise scale the float64 output cannot carry (naming the parameter that made it so)."""
+    """Refuse a noise scale the samplers cannot serve (naming the parameter that made it so)."""
+    where = f"alpha = {mech.alpha!r}, epsilon = {mech.epsilon!r}"
     if not (math.isfinite(scale) and scale <= MAX_NOISE_SCALE):
         raise ValueError(
-            f"{culprit} = {getattr(mech, culprit)!r} is too large for alpha = {mech.alpha!r}, "
-            f"epsilon = {mech.epsilon!r}: the noise scale {scale:.4g} must be ≤ 2^1000 ≈ "
-            f"{MAX_NOISE_SCALE:.4g} (the noisy output would overflow float64)"
+            f"{culprit} = {getattr(mech, culprit)!r} is too large for {where}: the noise scale "
+            f"{scale:.4g} must be ≤ 2^1000 ≈ {MAX_NOISE_SCALE:.4g} (the noisy output would overflow float64)"
         )
+    if not scale >= MIN_NOISE_SCALE:
+        raise ValueError(
+            f"{culprit} = {getattr(mech, culprit)!r} is too small for {where}: the noise scale "
+            f"{scale:.4g} must be ≥ 2^-960 ≈ {MIN_NOISE_SCALE:.4g} (the sampler's grid would underflow)"
+        )
+
+
+def _quotient_up(numerator: float, denominator: float) -> float:
+    """numerator/denominator rounded up (an upper bound on the exact quotient, > 0 for positive inputs)."""
+    q = numerator / denominator
+    if Fraction(q) * Fraction(denominator) < Fraction(numerator):
+        q = math.nextafter(q, math.inf)
+    return q
 
 
 def _output_sensitivity(mech: Any) -> float:
@@ -99,7 +113,7 @@ def _init_gaussian(mech: Any, culprit: str) -> None:
     object.__setattr__(mech, "alpha", check_positive("alpha", mech.alpha))
     check_choice("calibration", mech.calibration, CALIBRATIONS)
     sensitivity = mech.sensitivity
-    _check_scale(mech, sensitivity / mech.epsilon, culprit)
+    _check_scale(mech, _quotient_up(sensitivity, mech.epsilon), culprit)
     sigma = gaussian_sigma(
         epsilon=mech.epsilon, delta=mech.delta, sensitivity=sensitivity, calibration=mech.calibration
     )
@@ -245,7 +259,7 @@ class LapOutput:
         object.__setattr__(self, "alpha", check_positive("alpha", self.alpha))
         object.__setattr__(self, "lipschitz", check_positive("lipschitz", self.lipschitz))
         object.__setattr__(self, "rounding", check_nonnegative("rounding", self.rounding))
-        scale = self.sensitivity / self.epsilon
+        scale = _quotient_up(self.sensitivity, self.epsilon)
         _check_scale(self, scale, "lipschitz")
         object.__setattr__(self, "scale", scale)
 

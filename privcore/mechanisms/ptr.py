@@ -535,7 +535,13 @@ def propose_test_release(
     else:
         phi_result = compute_phi(f, center, radius=r, delta_p=dp, r_max=rm, tol=t, lipschitz=lipschitz)
     eta = rounding_allowance(dp * r)  # public η bounding ‖f̂(z) − f(z)‖₁ (privcore.mechanisms.rounding)
-    output = _evaluate(f, center, eta)  # before any noise: an error here must not depend on the test
+    try:  # before any noise: an error here must not depend on the test
+        output = _evaluate(f, center, eta)
+    except ValueError as exc:
+        raise ValueError(
+            f"f(z) could not be certified for delta_p = {dp!r}, radius = {r!r} (rounding budget "
+            f"η = 2⁻²⁴·delta_p·radius = {eta:.3g}): {exc}"
+        ) from exc
     test_sensitivity = math.nextafter(r + phi_result.zeta, math.inf)
     test_plan = plan_laplace(sensitivity=test_sensitivity, epsilon=eps, numel=1)
     release_plan = plan_laplace(
