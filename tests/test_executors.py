@@ -26,18 +26,12 @@ from privcore.executors import (
     executor_from_options,
     run_points,
 )
-from privcore.lipschitz import LipschitzCache, ReluNetwork, certify_batch, local_lipschitz
+from privcore.lipschitz import LipschitzCache, certify_batch, local_lipschitz
 from privcore.lipschitz import batch as batch_mod
 from privcore.lipschitz.batch import certify_batch_detailed
+from tests._nets import random_net
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def random_net(seed: int, dims: tuple[int, ...]) -> ReluNetwork:
-    rng = np.random.default_rng(seed)
-    ws = [rng.standard_normal((dims[i + 1], dims[i])) * np.sqrt(2.0 / dims[i]) for i in range(len(dims) - 1)]
-    bs = [rng.standard_normal(dims[i + 1]) * 0.3 for i in range(len(dims) - 1)]
-    return ReluNetwork.from_arrays(ws, bs)
 
 
 def fields(cert: Any) -> dict:

@@ -36,13 +36,7 @@ from privcore.lipschitz.cache import (
     rotate_secret,
 )
 from privcore.lipschitz.certifier import _phi_key, certificate_from_dict, certificate_key
-
-
-def random_net(seed: int, dims: tuple[int, ...]) -> ReluNetwork:
-    rng = np.random.default_rng(seed)
-    ws = [rng.standard_normal((dims[i + 1], dims[i])) * np.sqrt(2.0 / dims[i]) for i in range(len(dims) - 1)]
-    bs = [rng.standard_normal(dims[i + 1]) * 0.3 for i in range(len(dims) - 1)]
-    return ReluNetwork.from_arrays(ws, bs)
+from tests._nets import random_net
 
 
 def test_round_trip_is_exact_and_keys_are_separate(tmp_path: Path) -> None:

@@ -24,20 +24,7 @@ from privcore.lipschitz.bounds import box_around, forward_bounds
 from privcore.lipschitz.patterns import pattern_nearest_violation
 from privcore.lipschitz.reference import brute_force_lipschitz
 from privcore.mechanisms.ptr import compute_phi, propose_test_release
-
-
-def random_net(seed: int, dims: tuple[int, ...], bias: float = 0.3) -> ReluNetwork:
-    rng = np.random.default_rng(seed)
-    ws = [rng.standard_normal((dims[i + 1], dims[i])) * np.sqrt(2.0 / dims[i]) for i in range(len(dims) - 1)]
-    bs = [rng.standard_normal(dims[i + 1]) * bias for i in range(len(dims) - 1)]
-    return ReluNetwork.from_arrays(ws, bs)
-
-
-def mip_value(net: ReluNetwork, center: np.ndarray, radius: float) -> float:
-    """The plain LipMIP optimum (no bounds, no enumeration): the reference for decisions."""
-    res = solve(build_milp(net, center, radius), solver="gurobi", mip_gap=1e-9)
-    assert res.status == "optimal"
-    return res.upper
+from tests._nets import mip_value, random_net
 
 
 def test_exact_decide_matches_brute_force_in_any_query_order() -> None:
@@ -71,7 +58,7 @@ def test_exact_decide_through_the_milp_path(monkeypatch: pytest.MonkeyPatch) -> 
         assert cert.decide(net, center, 0.5, value * factor) == (factor > 1)
         hows |= set(cert.stats)
     assert "split" in hows
-    monkeypatch.setattr("privcore.lipschitz.engine.SPLIT_SECONDS", 0.0)
+    monkeypatch.setattr("privcore.lipschitz.decide.SPLIT_SECONDS", 0.0)
     hows = set()
     for solver in ("gurobi", "highs"):
         cert = Certifier(kind="exact", solver=solver)
@@ -274,7 +261,7 @@ def test_milp_near_tie_is_not_failed_for_a_tolerance_artefact(monkeypatch: pytes
     tolerances Gurobi's optimum exceeds Δp (a binary 1e-6 from integral reaches the region), but
     float64 does not confirm its incumbent; the engine re-solves with 1e-9 tolerances and passes,
     as the exact enumeration does."""
-    from privcore.lipschitz import engine
+    from privcore.lipschitz import decide
 
     torch.manual_seed(0)
     net = as_network(torch.nn.Sequential(torch.nn.Linear(8, 10), torch.nn.ReLU(), torch.nn.Linear(10, 8)))
@@ -285,6 +272,6 @@ def test_milp_near_tie_is_not_failed_for_a_tolerance_artefact(monkeypatch: pytes
     plain = solve(build_milp(net, z, radius), solver="gurobi", mip_gap=1e-9)
     assert plain.upper > delta_p  # the artefact, with default tolerances
     for name in ("pattern_upper_bound", "pattern_nearest_violation", "pattern_decide"):
-        monkeypatch.setattr(engine, name, lambda *a, **k: None)
-    dec = engine.decide_exact(net, z, radius, delta_p, solver="gurobi")
+        monkeypatch.setattr(decide, name, lambda *a, **k: None)
+    dec = decide.decide_exact(net, z, radius, delta_p, solver="gurobi")
     assert dec.passed and dec.how == "mip-strict"

@@ -26,16 +26,10 @@ from privcore.lipschitz import (
 )
 from privcore.lipschitz.backends import solve
 from privcore.lipschitz.reference import brute_force_lipschitz
+from tests._nets import random_net
 
 NORMS = [("linf", "l1"), ("linf", "linf"), ("l1", "l1"), ("l1", "linf")]
 SOLVERS = ["gurobi", "highs"]
-
-
-def random_net(seed: int, dims: tuple[int, ...], bias: float = 0.3) -> ReluNetwork:
-    rng = np.random.default_rng(seed)
-    ws = [rng.standard_normal((dims[i + 1], dims[i])) * np.sqrt(2.0 / dims[i]) for i in range(len(dims) - 1)]
-    bs = [rng.standard_normal(dims[i + 1]) * bias for i in range(len(dims) - 1)]
-    return ReluNetwork.from_arrays(ws, bs)
 
 
 TINY = [(2, 4, 3, 2), (3, 5, 2), (2, 3, 3, 3), (3, 4, 4, 2)]

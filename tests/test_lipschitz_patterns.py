@@ -34,6 +34,7 @@ from privcore.lipschitz.patterns import (
 )
 from privcore.lipschitz.reference import _region_rows, pattern_region_feasible
 from privcore.mechanisms.ptr import compute_phi
+from tests._nets import random_net
 
 
 @pytest.fixture(autouse=True)
@@ -44,13 +45,6 @@ def _private_table_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     clear_pattern_tables()
     yield
     clear_pattern_tables()
-
-
-def random_net(seed: int, dims: tuple[int, ...], bias: float = 0.3) -> ReluNetwork:
-    rng = np.random.default_rng(seed)
-    ws = [rng.standard_normal((dims[i + 1], dims[i])) * np.sqrt(2.0 / dims[i]) for i in range(len(dims) - 1)]
-    bs = [rng.standard_normal(dims[i + 1]) * bias for i in range(len(dims) - 1)]
-    return ReluNetwork.from_arrays(ws, bs)
 
 
 def split(net: ReluNetwork, code: int) -> list[np.ndarray]:

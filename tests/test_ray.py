@@ -21,8 +21,9 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from privcore.executors import JobProgress, LocalExecutor, RayExecutor, run_points  # noqa: E402
-from privcore.lipschitz import LipschitzCache, ReluNetwork, certify_batch  # noqa: E402
+from privcore.lipschitz import LipschitzCache, certify_batch  # noqa: E402
 from privcore.lipschitz.batch import _certify_chunk, _Job, certify_batch_detailed  # noqa: E402
+from tests._nets import random_net  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -36,13 +37,6 @@ def executor() -> Iterator[RayExecutor]:
     finally:
         ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
         ray.shutdown()
-
-
-def random_net(seed: int, dims: tuple[int, ...]) -> ReluNetwork:
-    rng = np.random.default_rng(seed)
-    ws = [rng.standard_normal((dims[i + 1], dims[i])) * np.sqrt(2.0 / dims[i]) for i in range(len(dims) - 1)]
-    bs = [rng.standard_normal(dims[i + 1]) * 0.3 for i in range(len(dims) - 1)]
-    return ReluNetwork.from_arrays(ws, bs)
 
 
 def fields(cert: Any) -> dict:

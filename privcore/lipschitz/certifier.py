@@ -17,7 +17,7 @@ data): a time-out raises :class:`~privcore.errors.CertificationError` and the qu
 
 * exact: U = L, so any certified bracket of L settles it — interval/LP upper ≤ τ ⇒ pass, a
   verified Jacobian norm > τ ⇒ fail — and otherwise LipMIP with early stops decides
-  (:func:`~privcore.lipschitz.engine.decide_exact`).
+  (:func:`~privcore.lipschitz.decide.decide_exact`).
 * lp / interval: bounds on L are *not* U, so they may only settle a step through U itself: for
   lp, the interval bound ≤ τ ⇒ pass (U_lp ≤ U_int by definition), otherwise U_lp is computed
   and compared. (A verified Jacobian norm v > τ would imply a fail too — U ≥ L ≥ v > τ for

@@ -31,6 +31,7 @@ from privcore.lipschitz.bounds import box_around, forward_bounds, interval_upper
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.pattern_bnb import max_pattern_norm
 from privcore.lipschitz.patterns import stable_masks
+from privcore.lipschitz.regions import strict_point_for_pattern
 from privcore.validation import check_finite_array, check_nonnegative, check_real
 
 __all__ = ["SplitResult", "split_decide"]
@@ -62,12 +63,10 @@ def _witness(
     input_norm: str,
     output_norm: str,
 ) -> tuple[float, np.ndarray | None]:
-    from privcore.lipschitz.engine import _strict_point_for_pattern
-
     pts = [(lo + hi) / 2.0, *(lo + (hi - lo) * rng.random((_SAMPLES, lo.size)))]
     if pattern is not None:
         layers = [d.astype(np.float64) for d in net.split_pattern(pattern)]
-        strict = _strict_point_for_pattern(net, lo, hi, layers)
+        strict = strict_point_for_pattern(net, lo, hi, layers)
         if strict is not None:
             pts.append(strict)
     pts = np.array(pts)
