@@ -60,11 +60,8 @@ from privcore.lipschitz import (
 from privcore.lipschitz.backends import solve
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.pattern_bnb import global_pattern_bound
-from privcore.lipschitz.patterns import (
-    global_pattern_table,
-    nonempty_threshold_table,
-    threshold_pattern_table,
-)
+from privcore.lipschitz.pattern_search import nonempty_threshold_table
+from privcore.lipschitz.patterns import global_pattern_table, threshold_pattern_table
 from privcore.mechanisms.ptr import PhiResult, compute_phi
 
 DELTA = 0.05

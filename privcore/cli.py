@@ -10,7 +10,7 @@ import typer
 
 from privcore.experiments.cli import experiment_app
 from privcore.lab.cli import lab_app
-from privcore.lipschitz.cli import cache_app
+from privcore.lipschitz.cli import cache_app, tables_app
 from privcore.train.cli import evaluate, train_app
 
 app = typer.Typer(
@@ -35,6 +35,7 @@ app.command("evaluate")(evaluate)
 app.add_typer(experiment_app, name="experiment")
 app.add_typer(lab_app, name="lab")
 app.add_typer(cache_app, name="cache")
+app.add_typer(tables_app, name="tables")
 
 
 def main() -> None:

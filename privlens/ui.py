@@ -297,14 +297,14 @@ SLOW_IMPORTS = ("privcore.attacks.metrics",)
 def warm_up() -> threading.Thread:
     """Start importing :data:`SLOW_IMPORTS` in a daemon thread (once per process), then make the
     exact certifier's pattern tables of the shipped obfuscators ready (loaded from the disk cache or
-    the models directory, else enumerated: :func:`privcore.lipschitz.patterns.precompute_pattern_tables`;
+    the models directory, else enumerated: :func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`;
     their regions are resolved on demand by the certifications, which share them and are exact either way)."""
 
     # privcore.lipschitz is imported here, in the script's thread (~0.3 s, once per process): imported by
     # the thread while a page imports it too, its circular modules (package __init__ → engine → patterns)
     # raised importlib's _DeadlockError in the page (seen on a fresh server's first Attack page)
     try:
-        from privcore.lipschitz.patterns import precompute_pattern_tables
+        from privcore.lipschitz.pattern_store import precompute_pattern_tables
     except ImportError:  # pragma: no cover - the pages that need it report the problem
         precompute_pattern_tables = None
     directory = models_dir()

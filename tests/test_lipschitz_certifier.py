@@ -21,7 +21,7 @@ from privcore.lipschitz import (
 )
 from privcore.lipschitz.backends import solve
 from privcore.lipschitz.bounds import box_around, forward_bounds
-from privcore.lipschitz.patterns import pattern_nearest_violation
+from privcore.lipschitz.pattern_search import pattern_nearest_violation
 from privcore.lipschitz.reference import brute_force_lipschitz
 from privcore.mechanisms.ptr import compute_phi, propose_test_release
 from tests._nets import mip_value, random_net

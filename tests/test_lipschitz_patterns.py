@@ -19,20 +19,17 @@ from privcore.lipschitz import Certifier, ReluNetwork, build_milp
 from privcore.lipschitz.backends import solve
 from privcore.lipschitz.bounds import box_around, forward_bounds, jacobian_norms
 from privcore.lipschitz.codes import to_bits
-from privcore.lipschitz.patterns import (
-    RegionMemo,
-    _box_refutes,
-    _region_rows_batch,
+from privcore.lipschitz.pattern_search import nonempty_threshold_table, pattern_nearest_violation
+from privcore.lipschitz.pattern_store import (
     clear_pattern_tables,
-    nonempty_threshold_table,
-    pattern_nearest_violation,
     pattern_table_key,
     realised_pattern_table,
     shipped_table_path,
-    threshold_pattern_table,
     write_shipped_table,
 )
+from privcore.lipschitz.patterns import RegionMemo, threshold_pattern_table
 from privcore.lipschitz.reference import _region_rows, pattern_region_feasible
+from privcore.lipschitz.regions import _box_refutes, _region_rows_batch
 from privcore.mechanisms.ptr import compute_phi
 from tests._nets import random_net
 
@@ -197,7 +194,7 @@ def test_lazy_regions_equal_the_eager_ones_and_the_disk_copy_equals_a_fresh_buil
     assert nv is not None and np.isfinite(nv.distance)
     known = lazy.state != RegionMemo.UNKNOWN
     assert 0 < known.sum() < lazy.codes.size  # resolved on demand, not all
-    from privcore.lipschitz.patterns import _save_table
+    from privcore.lipschitz.pattern_store import _save_table
 
     _save_table(net, lazy, force=True, **kw)
     clear_pattern_tables()
@@ -304,7 +301,7 @@ def test_phi_from_a_stored_partly_resolved_table_equals_the_milp_reference() -> 
         assert res.status == "optimal"
         return res.upper
 
-    from privcore.lipschitz.patterns import _save_table
+    from privcore.lipschitz.pattern_store import _save_table
 
     kw = dict(input_norm="linf", output_norm="l1")
     for seed in (31, 32):
@@ -326,13 +323,16 @@ def test_phi_from_a_stored_partly_resolved_table_equals_the_milp_reference() -> 
 
 
 def test_builder_and_warm_up_on_a_shipped_obfuscator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``python -m privcore.lipschitz.patterns --models DIR`` writes a complete table per shipped
+    """``python -m privcore tables build --models DIR`` writes a complete table per shipped
     obfuscator that a fresh process loads fully resolved and equal to a fresh eager build; the
     dashboard's warm-up (``precompute_pattern_tables``) stores the table in the disk cache."""
     import shutil
 
+    from typer.testing import CliRunner
+
+    from privcore.cli import app
     from privcore.lipschitz.cache import LipschitzCache
-    from privcore.lipschitz.patterns import main, precompute_pattern_tables, shipped_obfuscators
+    from privcore.lipschitz.pattern_store import precompute_pattern_tables, shipped_obfuscators
 
     models = tmp_path / "models"
     (models / "digits").mkdir(parents=True)
@@ -345,7 +345,8 @@ def test_builder_and_warm_up_on_a_shipped_obfuscator(tmp_path: Path, monkeypatch
     assert precompute_pattern_tables(models) == ["digits/ARL"]
     key = pattern_table_key(net, dp, **kw)
     assert LipschitzCache(tmp_path / "cache").get("pattern_table", key) is not None
-    main(["--models", str(models)])
+    result = CliRunner().invoke(app, ["tables", "build", "--models", str(models)])
+    assert result.exit_code == 0 and "digits/ARL: Δp = " in result.output, result.output
     assert shipped_table_path(key, models).is_file()
     monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path / "fresh-cache"))
     clear_pattern_tables()
@@ -368,7 +369,8 @@ def test_shipped_tables_load_complete_and_hold_every_sampled_violating_point(
     of EMPTY / boxed labels agrees with a reference LP on the table domain."""
     import warnings
 
-    from privcore.lipschitz.patterns import TABLE_DOMAIN, shipped_obfuscators
+    from privcore.lipschitz.pattern_store import shipped_obfuscators
+    from privcore.lipschitz.patterns import TABLE_DOMAIN
 
     monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path / "empty-cache"))
     monkeypatch.delenv("PRIVCORE_MODELS_DIR")  # the repository's models/ and its shipped tables
@@ -420,9 +422,10 @@ def test_balls_outside_the_table_domain_decide_without_the_realised_table(
 ) -> None:
     """Far from the origin (outside TABLE_DOMAIN) the engine does not use realised-pattern tables,
     whose EMPTY labels are only proofs inside the domain, and still decides exactly (MILP reference)."""
-    from privcore.lipschitz import patterns as pat
+    from privcore.lipschitz import pattern_search as pat
     from privcore.lipschitz.engine import decide_exact as decide
-    from privcore.lipschitz.patterns import TABLE_DOMAIN, in_table_domain
+    from privcore.lipschitz.pattern_search import in_table_domain
+    from privcore.lipschitz.patterns import TABLE_DOMAIN
 
     net = random_net(41, (3, 9, 9, 2))
     used: list[bool] = []

@@ -57,7 +57,7 @@ from privcore.lipschitz.bounds import nearest_sampled_violation, sampled_lower_b
 from privcore.lipschitz.milp import LipschitzMILP, build_milp
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.pattern_bnb import global_pattern_bound
-from privcore.lipschitz.patterns import (
+from privcore.lipschitz.pattern_search import (
     in_table_domain,
     pattern_decide,
     pattern_nearest_violation,

@@ -2,7 +2,7 @@
 
 ``local_lipschitz`` is the engine's entry point (Jordan & Dimakis, NeurIPS 2020): it parses the
 network, bounds it over the box, and, for the exact certifier, either enumerates activation
-patterns (small networks: :mod:`privcore.lipschitz.patterns`) or solves LipMIP's MILP with Gurobi
+patterns (small networks: :mod:`privcore.lipschitz.pattern_search`) or solves LipMIP's MILP with Gurobi
 or HiGHS (after LP bound tightening when it is large). "L ≤ τ?" is answered by the chain of
 :mod:`privcore.lipschitz.decide` (re-exported here), which backs the PTR oracle in
 :mod:`privcore.lipschitz.certifier`. Both take the query as a :class:`~privcore.lipschitz.ball.Ball`.
@@ -29,7 +29,7 @@ from privcore.lipschitz.decide import TIGHTEN_MIN_UNSTABLE as TIGHTEN_MIN_UNSTAB
 from privcore.lipschitz.milp import build_milp
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.pattern_bnb import global_pattern_bound
-from privcore.lipschitz.patterns import pattern_value
+from privcore.lipschitz.pattern_search import pattern_value
 from privcore.lipschitz.regions import verified_lower_bound
 from privcore.lipschitz.tighten import tighten_bounds
 from privcore.validation import check_choice, check_int, check_positive
@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 CERTIFIERS = ("exact", "lp", "interval")
-#: "enumeration" is the exact activation-pattern search of :mod:`privcore.lipschitz.patterns`
+#: "enumeration" is the exact activation-pattern search of :mod:`privcore.lipschitz.pattern_search`
 ENGINE_SOLVERS = (*SOLVERS, "enumeration")
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,63 @@
+"""Structure rules of the library, read from the source: the Lipschitz engine's modules import each
+other without a cycle (function-level imports included), and privcore never imports Streamlit."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _imports(path: Path) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+    return out
+
+
+def _module(path: Path) -> str:
+    name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    return name.removesuffix(".__init__")
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    state: dict[str, int] = {}
+    found: list[list[str]] = []
+
+    def visit(u: str, path: list[str]) -> None:
+        state[u] = 1
+        path.append(u)
+        for v in sorted(graph.get(u, ())):
+            if state.get(v) == 1:
+                found.append([*path[path.index(v):], v])
+            elif v not in state:
+                visit(v, path)
+        path.pop()
+        state[u] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+    return found
+
+
+def test_the_lipschitz_engine_has_no_import_cycle() -> None:
+    pkg = "privcore.lipschitz"
+    files = {_module(p): p for p in (ROOT / "privcore" / "lipschitz").glob("*.py")}
+    graph = {m: {d for d in _imports(p) if d in files and d != pkg} for m, p in files.items() if m != pkg}
+    assert len(graph) >= 15
+    assert _cycles(graph) == []
+    assert _cycles({"a": {"b"}, "b": {"a"}}) == [["a", "b", "a"]]  # the check itself finds one
+
+
+def test_privcore_never_imports_streamlit() -> None:
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "privcore").rglob("*.py")
+        if any(name == "streamlit" or name.startswith("streamlit.") for name in _imports(p))
+    ]
+    assert offenders == []
