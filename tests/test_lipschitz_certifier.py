@@ -22,9 +22,9 @@ from privcore.lipschitz import (
 from privcore.lipschitz.backends import solve
 from privcore.lipschitz.bounds import box_around, forward_bounds
 from privcore.lipschitz.pattern_search import pattern_nearest_violation
-from privcore.lipschitz.reference import brute_force_lipschitz
 from privcore.mechanisms.ptr import compute_phi, propose_test_release
 from tests._nets import mip_value, random_net
+from tests._reference import brute_force_lipschitz
 
 
 def test_exact_decide_matches_brute_force_in_any_query_order() -> None:

@@ -25,8 +25,8 @@ from privcore.lipschitz import (
     sampled_lower_bound,
 )
 from privcore.lipschitz.backends import solve
-from privcore.lipschitz.reference import brute_force_lipschitz
 from tests._nets import random_net
+from tests._reference import brute_force_lipschitz
 
 NORMS = [("linf", "l1"), ("linf", "linf"), ("l1", "l1"), ("l1", "linf")]
 SOLVERS = ["gurobi", "highs"]
@@ -101,7 +101,7 @@ def test_soundness_sampled_pairs_and_gradients(norms: tuple[str, str]) -> None:
 def test_affine_nets_equal_closed_form() -> None:
     """For an affine net L is the operator norm of W everywhere; the MILP (both solvers) agrees with
     the mechanisms engineer's exact ‖W‖∞→1 and with brute-force ℓ∞→ℓ1 enumeration."""
-    from privcore.lipschitz.affine import affine_linf_to_l1_norm
+    from tests._affine import affine_linf_to_l1_norm
 
     rng = np.random.default_rng(8)
     for m, n in [(3, 5), (8, 8), (6, 2)]:

@@ -1,7 +1,7 @@
 """The pattern search's pruning: never-realised patterns, region boxes, propagation, nearest violation.
 
 Every pruning step must be a proof: the checks compare with an independent LP (scipy's
-``linprog`` on the region rows of :mod:`privcore.lipschitz.reference`), with points sampled from
+``linprog`` on the region rows of tests/_reference.py), with points sampled from
 the network itself, and with the plain LipMIP optimum.
 """
 
@@ -28,10 +28,10 @@ from privcore.lipschitz.pattern_store import (
     write_shipped_table,
 )
 from privcore.lipschitz.patterns import RegionMemo, threshold_pattern_table
-from privcore.lipschitz.reference import _region_rows, pattern_region_feasible
 from privcore.lipschitz.regions import _box_refutes, _region_rows_batch
 from privcore.mechanisms.ptr import compute_phi
 from tests._nets import random_net
+from tests._reference import _region_rows, pattern_region_feasible
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,6 @@ import torch
 from scipy import stats
 
 from privcore.errors import CertificationError
-from privcore.lipschitz.affine import AffineLipschitz, affine_linf_to_l1_norm
 from privcore.mechanisms import (
     DecidingSensitivityOracle,
     PhiResult,
@@ -27,6 +26,7 @@ from privcore.mechanisms import (
     ptr_scales,
 )
 from privcore.mechanisms.ptr import model_digest, oracle_identity
+from tests._affine import AffineLipschitz, affine_linf_to_l1_norm
 
 ALPHA = 1e-3
 

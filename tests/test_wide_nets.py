@@ -3,7 +3,7 @@
 int64 codes once dropped an unstable neuron with index ≥ 64 (``x << 64`` is 0 in numpy): the engine
 reported an "exact" L below a value that sampled points attain and answered PTR decisions wrongly.
 Here nets of 70–200 hidden neurons have their few unstable neurons past index 63; the reference
-enumerates the unstable neurons' patterns with one LP each (:mod:`privcore.lipschitz.reference`),
+enumerates the unstable neurons' patterns with one LP each (tests/_reference.py),
 independent of the engine's codes, tables and bounds.
 """
 
@@ -27,7 +27,7 @@ from privcore.lipschitz.codes import (
     pack,
     to_bits,
 )
-from privcore.lipschitz.reference import pattern_region_feasible
+from tests._reference import pattern_region_feasible
 
 RADIUS = 0.5
 

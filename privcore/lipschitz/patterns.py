@@ -1,7 +1,7 @@
 """Activation-pattern tables of small ReLU networks: which patterns exist and their Jacobian norms.
 
-The value LipMIP computes (Jordan & Dimakis 2020, Thm. 3.2; :mod:`privcore.lipschitz.reference`)
-is ``L(f, B) = max { ‖J_D‖ : D an activation pattern whose closed region meets B }`` with
+The value LipMIP computes (Jordan & Dimakis 2020, Thm. 3.2; brute force in tests/_reference.py) is
+``L(f, B) = max { ‖J_D‖ : D an activation pattern whose closed region meets B }`` with
 ``J_D = W_L D_{L−1} W_{L−1} … D_1 W_1``. For the paper's obfuscators (latent 8, one or two hidden
 layers of 8–10 neurons) there are few enough patterns to list them, sorted by norm:
 
