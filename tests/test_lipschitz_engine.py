@@ -244,6 +244,11 @@ def test_lp_tightening_keeps_the_optimum_and_encloses_the_truth(monkeypatch: pyt
     tightened = solve(build_milp(net, center, 0.5, fwd=tight.fwd, signal_bounds=tight.signal), solver="highs",
                       mip_gap=1e-9)
     assert tightened.upper == pytest.approx(plain.upper, rel=1e-6)
+    # a deadline already past keeps the interval bounds (each bound is valid on its own)
+    untouched = tighten_bounds(net, center, 0.5, fwd, input_norm="linf", output_norm="l1", deadline=0.0)
+    assert untouched.n_lps == 0 and untouched.fwd.n_unstable == fwd.n_unstable
+    for a, b in zip(untouched.fwd.upper, fwd.upper, strict=True):
+        assert np.array_equal(a, b)
     # through the engine (forced to tighten) the incumbent's pattern is read against the tightened
     # stable set and verified in float64: lower meets upper
     monkeypatch.setattr(engine, "TIGHTEN_MIN_UNSTABLE", 1)

@@ -24,7 +24,7 @@ region_enumeration    every region meeting the box, each by an LP (small boxes).
 sampled               fail if a sampled point's Jacobian norm, verified in float64, exceeds τ.
 lp                    pass if the LP relaxation of LipMIP (interval big-M) ≤ τ.
 lp_tightened          from ``TIGHTEN_MIN_UNSTABLE`` unstable neurons: big-M tightened by LPs
-                      (OBBT), then the same relaxation.
+                      (OBBT, within half the time limit), then the same relaxation.
 milp                  LipMIP with early stops: pass when the proven bound ≤ τ (Gurobi
                       ``BestBdStop``, HiGHS dual-bound interrupt); fail when an incumbent > τ is
                       confirmed in float64 at a point of its region. An unconfirmed incumbent is
@@ -284,7 +284,8 @@ def _lp_tightened(q: _Query) -> Decision | None:
     b = q.ball
     if b.n_unstable < TIGHTEN_MIN_UNSTABLE:
         return None
-    tight = tighten_bounds(*q.args, b.fwd, objective_cap=q.upper, **b.norms.kwargs)
+    deadline = None if q.time_limit is None else q.start + q.time_limit / 2.0
+    tight = tighten_bounds(*q.args, b.fwd, objective_cap=q.upper, deadline=deadline, **b.norms.kwargs)
     q._milp = build_milp(*q.args, fwd=tight.fwd, signal_bounds=tight.signal, objective_cap=q.upper,
                          **b.norms.kwargs)
     return _relaxation(q, How.LP_TIGHTENED)

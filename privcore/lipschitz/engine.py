@@ -211,7 +211,9 @@ def local_lipschitz(
         return done(upper=min(interval, res.upper, global_bound(net, **norms)), lower=lower.value, exact=True,
                     solver=res.solver, status=res.status, argmax=argmax, **size)
     if fwd.n_unstable >= TIGHTEN_MIN_UNSTABLE:
-        tight = tighten_bounds(net, c, r, fwd, objective_cap=interval, **norms)
+        # at most half the time limit on tightening, so the MILP keeps the other half
+        deadline = None if time_limit is None else start + time_limit / 2.0
+        tight = tighten_bounds(net, c, r, fwd, objective_cap=interval, deadline=deadline, **norms)
         milp = build_milp(net, c, r, fwd=tight.fwd, signal_bounds=tight.signal, objective_cap=interval,
                           **norms)
     else:

@@ -16,6 +16,8 @@ certifier keeps interval big-M constants, whose monotonicity under ball inclusio
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from privcore.lipschitz.bounds import BackwardBounds, ForwardBounds, backward_bounds
@@ -90,9 +92,16 @@ def tighten_bounds(
     input_norm: str,
     output_norm: str,
     objective_cap: float | None = None,
+    deadline: float | None = None,
 ) -> TightBounds:
     """OBBT of the deeper layers' pre-activation bounds, then of the backward signal bounds
-    (module docstring). Layer 1's interval bounds are already exact for a box."""
+    (module docstring). Layer 1's interval bounds are already exact for a box. At ``deadline``
+    (a ``time.perf_counter()`` value) it stops and keeps what it has: every bound, tightened or
+    not, is valid on its own."""
+
+    def late() -> bool:
+        return deadline is not None and time.perf_counter() > deadline
+
     norms = dict(input_norm=input_norm, output_norm=output_norm)
     n_layers = len(net.weights) - 1
     lower, upper = [np.array(v) for v in fwd.lower], [np.array(v) for v in fwd.upper]
@@ -100,13 +109,15 @@ def tighten_bounds(
     cur = fwd
     for i in range(1, n_layers):  # forward, layer by layer (each LP uses the bounds found so far)
         un = np.flatnonzero(cur.unstable(i))
-        if un.size == 0:
+        if un.size == 0 or late():
             continue
         milp = build_milp(net, center, radius, fwd=cur, objective_cap=objective_cap, break_symmetry=False,
                           **norms)
         lp = _LP(milp)
         pre, const = milp.pre_expr[i]
         for j in un:
+            if late():
+                break
             row = pre[j].toarray().ravel()
             hi = lp.maximize(row)
             lo = lp.maximize(-row)
@@ -121,7 +132,7 @@ def tighten_bounds(
     # backward: the last hidden layer's signal W_Lᵀc has exact interval bounds; tighten the others
     for i in range(n_layers - 1, -1, -1):
         need = np.flatnonzero(signal[i] > 0) if i == 0 else np.flatnonzero(cur.unstable(i - 1))
-        if need.size == 0:
+        if need.size == 0 or late():
             continue
         milp = build_milp(net, center, radius, fwd=cur, signal_bounds=tuple(signal),
                           objective_cap=objective_cap, break_symmetry=False, **norms)
@@ -130,6 +141,8 @@ def tighten_bounds(
         # without the sign fix the relaxation is symmetric under (c, p, t, e) ↦ (−c, −p, −t, 1 − e),
         # so max q_j = max |q_j|
         for j in need:
+            if late():
+                break
             v = lp.maximize(q[j].toarray().ravel())
             if v is not None:
                 signal[i][j] = min(signal[i][j], max(v, 0.0) + _pad(v))
