@@ -25,6 +25,7 @@ import platform
 import shlex
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ except ImportError:  # pragma: no cover - Windows
 
 __all__ = [
     "DEFAULT_RESULTS_DIR",
+    "PngExportWarning",
     "Progress",
     "ResultTable",
     "RunContext",
@@ -305,9 +307,14 @@ class ResultTable:
         return self.frame()
 
 
+class PngExportWarning(UserWarning):
+    """A figure's PNG could not be written (its HTML was): the reason and the fix are in the text."""
+
+
 def save_figure(fig: Any, stem: str | os.PathLike[str], *, png: bool = True) -> list[str]:
-    """Write a plotly figure as ``stem.html`` and, when an image exporter (kaleido) is installed,
-    ``stem.png``; return the file names written.
+    """Write a plotly figure as ``stem.html`` and ``stem.png`` (kaleido, which drives a Chromium);
+    return the file names written. A PNG that cannot be written is a :class:`PngExportWarning`
+    naming the reason and the fix, never silent; the HTML is written either way.
 
     The HTML loads ``plotly.min.js`` from the results root (``<stem>/../../plotly.min.js``, written
     once), so pages work offline without a 4.8 MB copy of plotly.js per figure.
@@ -328,8 +335,14 @@ def save_figure(fig: Any, stem: str | os.PathLike[str], *, png: bool = True) -> 
             with atomic_path(stem.with_suffix(".png")) as tmp:
                 fig.write_image(str(tmp), scale=2)
             written.append(stem.with_suffix(".png").name)
-        except (ValueError, ImportError, RuntimeError, OSError):
-            pass  # no static image exporter here: HTML only (data/results/README.md)
+        except (ValueError, ImportError, RuntimeError, OSError) as exc:
+            warnings.warn(
+                f"{stem.name}.png not written ({type(exc).__name__}: {str(exc).strip().splitlines()[0]}); "
+                "its HTML is there. Fix: pip install kaleido, and a Chromium for it "
+                "(Debian: apt-get install chromium; or set BROWSER_PATH to a Chrome/Chromium)",
+                PngExportWarning,
+                stacklevel=2,
+            )
     return written
 
 
@@ -339,6 +352,7 @@ def progress_bar(description: str, *, enabled: bool = True) -> Iterator[Progress
     if not enabled:
         yield _no_progress
         return
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
@@ -347,6 +361,7 @@ def progress_bar(description: str, *, enabled: bool = True) -> Iterator[Progress
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         transient=False,
+        console=Console(stderr=True),  # progress on stderr: stdout stays for results
     ) as prog:
         task = prog.add_task(description, total=None)
 
