@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from privcore._atomic import atomic_open, atomic_path, atomic_write_text
+from privcore._paths import results_dir
 from privcore.validation import check_choice, check_int
 
 try:  # POSIX advisory locks; elsewhere a table has one writer at a time
@@ -53,8 +54,9 @@ __all__ = [
     "save_figure",
 ]
 
-#: Where results live unless ``--out`` says otherwise: ``<repository>/data/results``.
-DEFAULT_RESULTS_DIR = Path(__file__).resolve().parents[2] / "data" / "results"
+#: Where results live unless ``--out`` says otherwise: ``<repository>/data/results`` from a
+#: checkout, ``./data/results`` from an installed package.
+DEFAULT_RESULTS_DIR = results_dir()
 
 #: ``progress(done, total, message)``: how long operations report progress.
 Progress = Callable[[int, int, str], None]
