@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import typer
 
+from privcore import api_cli
 from privcore.experiments.cli import experiment_app
 from privcore.lab.cli import lab_app
 from privcore.lipschitz.cli import cache_app
@@ -35,6 +36,8 @@ app.command("evaluate")(evaluate)
 app.add_typer(experiment_app, name="experiment")
 app.add_typer(lab_app, name="lab")
 app.add_typer(cache_app, name="cache")
+app.command("release")(api_cli.release)
+app.command("certify")(api_cli.certify)
 
 
 def main(argv: list[str] | None = None) -> None:

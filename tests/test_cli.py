@@ -81,3 +81,28 @@ def test_describe_names_problem_and_fix_for_each_expected_error() -> None:
     )
     message, code = describe(RuntimeError("boom"))
     assert code == 1 and "internal error: RuntimeError: boom" in message and "--debug" in message
+
+
+def test_release_and_certify_commands(tmp_path: Path, capsys, monkeypatch) -> None:
+    import json
+
+    import torch
+    from sklearn.datasets import load_digits
+
+    from privcore.images import encode_png
+
+    monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path / "cache"))
+    png = tmp_path / "digit.png"
+    png.write_bytes(encode_png(torch.tensor(load_digits().images[3] / 16).float()[None]))
+    main(["certify", str(png), "--dataset", "digits"])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["phi", "R*", "L", "R"]
+    out = tmp_path / "release.json"
+    main(["release", str(png), "--epsilon", "10", "--delta", "1e-5", "--out", str(out)])
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "privlens.release/1" and doc["parameters"]["epsilon"] == 10.0
+    assert doc["outcome"] in ("released", "bottom") and "wrote" in capsys.readouterr().err
+    code, err = _fails(["release", str(png), "--epsilon", "-1", "--delta", "1e-5"], capsys)
+    assert code == 2 and "epsilon must be in (0, ∞), got -1.0" in err
+    code, err = _fails(["release", str(tmp_path / "none.png"), "--epsilon", "1", "--delta", "1e-5"], capsys)
+    assert code == 1 and "file not found" in err
