@@ -134,6 +134,24 @@ def test_table1_tiny(out: Path, shipped: Path) -> None:
     assert (ptr["delta"] == 0.05).all()
 
 
+def test_table1_row_does_not_depend_on_which_other_variants_ran(shipped: Path, tmp_path: Path) -> None:
+    """Issue 19: a variant's noise seed comes from (variant, ε), not its position in --obfuscators."""
+    from privcore.cli import app
+
+    frames = []
+    for chosen in ("ARL-C-N", "C-N,ARL-C-N"):
+        out = tmp_path / chosen
+        args = ["experiment", "table1", "--dataset", "digits", "--tiny", "--out", str(out), "--no-progress",
+                "--obfuscators", chosen]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output + repr(result.exception)
+        frames.append(pd.read_csv(out / "digits" / "table1.csv"))
+    alone, both = frames[0], frames[1]
+    assert set(both["obfuscator"]) == {"C-N", "ARL-C-N"} and set(alone["obfuscator"]) == {"ARL-C-N"}
+    same = both[both["obfuscator"] == "ARL-C-N"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(same, alone.reset_index(drop=True))  # noise seeds and numbers alike
+
+
 def test_table2_tiny(out: Path, shipped: Path) -> None:
     frame = _run_cli("table2", out)
     assert set(frame["method"]) == {"LDP-Image", "LDP-Embedding", "Adversarial"}
