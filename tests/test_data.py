@@ -55,7 +55,7 @@ def _check_idx_dataset(ds: Dataset, arrays: dict[str, np.ndarray]) -> None:
 
 def test_registry_names_and_unknown_name() -> None:
     assert set(dataset_names()) >= {"digits", "fashion-mnist", "mnist", "cifar10", "utkface", "folder"}
-    with pytest.raises(ValueError, match=r"unknown dataset 'nope' \(known: digits, "):
+    with pytest.raises(ValueError, match=r"unknown dataset 'imagenet' \(known: digits, "):
         load_dataset("imagenet")
 
 

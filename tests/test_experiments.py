@@ -115,6 +115,9 @@ def shipped(out: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Certificates and φ go to a throw-away cache: tests never read or fill the user's."""
     monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "lipschitz-cache"))
+    # HTML only: kaleido would start a Chromium per figure (~5 s each); test_experiments_runner
+    # covers the PNG export itself
+    monkeypatch.setenv("PRIVCORE_FIGURE_PNG", "0")
 
 
 def test_table1_tiny(out: Path, shipped: Path) -> None:

@@ -317,6 +317,7 @@ def save_figure(fig: Any, stem: str | os.PathLike[str], *, png: bool = True) -> 
     """Write a plotly figure as ``stem.html`` and ``stem.png`` (kaleido, which drives a Chromium);
     return the file names written. A PNG that cannot be written is a :class:`PngExportWarning`
     naming the reason and the fix, never silent; the HTML is written either way.
+    ``PRIVCORE_FIGURE_PNG=0`` skips the PNG on purpose (no warning).
 
     The HTML loads ``plotly.min.js`` from the results root (``<stem>/../../plotly.min.js``, written
     once), so pages work offline without a 4.8 MB copy of plotly.js per figure.
@@ -332,6 +333,8 @@ def save_figure(fig: Any, stem: str | os.PathLike[str], *, png: bool = True) -> 
     with atomic_path(html) as tmp:
         fig.write_html(str(tmp), include_plotlyjs="../plotly.min.js", full_html=True)
     written = [html.name]
+    if png and os.environ.get("PRIVCORE_FIGURE_PNG", "1") == "0":
+        png = False  # asked for explicitly (the tests: kaleido starts a Chromium per figure, ~5 s)
     if png:
         try:
             with atomic_path(stem.with_suffix(".png")) as tmp:
