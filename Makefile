@@ -1,18 +1,24 @@
 # privlens: two commands do all set-up on a fresh machine.
 #   make run    install (once) and start the dashboard on the embedded default
-#   make test   install (once, with the optional Ray extra) and run the test suite
+#   make test   install (once, with test tools and the optional Ray extra) and run the test suite
+# torch: requirements.txt pins torch==2.13.0, which pip takes from this project's machines' CPU
+# wheel (pip's find-links); elsewhere a CPU-only machine can say
+#   make run TORCH_INDEX=https://download.pytorch.org/whl/cpu
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-RAY_STAMP := $(VENV)/.installed-ray
+DEV_STAMP := $(VENV)/.installed-dev
+# extra index for torch's CPU wheels (empty: PyPI and pip's own configuration only)
+TORCH_INDEX ?=
+PIP_INSTALL = $(PY) -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 PORT ?= 8501
 # loopback only by default; HOST=0.0.0.0 (every interface) is an explicit opt-in: the dashboard has no login
 HOST ?= 127.0.0.1
 FMNIST_DEB_DIR := /usr/share/datasets/fashion-mnist
 
-.PHONY: run test test-slow install install-ray system-deps fashion-mnist lint bench bench-scale clean
+.PHONY: run test test-slow install install-dev system-deps fashion-mnist lint bench bench-scale clean
 
 run: install fashion-mnist
 	@case "$(HOST)" in 127.*|localhost|::1) ;; *) \
@@ -23,10 +29,10 @@ run: install fashion-mnist
 	  --browser.gatherUsageStats=false
 
 # the tests also cover the optional Ray executor (tests/test_ray.py), so they install its extra
-test: install-ray system-deps
+test: install-dev system-deps
 	$(PY) -m pytest -q
 
-test-slow: install-ray system-deps
+test-slow: install-dev system-deps
 	$(PY) -m pytest -q -m "slow or not slow"
 
 install: $(STAMP)
@@ -34,14 +40,16 @@ install: $(STAMP)
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	@# a venv made before the requirements split holds torchvision, which breaks beside CPU torch
+	@$(PY) -m pip uninstall --quiet --yes torchvision scikit-image 2>/dev/null || true
+	$(PIP_INSTALL) -r requirements.txt
 	@touch $@
 
-# optional extra (--executor ray); reinstalled when either requirements file changes
-install-ray: $(RAY_STAMP)
+# test and dev tools plus the optional Ray extra (--executor ray); reinstalled when a file changes
+install-dev: $(DEV_STAMP)
 
-$(RAY_STAMP): $(STAMP) requirements.txt requirements-ray.txt
-	$(PY) -m pip install --quiet -r requirements.txt -r requirements-ray.txt
+$(DEV_STAMP): $(STAMP) requirements.txt requirements-dev.txt requirements-ray.txt
+	$(PIP_INSTALL) -r requirements-dev.txt -r requirements-ray.txt
 	@touch $@
 
 # Debian's Chromium drives the real-browser tests (no browser download needed).
@@ -62,13 +70,13 @@ fashion-mnist:
 	  else echo "note: not root; the dashboard uses the embedded digits (see README for Fashion-MNIST)"; fi; \
 	fi
 
-lint: install
+lint: install-dev
 	$(PY) -m ruff check .
 
 bench: install
 	$(PY) bench/lipschitz.py --quick
 
-bench-scale: install-ray
+bench-scale: install-dev
 	$(PY) bench/scale.py --quick
 
 clean:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import typer
 
+from privcore import api_cli
 from privcore.experiments.cli import experiment_app
 from privcore.lab.cli import lab_app
 from privcore.lipschitz.cli import cache_app, tables_app
@@ -36,8 +37,52 @@ app.add_typer(experiment_app, name="experiment")
 app.add_typer(lab_app, name="lab")
 app.add_typer(cache_app, name="cache")
 app.add_typer(tables_app, name="tables")
+app.command("release")(api_cli.release)
+app.command("certify")(api_cli.certify)
 
 
-def main() -> None:
-    """Entry point of ``python -m privcore``."""
-    app()
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of ``python -m privcore`` and of the ``privcore`` command.
+
+    Expected failures print one ``error: …`` line on stderr naming the problem and the fix and
+    exit with 1 (2: bad parameter or usage); ``--debug`` (anywhere) or ``PRIVCORE_DEBUG=1`` shows
+    the traceback instead.
+    """
+    import os
+    import sys
+
+    from privcore.cli_errors import USAGE, click_exceptions, describe
+
+    click = click_exceptions()
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or os.environ.get("PRIVCORE_DEBUG", "") not in ("", "0")
+    args = [a for a in args if a != "--debug"]
+
+    def fail(message: str, code: int) -> None:
+        typer.echo(f"error: {message}", err=True)
+        sys.exit(code)
+
+    try:
+        code = app(args=args, prog_name="privcore", standalone_mode=False)
+    except click.NoArgsIsHelpError as exc:
+        typer.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
+        sys.exit(USAGE)
+    except click.UsageError as exc:
+        if debug:
+            raise
+        where = f"; see `{exc.ctx.command_path} --help`" if exc.ctx is not None else ""
+        fail(f"{exc.format_message().rstrip('.')}{where}", exc.exit_code)
+    except click.ClickException as exc:
+        if debug:
+            raise
+        fail(exc.format_message(), exc.exit_code)
+    except (KeyboardInterrupt, typer.Abort):
+        fail("interrupted (runs that keep a resume file continue from it next time)", 130)
+    except Exception as exc:
+        if debug:
+            raise
+        fail(*describe(exc))
+    else:
+        if isinstance(code, int) and code:
+            sys.exit(code)

@@ -11,6 +11,15 @@ class PrivcoreError(Exception):
     """Base class of every error privcore raises on purpose."""
 
 
+class ParameterError(PrivcoreError, ValueError):
+    """A parameter outside its allowed values; the message names it, its value and the range
+    (raised by :mod:`privcore.validation`; still a ``ValueError``)."""
+
+
+class ParameterTypeError(ParameterError, TypeError):
+    """A parameter of the wrong type (still a ``TypeError``)."""
+
+
 class CertificationError(PrivcoreError):
     """A Lipschitz certificate could not be decided exactly (solver time-out, numerical
     trouble). A privacy decision must never be taken on such a result: the query fails and

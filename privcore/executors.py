@@ -35,6 +35,7 @@ import os
 import socket
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from privcore._mainguard import unguarded_main_call
 from privcore.errors import PrivcoreError
 from privcore.validation import check_choice, check_int
 
@@ -258,6 +260,19 @@ def _describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
+def _unguarded(script: str, workers: int, isolated: bool) -> None:
+    """Spawned workers would re-run ``script``'s top level: warn and run here, or refuse."""
+    fix = f'put the call under `if __name__ == "__main__":` in {script}'
+    if isolated:
+        raise RuntimeError(f"this work needs separate worker processes, which would re-run {script}; {fix}")
+    warnings.warn(
+        f"called from the top level of {script} without a main guard: spawned workers would re-run "
+        f"the script, so this runs in this process (1 worker, not {workers}); to use {workers}, {fix}",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class LocalExecutor:
     """Processes on this machine (posthoc-PTR's batch certification as it always ran).
@@ -300,6 +315,9 @@ class LocalExecutor:
         """``fn(shared, chunk)`` per chunk, yielded as tasks finish (module docstring: retries)."""
         tracker = _Tracker(description, progress, tasks=len(chunks), points=sum(len(c) for c in chunks))
         here = self.workers == 1 or (self.inline(len(chunks)) and not isolated)
+        if not here and (script := unguarded_main_call()) is not None:
+            _unguarded(script, self.workers, isolated)
+            here = True
         source = self._inline(fn, chunks, shared) if here else self._pool(fn, chunks, shared)
         for out in source:
             tracker.task_done(len(chunks[out.index]))

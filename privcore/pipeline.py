@@ -41,9 +41,11 @@ __all__ = [
 
 
 def default_models_dir() -> Path:
-    """``$PRIVCORE_MODELS_DIR`` if set, else ``<repository>/models``."""
-    env = os.environ.get("PRIVCORE_MODELS_DIR")
-    return Path(env).expanduser() if env else Path(__file__).resolve().parents[1] / "models"
+    """``$PRIVCORE_MODELS_DIR`` if set, else the checkout's ``models/``, else the installed
+    package's models (:func:`privcore._paths.models_dir`)."""
+    from privcore._paths import models_dir
+
+    return models_dir()
 
 
 def _device(device: str | torch.device | None) -> torch.device:

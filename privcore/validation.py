@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from privcore.errors import ParameterError, ParameterTypeError
+
 __all__ = [
     "check_bool",
     "check_choice",
@@ -35,9 +37,9 @@ def check_real(name: str, value: Any) -> float:
         elif hasattr(value, "item") and getattr(value, "ndim", None) == 0:
             value = value.item()
         else:
-            raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+            raise ParameterTypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     if isinstance(value, bool):
-        raise TypeError(f"{name} must be a real number, got bool {value!r}")
+        raise ParameterTypeError(f"{name} must be a real number, got bool {value!r}")
     return float(value)
 
 
@@ -46,7 +48,7 @@ def check_positive(name: str, value: Any, *, allow_inf: bool = False) -> float:
     v = check_real(name, value)
     upper = "∞]" if allow_inf else "∞)"
     if math.isnan(v) or v <= 0 or (math.isinf(v) and not allow_inf):
-        raise ValueError(f"{name} must be in (0, {upper}, got {value!r}")
+        raise ParameterError(f"{name} must be in (0, {upper}, got {value!r}")
     return v
 
 
@@ -55,7 +57,7 @@ def check_nonnegative(name: str, value: Any, *, allow_inf: bool = False) -> floa
     v = check_real(name, value)
     upper = "∞]" if allow_inf else "∞)"
     if math.isnan(v) or v < 0 or (math.isinf(v) and not allow_inf):
-        raise ValueError(f"{name} must be in [0, {upper}, got {value!r}")
+        raise ParameterError(f"{name} must be in [0, {upper}, got {value!r}")
     return v
 
 
@@ -76,7 +78,7 @@ def check_in_range(
     if not ok:
         lo = "(" if low_open else "["
         hi = ")" if high_open else "]"
-        raise ValueError(f"{name} must be in {lo}{low:g}, {high:g}{hi}, got {value!r}")
+        raise ParameterError(f"{name} must be in {lo}{low:g}, {high:g}{hi}, got {value!r}")
     return v
 
 
@@ -93,10 +95,10 @@ def check_delta(value: Any, name: str = "delta") -> float:
 def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     """An integer (bool excluded), at least ``minimum`` when given."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+        raise ParameterTypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
     v = int(value)
     if minimum is not None and v < minimum:
-        raise ValueError(f"{name} must be an integer ≥ {minimum}, got {value!r}")
+        raise ParameterError(f"{name} must be an integer ≥ {minimum}, got {value!r}")
     return v
 
 
@@ -104,13 +106,13 @@ def check_bool(name: str, value: Any) -> bool:
     """A boolean (Python or numpy); TypeError for anything else, 0/1 and strings such as 'no' included."""
     if isinstance(value, bool | np.bool_):
         return bool(value)
-    raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    raise ParameterTypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
 
 
 def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     """One of a fixed set of strings."""
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+        raise ParameterError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
     return value
 
 
@@ -123,20 +125,22 @@ def check_finite_array(name: str, value: Any) -> np.ndarray:
         t = value.detach().cpu()
         value = t.double().numpy() if t.is_floating_point() else t.numpy()  # bfloat16 has no numpy dtype
     if isinstance(value, bool):
-        raise TypeError(f"{name} must be an array of real numbers, got booleans")
+        raise ParameterTypeError(f"{name} must be an array of real numbers, got booleans")
     try:
         src = np.asarray(value)
     except ValueError as exc:  # ragged nested sequences
-        raise TypeError(f"{name} must be an array of real numbers with a regular shape: {exc}") from exc
+        msg = f"{name} must be an array of real numbers with a regular shape: {exc}"
+        raise ParameterTypeError(msg) from exc
     if src.dtype.kind == "b":
-        raise TypeError(f"{name} must be an array of real numbers, got booleans")
+        raise ParameterTypeError(f"{name} must be an array of real numbers, got booleans")
     if src.dtype.kind not in "fiuO":
-        raise TypeError(f"{name} must be an array of real numbers, got dtype {src.dtype}")
+        raise ParameterTypeError(f"{name} must be an array of real numbers, got dtype {src.dtype}")
     try:
         arr = src.astype(np.float64, copy=False)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be an array of real numbers, got {type(value).__name__}") from exc
+        msg = f"{name} must be an array of real numbers, got {type(value).__name__}"
+        raise ParameterTypeError(msg) from exc
     if not np.all(np.isfinite(arr)):
         bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
-        raise ValueError(f"{name} must contain only finite numbers; {bad} entries are NaN or infinite")
+        raise ParameterError(f"{name} must contain only finite numbers; {bad} entries are NaN or infinite")
     return arr

@@ -73,7 +73,9 @@ CERTIFIER_HELP = (
 
 def page_path(name: str) -> str:
     """Absolute path of ``pages/<name>.py`` (for ``st.page_link``; works whatever the entry script)."""
-    return str(Path(__file__).resolve().parents[1] / "pages" / f"{name}.py")
+    from privlens.launch import site_dir  # the checkout's root, or the installed package's _site
+
+    return str(site_dir() / "pages" / f"{name}.py")
 
 
 def fmt_num(v: float) -> str:

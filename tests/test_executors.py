@@ -279,3 +279,48 @@ def test_inf_and_nan_free_progress_for_empty_jobs() -> None:
     assert out.results == [] and out.failures == {} and out.tasks == 0
     p = JobProgress(description="", tasks_done=0, tasks_total=0, points_done=0, points_total=0)
     assert p.fraction == 1.0 and p.eta_s == 0.0 and not math.isnan(p.points_per_s)
+
+
+# --- scripts without a main guard (issue 19) ---------------------------------------------------------
+
+_SCRIPT = """
+import operator, sys
+sys.path.insert(0, {root!r})
+from privcore.executors import LocalExecutor, run_points
+
+def work():
+    ex = LocalExecutor(workers=2, chunk_size=2)
+    print("done", run_points(operator.add, list(range(8)), executor=ex, shared=[]).results, flush=True)
+
+def isolated():
+    ex = LocalExecutor(workers=2, chunk_size=1)
+    list(ex.map_chunks(operator.add, [[1], [2]], shared=[], isolated=True))
+
+{call}
+"""
+
+
+def _run_script(tmp_path: Path, call: str) -> Any:
+    import subprocess
+    import sys
+
+    script = tmp_path / "batch.py"
+    script.write_text(_SCRIPT.format(root=str(Path(__file__).resolve().parents[1]), call=call))
+    cmd = [sys.executable, str(script)]
+    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120), script
+
+
+@pytest.mark.parametrize("guarded", [False, True])
+def test_a_script_without_main_guard_runs_in_process_not_hanging(tmp_path: Path, guarded: bool) -> None:
+    out, script = _run_script(tmp_path, 'if __name__ == "__main__":\n    work()' if guarded else "work()")
+    assert out.returncode == 0, out.stderr[-2000:]
+    # the script ran once: spawned children did not re-run it (they would print again, or hang)
+    assert out.stdout.count("done [0, 1, 2, 3, 4, 5, 6, 7]") == 1
+    warned = "without a main guard" in out.stderr and str(script) in out.stderr
+    assert warned is not guarded, out.stderr[-2000:]
+
+
+def test_isolated_work_from_an_unguarded_script_is_refused_with_the_fix(tmp_path: Path) -> None:
+    out, script = _run_script(tmp_path, "isolated()")
+    assert out.returncode == 1 and "RuntimeError: this work needs separate worker processes" in out.stderr
+    assert f'if __name__ == "__main__":` in {script}' in out.stderr

@@ -115,6 +115,9 @@ def shipped(out: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Certificates and φ go to a throw-away cache: tests never read or fill the user's."""
     monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "lipschitz-cache"))
+    # HTML only: kaleido would start a Chromium per figure (~5 s each); test_experiments_runner
+    # covers the PNG export itself
+    monkeypatch.setenv("PRIVCORE_FIGURE_PNG", "0")
 
 
 def test_table1_tiny(out: Path, shipped: Path) -> None:
@@ -132,6 +135,24 @@ def test_table1_tiny(out: Path, shipped: Path) -> None:
     np.testing.assert_allclose(ptr["accuracy"], ptr["accuracy_bot_wrong"] + (n - rel) / n / k, rtol=1e-12)
     assert ((ptr["release_rate"] >= 0) & (ptr["release_rate"] <= 1)).all()
     assert (ptr["delta"] == 0.05).all()
+
+
+def test_table1_row_does_not_depend_on_which_other_variants_ran(shipped: Path, tmp_path: Path) -> None:
+    """Issue 19: a variant's noise seed comes from (variant, ε), not its position in --obfuscators."""
+    from privcore.cli import app
+
+    frames = []
+    for chosen in ("ARL-C-N", "C-N,ARL-C-N"):
+        out = tmp_path / chosen
+        args = ["experiment", "table1", "--dataset", "digits", "--tiny", "--out", str(out), "--no-progress",
+                "--obfuscators", chosen]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output + repr(result.exception)
+        frames.append(pd.read_csv(out / "digits" / "table1.csv"))
+    alone, both = frames[0], frames[1]
+    assert set(both["obfuscator"]) == {"C-N", "ARL-C-N"} and set(alone["obfuscator"]) == {"ARL-C-N"}
+    same = both[both["obfuscator"] == "ARL-C-N"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(same, alone.reset_index(drop=True))  # noise seeds and numbers alike
 
 
 def test_table2_tiny(out: Path, shipped: Path) -> None:

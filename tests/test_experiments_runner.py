@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pandas as pd
 import pytest
@@ -96,6 +97,33 @@ def test_save_figure_writes_html_sharing_one_plotly_js(tmp_path) -> None:
     html = (tmp_path / "digits" / "fig.html").read_text()
     assert "../plotly.min.js" in html and len(html) < 100_000
     assert (tmp_path / "plotly.min.js").stat().st_size > 1_000_000
+
+
+def test_save_figure_says_when_a_png_cannot_be_written(tmp_path, monkeypatch) -> None:
+    import plotly.graph_objects as go
+
+    from privcore.experiments.runner import PngExportWarning
+
+    def no_exporter(self, *a, **k):
+        raise ValueError("Kaleido requires Google Chrome to be installed.")
+
+    monkeypatch.setattr(go.Figure, "write_image", no_exporter)
+    with pytest.warns(PngExportWarning, match=r"fig\.png not written .*Chrome.*apt-get install chromium"):
+        names = save_figure(go.Figure(go.Scatter(x=[0, 1], y=[1, 0])), tmp_path / "digits" / "fig")
+    assert names == ["fig.html"] and not (tmp_path / "digits" / "fig.png").exists()
+
+
+def test_save_figure_writes_a_png_with_kaleido_and_chromium(tmp_path) -> None:
+    import shutil
+
+    import plotly.graph_objects as go
+
+    pytest.importorskip("kaleido", reason="kaleido is in requirements.txt; this venv predates it")
+    if not (shutil.which("chromium") or os.environ.get("BROWSER_PATH")):
+        pytest.skip("no Chromium for kaleido (make test apt-installs Debian's chromium as root)")
+    names = save_figure(go.Figure(go.Scatter(x=[0, 1], y=[1, 0])), tmp_path / "digits" / "fig")
+    assert names == ["fig.html", "fig.png"]
+    assert (tmp_path / "digits" / "fig.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_finish_drops_a_setting_written_twice(tmp_path) -> None:

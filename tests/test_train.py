@@ -179,7 +179,7 @@ def test_delta_p_step_certifies_training_embeddings_and_updates_the_card(trained
     from privcore.lipschitz import local_lipschitz
 
     stem = trained["dir"] / "obfuscator-ARL-C-N"
-    card = compute_delta_p(stem, n=6, workers=1, seed=0, progress=False, command="test")
+    card = compute_delta_p(stem, n=6, workers=1, seed=0, progress=False, command="test", cache=None)
     dp, cert = card["delta_p"], card["certification"]
     assert dp["n"] == 6 and dp["n_sigma"] == 3.0 and dp["all_exact"]
     assert dp["proposed"] == pytest.approx(dp["mu"] + 3 * dp["sigma"])
@@ -193,6 +193,30 @@ def test_delta_p_step_certifies_training_embeddings_and_updates_the_card(trained
         z = emb["vae"].encode(tiny.x_train[idx])[0].double().numpy()
     ups = [local_lipschitz(ck["obfuscator"], zi, dp["radius"]).upper for zi in z]
     assert dp["mu"] == pytest.approx(float(np.mean(ups)), rel=1e-6)
+
+
+def test_delta_p_rerun_solves_only_the_points_not_yet_cached(
+    trained: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README: a rerun after an interruption recomputes only what is missing (issue 19)."""
+    from privcore.lipschitz import batch as batch_mod
+    from privcore.lipschitz.cache import LipschitzCache
+
+    stem = trained["dir"] / "obfuscator-ARL-C-N"
+    first = compute_delta_p(stem, n=4, workers=1, seed=0, progress=False, cache=tmp_path)["delta_p"]
+    assert len(LipschitzCache(tmp_path)) == 4
+    calls: list[bytes] = []
+    real = batch_mod.local_lipschitz
+
+    def counting(net: Any, c: np.ndarray, r: float, **kw: Any) -> Any:
+        calls.append(np.asarray(c).tobytes())
+        return real(net, c, r, **kw)
+
+    monkeypatch.setattr(batch_mod, "local_lipschitz", counting)
+    again = compute_delta_p(stem, n=4, workers=1, seed=0, progress=False, cache=tmp_path)["delta_p"]
+    assert calls == [] and again["mu"] == first["mu"]  # all four read back, none solved
+    more = compute_delta_p(stem, n=7, workers=1, seed=0, progress=False, cache=tmp_path)["delta_p"]
+    assert len(calls) == 3 and more["n"] == 7  # the same seed's first 4 points are cached: 3 solved
 
 
 def test_ip_recipes_write_certified_cards(tiny: Any, tmp_path: Path) -> None:

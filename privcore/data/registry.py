@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from privcore.errors import DatasetUnavailableError
+from privcore.errors import DatasetUnavailableError, ParameterError
 from privcore.validation import check_choice, check_int
 
 __all__ = [
@@ -159,8 +159,11 @@ def dataset_names() -> tuple[str, ...]:
 
 
 def get_spec(name: str) -> DatasetSpec:
-    """The registry entry of ``name`` (ValueError naming the allowed names otherwise)."""
+    """The registry entry of ``name`` (a :class:`ParameterError`, a ``ValueError``, naming the
+    known names otherwise)."""
     _ensure_loaded()
+    if isinstance(name, str) and name not in _REGISTRY:
+        raise ParameterError(f"unknown dataset {name!r} (known: {', '.join(_REGISTRY)})")
     check_choice("dataset", name, tuple(_REGISTRY))
     return _REGISTRY[name]
 

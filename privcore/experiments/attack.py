@@ -28,6 +28,7 @@ import numpy as np
 
 from privcore.experiments.ptr_common import compute_phis, embed, ptr_release_batch, ptr_setup, test_indices
 from privcore.experiments.runner import RunContext, save_figure
+from privcore.experiments.seeds import row_seed
 
 __all__ = ["COLUMNS", "EPSILONS", "RADII", "attacker_cache_dir", "delta_p_at", "run"]
 
@@ -197,7 +198,7 @@ def run(ctx: RunContext) -> Any:
     }
     table = ctx.table("attack", columns=COLUMNS, key=KEY, config=config)
     clean = pipe.obfuscate(torch.as_tensor(z, dtype=torch.float32)).double().cpu().numpy()
-    for i, r in enumerate(radii):
+    for r in radii:
         todo = [e for e in (*epsilons, math.inf) if not table.done(radius=r, epsilon=e)]
         if not todo:
             continue
@@ -221,10 +222,10 @@ def run(ctx: RunContext) -> Any:
             grid_steps=ctx.pick(full=32, quick=32, tiny=4),
         )
         phis = None
-        for j, eps in enumerate((*epsilons, math.inf)):
+        for eps in (*epsilons, math.inf):
             if eps not in todo:
                 continue
-            seed = ctx.seed * 1000 + i * 10 + j
+            seed = row_seed(ctx.seed, "attack", r, eps)
             if math.isinf(eps):
                 rel, released = clean, np.ones(len(idx), dtype=bool)
             else:

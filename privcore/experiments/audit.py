@@ -40,6 +40,7 @@ import numpy as np
 
 from privcore.attacks.audit import AuditResult, audit_pair, laplace_llr_statistic, projection_statistic
 from privcore.experiments.runner import RunContext, save_figure
+from privcore.experiments.seeds import row_seed
 
 __all__ = ["COLUMNS", "AuditCase", "ptr_worst_case", "run", "worst_case_audits"]
 
@@ -509,7 +510,7 @@ def run(ctx: RunContext) -> Any:
             progress(i, len(cases), case.mechanism)
             if table.done(mechanism=case.mechanism, pair=case.pair, epsilon_claimed=case.epsilon_claimed):
                 continue
-            seed = ctx.seed * 1000 + i
+            seed = row_seed(ctx.seed, "audit", case.mechanism, case.pair, case.epsilon_claimed)
             res: AuditResult = audit_pair(
                 case.draw_a,
                 case.draw_b,

@@ -31,6 +31,7 @@ import numpy as np
 
 from privcore.experiments.ptr_common import embed, refit_classifier, refit_plan, test_indices
 from privcore.experiments.runner import RunContext, save_figure
+from privcore.experiments.seeds import row_seed
 
 __all__ = ["CALIBRATIONS", "COLUMNS", "run"]
 
@@ -126,7 +127,7 @@ def run(ctx: RunContext) -> Any:
         "classifiers": ctx.classifier_weights(variants),
     }
     table = ctx.table("calibration", columns=COLUMNS, key=KEY, config=config)
-    for i, v in enumerate(variants):
+    for v in variants:
         if all(
             table.done(obfuscator=v, calibration=c, epsilon=e) for c in CALIBRATIONS for e in EPSILONS
         ) and all(table.done(obfuscator=v, calibration="corrected", epsilon=e) for e in EPSILONS_CORRECTED):
@@ -150,13 +151,13 @@ def run(ctx: RunContext) -> Any:
             "paper-code-linf": (np.full(len(z), dp_linf), dp_linf, False),
             "paper-code-local": (local_linf, math.nan, False),
         }
-        for j, eps in enumerate(EPSILONS_CORRECTED):
-            for k, (cal, (base, dp_col, private)) in enumerate(scales.items()):
+        for eps in EPSILONS_CORRECTED:
+            for cal, (base, dp_col, private) in scales.items():
                 if eps not in EPSILONS and cal != "corrected":
                     continue
                 if table.done(obfuscator=v, calibration=cal, epsilon=eps):
                     continue
-                gen = torch.Generator().manual_seed(ctx.seed * 10_000 + i * 100 + j * 10 + k)
+                gen = torch.Generator().manual_seed(row_seed(ctx.seed, "calibration", v, eps, cal))
                 b = torch.as_tensor(base / eps, dtype=torch.float32)[:, None]
                 accs = []
                 for _ in range(n_draws):
@@ -170,7 +171,7 @@ def run(ctx: RunContext) -> Any:
                         y_train,
                         scale=float(base[0] / eps),
                         epochs=refit_epochs,
-                        seed=ctx.seed * 10_000 + i * 100 + j,
+                        seed=row_seed(ctx.seed, "calibration-refit", v, eps),
                     )
                     with torch.no_grad():
                         noisy = zt + laplace_release_noise(zt.shape, b, generator=gen)

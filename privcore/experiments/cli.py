@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from privcore.cli_errors import dataset_option
 from privcore.executors import ADDRESS_HELP, EXECUTOR_HELP
 
 experiment_app = typer.Typer(
@@ -31,7 +32,8 @@ def experiment(
         str, typer.Argument(help="table1, table2, attack, fig2, fig3, fig4, ip, audit, all, or report")
     ],
     dataset: Annotated[
-        str, typer.Option(help="dataset name (digits, fashion-mnist, mnist, cifar10, ...)")
+        str,
+        typer.Option(help="digits, fashion-mnist, mnist, cifar10, utkface, folder", callback=dataset_option),
     ] = "digits",
     quick: Annotated[bool, typer.Option("--quick", help="subsample: every experiment in minutes")] = False,
     tiny: Annotated[

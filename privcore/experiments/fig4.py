@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from privcore.experiments.runner import RunContext, save_figure
+from privcore.experiments.seeds import row_seed
 
 __all__ = ["COLUMNS", "run", "time_certificates"]
 
@@ -121,7 +122,8 @@ def run(ctx: RunContext) -> Any:
             progress(i, len(settings), f"{sweep}={value}")
             if table.done(sweep=sweep, value=value):
                 continue
-            stats = time_certificates(n=n, seed=ctx.seed + i, time_limit=time_limit, **s)
+            seed = row_seed(ctx.seed, "fig4", sweep, value) % 2**31
+            stats = time_certificates(n=n, seed=seed, time_limit=time_limit, **s)
             table.add({"dataset": ctx.dataset, "sweep": sweep, "value": value, **stats, **s})
         progress(len(settings), len(settings), "done")
     frame = table.frame()

@@ -27,6 +27,7 @@ import numpy as np
 
 from privcore.experiments.ptr_common import test_indices
 from privcore.experiments.runner import RunContext, save_figure
+from privcore.experiments.seeds import row_seed
 
 __all__ = ["COLUMNS", "run"]
 
@@ -221,7 +222,7 @@ def run(ctx: RunContext) -> Any:
                     alpha=alpha,
                     mu=mu,
                     n_draws=n_draws,
-                    seed=ctx.seed * 100_000 + i,
+                    seed=row_seed(ctx.seed, "ip", sweep, name, label, eps, alpha),
                 )
                 draws = n_draws
             table.add(

@@ -25,6 +25,7 @@ import platform
 import shlex
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from privcore._atomic import atomic_open, atomic_path, atomic_write_text
+from privcore._paths import results_dir
 from privcore.validation import check_choice, check_int
 
 try:  # POSIX advisory locks; elsewhere a table has one writer at a time
@@ -43,6 +45,7 @@ except ImportError:  # pragma: no cover - Windows
 
 __all__ = [
     "DEFAULT_RESULTS_DIR",
+    "PngExportWarning",
     "Progress",
     "ResultTable",
     "RunContext",
@@ -51,8 +54,9 @@ __all__ = [
     "save_figure",
 ]
 
-#: Where results live unless ``--out`` says otherwise: ``<repository>/data/results``.
-DEFAULT_RESULTS_DIR = Path(__file__).resolve().parents[2] / "data" / "results"
+#: Where results live unless ``--out`` says otherwise: ``<repository>/data/results`` from a
+#: checkout, ``./data/results`` from an installed package.
+DEFAULT_RESULTS_DIR = results_dir()
 
 #: ``progress(done, total, message)``: how long operations report progress.
 Progress = Callable[[int, int, str], None]
@@ -305,9 +309,15 @@ class ResultTable:
         return self.frame()
 
 
+class PngExportWarning(UserWarning):
+    """A figure's PNG could not be written (its HTML was): the reason and the fix are in the text."""
+
+
 def save_figure(fig: Any, stem: str | os.PathLike[str], *, png: bool = True) -> list[str]:
-    """Write a plotly figure as ``stem.html`` and, when an image exporter (kaleido) is installed,
-    ``stem.png``; return the file names written.
+    """Write a plotly figure as ``stem.html`` and ``stem.png`` (kaleido, which drives a Chromium);
+    return the file names written. A PNG that cannot be written is a :class:`PngExportWarning`
+    naming the reason and the fix, never silent; the HTML is written either way.
+    ``PRIVCORE_FIGURE_PNG=0`` skips the PNG on purpose (no warning).
 
     The HTML loads ``plotly.min.js`` from the results root (``<stem>/../../plotly.min.js``, written
     once), so pages work offline without a 4.8 MB copy of plotly.js per figure.
@@ -323,13 +333,21 @@ def save_figure(fig: Any, stem: str | os.PathLike[str], *, png: bool = True) -> 
     with atomic_path(html) as tmp:
         fig.write_html(str(tmp), include_plotlyjs="../plotly.min.js", full_html=True)
     written = [html.name]
+    if png and os.environ.get("PRIVCORE_FIGURE_PNG", "1") == "0":
+        png = False  # asked for explicitly (the tests: kaleido starts a Chromium per figure, ~5 s)
     if png:
         try:
             with atomic_path(stem.with_suffix(".png")) as tmp:
                 fig.write_image(str(tmp), scale=2)
             written.append(stem.with_suffix(".png").name)
-        except (ValueError, ImportError, RuntimeError, OSError):
-            pass  # no static image exporter here: HTML only (data/results/README.md)
+        except (ValueError, ImportError, RuntimeError, OSError) as exc:
+            warnings.warn(
+                f"{stem.name}.png not written ({type(exc).__name__}: {str(exc).strip().splitlines()[0]}); "
+                "its HTML is there. Fix: pip install kaleido, and a Chromium for it "
+                "(Debian: apt-get install chromium; or set BROWSER_PATH to a Chrome/Chromium)",
+                PngExportWarning,
+                stacklevel=2,
+            )
     return written
 
 
@@ -339,6 +357,7 @@ def progress_bar(description: str, *, enabled: bool = True) -> Iterator[Progress
     if not enabled:
         yield _no_progress
         return
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
@@ -347,6 +366,7 @@ def progress_bar(description: str, *, enabled: bool = True) -> Iterator[Progress
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         transient=False,
+        console=Console(stderr=True),  # progress on stderr: stdout stays for results
     ) as prog:
         task = prog.add_task(description, total=None)
 

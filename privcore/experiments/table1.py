@@ -35,6 +35,7 @@ from privcore.experiments.ptr_common import (
     test_indices,
 )
 from privcore.experiments.runner import RunContext, save_figure
+from privcore.experiments.seeds import row_seed
 
 __all__ = ["COLUMNS", "EPSILONS", "ptr_accuracy_rows", "run"]
 
@@ -77,7 +78,7 @@ def ptr_accuracy_rows(
     y: np.ndarray,
     table: Any,
     key_extra: dict[str, Any],
-    seed_base: int,
+    seed_key: tuple[Any, ...],
     x_train: Any = None,
     y_train: Any = None,
     refit_epochs: int = 0,
@@ -87,7 +88,8 @@ def ptr_accuracy_rows(
     ``key_extra`` holds the row's identifying columns besides ``epsilon`` (e.g. the obfuscator).
     Rows already in the table are skipped; φ is computed only if some PTR row is missing. With
     ``refit_epochs`` > 0 and training data, ``accuracy_refit`` uses a classifier fine-tuned on
-    training releases at each ε (else it is left empty).
+    training releases at each ε (else it is left empty). Noise seeds: :func:`row_seed` of
+    ``seed_key`` and ε.
     """
     if pipe.delta_p is None:
         raise ValueError(f"{pipe.obfuscator_name}: no Δp in its card; run `python -m privcore train delta-p`")
@@ -141,10 +143,10 @@ def ptr_accuracy_rows(
     zt_train = None
     if refit_epochs and x_train is not None:
         zt_train = pipe.obfuscate(torch.as_tensor(embed(pipe, x_train), dtype=torch.float32)).cpu()
-    for j, eps in enumerate(epsilons):
+    for eps in epsilons:
         if eps not in todo:
             continue
-        seed = seed_base * 100 + j
+        seed = row_seed(ctx.seed, *seed_key, eps)
         scale = setup.delta_p * setup.radius / eps
         rel = ptr_release_batch(f, z, phis, setup, epsilon=eps, rng=np.random.default_rng(seed))
         released = ~np.isnan(rel).all(axis=1)
@@ -219,8 +221,8 @@ def run(ctx: RunContext) -> Any:
         if unknown:
             raise ValueError(f"obfuscators {unknown} are not shipped for {ctx.dataset}; have {sorted(infos)}")
         variants = [v for v in variants if v in wanted]
-    if ctx.mode == "tiny":
-        variants = variants[-1:]  # ARL-C-N when shipped: the tests' smoke run
+    elif ctx.mode == "tiny":
+        variants = variants[-1:]  # ARL-C-N when shipped: the tests' smoke run (unless chosen)
     if not variants:
         raise FileNotFoundError(
             f"no Table-1 obfuscator for {ctx.dataset}: train them with "
@@ -243,7 +245,7 @@ def run(ctx: RunContext) -> Any:
     table = ctx.table("table1", columns=COLUMNS, key=KEY, config=config)
     x, y = ds.x_test[idx], ds.y_test[idx].numpy()
     x_train, y_train, refit_epochs = refit_plan(ctx, ds)
-    for i, v in enumerate(variants):
+    for v in variants:
         pipe = ctx.pipeline(v)
         ptr_accuracy_rows(
             ctx,
@@ -253,7 +255,7 @@ def run(ctx: RunContext) -> Any:
             y=y,
             table=table,
             key_extra={"obfuscator": v},
-            seed_base=ctx.seed * 1000 + i,
+            seed_key=("table1", v),
             x_train=x_train,
             y_train=y_train,
             refit_epochs=refit_epochs,

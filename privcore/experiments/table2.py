@@ -24,6 +24,7 @@ import numpy as np
 
 from privcore.experiments.ptr_common import embed, refit_classifier, refit_plan, test_indices
 from privcore.experiments.runner import RunContext, save_figure
+from privcore.experiments.seeds import row_seed
 from privcore.experiments.table1 import ptr_accuracy_rows
 
 __all__ = ["COLUMNS", "EPSILONS", "run"]
@@ -146,8 +147,8 @@ def run(ctx: RunContext) -> Any:
     def head(v: torch.Tensor) -> torch.Tensor:
         return pipe.classify(pipe.obfuscate(v))
 
-    for j, eps in enumerate((*epsilons, math.inf)):
-        seed = ctx.seed * 1000 + j
+    for eps in (*epsilons, math.inf):
+        seed = row_seed(ctx.seed, "table2", "LDP", eps)
         rng = np.random.default_rng(seed)
         if not table.done(method="LDP-Image", epsilon=eps):
             if math.isinf(eps):
@@ -212,7 +213,7 @@ def run(ctx: RunContext) -> Any:
         y=y,
         table=_AdversarialRows(table, ctx.dataset),
         key_extra={"method": "Adversarial"},
-        seed_base=ctx.seed * 1000 + 7,
+        seed_key=("table2", "Adversarial"),
         x_train=x_refit,
         y_train=y_refit,
         refit_epochs=refit_epochs,

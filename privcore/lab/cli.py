@@ -38,10 +38,11 @@ def _write_csv(frame, path: Path) -> None:  # frame: pandas.DataFrame
 
 
 def _bar(description: str):  # yields a progress callback
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), transient=False) as prog:
+                  TimeRemainingColumn(), transient=False, console=Console(stderr=True)) as prog:
         task = prog.add_task(description, total=None)
 
         def update(done: int, total: int, message: str) -> None:

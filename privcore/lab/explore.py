@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from privcore._paths import models_dir, results_dir
 from privcore.lab.data import DEFAULT_DOMAIN, TruncatedGaussianMixture
 from privcore.lab.experiments import response_distribution
 from privcore.lab.mechanisms import (
@@ -46,9 +47,8 @@ __all__ = [
     "load_model",
 ]
 
-_ROOT = Path(__file__).resolve().parents[2]
-MODELS_DIR = _ROOT / "models" / "lab"
-RESULTS_DIR = _ROOT / "data" / "results" / "lab"
+MODELS_DIR = models_dir() / "lab"
+RESULTS_DIR = results_dir() / "lab"
 
 
 def available_models(directory: str | Path = MODELS_DIR) -> pd.DataFrame:

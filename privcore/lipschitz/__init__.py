@@ -17,48 +17,52 @@ Public API (see each function's docstring for the paper and section it follows):
 
 The region is always the ℓ∞ box B(z, r); ``input_norm`` ∈ {"linf", "l1"} and ``output_norm`` ∈
 {"l1", "linf"} choose the Jacobian's operator norm (default ℓ∞→ℓ1, DESIGN.md).
+
+Exports are loaded lazily (PEP 562), so that ``python -m privcore --help`` does not import torch.
 """
 
-from privcore.lipschitz.backends import SolveResult, choose_solver, gurobi_available, gurobi_size_limit
-from privcore.lipschitz.batch import certify_batch
-from privcore.lipschitz.bounds import (
-    global_upper_bound,
-    interval_upper_bound,
-    operator_norm,
-    sampled_lower_bound,
-)
-from privcore.lipschitz.cache import LipschitzCache, default_cache_dir
-from privcore.lipschitz.certifier import Certifier, cached_phi
-from privcore.lipschitz.engine import Certificate, Decision, decide_exact, local_lipschitz, lp_upper_bound
-from privcore.lipschitz.milp import LipschitzMILP, build_milp
-from privcore.lipschitz.network import ReluNetwork, UnsupportedNetworkError, as_network, model_hash
-from privcore.lipschitz.pattern_bnb import PatternNormBound, max_pattern_norm
+from __future__ import annotations
 
-__all__ = [
-    "Certificate",
-    "Certifier",
-    "Decision",
-    "LipschitzCache",
-    "LipschitzMILP",
-    "PatternNormBound",
-    "ReluNetwork",
-    "SolveResult",
-    "UnsupportedNetworkError",
-    "as_network",
-    "build_milp",
-    "cached_phi",
-    "certify_batch",
-    "choose_solver",
-    "decide_exact",
-    "default_cache_dir",
-    "global_upper_bound",
-    "gurobi_available",
-    "gurobi_size_limit",
-    "interval_upper_bound",
-    "local_lipschitz",
-    "lp_upper_bound",
-    "max_pattern_norm",
-    "model_hash",
-    "operator_norm",
-    "sampled_lower_bound",
-]
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "Certificate": "engine",
+    "Certifier": "certifier",
+    "Decision": "engine",
+    "LipschitzCache": "cache",
+    "LipschitzMILP": "milp",
+    "PatternNormBound": "pattern_bnb",
+    "ReluNetwork": "network",
+    "SolveResult": "backends",
+    "UnsupportedNetworkError": "network",
+    "as_network": "network",
+    "build_milp": "milp",
+    "cached_phi": "certifier",
+    "certify_batch": "batch",
+    "choose_solver": "backends",
+    "decide_exact": "engine",
+    "default_cache_dir": "cache",
+    "global_upper_bound": "bounds",
+    "gurobi_available": "backends",
+    "gurobi_size_limit": "backends",
+    "interval_upper_bound": "bounds",
+    "local_lipschitz": "engine",
+    "lp_upper_bound": "engine",
+    "max_pattern_norm": "pattern_bnb",
+    "model_hash": "network",
+    "operator_norm": "bounds",
+    "sampled_lower_bound": "bounds",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"privcore.lipschitz.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'privcore.lipschitz' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -92,11 +92,11 @@ T = TypeVar("T")
 
 
 def default_cache_dir() -> Path:
-    """``$PRIVLENS_CACHE_DIR`` if set, else ``<repo>/.cache/lipschitz``."""
-    env = os.environ.get("PRIVLENS_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    return Path(__file__).resolve().parents[2] / ".cache" / "lipschitz"
+    """``$PRIVLENS_CACHE_DIR`` if set, else ``<repo>/.cache/lipschitz`` from a checkout, else the
+    user's cache folder (:func:`privcore._paths.cache_dir`)."""
+    from privcore._paths import cache_dir
+
+    return cache_dir()
 
 
 def _canonical(obj: Any) -> str:

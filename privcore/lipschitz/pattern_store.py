@@ -209,12 +209,13 @@ def realised_pattern_table(
 
 def shipped_table_path(key: dict, models_dir: str | os.PathLike | None = None) -> Path:
     """Where a table shipped with the models lives: ``<models>/pattern-tables/<sha256(key)[:32]>.json``
-    (``models`` = ``$PRIVCORE_MODELS_DIR`` or ``<repo>/models``, as :mod:`privcore.pipeline`)."""
+    (``models`` = :func:`privcore._paths.models_dir`, as :mod:`privcore.pipeline`)."""
     from privcore.lipschitz.cache import _canonical
 
     if models_dir is None:
-        env = os.environ.get("PRIVCORE_MODELS_DIR")
-        models_dir = Path(env).expanduser() if env else Path(__file__).resolve().parents[2] / "models"
+        from privcore._paths import models_dir as default_models_dir
+
+        models_dir = default_models_dir()
     name = hashlib.sha256(_canonical(key).encode()).hexdigest()[:32]
     return Path(models_dir) / "pattern-tables" / f"{name}.json"
 
@@ -277,8 +278,9 @@ def shipped_obfuscators(models_dir: str | os.PathLike | None = None) -> list[tup
     from privcore.nets.checkpoint import load_checkpoint
 
     if models_dir is None:
-        env = os.environ.get("PRIVCORE_MODELS_DIR")
-        models_dir = Path(env).expanduser() if env else Path(__file__).resolve().parents[2] / "models"
+        from privcore._paths import models_dir as default_models_dir
+
+        models_dir = default_models_dir()
     cards = sorted(Path(models_dir).glob("*/obfuscator-*.json"),
                    key=lambda p: (not p.stem.endswith("-ARL-C-N"), p.parent.name, p.stem))
     out = []

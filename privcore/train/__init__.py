@@ -1,43 +1,45 @@
 """Training (``python -m privcore train ...``): recipes with the papers' hyperparameters for the
 β-VAE embedder, the eight obfuscators of Table 1 and the α sweep of Fig. 2, the reconstruction
 attacker, the inference-privacy classifiers, and the Δp statistics step. Runs on CUDA when
-present and on the CPU otherwise; runs resume after an interruption."""
+present and on the CPU otherwise; runs resume after an interruption.
 
-from privcore.train.common import resolve_device
-from privcore.train.delta_p import compute_delta_p, delta_p_statistics
-from privcore.train.embedder import dataset_card, dataset_from_card, train_embedder
-from privcore.train.ip import train_ip_classifier
-from privcore.train.obfuscator import train_obfuscator
-from privcore.train.recipes import (
-    ALPHA_SWEEP,
-    VARIANTS,
-    AttackerRecipe,
-    EmbedderRecipe,
-    IPRecipe,
-    ObfuscatorRecipe,
-    attacker_recipe,
-    embedder_recipe,
-    ip_recipe,
-    obfuscator_recipe,
-)
+Exports are loaded lazily (PEP 562), so that ``python -m privcore --help`` does not import torch.
+"""
 
-__all__ = [
-    "ALPHA_SWEEP",
-    "VARIANTS",
-    "AttackerRecipe",
-    "EmbedderRecipe",
-    "IPRecipe",
-    "ObfuscatorRecipe",
-    "attacker_recipe",
-    "compute_delta_p",
-    "dataset_card",
-    "dataset_from_card",
-    "delta_p_statistics",
-    "embedder_recipe",
-    "ip_recipe",
-    "obfuscator_recipe",
-    "resolve_device",
-    "train_embedder",
-    "train_ip_classifier",
-    "train_obfuscator",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "ALPHA_SWEEP": "recipes",
+    "AttackerRecipe": "recipes",
+    "EmbedderRecipe": "recipes",
+    "IPRecipe": "recipes",
+    "ObfuscatorRecipe": "recipes",
+    "VARIANTS": "recipes",
+    "attacker_recipe": "recipes",
+    "compute_delta_p": "delta_p",
+    "dataset_card": "embedder",
+    "dataset_from_card": "embedder",
+    "delta_p_statistics": "delta_p",
+    "embedder_recipe": "recipes",
+    "ip_recipe": "recipes",
+    "obfuscator_recipe": "recipes",
+    "resolve_device": "common",
+    "train_embedder": "embedder",
+    "train_ip_classifier": "ip",
+    "train_obfuscator": "obfuscator",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"privcore.train.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'privcore.train' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

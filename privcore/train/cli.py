@@ -15,6 +15,7 @@ from typing import Any
 
 import typer
 
+from privcore.cli_errors import dataset_option
 from privcore.executors import ADDRESS_HELP, EXECUTOR_HELP
 
 train_app = typer.Typer(
@@ -24,7 +25,8 @@ train_app = typer.Typer(
 )
 
 _DATASET = typer.Option(
-    "digits", "--dataset", "-d", help="digits, fashion-mnist, mnist, cifar10, utkface, folder"
+    "digits", "--dataset", "-d", help="digits, fashion-mnist, mnist, cifar10, utkface, folder",
+    callback=dataset_option,
 )
 _DEVICE = typer.Option("auto", help="auto (CUDA when present, else CPU), cpu or cuda")
 _SEED = typer.Option(0, help="seed of initialisation, shuffling and training noise")

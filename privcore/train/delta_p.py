@@ -60,13 +60,16 @@ def compute_delta_p(
     progress: bool = True,
     command: str | None = None,
     executor: Any = None,
+    cache: Any = True,
 ) -> dict[str, Any]:
     """Certify L(f, N(z_i, R)) at ``n`` random training embeddings and store the Δp statistics and
     certification times in the obfuscator's card (``delta_p``, ``certification``). Returns the card.
 
     ``executor`` (a :mod:`privcore.executors` executor, e.g. Ray) runs the certificates; default
     ``workers`` local processes. A point that fails every retry raises CertificationError and the
-    card is left unchanged (Δp needs every point)."""
+    card is left unchanged (Δp needs every point). Each certificate goes into ``cache`` (privcore's
+    Lipschitz cache by default; None/False: none) as it is done, so a rerun after an interruption
+    solves only the points still missing."""
     from privcore.lipschitz import certify_batch
     from privcore.train.embedder import dataset_from_card
 
@@ -97,6 +100,7 @@ def compute_delta_p(
         time_limit=time_limit,
         progress=progress,
         executor=executor,
+        cache=cache,
     )
     uppers = [c.upper for c in certs]
     stats = delta_p_statistics(uppers, n_sigma=n_sigma)

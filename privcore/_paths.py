@@ -1,0 +1,51 @@
+"""Where privcore finds its shipped files and writes its caches, from a checkout or an install.
+
+From a source checkout (``pyproject.toml`` and ``models/`` beside the ``privcore`` package) the
+repository's folders are used, as before; from an installed wheel the models are package data
+(``privcore/_models``, located with :mod:`importlib.resources`), caches go to the user's cache
+folder and results to ``./data/results``. Environment variables override every default.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+
+__all__ = ["cache_dir", "checkout_root", "models_dir", "results_dir"]
+
+
+def checkout_root() -> Path | None:
+    """The repository root when privcore runs from a source checkout (or an editable install)."""
+    root = Path(__file__).resolve().parents[1]
+    return root if (root / "pyproject.toml").is_file() and (root / "models").is_dir() else None
+
+
+def models_dir() -> Path:
+    """``$PRIVCORE_MODELS_DIR``, else the checkout's ``models/``, else the installed package data."""
+    env = os.environ.get("PRIVCORE_MODELS_DIR")
+    if env:
+        return Path(env).expanduser()
+    root = checkout_root()
+    if root is not None:
+        return root / "models"
+    return Path(str(resources.files("privcore").joinpath("_models")))
+
+
+def cache_dir() -> Path:
+    """``$PRIVLENS_CACHE_DIR``, else ``<checkout>/.cache/lipschitz``, else
+    ``$XDG_CACHE_HOME/privlens/lipschitz`` (``~/.cache`` when unset)."""
+    env = os.environ.get("PRIVLENS_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    root = checkout_root()
+    if root is not None:
+        return root / ".cache" / "lipschitz"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "privlens" / "lipschitz"
+
+
+def results_dir() -> Path:
+    """Where experiments write by default: ``<checkout>/data/results``, else ``./data/results``."""
+    root = checkout_root()
+    return (root if root is not None else Path.cwd()) / "data" / "results"

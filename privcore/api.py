@@ -1,0 +1,256 @@
+"""One-call posthoc privacy for notebooks and scripts: :func:`certify` and :func:`release`.
+
+``privcore.release(image, dataset="digits", model="ARL-C-N", epsilon=1, delta=1e-5)`` loads the
+shipped networks, embeds the image, certifies φ (posthoc PTR, Alg. 1, with the library's search
+range :func:`privcore.mechanisms.search_range.ptr_search_range`) and runs the test and the release
+(Thm 4.4). Results are frozen dataclasses; :meth:`Release.document` is the public JSON (the
+dashboard's download format), which never holds φ, R* or anything else computed from the image
+without noise.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privcore.errors import CheckpointError, ParameterError
+from privcore.validation import check_choice, check_delta, check_epsilon, check_finite_array, check_positive
+
+__all__ = ["RELEASE_FORMAT", "Certification", "Release", "certify", "release"]
+
+RELEASE_FORMAT = "privlens.release/1"
+CERTIFIERS = ("exact", "lp", "interval")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Certification:
+    """φ of one image (posthoc Alg. 1) and the local Lipschitz constant at R. Private: computed
+    from the image without noise, so never publish it (only a :class:`Release` is covered)."""
+
+    dataset: str
+    model: str
+    model_digest: str
+    certifier: str
+    radius: float
+    delta_p: float
+    r_max: float
+    tol: float
+    phi: float
+    r_star: float | None
+    lipschitz: float
+    lipschitz_exact: bool
+    n_decisions: int
+    phi_result: Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class Release:
+    """The outcome of posthoc PTR for one image: ``value`` (the noisy f(z)) or ⊥ (``released``
+    False, ``value`` None), with its (2ε, δ/2, R) guarantee (Thm 4.4) and public parameters."""
+
+    released: bool
+    value: tuple[float, ...] | None
+    predicted_class: int | None
+    guarantee: Any
+    epsilon: float
+    delta: float
+    certification: Certification
+    noise_scale: float
+    noise_scale_effective: float
+    test_scale_effective: float
+
+    def document(self) -> dict[str, Any]:
+        """The public JSON of this release (no φ, φ̂, R*, trace, image or digest of it)."""
+        c = self.certification
+        return {
+            "format": RELEASE_FORMAT,
+            "outcome": "released" if self.released else "bottom",
+            "value": None if self.value is None else list(self.value),
+            "guarantee": self.guarantee.to_dict(),
+            "parameters": {
+                "epsilon": self.epsilon,
+                "delta": self.delta,
+                "radius": c.radius,
+                "delta_p": c.delta_p,
+                "r_max": c.r_max,
+                "tol": c.tol,
+                "release_noise_scale": self.noise_scale,
+                "release_noise_scale_effective": self.noise_scale_effective,
+                "test_noise_scale_effective": self.test_scale_effective,
+                "certifier": c.certifier,
+            },
+            "model": {"dataset": c.dataset, "obfuscator": c.model, "digest": c.model_digest},
+        }
+
+
+@functools.lru_cache(maxsize=8)
+def _pipeline(dataset: str, model: str, models_dir: str | None) -> Any:
+    from privcore.data import get_spec
+    from privcore.pipeline import load_pipeline
+
+    get_spec(dataset)  # unknown dataset: ParameterError naming the known ones
+    return load_pipeline(dataset, model, models_dir=models_dir, device="cpu")
+
+
+def _image(image: Any, shape: tuple[int, int, int]) -> Any:
+    """The model input (C, H, W) float32 in [0, 1]: a PNG/JPEG path or bytes, or an array."""
+    import torch
+
+    from privcore.images import load_image
+
+    if isinstance(image, str | Path):
+        path = Path(image)
+        if not path.is_file():
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        image = path.read_bytes()
+    if isinstance(image, bytes | bytearray):
+        return load_image(bytes(image), target_shape=shape)
+    if isinstance(image, torch.Tensor):
+        image = image.detach().cpu().numpy()
+    arr = check_finite_array("image", image)
+    if arr.shape == shape[1:] and shape[0] == 1:
+        arr = arr[None]
+    if arr.shape != shape:
+        one = f" (or {shape[1:]})" if shape[0] == 1 else ""
+        raise ParameterError(f"image must have shape {shape}{one}, got {arr.shape}")
+    if arr.min() < 0.0 or arr.max() > 1.0:
+        raise ParameterError(f"image values must be in [0, 1], got [{arr.min():.4g}, {arr.max():.4g}]")
+    return torch.from_numpy(arr.astype(np.float32))
+
+
+def _setup(image: Any, dataset: str, model: str, radius: float | None, models_dir: Any) -> tuple:
+    pipe = _pipeline(str(dataset), str(model), None if models_dir is None else str(models_dir))
+    delta_p = pipe.proposed_delta_p
+    if delta_p is None:
+        raise CheckpointError(
+            f"no Δp is stored with {dataset}/{model}: compute it with "
+            f"`python -m privcore train delta-p --dataset {dataset} --variant {model}`"
+        )
+    r = pipe.radius if radius is None else check_positive("radius", radius)
+    z = pipe.embed(_image(image, tuple(pipe.image_shape))).double().cpu().numpy().reshape(-1)
+    return pipe, float(delta_p), float(r), z
+
+
+def certify(
+    image: Any,
+    *,
+    dataset: str = "digits",
+    model: str = "ARL-C-N",
+    radius: float | None = None,
+    certifier: str = "exact",
+    epsilon_min: float | None = None,
+    delta_min: float | None = None,
+    time_limit: float | None = 60.0,
+    models_dir: str | Path | None = None,
+    cache: Any = True,
+) -> Certification:
+    """φ(z) and L(f, B(z, R)) for one image (posthoc Alg. 1). ``radius`` defaults to the model's
+    R; the search range is :func:`ptr_search_range` sized for ``epsilon_min``/``delta_min``
+    (default the dashboard's smallest, 0.1 and 1e-10). ``cache``: privcore's φ cache."""
+    from privcore.lipschitz.certifier import Certifier, cached_phi
+    from privcore.mechanisms.search_range import DEFAULT_DELTA_MIN, DEFAULT_EPSILON_MIN, ptr_search_range
+
+    check_choice("certifier", certifier, CERTIFIERS)
+    pipe, delta_p, r, z = _setup(image, dataset, model, radius, models_dir)
+    eps_min = DEFAULT_EPSILON_MIN if epsilon_min is None else epsilon_min
+    dlt_min = DEFAULT_DELTA_MIN if delta_min is None else delta_min
+    r_max, tol = ptr_search_range(r, epsilon_min=eps_min, delta_min=dlt_min)
+    oracle = Certifier(kind=certifier, time_limit=time_limit, cache=cache)
+    phi = cached_phi(pipe.obfuscator, z, radius=r, delta_p=delta_p, r_max=r_max, tol=tol, certifier=oracle,
+                     cache=cache)
+    cert = oracle.certify(pipe.obfuscator, z, r)
+    return Certification(
+        dataset=str(dataset),
+        model=str(model),
+        model_digest=str(pipe.cards["obfuscator"]["weights"]["sha256"]),
+        certifier=certifier,
+        radius=r,
+        delta_p=delta_p,
+        r_max=r_max,
+        tol=tol,
+        phi=float(phi.phi),
+        r_star=None if phi.r_star is None else float(phi.r_star),
+        lipschitz=float(cert.upper),
+        lipschitz_exact=bool(cert.exact),
+        n_decisions=int(phi.n_decisions),
+        phi_result=phi,
+    )
+
+
+def release(
+    image: Any,
+    *,
+    epsilon: float,
+    delta: float,
+    dataset: str = "digits",
+    model: str = "ARL-C-N",
+    radius: float | None = None,
+    certifier: str = "exact",
+    time_limit: float | None = 60.0,
+    models_dir: str | Path | None = None,
+    cache: Any = True,
+    rng: Any = None,
+) -> Release:
+    """Posthoc PTR on one image: (2ε, δ/2, R)-private release of f(g(image)) or ⊥ (Thm 4.4).
+
+    Every parameter is checked before anything is computed; a certification that cannot be
+    completed (e.g. a solver time-out) raises :class:`~privcore.errors.CertificationError` and
+    nothing is released. ``rng`` only for tests (default: the OS's randomness)."""
+    import torch
+
+    from privcore.lipschitz.certifier import Certifier
+    from privcore.mechanisms.ptr import propose_test_release
+    from privcore.mechanisms.search_range import DEFAULT_DELTA_MIN, DEFAULT_EPSILON_MIN
+
+    eps, dlt = check_epsilon(epsilon), check_delta(delta)
+    cert = certify(
+        image,
+        dataset=dataset,
+        model=model,
+        radius=radius,
+        certifier=certifier,
+        epsilon_min=min(eps, DEFAULT_EPSILON_MIN),
+        delta_min=min(dlt, DEFAULT_DELTA_MIN),
+        time_limit=time_limit,
+        models_dir=models_dir,
+        cache=cache,
+    )
+    pipe = _pipeline(str(dataset), str(model), None if models_dir is None else str(models_dir))
+    z = np.asarray(cert.phi_result.center, dtype=np.float64)
+    out = propose_test_release(
+        pipe.obfuscator,
+        z,
+        epsilon=eps,
+        delta=dlt,
+        radius=cert.radius,
+        delta_p=cert.delta_p,
+        r_max=cert.r_max,
+        tol=cert.tol,
+        lipschitz=Certifier(kind=certifier, time_limit=time_limit),
+        phi=cert.phi_result,
+        rng=rng,
+    )
+    value = None if not out.released else tuple(float(v) for v in np.asarray(out.value).ravel())
+    predicted = None
+    if value is not None:
+        logits = pipe.classify(torch.tensor([value], dtype=torch.float32), float(out.noise_scale))
+        predicted = int(logits.argmax(-1)[0])
+    finite = [float(v) for v in (out.noise_scale, out.noise_scale_effective, out.test_scale_effective)]
+    assert all(math.isfinite(v) for v in finite)  # propose_test_release validated ε, δ, R and Δp
+    return Release(
+        released=bool(out.released),
+        value=value,
+        predicted_class=predicted,
+        guarantee=out.guarantee,
+        epsilon=eps,
+        delta=dlt,
+        certification=cert,
+        noise_scale=finite[0],
+        noise_scale_effective=finite[1],
+        test_scale_effective=finite[2],
+    )
