@@ -1,16 +1,16 @@
 # privlens: two commands do all set-up on a fresh machine.
 #   make run    install (once) and start the dashboard on the embedded default
 #   make test   install (once, with test tools and the optional Ray extra) and run the test suite
-# torch: requirements.txt pins torch==2.13.0, which pip takes from this project's machines' CPU
-# wheel (pip's find-links); elsewhere a CPU-only machine can say
-#   make run TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# torch: requirements.txt pins torch/torchvision; from PyPI they are the CUDA build, whose libraries
+# requirements-cuda.txt pins. A CPU-only machine that reaches PyTorch's CPU index can say
+#   make run TORCH_INDEX=https://download.pytorch.org/whl/cpu     (CPU builds, no CUDA libraries)
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
-# extra index for torch's CPU wheels (empty: PyPI and pip's own configuration only)
+# extra index for torch's CPU wheels (empty: PyPI and pip's own configuration, with the CUDA libraries)
 TORCH_INDEX ?=
 PIP_INSTALL = $(PY) -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 PORT ?= 8501
@@ -37,12 +37,10 @@ test-slow: install-dev system-deps
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-cuda.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	@# a venv made before the requirements split holds torchvision, which breaks beside CPU torch
-	@$(PY) -m pip uninstall --quiet --yes torchvision scikit-image 2>/dev/null || true
-	$(PIP_INSTALL) -r requirements.txt
+	$(PIP_INSTALL) -r requirements.txt $(if $(TORCH_INDEX),,-r requirements-cuda.txt)
 	@touch $@
 
 # test and dev tools plus the optional Ray extra (--executor ray); reinstalled when a file changes

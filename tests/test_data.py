@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import struct
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -93,7 +94,7 @@ def test_subset_is_seeded_and_without_replacement() -> None:
     assert not torch.equal(ds.subset(n_train=20, seed=4).x_train, a.x_train)
 
 
-def test_fashion_mnist_from_gz_in_root_is_gunzipped(tmp_path: Path) -> None:
+def test_fashion_mnist_from_gz_in_root_is_gunzipped_for_torchvision(tmp_path: Path) -> None:
     raw = tmp_path / "FashionMNIST" / "raw"
     arrays = _write_idx(raw, gz=True)
     ds = load_dataset("fashion-mnist", root=tmp_path, search_system=False)
@@ -133,50 +134,27 @@ def test_mnist_from_idx_and_missing_mnist_message(tmp_path: Path) -> None:
         load_dataset("mnist", root=tmp_path / "empty")
 
 
-def _write_cifar(folder: Path) -> dict[str, str]:
-    """The seven CIFAR-10 pickles in the published layout (3072 channel-major bytes per row)."""
-    import hashlib
-    import pickle
-
-    folder.mkdir(parents=True)
-    md5s = {}
-    for i, name in enumerate([*(f"data_batch_{k}" for k in range(1, 6)), "test_batch", "batches.meta"]):
-        if name == "batches.meta":
-            obj: dict = {"label_names": [f"c{k}" for k in range(10)]}
-        else:
-            data = (np.arange(2 * 3072, dtype=np.int64).reshape(2, 3072) + 7 * i) % 256
-            obj = {"data": data.astype(np.uint8), "labels": [i, (i + 1) % 10]}
-        blob = pickle.dumps(obj)
-        (folder / name).write_bytes(blob)
-        md5s[name] = hashlib.md5(blob).hexdigest()
-    return md5s
-
-
-def test_cifar10_missing_corrupt_and_conversion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from privcore.data import files
-
+def test_cifar10_missing_and_conversion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(DatasetUnavailableError, match="cifar-10-batches-py"):
         load_dataset("cifar10", root=tmp_path)
-    md5s = _write_cifar(tmp_path / "cifar-10-batches-py")
-    with pytest.raises(DatasetUnavailableError, match="md5"):  # not the published files: refused
-        load_dataset("cifar10", root=tmp_path)
-    monkeypatch.setattr(files, "CIFAR10_BATCHES", md5s)
+
+    class FakeCIFAR:
+        base_folder = "cifar-10-batches-py"
+        classes: ClassVar[list[str]] = [f"c{i}" for i in range(10)]
+
+        def __init__(self, root: str, train: bool, download: bool) -> None:
+            n = 5 if train else 3
+            self.data = np.arange(n * 32 * 32 * 3, dtype=np.int64).reshape(n, 32, 32, 3) % 256
+            self.data = self.data.astype(np.uint8)
+            self.targets = list(range(n))
+
+    import torchvision.datasets as tvd
+
+    monkeypatch.setattr(tvd, "CIFAR10", FakeCIFAR)
     ds = load_dataset("cifar10", root=tmp_path)
-    assert ds.x_train.shape == (10, 3, 32, 32) and ds.x_test.shape == (2, 3, 32, 32)
-    assert ds.class_names[3] == "c3" and ds.y_train.tolist()[:4] == [0, 1, 1, 2]
-    first = (np.arange(3072) % 256).reshape(3, 32, 32) / 255.0  # row = R plane, G plane, B plane
-    np.testing.assert_allclose(ds.x_train[0].numpy(), first, atol=1e-7)
-
-
-def test_idx_reader_rejects_truncated_and_foreign_files(tmp_path: Path) -> None:
-    from privcore.data.files import read_idx
-
-    (tmp_path / "short").write_bytes(_idx_labels(np.arange(5))[:-2])
-    with pytest.raises(DatasetUnavailableError, match="header promises"):
-        read_idx(tmp_path / "short")
-    (tmp_path / "png").write_bytes(b"\x89PNG\r\n")
-    with pytest.raises(DatasetUnavailableError, match="not an IDX file"):
-        read_idx(tmp_path / "png")
+    assert ds.x_train.shape == (5, 3, 32, 32) and ds.image_shape == (3, 32, 32)
+    expect = FakeCIFAR("", True, False).data
+    np.testing.assert_allclose(ds.x_train.permute(0, 2, 3, 1).numpy(), expect / 255.0, atol=1e-7)
 
 
 def _jpeg(path: Path, color: tuple[int, int, int], size: int = 20) -> None:

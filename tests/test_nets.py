@@ -340,19 +340,3 @@ def test_every_shipped_card_is_valid() -> None:
     assert len(cards) >= 40
     for p in cards:
         check_card(json.loads(p.read_text()), where=str(p))
-
-
-def test_cifar_resnet18_has_torchvisions_layout_and_size() -> None:
-    from privcore.nets.models import cifar_resnet18
-
-    net = cifar_resnet18(num_classes=10)
-    keys = list(net.state_dict())
-    # torchvision's resnet18 with the 3×3 CIFAR stem: 11,173,962 parameters, the same key names
-    assert sum(p.numel() for p in net.parameters()) == 11_173_962
-    assert keys[2] == "1.conv1.weight" and keys[-1] == "1.fc.bias"
-    assert "1.layer2.0.downsample.0.weight" in keys
-    assert "1.layer1.0.downsample.0.weight" not in keys  # first stage keeps 64 channels, stride 1
-    net.eval()
-    with torch.no_grad():
-        assert net(torch.rand(2, 3, 32, 32)).shape == (2, 10)
-        assert cifar_resnet18(num_classes=3, in_channels=1).eval()(torch.rand(1, 1, 28, 28)).shape == (1, 3)

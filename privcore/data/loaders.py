@@ -17,7 +17,6 @@ import numpy as np
 import torch
 
 from privcore._atomic import atomic_open
-from privcore.data.files import download_cifar10, download_mnist, read_cifar10, read_idx, read_image_folder
 from privcore.data.registry import Dataset, DatasetSpec, register
 from privcore.errors import DatasetUnavailableError
 from privcore.validation import check_choice, check_in_range, check_int
@@ -33,11 +32,6 @@ IDX_FILES = (
     "train-labels-idx1-ubyte",
     "t10k-images-idx3-ubyte",
     "t10k-labels-idx1-ubyte",
-)
-
-#: Fashion-MNIST's label names (Xiao et al. 2017), in label order.
-FASHION_MNIST_CLASSES = (
-    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
 )
 
 UTKFACE_RACES = ("White", "Black", "Asian", "Indian", "Others")
@@ -86,8 +80,8 @@ def _prepare_idx(raw: Path, extra_gz_dirs: tuple[Path, ...]) -> str | None:
     """Make the four uncompressed IDX files exist in ``raw`` (torchvision's layout).
 
     Files already there are used as they are; otherwise ``.gz`` files from ``raw`` or from
-    ``extra_gz_dirs`` are gunzipped into ``raw`` (Debian's ``.gz`` files differ byte-wise from
-    the published ones, so they are read, never md5-checked). Returns a description of
+    ``extra_gz_dirs`` are gunzipped into ``raw`` (torchvision's md5 check rejects Debian's
+    ``.gz`` files, so its own ``download`` is never used for them). Returns a description of
     the source, or ``None`` when some file is found nowhere.
     """
     sources: set[str] = set()
@@ -112,9 +106,13 @@ def _prepare_idx(raw: Path, extra_gz_dirs: tuple[Path, ...]) -> str | None:
     return ", ".join(sorted(sources))
 
 
-def _read_idx_pair(raw: Path) -> tuple[Any, Any, Any, Any]:
-    x_tr, y_tr, x_te, y_te = (read_idx(raw / name) for name in IDX_FILES)
-    return x_tr, y_tr, x_te, y_te
+def _torchvision_mnist_like(cls_name: str, root: Path) -> tuple[Any, Any]:
+    import torchvision.datasets as tvd
+
+    cls = getattr(tvd, cls_name)
+    tr = cls(root=str(root), train=True, download=False)
+    te = cls(root=str(root), train=False, download=False)
+    return tr, te
 
 
 # ----------------------------------------------------------------------------------------- digits
@@ -155,55 +153,64 @@ def load_fashion_mnist(*, root: Path, search_system: bool = True) -> Dataset:
     source = _prepare_idx(raw, extra)
     if source is None:
         raise DatasetUnavailableError(_FASHION_HOW_TO.format(raw=raw))
-    return _as_dataset("fashion-mnist", *_read_idx_pair(raw), FASHION_MNIST_CLASSES, source)
+    tr, te = _torchvision_mnist_like("FashionMNIST", root)
+    return _as_dataset("fashion-mnist", tr.data, tr.targets, te.data, te.targets, tr.classes, source)
 
 
 def load_mnist(*, root: Path, download: bool = False) -> Dataset:
     """MNIST from ``<root>/MNIST/raw`` (IDX files, plain or ``.gz``); downloads through
-    the published mirrors (md5-checked) only when ``download=True`` and the files are missing."""
+    torchvision only when ``download=True`` and the files are missing."""
     raw = root / "MNIST" / "raw"
     source = _prepare_idx(raw, ())
     if source is None:
         if not download:
             raise DatasetUnavailableError(_MNIST_HOW_TO.format(raw=raw))
+        import torchvision.datasets as tvd
+
         try:
-            download_mnist(raw)
-        except (OSError, DatasetUnavailableError) as exc:  # URLError, socket errors, md5 failures
+            tvd.MNIST(root=str(root), train=True, download=True)
+        except Exception as exc:  # URLError, socket errors, md5 failures: all mean "not here"
             raise DatasetUnavailableError(
                 f"MNIST download failed ({exc}).\n" + _MNIST_HOW_TO.format(raw=raw)
             ) from exc
-        source = _prepare_idx(raw, ())
-        assert source is not None  # download_mnist placed all four .gz files
-        source = f"download ({source})"
+        source = "download (torchvision)"
+    tr, te = _torchvision_mnist_like("MNIST", root)
     classes = [str(i) for i in range(10)]
-    return _as_dataset("mnist", *_read_idx_pair(raw), classes, source)
+    return _as_dataset("mnist", tr.data, tr.targets, te.data, te.targets, classes, source)
 
 
 # ------------------------------------------------------------------------------------- CIFAR-10
 
 
 def load_cifar10(*, root: Path, download: bool = False) -> Dataset:
-    """CIFAR-10 from ``<root>/cifar-10-batches-py`` (md5-checked); downloads the published
-    archive only when ``download=True`` and the folder is missing."""
-    folder = root / "cifar-10-batches-py"
-    if not folder.is_dir() and download:
-        try:
-            download_cifar10(root)
-        except (OSError, DatasetUnavailableError) as exc:  # network errors, md5 failures
-            raise DatasetUnavailableError(
-                f"CIFAR-10 download failed ({exc}).\n" + _CIFAR_HOW_TO.format(root=root)
-            ) from exc
-    if not folder.is_dir():
-        raise DatasetUnavailableError(f"no folder {folder}.\n" + _CIFAR_HOW_TO.format(root=root))
+    """CIFAR-10 through torchvision from ``<root>/cifar-10-batches-py`` (md5-checked);
+    downloads only when ``download=True``."""
+    import torchvision.datasets as tvd
+
     try:
-        xtr, ytr, xte, yte, classes = read_cifar10(folder)
-    except DatasetUnavailableError as exc:
+        tr = tvd.CIFAR10(root=str(root), train=True, download=download)
+        te = tvd.CIFAR10(root=str(root), train=False, download=False)
+    except RuntimeError as exc:
         raise DatasetUnavailableError(f"{exc}\n" + _CIFAR_HOW_TO.format(root=root)) from exc
+    except Exception as exc:  # network errors during download
+        if not download:
+            raise
+        raise DatasetUnavailableError(
+            f"CIFAR-10 download failed ({exc}).\n" + _CIFAR_HOW_TO.format(root=root)
+        ) from exc
 
     def chw(a: Any) -> torch.Tensor:
         return torch.as_tensor(np.asarray(a)).permute(0, 3, 1, 2).contiguous()
 
-    return _as_dataset("cifar10", chw(xtr), ytr, chw(xte), yte, classes, str(folder))
+    return _as_dataset(
+        "cifar10",
+        chw(tr.data),
+        tr.targets,
+        chw(te.data),
+        te.targets,
+        tr.classes,
+        str(Path(root) / tr.base_folder),
+    )
 
 
 # -------------------------------------------------------------------------------------- UTKFace
@@ -306,19 +313,28 @@ def load_image_folder(
     test_fraction: float = 0.2,
     seed: int = 0,
 ) -> Dataset:
-    """Any ``ImageFolder`` tree (one sub-folder per class, as torchvision's). If ``root`` holds
+    """Any torchvision ``ImageFolder`` tree (one sub-folder per class). If ``root`` holds
     ``train/`` and ``test/`` (or ``val/``) trees they are the splits; otherwise a seeded random
     ``test_fraction`` of the images is held out. Images are resized to ``image_size``²."""
+    import torchvision.datasets as tvd
+    import torchvision.transforms as T
+
     check_int("image_size", image_size, minimum=4)
     check_in_range("test_fraction", test_fraction, 0.0, 1.0)
+    tf = T.Compose(
+        ([T.Grayscale()] if grayscale else [T.Lambda(lambda im: im.convert("RGB"))])
+        + [T.Resize((image_size, image_size)), T.PILToTensor()]
+    )
     if not root.is_dir():
         raise DatasetUnavailableError(_FOLDER_HOW_TO.format(root=root))
 
     def read(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
         try:
-            return read_image_folder(path, size=image_size, grayscale=grayscale)
-        except (DatasetUnavailableError, OSError) as exc:
+            ds = tvd.ImageFolder(str(path), transform=tf)
+        except (FileNotFoundError, RuntimeError) as exc:
             raise DatasetUnavailableError(f"{exc}\n" + _FOLDER_HOW_TO.format(root=root)) from exc
+        xs = np.stack([ds[i][0].numpy() for i in range(len(ds))])
+        return xs, np.asarray(ds.targets), list(ds.classes)
 
     test_dir = next((root / d for d in ("test", "val") if (root / d).is_dir()), None)
     if (root / "train").is_dir() and test_dir is not None:
@@ -410,7 +426,7 @@ register(
 register(
     DatasetSpec(
         name="mnist",
-        description="MNIST 28×28 (IDX files or a torchvision root; download when online)",
+        description="MNIST 28×28 (torchvision root; download when online)",
         how_to_get=_MNIST_HOW_TO.format(raw="<root>/MNIST/raw"),
         loader=load_mnist,
         latent_dim=8,
@@ -421,7 +437,7 @@ register(
 register(
     DatasetSpec(
         name="cifar10",
-        description="CIFAR-10 32×32 RGB (cifar-10-batches-py; download when online)",
+        description="CIFAR-10 32×32 RGB (torchvision root; download when online)",
         how_to_get=_CIFAR_HOW_TO.format(root="<root>"),
         loader=load_cifar10,
         latent_dim=16,

@@ -12,7 +12,7 @@ from torch import nn
 
 from privcore.validation import check_choice, check_int
 
-__all__ = ["ImageDecoder", "ImageEncoder", "ResNet18", "relu_mlp", "spatial_plan"]
+__all__ = ["ImageDecoder", "ImageEncoder", "relu_mlp", "spatial_plan"]
 
 
 def relu_mlp(widths: Sequence[int]) -> nn.Sequential:
@@ -134,60 +134,3 @@ class ImageDecoder(nn.Module):
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         """Decode a batch of vectors to image logits."""
         return self.net(z)
-
-
-class _BasicBlock(nn.Module):
-    """ResNet's two-3×3-convolution residual block (He et al. 2016), torchvision's parameter names."""
-
-    def __init__(self, cin: int, cout: int, stride: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.relu = nn.ReLU(inplace=True)
-        self.conv2 = nn.Conv2d(cout, cout, 3, stride=1, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.downsample = (
-            nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
-            if stride != 1 or cin != cout
-            else None
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
-        return self.relu(out + (x if self.downsample is None else self.downsample(x)))
-
-
-class ResNet18(nn.Module):
-    """ResNet-18 (He et al. 2016) with the CIFAR stem (3×3 convolution, no max-pool).
-
-    Same layers, parameter names and initialisation as torchvision's ``resnet18`` with
-    ``conv1``/``maxpool`` replaced as usual for 32×32 inputs, so state dicts are interchangeable;
-    written out here because torchvision's wheels do not load beside a CPU-only torch from PyPI.
-    """
-
-    def __init__(self, *, num_classes: int = 10, in_channels: int = 3) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(64)
-        self.relu = nn.ReLU(inplace=True)
-        self.maxpool = nn.Identity()
-        widths = (64, 128, 256, 512)
-        cin = 64
-        for i, w in enumerate(widths, start=1):
-            stride = 1 if i == 1 else 2
-            setattr(self, f"layer{i}", nn.Sequential(_BasicBlock(cin, w, stride), _BasicBlock(w, w, 1)))
-            cin = w
-        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-        self.fc = nn.Linear(512, num_classes)
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(m, nn.BatchNorm2d):
-                nn.init.constant_(m.weight, 1)
-                nn.init.constant_(m.bias, 0)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        for i in range(1, 5):
-            x = getattr(self, f"layer{i}")(x)
-        return self.fc(torch.flatten(self.avgpool(x), 1))

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from privcore.nets.blocks import ImageDecoder, ResNet18, relu_mlp
+from privcore.nets.blocks import ImageDecoder, relu_mlp
 from privcore.nets.lipschitz_layers import LipschitzMLP
 from privcore.validation import check_choice, check_int, check_positive
 
@@ -161,10 +161,14 @@ class _Normalize(nn.Module):
 
 
 def cifar_resnet18(*, num_classes: int = 10, in_channels: int = 3) -> nn.Sequential:
-    """ResNet-18 adapted to 32×32 inputs (3×3 stem, no max-pool; :class:`ResNet18`), with the
+    """torchvision's ResNet-18 adapted to 32×32 inputs (3×3 stem, no max-pool), with the
     CIFAR-10 normalisation inside the model so that it takes pixels in [0, 1] (the IP paper's
     α is measured on the input as the user sees it)."""
-    net = ResNet18(num_classes=check_int("num_classes", num_classes, minimum=2), in_channels=in_channels)
+    from torchvision.models import resnet18
+
+    net = resnet18(num_classes=check_int("num_classes", num_classes, minimum=2))
+    net.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)
+    net.maxpool = nn.Identity()
     mean, std = (
         ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)) if in_channels == 3 else ((0.5,), (0.25,))
     )
