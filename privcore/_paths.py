@@ -49,3 +49,17 @@ def results_dir() -> Path:
     """Where experiments write by default: ``<checkout>/data/results``, else ``./data/results``."""
     root = checkout_root()
     return (root if root is not None else Path.cwd()) / "data" / "results"
+
+
+def quick_results_dir() -> Path:
+    """Where ``--quick``/``--tiny`` experiments write unless told otherwise, so they never overwrite
+    the committed full results: ``$PRIVCORE_QUICK_RESULTS_DIR``, else ``<checkout>/.cache/results-quick``
+    (git-ignored), else ``$XDG_CACHE_HOME/privlens/results-quick``."""
+    env = os.environ.get("PRIVCORE_QUICK_RESULTS_DIR")
+    if env:
+        return Path(env).expanduser()
+    root = checkout_root()
+    if root is not None:
+        return root / ".cache" / "results-quick"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "privlens" / "results-quick"

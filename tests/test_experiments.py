@@ -232,3 +232,21 @@ def test_calibration_tiny(out: Path, shipped: Path) -> None:
     np.testing.assert_allclose(text["noise_scale_mean"], shared["noise_scale_mean"] / shared["radius"])
     assert corrected["private"].all() and corrected["accuracy_refit"].notna().all()
     assert not frame[frame["calibration"].str.startswith("paper-code")]["private"].any()
+
+
+def test_a_quick_or_tiny_run_never_writes_the_committed_results(
+    shipped: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --out, --quick/--tiny results go to the quick-results directory (issue 15: `experiment all
+    --quick` had overwritten the committed full table1.csv)."""
+    from privcore._paths import results_dir
+    from privcore.cli import app
+
+    committed = results_dir() / "digits" / "table2.csv"
+    before = committed.read_bytes() if committed.exists() else None
+    monkeypatch.setenv("PRIVCORE_QUICK_RESULTS_DIR", str(tmp_path / "quick"))
+    result = CliRunner().invoke(app, ["experiment", "table2", "--dataset", "digits", "--tiny", "--no-progress"])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    assert (tmp_path / "quick" / "digits" / "table2.csv").is_file()
+    assert "committed results are untouched" in result.output
+    assert (committed.read_bytes() if committed.exists() else None) == before

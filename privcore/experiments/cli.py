@@ -39,7 +39,11 @@ def experiment(
     tiny: Annotated[
         bool, typer.Option("--tiny", help="smallest settings (seconds; used by the tests)")
     ] = False,
-    out: Annotated[Path | None, typer.Option(help="results root (default: data/results)")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="results root (default: data/results; --quick/--tiny: .cache/results-quick, so a "
+                     "quick run never overwrites the committed full results)"),
+    ] = None,
     seed: Annotated[int, typer.Option(help="seed of the experiment's noise and subsamples")] = 0,
     device: Annotated[str, typer.Option(help="auto (CUDA when present), cpu or cuda")] = "auto",
     certifier: Annotated[
@@ -91,10 +95,18 @@ def experiment(
     names = list(EXPERIMENTS) if name == "all" else [name]
     if name != "all" and name not in EXPERIMENTS:
         raise typer.BadParameter(f"NAME must be one of {', '.join(EXPERIMENTS)}, all or report, got {name!r}")
+    mode = "tiny" if tiny else ("quick" if quick else "full")
+    if out is None:
+        from privcore._paths import quick_results_dir
+
+        out = DEFAULT_RESULTS_DIR if mode == "full" else quick_results_dir()
+        if mode != "full":
+            typer.echo(f"{mode} run: results go to {out} (--out chooses; committed results are untouched)",
+                       err=True)
     ctx = RunContext(
         dataset=dataset,
-        mode="tiny" if tiny else ("quick" if quick else "full"),
-        out_dir=out or DEFAULT_RESULTS_DIR,
+        mode=mode,
+        out_dir=out,
         seed=seed,
         device=device,
         certifier=certifier,
