@@ -87,6 +87,7 @@ def test_fig4_tiny_times_every_sweep(out: Path) -> None:
     frame = _run_cli("fig4", out)
     assert set(frame["sweep"]) == {"radius", "input_dim", "depth"}
     assert frame["seconds_mean"].notna().all() and (frame["n_timeouts"] == 0).all()  # timings: bench/
+    assert frame["lipmip_seconds_mean"].gt(0).all() and (frame["lipmip_timeouts"] == 0).all()
     assert frame["solver"].str.len().gt(0).all()
     base = frame[frame["sweep"] == "radius"]
     assert (base["input_dim"] == 8).all()  # the digits latent dimension
