@@ -12,8 +12,8 @@ import streamlit as st
 
 from privcore.accounting import basic_composition, chaining, chaining_hops, group_privacy
 from privcore.mechanisms import Guarantee, Norm, Space, ptr_scales
-from privcore.session import LEDGER_EXPLANATION, ledger_totals, md_literal, plain_guarantee
 from privlens import ui
+from privlens.session import LEDGER_EXPLANATION, ledger_totals, md_literal, plain_guarantee
 
 s = ui.page_setup()
 st.title("Accountant")

@@ -14,8 +14,8 @@ import torch
 
 from privcore.attacks.metrics import image_metrics
 from privcore.images import encode_png
-from privcore.session import load_results
 from privlens import ptr, ui
+from privlens.session import load_results
 
 METRICS = {
     "ssim": ("SSIM", "SSIM (1 = identical)", "higher = better reconstruction"),

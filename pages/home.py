@@ -19,8 +19,8 @@ from privcore.mechanisms import (
     LDPImage,
     ptr_scales,
 )
-from privcore.session import ALPHA_GRID, RADIUS_GRID
 from privlens import ui
+from privlens.session import ALPHA_GRID, RADIUS_GRID
 
 LIPSCHITZ = [0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 50.0]
 IMAGE_VALUES = 784  # a 28×28 image

@@ -14,7 +14,8 @@ import torch
 from privcore.accounting import chaining, chaining_hops
 from privcore.errors import CheckpointError, DatasetUnavailableError
 from privcore.mechanisms import GaussInput, GaussOutput, LapOutput
-from privcore.session import (
+from privlens import ui
+from privlens.session import (
     ALPHA_GRID,
     IP_MECHANISMS,
     LEDGER_EXPLANATION,
@@ -22,7 +23,6 @@ from privcore.session import (
     load_results,
     plain_guarantee,
 )
-from privlens import ui
 
 NONCE = "privlens_ip_nonce"
 

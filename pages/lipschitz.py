@@ -16,8 +16,8 @@ from privcore.lipschitz.certifier import Certifier
 from privcore.lipschitz.engine import lp_upper_bound
 from privcore.lipschitz.network import as_network
 from privcore.lipschitz.pattern_bnb import max_pattern_norm
-from privcore.session import load_results
 from privlens import ptr, ui
+from privlens.session import load_results
 
 MULTIPLES = (0.125, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
 

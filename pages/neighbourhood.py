@@ -9,8 +9,8 @@ import streamlit as st
 import torch
 
 from privcore.images import encode_png
-from privcore.session import RADIUS_GRID, latent_walk, rank_axes, tile_images
 from privlens import ptr, ui
+from privlens.session import RADIUS_GRID, latent_walk, rank_axes, tile_images
 
 s = ui.page_setup()
 st.title("Neighbourhood")

@@ -11,8 +11,8 @@ import streamlit as st
 
 from privcore.errors import PrivcoreError
 from privcore.images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, encode_png
-from privcore.session import md_literal, outcome_summary, plain_guarantee, release_document
 from privlens import ptr, ui
+from privlens.session import md_literal, outcome_summary, plain_guarantee, release_document
 
 s = ui.page_setup()
 st.title("Release")

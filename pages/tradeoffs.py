@@ -10,8 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from privcore.session import load_results, release_probability, smallest_epsilon
 from privlens import ptr, ui
+from privlens.session import load_results, release_probability, smallest_epsilon
 
 s = ui.page_setup()
 st.title("Trade-offs")

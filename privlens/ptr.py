@@ -22,10 +22,10 @@ import torch
 
 from privcore.errors import CertificationError
 from privcore.lipschitz.certifier import Certifier, cached_phi
-from privcore.mechanisms import PhiResult, PTRResult, propose_test_release
-from privcore.session import DELTA_GRID, EPSILON_GRID, Settings, bisection_decisions, ptr_search_range
+from privcore.mechanisms import PhiResult, PTRResult, bisection_decisions, propose_test_release
 from privlens import ui
 from privlens.deployment import image_cache
+from privlens.session import DELTA_GRID, EPSILON_GRID, Settings, ptr_search_range
 
 PHI_KEY = "privlens_phi"
 RELEASE_KEY = "privlens_releases"

@@ -1,7 +1,7 @@
 """Shared Streamlit plumbing of the privlens pages (widgets and layout only; no maths here).
 
 * the sidebar shared by every page: dataset, model, mechanism, ε, δ, R or α, certifier. The
-  values live in ``st.session_state`` (one validated :class:`privcore.session.Settings`) and are
+  values live in ``st.session_state`` (one validated :class:`privlens.session.Settings`) and are
   mirrored into the URL query, so a view can be shared; bad URL values become defaults + warning;
 * models loaded once per process (``st.cache_resource``, eval mode, inference only), with the
   embedded default (digits) as the fallback when a dataset or checkpoint is missing;
@@ -11,7 +11,7 @@
 * :func:`error_boundary`: an unexpected error is shown as what failed and that nothing was released,
   its traceback logged on the server, never sent to the browser;
 * user-supplied text (URL values, file names) only ever reaches Markdown as a code span
-  (:func:`privcore.session.md_literal`);
+  (:func:`privlens.session.md_literal`);
 * plotly charts with a PNG download button in the mode bar and a CSV of the plotted data.
 """
 
@@ -33,7 +33,7 @@ import streamlit as st
 
 from privcore.errors import CheckpointError, DatasetUnavailableError, PrivcoreError
 from privcore.images import DecodedImage, decode_image
-from privcore.session import (
+from privlens.session import (
     ALPHA_GRID,
     CERTIFIER_CHOICES,
     DELTA_GRID,
@@ -388,7 +388,7 @@ def pipeline(s: Settings) -> Loaded | None:
 @dataclass(frozen=True)
 class CurrentImage:
     """The image the pages work on: its name (user-supplied for an upload: show it with
-    :func:`privcore.session.md_literal`), decoded model input and session-local digest."""
+    :func:`privlens.session.md_literal`), decoded model input and session-local digest."""
 
     name: str
     decoded: DecodedImage
@@ -590,7 +590,7 @@ def download_json(label: str, doc: Any, *, file_name: str, key: str) -> None:
 
 def missing_results(name: str, dataset: str, what: str) -> None:
     """Say which command produces an experiment CSV that is not there yet."""
-    from privcore.session import experiment_command
+    from privlens.session import experiment_command
 
     st.info(
         f"No {what} for **{dataset}** yet (`data/results/{dataset}/{name}.csv`). Produce it with:\n\n"

@@ -1,4 +1,4 @@
-"""View-model helpers for the privlens dashboard: pure Python, no Streamlit, no privacy maths.
+"""The privlens dashboard's view-model: pure Python, no Streamlit, no privacy maths.
 
 The dashboard's pages hold widgets and layout only; what they need beyond privcore's mechanisms,
 accounting and Lipschitz engine lives here so it can be tested without a browser:
@@ -56,7 +56,6 @@ __all__ = [
     "OutcomeText",
     "Sample",
     "Settings",
-    "bisection_decisions",
     "experiment_command",
     "grid_with",
     "image_digest",
@@ -309,17 +308,6 @@ def ptr_search_range(
     r_max = max(r_max, 2.0 * r)
     frac = check_in_range("tol_fraction", tol_fraction, 0.0, 1.0)  # PTR needs tol < R
     return float(r_max), float(frac * r)
-
-
-def bisection_decisions(radius: float, r_max: float, tol: float) -> int:
-    """Upper bound on the decisions compute_phi makes (for a progress bar): 2 + ⌈log2((R_max − R)/tol)⌉."""
-    span = r_max - radius
-    if span <= 0:
-        return 1
-    m = 0
-    while span / 2.0**m > tol:
-        m += 1
-    return 2 + m
 
 
 @dataclass(frozen=True, kw_only=True)
