@@ -1,8 +1,9 @@
 """Shared Streamlit plumbing of the privlens pages (widgets and layout only; no maths here).
 
 * the sidebar shared by every page: dataset, model, mechanism, ε, δ, R or α, certifier. The
-  values live in ``st.session_state`` (one validated :class:`privlens.session.Settings`) and are
-  mirrored into the URL query, so a view can be shared; bad URL values become defaults + warning;
+  values live in ``st.session_state`` (one validated :class:`privlens.settings.Settings`) and are
+  mirrored into the URL query, so a view can be shared; a bad or unknown URL parameter stops every
+  page with an error at its top (:func:`stop_on_url_problems`) until the user fixes or accepts it;
 * models loaded once per process (``st.cache_resource``, eval mode, inference only), with the
   embedded default (digits) as the fallback when a dataset or checkpoint is missing;
 * the current image (upload or shipped sample), identified by the SHA-256 of its bytes and decoded
@@ -39,7 +40,9 @@ from privlens.session import (
     DELTA_GRID,
     EPSILON_GRID,
     MECHANISMS,
+    PARAMS,
     RADIUS_GRID,
+    QueryProblem,
     Sample,
     Settings,
     grid_with,
@@ -54,7 +57,7 @@ LOG = logging.getLogger("privlens")
 SETTINGS_KEY = "privlens_settings"
 NAV_FLAG = "privlens_sidebar_rendered"
 RUN_TIME_KEY = "privlens_last_run_seconds"
-URL_WARNINGS_KEY = "privlens_url_warnings"
+URL_PROBLEMS_KEY = "privlens_url_problems"
 IMAGE_KEY = "privlens_images"
 LEDGER_KEY = "privlens_ledger"
 DEFAULT_DATASET = "digits"
@@ -136,16 +139,51 @@ def settings() -> Settings:
         models = catalogue()
         default = default_settings(models)
         query = {k: st.query_params.get_all(k) for k in st.query_params}
-        s, warnings = settings_from_query(query, default=default, models=models)
+        s, problems = settings_from_query(query, default=default, models=models)
         st.session_state[SETTINGS_KEY] = s
-        st.session_state[URL_WARNINGS_KEY] = warnings
+        st.session_state[URL_PROBLEMS_KEY] = problems
     return st.session_state[SETTINGS_KEY]
 
 
+def url_problems() -> tuple[QueryProblem, ...]:
+    """The URL parameters of this session that are still unfixed (see :func:`stop_on_url_problems`)."""
+    settings()
+    return tuple(st.session_state.get(URL_PROBLEMS_KEY, ()))
+
+
 def update_settings(**changes: Any) -> None:
-    """Change settings programmatically (e.g. "use this ε"); widgets follow on the next render."""
+    """Change settings programmatically (e.g. "use this ε"); widgets follow on the next render. A URL
+    problem about a field set here is fixed by it."""
     st.session_state[SETTINGS_KEY] = settings().replace(**changes)
-    st.session_state[URL_WARNINGS_KEY] = ()
+    st.session_state[URL_PROBLEMS_KEY] = tuple(p for p in url_problems() if p.field not in changes)
+
+
+def _accept_url_settings() -> None:
+    st.session_state[URL_PROBLEMS_KEY] = ()
+
+
+def stop_on_url_problems(page_title: str = "") -> None:
+    """While the URL has a bad or unknown parameter: an error at the top of the page naming each
+    (parameter, value, allowed range, what the sidebar shows instead), a button to continue with the
+    sidebar's values, and ``st.stop()`` — the page computes and releases nothing. Changing the
+    setting concerned in the sidebar fixes its problem too."""
+    problems = url_problems()
+    if not problems:
+        return
+    what = f"The {page_title} page" if page_title else "This page"
+    lines = "\n".join(f"* {p.message}" for p in problems)
+    st.error(
+        f"**{what} shows nothing until the link's settings are fixed; nothing was released.**\n\n{lines}\n\n"
+        "Set these values in the sidebar, correct the URL, or continue with the values the sidebar shows.",
+        icon=":material/link_off:",
+    )
+    st.button(
+        "Continue with the sidebar's values",
+        key="url_accept",
+        type="primary",
+        on_click=_accept_url_settings,
+    )
+    st.stop()
 
 
 def _on_change(field: str, widget_key: str) -> None:
@@ -177,7 +215,10 @@ def bound_widget(
     key = f"w_{field}{suffix}"
     value = getattr(settings(), field)
     if kind == "select_slider":
-        kwargs["options"] = grid_with(kwargs["options"], value)
+        kwargs["options"] = grid_with(kwargs.get("options", PARAMS[field].grid), value)
+        if field in PARAMS:  # the range every check and message uses (privlens.settings.PARAMS)
+            allowed = f"Allowed: {PARAMS[field].allowed}; a link may set any value in that range."
+            kwargs["help"] = f"{kwargs['help']} {allowed}" if kwargs.get("help") else allowed
     if st.session_state.get(key) != value:
         st.session_state[key] = value
     widget = getattr(where, kind)
@@ -246,11 +287,12 @@ def sidebar() -> Settings:
         )
     s = settings()
     sb.caption(MECHANISM_HELP[s.mechanism] + ". The URL holds these settings: copy it to share this view.")
-    for w in st.session_state.get(URL_WARNINGS_KEY, ()):
-        sb.warning(w)
-    target = s.to_query()
-    if {k: st.query_params.get(k) for k in target} != target:
-        st.query_params.update(target)
+    if url_problems():  # the URL keeps the bad values (shown at the top of the page) until fixed
+        sb.error("The link has settings that cannot be used: see the top of the page.")
+    else:
+        target = s.to_query()
+        if st.query_params.to_dict() != target:
+            st.query_params.from_dict(target)  # also drops aliases and unknown keys once accepted
     return s
 
 
@@ -262,7 +304,9 @@ def page_setup() -> Settings:
     """
     _leave_folder_navigation()
     if not st.session_state.get(NAV_FLAG):
-        return sidebar()
+        s = sidebar()
+        stop_on_url_problems()
+        return s
     return settings()
 
 

@@ -33,11 +33,12 @@ DEFAULT = Settings()
 def test_settings_validate_and_name_the_parameter() -> None:
     with pytest.raises(ValueError, match=r"epsilon must be in \[0.01, 100\], got 1000"):
         Settings(epsilon=1000.0)
-    with pytest.raises(ValueError, match=r"delta must be in \(0, 1\)"):
+    with pytest.raises(ValueError, match=r"delta must be in \[1e-12, 0.5\], got 1.0"):
         Settings(delta=1.0)
     with pytest.raises(ValueError, match="mechanism must be one of"):
         Settings(mechanism="Gauss")
-    with pytest.raises(ValueError, match=r"radius must be in \(0, ∞\)"):
+    # one range for the widget, the URL and the constructor (privlens.settings.PARAMS)
+    with pytest.raises(ValueError, match=r"radius must be in \[0.001, 2\], got -1.0"):
         Settings(radius=-1.0)
 
 
@@ -52,11 +53,11 @@ def test_query_round_trip_is_exact() -> None:
         alpha=0.03,
         certifier="lp",
     )
-    back, warnings = settings_from_query(s.to_query(), default=DEFAULT, models=MODELS)
-    assert back == s and warnings == ()
+    back, problems = settings_from_query(s.to_query(), default=DEFAULT, models=MODELS)
+    assert back == s and problems == ()
 
 
-def test_bad_query_values_fall_back_with_warnings() -> None:
+def test_bad_query_values_are_problems_naming_key_value_and_range() -> None:
     query = {
         "eps": "lots",
         "delta": "2",
@@ -68,33 +69,60 @@ def test_bad_query_values_fall_back_with_warnings() -> None:
         "model": "Nope",
         "unknown": "x",
     }
-    s, warnings = settings_from_query(query, default=DEFAULT, models=MODELS)
+    s, problems = settings_from_query(query, default=DEFAULT, models=MODELS)
     assert s == DEFAULT
-    text = " ".join(warnings)
-    refused = (
-        "eps='lots'",
-        "delta='2'",
-        "mech='Magic'",
-        "cert='guess'",
-        "R='-1'",
-        "alpha='nan'",
-        "model='Nope'",
-    )
-    for key in refused:
-        assert key in text
-    assert len(warnings) == 7
-    s, warnings = settings_from_query({"dataset": "imagenet"}, default=DEFAULT, models=MODELS)
-    assert s.dataset == "digits" and "imagenet" in warnings[0]
+    by_key = {p.key: p for p in problems}
+    assert set(by_key) == {"eps", "delta", "mech", "cert", "R", "alpha", "model", "unknown"}
+    # the range in the message is the widget's own (PARAMS), not the library's (0, ∞)
+    assert "eps='lots'" in by_key["eps"].message and "a number in [0.01, 100]" in by_key["eps"].message
+    assert by_key["eps"].instead == "ε = 1" and by_key["eps"].field == "epsilon"
+    assert "a number in [1e-12, 0.5]" in by_key["delta"].message
+    assert "a number in [0.001, 2]" in by_key["R"].message
+    assert "one of PTR, Gauss-Input" in by_key["mech"].message
+    assert by_key["unknown"].field is None and "Unknown URL parameter" in by_key["unknown"].message
+    assert "eps / epsilon" in by_key["unknown"].message  # the known keys, aliases included
+    s, problems = settings_from_query({"dataset": "imagenet"}, default=DEFAULT, models=MODELS)
+    assert s.dataset == "digits" and "imagenet" in problems[0].message
     # list-valued parameters (repeated keys): the last one counts
     s, _ = settings_from_query({"eps": ["1", "2"]}, default=DEFAULT, models=MODELS)
     assert s.epsilon == 2.0
 
 
+@pytest.mark.parametrize("value", ["-1", "0", "0.001", "101", "inf", "1e400"])
+def test_out_of_range_epsilon_is_a_problem_with_the_widget_range(value: str) -> None:
+    from privlens.settings import PARAMS
+
+    for key in ("eps", "epsilon"):
+        s, problems = settings_from_query({key: value}, default=DEFAULT, models=MODELS)
+        assert s.epsilon == DEFAULT.epsilon
+        (p,) = problems
+        assert (p.key, p.value, p.field) == (key, value, "epsilon")
+        lo, hi = PARAMS["epsilon"].low, PARAMS["epsilon"].high
+        assert f"[{lo:g}, {hi:g}]" in p.message
+        assert lo <= min(PARAMS["epsilon"].grid) and max(PARAMS["epsilon"].grid) <= hi
+
+
+def test_aliases_are_read_and_conflicts_are_problems() -> None:
+    s, problems = settings_from_query(
+        {"epsilon": "2", "radius": "0.3", "mechanism": "Lap-Output", "certifier": "lp"},
+        default=DEFAULT,
+        models=MODELS,
+    )
+    assert problems == ()
+    assert (s.epsilon, s.radius, s.mechanism, s.certifier) == (2.0, 0.3, "Lap-Output", "lp")
+    s, problems = settings_from_query({"eps": "2", "epsilon": "3"}, default=DEFAULT, models=MODELS)
+    assert s.epsilon == DEFAULT.epsilon and len(problems) == 1 and problems[0].field == "epsilon"
+    s, problems = settings_from_query({"eps": "2", "epsilon": "2"}, default=DEFAULT, models=MODELS)
+    assert s.epsilon == 2.0 and problems == ()
+    # Streamlit's own embedding parameters are not ours to refuse
+    assert settings_from_query({"embed": "true"}, default=DEFAULT, models=MODELS)[1] == ()
+
+
 def test_a_link_to_another_dataset_without_r_takes_that_datasets_r() -> None:
     from privcore.data import get_spec
 
-    s, warnings = settings_from_query({"dataset": "fashion-mnist"}, default=DEFAULT, models=MODELS)
-    assert s.radius == get_spec("fashion-mnist").radius == 0.2 != DEFAULT.radius and warnings == ()
+    s, problems = settings_from_query({"dataset": "fashion-mnist"}, default=DEFAULT, models=MODELS)
+    assert s.radius == get_spec("fashion-mnist").radius == 0.2 != DEFAULT.radius and problems == ()
     s, _ = settings_from_query({"dataset": "fashion-mnist", "R": "0.3"}, default=DEFAULT, models=MODELS)
     assert s.radius == 0.3  # an explicit R is kept
     s, _ = settings_from_query({"dataset": "digits"}, default=DEFAULT, models=MODELS)
@@ -380,9 +408,9 @@ def test_url_warnings_never_render_a_link() -> None:
     import re
 
     query = {"model": "[click here](https://evil.example/login)", "mech": "<a href='https://evil.example'>x</a>"}
-    _, warnings = settings_from_query(query, default=DEFAULT, models=MODELS)
-    assert len(warnings) == 2
-    for w in warnings:
+    _, problems = settings_from_query(query, default=DEFAULT, models=MODELS)
+    assert len(problems) == 2
+    for w in (p.message for p in problems):
         out = _render(w)
         assert "<a" not in out and "evil.example" in out, out  # shown ...
         assert "evil.example" not in re.sub(r"<code>.*?</code>", "", out), out  # ... only as code
