@@ -14,7 +14,7 @@ import torch
 from privcore.accounting import chaining, chaining_hops
 from privcore.errors import CheckpointError, DatasetUnavailableError
 from privcore.mechanisms import GaussInput, GaussOutput, LapOutput
-from privlens import ui
+from privlens import charts, ui
 from privlens.session import (
     ALPHA_GRID,
     IP_MECHANISMS,
@@ -254,15 +254,9 @@ else:
                     line={"width": 4 if mech_name == s.mechanism else 1.5},
                 )
             )
-        fig.add_vline(
-            x=current,
-            line_dash="dot",
-            line_color="crimson",
-            annotation_text=f"current {symbol} = {current:g}",
-        )
+        charts.mark_x(fig, current, f"current {symbol} = {current:g}", log=True)
         unit = "ℓ2 pixels for Gauss-*, ℓ1 for Lap-Output; " if sweep == "alpha" else ""
-        lo, hi = min(span[0], current), max(span[1], current)
-        xrange = [math.log10(lo) - 0.1, math.log10(hi) + 0.1]
+        xrange = charts.log_range([*span, current])
         fig.update_layout(
             title=f"{dataset}: {title}",
             xaxis_title=f"{symbol} ({unit}log scale)",

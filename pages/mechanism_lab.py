@@ -24,6 +24,7 @@ from privcore.lab.explore import (
     query_label,
 )
 from privcore.lab.queries import QUERIES
+from privlens import charts
 
 EPSILONS = [0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 10.0]
 KINDS = {
@@ -77,8 +78,8 @@ for label, grp in cmp.masses.groupby("mechanism", sort=False):
     fig.add_trace(go.Bar(x=grp["response"], y=grp["mass"], name=str(label), opacity=0.6))
 fig.add_trace(go.Histogram(x=data, name="data (records)", yaxis="y2", opacity=0.25, marker_color="#e377c2",
                            xbins={"size": 0.2}))
-fig.add_vline(x=cmp.truth, line_color="black", line_width=2,
-              annotation_text=f"true {query_label(query)} = {cmp.truth:.3g}")
+charts.mark_x(fig, cmp.truth, f"true {query_label(query)} = {cmp.truth:.3g}", log=False, color="black",
+              dash="solid")
 fig.update_layout(barmode="overlay", xaxis_title=f"released {query_label(query)}", yaxis_title="probability",
                   yaxis2={"overlaying": "y", "side": "right", "title": "records", "showgrid": False},
                   legend={"orientation": "h", "y": -0.25}, height=430, margin={"t": 30})
@@ -117,13 +118,16 @@ else:
                                   name=f"learned, {split}", line_color=colours.get(str(split)),
                                   error_y={"type": "data", "array": grp["erl_std"].fillna(0).to_numpy()}))
         best = grp[grp["best_k"]]
-        fig5.add_trace(go.Scatter(x=best["k"], y=best["erl_mean"], mode="markers", showlegend=False,
-                                  marker={"size": 16, "symbol": "circle-open", "color": "blue"}))
+        fig5.add_trace(go.Scatter(x=best["k"], y=best["erl_mean"], mode="markers", name=f"best k ({split})",
+                                  marker={"size": 16, "symbol": "circle-open",
+                                          "color": colours.get(str(split))}))
+    ks_all = learned["k"].dropna().tolist() or [float(k)]
     for method, dash in (("data-blind", "dot"), ("expert", "dash")):
         for split, grp in sub[sub["method"] == method].groupby("split"):
-            fig5.add_hline(y=float(grp["erl_mean"].iloc[0]), line_dash=dash,
-                           line_color=colours.get(str(split)), annotation_text=f"{method} ({split})",
-                           annotation_position="top left")
+            # a trace, not add_hline: named in the legend, and right on the log y axis
+            erl = float(grp["erl_mean"].iloc[0])
+            fig5.add_trace(charts.hline_trace(erl, x=ks_all, name=f"{method} ({split})", dash=dash,
+                                              color=colours.get(str(split))))
     fig5.update_xaxes(type="log", title="k")
     loss_name = str(sub["loss"].iloc[0]) if not sub.empty else ""
     fig5.update_yaxes(type="log", title=f"expected {loss_name} loss")

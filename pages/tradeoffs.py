@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from privlens import ptr, ui
+from privlens import charts, ptr, ui
 from privlens.session import load_results, release_probability, smallest_epsilon
 
 s = ui.page_setup()
@@ -33,13 +33,10 @@ def _finite(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _mark_current(fig: go.Figure) -> None:
-    fig.add_vline(
-        x=s.epsilon,
-        line_dash="dot",
-        line_color="crimson",
-        annotation_text=f"current ε = {s.epsilon:g}",
-        annotation_position="top left",
-    )
+    """The sidebar's ε as a named line, and an x range showing it and every plotted point."""
+    xs = [v for t in fig.data if t.x is not None for v in t.x if v is not None]
+    charts.mark_x(fig, s.epsilon, f"current ε = {s.epsilon:g}", log=True)
+    fig.update_xaxes(range=charts.log_range([*xs, s.epsilon]))
 
 
 curves: dict[str, pd.DataFrame] = {}
@@ -128,7 +125,8 @@ if loaded is not None and s.is_ptr:
     if phi is None and ctx is not None and st.session_state.get("to_add_image"):
         phi = ptr.certify(ctx)  # progress + cancel, once per (model, image, R, Δp, certifier)
     if phi is not None:
-        eps_grid = [0.1 * 1.1**k for k in range(60) if 0.1 * 1.1**k <= 30]
+        top = max(30.0, 1.5 * s.epsilon)  # the curve reaches past the current ε
+        eps_grid = [0.1 * 1.1**k for k in range(200) if 0.1 * 1.1**k <= top]
         probs = [
             release_probability(phi.phi, epsilon=e, delta=s.delta, radius=ctx.radius, zeta=phi.zeta)
             for e in eps_grid

@@ -71,6 +71,31 @@ def chart_specs(at: AppTest) -> list[str]:
     return [c.proto.spec for c in at.get("plotly_chart")]
 
 
+def figures(at: AppTest) -> list:
+    """Every chart of the page as a plotly Figure (typed arrays decoded: ``trace.x`` is a sequence)."""
+    import json
+
+    import plotly.graph_objects as go
+
+    return [go.Figure(_decoded(json.loads(spec))) for spec in chart_specs(at)]
+
+
+def _decoded(obj):
+    """A figure dict with plotly's base64 typed arrays ({"bdata", "dtype"}) as lists of numbers."""
+    import base64
+
+    if isinstance(obj, dict):
+        if set(obj) >= {"bdata", "dtype"}:
+            arr = np.frombuffer(base64.b64decode(obj["bdata"]), dtype=np.dtype(obj["dtype"]))
+            if "shape" in obj:  # written as "3, 4"
+                arr = arr.reshape(tuple(int(n) for n in str(obj["shape"]).split(",") if n.strip()))
+            return arr.tolist()
+        return {k: _decoded(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decoded(v) for v in obj]
+    return obj
+
+
 def write_results(folder: Path) -> None:
     """Small experiment CSVs in the documented format (data/results/README.md) for the digits dataset."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -55,3 +55,20 @@ def test_exponential_median_and_other_choices(app: AppTest) -> None:
     assert not app.exception
     app.button(key="lab_release").click().run()
     assert not app.exception and any("released" in s.value for s in app.success)
+
+
+def test_fig5_reference_lines_are_named_traces_on_the_log_axes(app: AppTest) -> None:
+    from tests._dashboard import figures
+
+    laws, fig5 = figures(app)
+    names = {t.name for t in fig5.data}
+    assert {"data-blind (train)", "expert (train)"} <= names, names
+    assert all(t.name and t.showlegend is not False for t in fig5.data)
+    # no annotation left to float on the log y axis (the labels are legend entries now)
+    assert not fig5.layout.annotations
+    blind = next(t for t in fig5.data if t.name == "data-blind (train)")
+    learned = next(t for t in fig5.data if t.name == "learned, train")
+    assert list(blind.x) == [min(learned.x), max(learned.x)] and blind.y[0] == blind.y[1]
+    (truth,) = [a for a in laws.layout.annotations if a.text.startswith("true ")]
+    assert truth.x == laws.layout.shapes[0].x0  # a linear axis: label and line in the same coordinates
+    assert truth.text in {t.name for t in laws.data}

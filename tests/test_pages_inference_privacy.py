@@ -8,7 +8,7 @@ import math
 import pytest
 
 from privcore.mechanisms import GaussInput
-from tests._dashboard import app, isolate
+from tests._dashboard import app, figures, isolate
 
 
 @pytest.fixture(autouse=True)
@@ -39,3 +39,14 @@ def test_mechanisms_noise_and_chaining() -> None:
     assert noise == f"σ = {GaussInput(epsilon=1.0, delta=1e-5, alpha=0.2).sigma:.4g} on pixels"
     assert len(at.session_state["privlens_ledger"]) == 6  # three new draws at the new α
     assert len(at.get("plotly_chart")) == 2  # accuracy vs α and vs ε from ip.csv
+
+
+def test_accuracy_charts_label_the_current_values_at_log10() -> None:
+    at = app("inference_privacy", query={"mech": "Lap-Output", "eps": "20.0", "alpha": "0.5"})
+    alpha_fig, eps_fig = figures(at)
+    for fig, text, value in ((alpha_fig, "current α = 0.5", 0.5), (eps_fig, "current ε = 20", 20.0)):
+        (label,) = [a for a in fig.layout.annotations if a.text == text]
+        assert label.x == pytest.approx(math.log10(value))  # plotly: a log axis's annotations are log10
+        lo, hi = fig.layout.xaxis.range
+        assert lo < math.log10(value) < hi < math.log10(value) + 0.5
+        assert text in {t.name for t in fig.data}

@@ -1,0 +1,54 @@
+"""Plotly helpers of the privlens pages: a marked current value that stays right on log axes.
+
+Plotly places a shape on a log axis at its data value but an annotation at log10 of it: a label
+given the data value (what ``add_vline(annotation_text=…)`` does) lands at 10^x — at ε = 2 the
+axis stretched to 100, at ε = 20 to 10^20. :func:`mark_x` writes each in its own coordinates and
+names the line in the legend; :func:`log_range` is a log axis's range (also in log10 units) that
+shows every plotted value and the marked one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import plotly.graph_objects as go
+
+__all__ = ["hline_trace", "log_range", "mark_x"]
+
+
+def mark_x(
+    fig: go.Figure, x: float, text: str, *, log: bool, color: str = "crimson", dash: str = "dot"
+) -> None:
+    """A vertical line at data value ``x`` labelled ``text`` at its top (at log10(x) when the x axis
+    is logarithmic), and a legend entry naming it."""
+    fig.add_vline(x=x, line_dash=dash, line_color=color, line_width=2)
+    fig.add_annotation(
+        x=math.log10(x) if log else x,
+        xref="x",
+        y=1.0,
+        yref="paper",
+        yanchor="bottom",
+        xanchor="center",
+        text=text,
+        showarrow=False,
+        font={"color": color},
+    )
+    line = {"color": color, "dash": dash, "width": 2}
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=text, line=line))
+
+
+def hline_trace(y: float, *, x: Iterable[float], name: str, **line: Any) -> go.Scatter:
+    """A horizontal reference line as a trace from min(x) to max(x): in the legend, and right on a
+    log y axis (where an annotated ``add_hline`` label would float at 10^y)."""
+    xs = [float(v) for v in x]
+    return go.Scatter(x=[min(xs), max(xs)], y=[float(y)] * 2, mode="lines", name=name, line=line)
+
+
+def log_range(values: Iterable[float], *, pad: float = 0.1) -> list[float]:
+    """[log10(min) − pad, log10(max) + pad] over the positive finite ``values``: a log axis's range."""
+    vs = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0]
+    if not vs:
+        raise ValueError("log_range needs at least one positive finite value")
+    return [math.log10(min(vs)) - pad, math.log10(max(vs)) + pad]
