@@ -119,7 +119,7 @@ for col, eps in zip(tiles[1:], (*LIVE_EPSILONS, math.inf), strict=True):
     if math.isinf(eps):
         released, vec = True, pipe.obfuscate(torch.from_numpy(ctx.z.astype(np.float32))[None])
     else:
-        res = ptr.release(ctx, phi, epsilon=eps, delta=s.delta, record=False, label="Attack page")
+        res = ptr.release(ctx, phi, epsilon=eps, delta=s.delta, label="Attack page")
         released, vec = res.released, (ptr.as_tensor(res.value) if res.released else None)
     label = "ε = ∞" if math.isinf(eps) else f"ε = {eps:g}"
     if not released:

@@ -14,7 +14,7 @@ import torch
 from privcore.accounting import chaining, chaining_hops
 from privcore.errors import CheckpointError, DatasetUnavailableError
 from privcore.mechanisms import GaussInput, GaussOutput, LapOutput
-from privlens import charts, ui
+from privlens import budget, charts, ui
 from privlens.session import (
     ALPHA_GRID,
     IP_MECHANISMS,
@@ -25,6 +25,7 @@ from privlens.session import (
 )
 
 NONCE = "privlens_ip_nonce"
+SENT = "privlens_ip_sent"
 
 s = ui.page_setup()
 st.title("Inference privacy")
@@ -89,6 +90,8 @@ if ip is not None:
     draws = st.session_state.setdefault("privlens_ip_draws", {})
     rows = []
     guarantees = {}
+    pending: dict[str, tuple] = {}  # mechanism -> (draw key, guarantee, ledger label)
+    sent = st.session_state.setdefault(SENT, set())
     for mech_name in IP_MECHANISMS:
         model = plan[mech_name]
         if model is None:
@@ -127,17 +130,18 @@ if ip is not None:
         guarantees[mech_name] = mech.guarantee
         clean = model(x) if mech_name == "Gauss-Input" else model.scores(x)  # scores: within η of C(x)
         key = (image.digest, mech_name, model.name, s.epsilon, s.delta, s.alpha, nonce)
-        if key not in draws:
+        if key not in draws:  # a preview: it stays on this device and costs nothing until sent
             if len(draws) > 96:
                 draws.pop(next(iter(draws)))
             noisy = model(mech(x)) if mech_name == "Gauss-Input" else mech(clean)
             draws[key] = noisy
-            ui.record_release(
-                image=image,
-                guarantee=mech.guarantee,
-                label=f"IP page: {mech_name} ε={s.epsilon:g}, δ={mech.guarantee.delta:g}, α={s.alpha:g}",
-            )
         noisy = draws[key]
+        pending[mech_name] = (
+            key,
+            mech.guarantee,
+            f"IP page: {mech_name} ε={s.epsilon:g}, δ={mech.guarantee.delta:g}, α={s.alpha:g}, "
+            f"draw {nonce + 1}",
+        )
         p_clean = torch.softmax(clean, -1)[0]
         p_noisy = torch.softmax(torch.as_tensor(noisy), -1)[0]
         rows.append(
@@ -146,29 +150,60 @@ if ip is not None:
                 "model": model.name,
                 "noise": noise,
                 "prediction without noise": f"{names[int(p_clean.argmax())]} ({float(p_clean.max()):.2f})",
-                "noisy prediction (released)": f"{names[int(p_noisy.argmax())]} ({float(p_noisy.max()):.2f})",
+                "noisy prediction (preview)": f"{names[int(p_noisy.argmax())]} ({float(p_noisy.max()):.2f})",
+                "sent": "yes" if key in sent else "no (nothing has left your device)",
                 "guarantee": f"(ε = {mech.guarantee.epsilon:g}, δ = {mech.guarantee.delta:g}) "
                 f"at α = {s.alpha:g}, {mech.guarantee.metric}",
             }
         )
     st.subheader("Your image, with and without noise")
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-    if st.button(
-        "Draw new noise",
+    st.caption(
+        ":material/lock: **Preview: nothing has left your device.** A noisy prediction costs its guarantee "
+        "when you send it; showing it again costs nothing."
+    )
+    shown: list[str] = []
+    for _, guarantee, _ in pending.values():
+        shown += [w for w in budget.extreme_warnings(guarantee) if w not in shown]
+    for warning in shown:
+        st.warning(warning, icon=":material/warning:")
+
+    def _send(mech_name: str) -> None:
+        key, guarantee, label = pending[mech_name]
+        if key not in sent:  # once per draw: the same output again is post-processing
+            sent.add(key)
+            ui.record_release(image=image, guarantee=guarantee, label=f"{label} (sent)")
+
+    buttons = st.columns(len(IP_MECHANISMS) + 1)
+    for col, mech_name in zip(buttons, IP_MECHANISMS, strict=False):
+        if mech_name in pending:
+            done = pending[mech_name][0] in sent
+            col.button(
+                f"{mech_name}: sent" if done else f"Send {mech_name}",
+                key=f"ip_send_{mech_name}",
+                icon=":material/send:",
+                disabled=done,
+                on_click=_send,
+                args=(mech_name,),
+                help="Charges the session ledger for this draw (once).",
+            )
+    if buttons[-1].button(
+        "New draw",
         key="ip_resample",
         icon=":material/casino:",
-        help="Each draw is a new release of your image, recorded in the session ledger.",
+        help="Fresh noise for all three: new previews, free until sent; a sent new draw costs again.",
     ):
         st.session_state[NONCE] = nonce + 1
         st.rerun()
     st.caption(
-        "The noisy outputs are releases of your image: each distinct draw is recorded in the session "
-        "ledger (Accountant page). Softmax of the noisy logits is post-processing and costs nothing."
+        "Each sent draw is recorded in the session ledger (Accountant page). Softmax of the noisy logits is "
+        "post-processing and costs nothing."
     )
     if guarantees:
         st.markdown(
-            "**What one draw costs.** Gauss-Input and Gauss-Output are both stated for pairs within ℓ2 "
-            "distance α on the model input (the same pixels), Lap-Output for pairs within ℓ1 distance α. "
+            "**What sending one draw of all three costs.** Gauss-Input and Gauss-Output are both stated for "
+            "pairs within ℓ2 distance α on the model input (the same pixels), Lap-Output for pairs within "
+            "ℓ1 distance α. "
             "A pair within ℓ1 distance α is also within ℓ2 distance α, so all three releases apply to it."
         )
         draw = [
@@ -185,8 +220,8 @@ if ip is not None:
             worst = next((r for r in so_far if r["total"] == "worst case"), None)
             if worst is not None:
                 st.warning(
-                    f"All releases of this image in this session (every draw, and PTR releases on the "
-                    f"Release page): worst case ε = {worst['total ε = Σεᵢ']:.4g}, "
+                    "All sent releases of this image in this session (here and on the Release page): "
+                    f"worst case ε = {worst['total ε = Σεᵢ']:.4g}, "
                     f"δ = {worst['total δ = Σδᵢ']:.3g} for {worst['pairs']} "
                     f"({worst['releases counted']} releases). Per relation on the Accountant page."
                 )

@@ -11,7 +11,7 @@ import streamlit as st
 
 from privcore.errors import PrivcoreError
 from privcore.images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, encode_png
-from privlens import ptr, ui
+from privlens import budget, ptr, ui
 from privlens.session import md_literal, outcome_summary, plain_guarantee, release_document
 
 s = ui.page_setup()
@@ -124,6 +124,7 @@ if ctx is None:
 phi = ptr.certify(ctx)
 if phi is None:
     st.stop()
+draw = ptr.draw_key(ctx, epsilon=s.epsilon, delta=s.delta)
 try:
     result = ptr.release(ctx, phi, epsilon=s.epsilon, delta=s.delta)
 except (ValueError, PrivcoreError) as exc:  # e.g. parameters the exact sampler cannot honour
@@ -151,11 +152,20 @@ else:
     cols[2].markdown("### ⊥\nNothing released: the attacker gets nothing but ⊥.")
 
 # ------------------------------------------------------------------------------ outcome
-st.subheader("3 · Outcome")
-if result.released:
-    st.success(f"**{text.headline}.** {text.detail}")
+st.subheader("3 · Preview of the outcome")
+already_sent = ptr.sent(draw)
+if already_sent:
+    st.caption("This draw has been sent (it is in the ledger); showing it again costs nothing.")
 else:
-    st.error(f"**{text.headline}.** {text.detail}")
+    st.caption(
+        ":material/lock: **Preview: nothing has left your device.** This draw costs nothing until you "
+        "send it (section 4)."
+    )
+state = "sent" if already_sent else "preview, not sent"
+if result.released:
+    st.success(f"**{text.headline}** ({state}). {text.detail}")
+else:
+    st.error(f"**{text.headline}** ({state}). {text.detail}")
 st.markdown(f"Test: {text.test}")
 m = st.columns(5)
 m[0].metric("φ (private, yours only)", f"{result.phi:.4g}")
@@ -180,10 +190,6 @@ if result.released:
             else "."
         )
     )
-st.info(
-    f"**Guarantee.** {plain_guarantee(result.guarantee)} (posthoc Theorem 4.4: PTR at ε, δ gives "
-    f"(2ε, δ/2, R) = ({result.guarantee.epsilon:g}, {result.guarantee.delta:g}, {ctx.radius:g}).)"
-)
 r_star = "—" if phi.r_star is None else f"{phi.r_star:.4g}"
 st.caption(
     f"φ = max(R*/2, R* − R) with R* = {r_star}, the largest certified radius whose local Lipschitz "
@@ -191,16 +197,32 @@ st.caption(
     f"the test noise is Lap((R + ζ)/ε)). Certifier: {ctx.certifier}. Moving ε or δ reuses φ: no new solve."
 )
 
-# ------------------------------------------------------------------------------ actions
+# ------------------------------------------------------------------------------ send
+st.subheader("4 · Send")
+g = result.guarantee
+st.info(
+    f"**Sending this draw spends (2ε, δ/2, R) = ({g.epsilon:g}, {g.delta:g}, {ctx.radius:g})** (posthoc "
+    f"Theorem 4.4, PTR run at ε = {s.epsilon:g}, δ = {s.delta:g}). {plain_guarantee(g)}"
+)
+for warning in budget.extreme_warnings(g, n=ui.dataset_size(pipe)):
+    st.warning(warning, icon=":material/warning:")
+
+
+def _send(how: str) -> None:
+    ptr.send(ctx, result, draw, how=how)
+
+
 a = st.columns(4)
-if a[0].button(
-    "Resample noise",
-    key="resample",
-    icon=":material/casino:",
-    help="Draw fresh noise (a new release, recorded in the ledger).",
-):
-    ptr.resample()
-    st.rerun()
+a[0].button(
+    "Sent" if already_sent else ("Send this release" if result.released else "Send ⊥"),
+    key="send",
+    type="primary",
+    icon=":material/send:",
+    disabled=already_sent,
+    on_click=_send,
+    args=("sent",),
+    help="What leaves your device: the ledger is charged once for this draw.",
+)
 doc = release_document(
     result,
     dataset=loaded.dataset,
@@ -211,8 +233,24 @@ doc = release_document(
     certifier=ctx.certifier,
 )
 with a[1]:
-    ui.download_json("Release (JSON)", doc, file_name="release.json", key="dl_release")
-a[2].download_button(
+    ui.download_json(
+        "Release (JSON)" + ("" if already_sent else ": sends it"),
+        doc,
+        file_name="release.json",
+        key="dl_release",
+        on_click=_send,
+        args=("downloaded",),
+        help="The file you would send: downloading it charges the ledger for this draw (once).",
+    )
+if a[2].button(
+    "New draw",
+    key="resample",
+    icon=":material/casino:",
+    help="Fresh noise: a new preview, free until you send it — a sent new draw costs again.",
+):
+    ptr.resample()
+    st.rerun()
+a[3].download_button(
     "Input (PNG)",
     views.input_png,
     icon=":material/download:",
@@ -231,6 +269,15 @@ if attack_png is not None:
         key="dl_attack",
         on_click="ignore",
     )
+if already_sent:
+    st.success(
+        f"Sent: this draw is in the session ledger, charged ({g.epsilon:g}, {g.delta:g}, {ctx.radius:g}) "
+        "once. A new draw that you send is charged again."
+    )
+st.caption(
+    "Picking among several previews before sending weakens the sent one's guarantee: look at the one "
+    "draw you mean to send."
+)
 
 with st.sidebar:
     st.markdown("---")
@@ -238,4 +285,4 @@ with st.sidebar:
         f"**This image:** φ = {result.phi:.3g}, Δp = {ctx.delta_p:.3g}, noise b = {result.noise_scale:.3g} → "
         f"**{'released' if result.released else '⊥'}**"
     )
-    st.caption(plain_guarantee(result.guarantee))
+    st.caption(("Sent. " if already_sent else "Preview, not sent. ") + plain_guarantee(result.guarantee))

@@ -5,9 +5,10 @@
 deployment (:mod:`privlens.deployment`; never in the default ``shared`` one) — with a progress bar
 and a cancel button; an ε/δ slider move then only redraws the noise (no solve). A certification
 is reported identically whether it was computed or read from the disk cache, without its
-duration, so no session learns about another's work. Releases are memoised per (φ key, ε, δ,
-resample counter) so a rerun for any other reason never draws new noise, and each new release is
-recorded once in the session's ledger.
+duration, so no session learns about another's work. Draws are memoised per (φ key, ε, δ,
+resample counter) so a rerun for any other reason never draws new noise. A draw is a preview that
+stays on the device and costs nothing; :func:`send` (the Send button, the JSON download) charges
+the session's ledger, once per draw.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ PHI_KEY = "privlens_phi"
 RELEASE_KEY = "privlens_releases"
 CANCELLED_KEY = "privlens_cert_cancelled"
 NONCE_KEY = "privlens_nonce"
+SENT_KEY = "privlens_sent"
 CERT_TIME_LIMIT_S = 60.0
 
 
@@ -234,22 +236,29 @@ def resample(label: str = "Release page") -> None:
     st.session_state.setdefault(NONCE_KEY, {})[label] = nonce(label) + 1
 
 
+def draw_key(ctx: PTRContext, *, epsilon: float, delta: float, label: str = "Release page") -> tuple:
+    """What identifies one draw of noise: φ's key, ε, δ, the page's resample counter and the page."""
+    return (ctx.key, float(epsilon), float(delta), nonce(label), label)
+
+
 def release(
     ctx: PTRContext,
     phi: PhiResult,
     *,
     epsilon: float,
     delta: float,
-    record: bool = True,
     label: str = "Release page",
 ) -> PTRResult:
-    """The PTR outcome for (φ, ε, δ) in this session — drawn once (OS randomness), then memoised."""
+    """The PTR outcome for (φ, ε, δ) in this session — drawn once (OS randomness), then memoised.
+
+    A preview: it stays on this device and costs nothing. Only :func:`send` charges the ledger.
+    """
     releases: dict = st.session_state.setdefault(RELEASE_KEY, {})
-    key = (ctx.key, float(epsilon), float(delta), nonce(label), label)
+    key = draw_key(ctx, epsilon=epsilon, delta=delta, label=label)
     if key not in releases:
         if len(releases) > 64:
             releases.pop(next(iter(releases)))
-        result = propose_test_release(
+        releases[key] = propose_test_release(
             ctx.pipe.obfuscator,
             ctx.z,
             epsilon=epsilon,
@@ -261,15 +270,30 @@ def release(
             lipschitz=Certifier(kind=ctx.certifier),
             phi=phi,
         )
-        releases[key] = result
-        if record:
-            what = "released" if result.released else "⊥"
-            ui.record_release(
-                image=ctx.image,
-                guarantee=result.guarantee,
-                label=f"{label}: PTR ε={epsilon:g}, δ={delta:g}, R={ctx.radius:g} → {what}",
-            )
     return releases[key]
+
+
+def sent(key: tuple) -> bool:
+    """Whether the draw ``key`` (:func:`draw_key`) has left the device in this session."""
+    return key in st.session_state.setdefault(SENT_KEY, set())
+
+
+def send(ctx: PTRContext, result: PTRResult, key: tuple, *, how: str) -> bool:
+    """Charge the session's ledger for the draw ``key`` leaving the device (``how``: "sent",
+    "downloaded"); once per draw — the same output again is post-processing and costs nothing.
+    True when this call charged it."""
+    done = st.session_state.setdefault(SENT_KEY, set())
+    if key in done:
+        return False
+    done.add(key)
+    _, eps, dlt, draw, label = key
+    what = "released" if result.released else "⊥"
+    ui.record_release(
+        image=ctx.image,
+        guarantee=result.guarantee,
+        label=f"{label}: PTR ε={eps:g}, δ={dlt:g}, R={ctx.radius:g}, draw {draw + 1} → {what} ({how})",
+    )
+    return True
 
 
 def as_tensor(value: Any) -> torch.Tensor:

@@ -34,6 +34,7 @@ import streamlit as st
 
 from privcore.errors import CheckpointError, DatasetUnavailableError, PrivcoreError
 from privcore.images import DecodedImage, decode_image
+from privlens.budget import spent_text
 from privlens.session import (
     ALPHA_GRID,
     CERTIFIER_CHOICES,
@@ -256,12 +257,11 @@ def sidebar() -> Settings:
         format_func=lambda m: m if m != "PTR" else "PTR (posthoc)",
         help=MECHANISM_HELP[s.mechanism],
     )
-    bound_widget(
-        "select_slider", "epsilon", "ε (privacy budget)", where=sb, options=EPSILON_GRID, format_func=fmt_num
-    )
-    bound_widget(
-        "select_slider", "delta", "δ (failure probability)", where=sb, options=DELTA_GRID, format_func=fmt_num
-    )
+    eps_label = "ε — PTR's parameter (a sent release spends 2ε)" if s.is_ptr else "ε — spent per sent release"
+    bound_widget("select_slider", "epsilon", eps_label, where=sb, options=EPSILON_GRID, format_func=fmt_num)
+    sb.caption(spent_text(settings()))
+    delta_label = "δ — PTR's parameter (spends δ/2)" if s.is_ptr else "δ — failure probability"
+    bound_widget("select_slider", "delta", delta_label, where=sb, options=DELTA_GRID, format_func=fmt_num)
     s = settings()
     if s.is_ptr:
         bound_widget(
@@ -398,6 +398,16 @@ def _load(dataset: str, model: str, directory: str) -> Any:
             module.eval()
             module.requires_grad_(False)
     return pipe
+
+
+def dataset_size(pipe: Any) -> int | None:
+    """Number of images (train + test) of the pipeline's dataset, from its obfuscator's card; None if
+    the card does not say."""
+    try:
+        data = pipe.cards["obfuscator"]["dataset"]
+        return int(data["n_train"]) + int(data["n_test"])
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
 
 
 def pipeline(s: Settings) -> Loaded | None:
@@ -619,8 +629,10 @@ def chart(fig: Any, *, name: str, data: Any = None, key: str | None = None) -> N
         )
 
 
-def download_json(label: str, doc: Any, *, file_name: str, key: str) -> None:
-    """A JSON download button."""
+def download_json(
+    label: str, doc: Any, *, file_name: str, key: str, on_click: Any = "ignore", **kwargs: Any
+) -> None:
+    """A JSON download button (``on_click``: a callback, e.g. charging the ledger, or "ignore")."""
     st.download_button(
         label,
         json.dumps(doc, indent=2, ensure_ascii=False),
@@ -628,7 +640,8 @@ def download_json(label: str, doc: Any, *, file_name: str, key: str) -> None:
         file_name=file_name,
         mime="application/json",
         key=key,
-        on_click="ignore",
+        on_click=on_click,
+        **kwargs,
     )
 
 

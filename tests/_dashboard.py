@@ -51,6 +51,21 @@ def app(page: str | None = None, *, query: dict[str, str] | None = None) -> AppT
     return at
 
 
+def send(at: AppTest) -> AppTest:
+    """Press the Release page's Send button (charges the ledger for the draw on screen)."""
+    at.button(key="send").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def send_ip(at: AppTest) -> AppTest:
+    """Press the Inference-privacy page's three Send buttons."""
+    for mech in ("Gauss-Input", "Gauss-Output", "Lap-Output"):
+        at.button(key=f"ip_send_{mech}").click().run()
+        assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def metric(at: AppTest, label: str) -> str:
     """The value of the metric called ``label``."""
     return next(m.value for m in at.metric if m.label == label)

@@ -218,3 +218,14 @@ def test_a_tampered_card_is_a_message_naming_the_field(
     for page in ("neighbourhood", "lipschitz", "attack", "home"):
         at.switch_page(str(ROOT / "pages" / f"{page}.py")).run()
         assert not at.exception, page
+
+
+def test_the_epsilon_slider_says_what_it_is_and_what_a_release_spends() -> None:
+    at = app("release", query={"eps": "2.0", "delta": "0.01", "R": "0.3"})
+    slider = at.sidebar.select_slider(key="w_epsilon")
+    assert "spends 2ε" in slider.label and "[0.01, 100]" in slider.help
+    captions = " ".join(c.value for c in at.sidebar.caption)
+    assert "(2ε, δ/2, R) = (4, 0.005, 0.3)" in captions and "Previews cost nothing" in captions
+    at.sidebar.selectbox(key="w_mechanism").set_value("Lap-Output").run()
+    assert "spent per sent release" in at.sidebar.select_slider(key="w_epsilon").label
+    assert "(ε, δ) = (2, 0) at α = 0.1 (ℓ1 on the input)" in " ".join(c.value for c in at.sidebar.caption)

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from privcore.mechanisms import GaussInput
-from tests._dashboard import app, figures, isolate
+from tests._dashboard import app, figures, isolate, send_ip
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +24,13 @@ def test_mechanisms_noise_and_chaining() -> None:
     gi = rows[rows["mechanism"].str.startswith("Gauss-Input")].iloc[0]
     assert gi["noise"] == f"σ = {GaussInput(epsilon=1.0, delta=1e-5, alpha=0.1).sigma:.4g} on pixels"
     assert gi["mechanism"].endswith("◀")  # the sidebar's mechanism is highlighted
-    assert len(rows) == 3 and len(at.session_state["privlens_ledger"]) == 3
+    assert len(rows) == 3 and not at.session_state.get("privlens_ledger")  # previews cost nothing
+    assert "nothing has left your device" in " ".join(c.value for c in at.caption)
+    send_ip(at)
+    assert len(at.session_state["privlens_ledger"]) == 3
+    assert at.button(key="ip_send_Lap-Output").disabled  # the same draw is not charged twice
+    at.run()
+    assert len(at.session_state["privlens_ledger"]) == 3  # re-rendering the same draws costs nothing
     per_draw = at.dataframe[1].value  # one draw per neighbourhood relation (issue 18): ℓ1, ℓ2, worst case
     assert list(per_draw["releases counted"]) == ["3 of 3", "2 of 3", "3 of 3"]
     assert list(per_draw["total ε = Σεᵢ"]) == [3.0, 2.0, 3.0] and set(per_draw["total δ = Σδᵢ"]) == {2e-5}
@@ -37,7 +43,10 @@ def test_mechanisms_noise_and_chaining() -> None:
     at.select_slider(key="w_alpha").set_value(0.2).run()
     noise = at.dataframe[0].value.iloc[0]["noise"]
     assert noise == f"σ = {GaussInput(epsilon=1.0, delta=1e-5, alpha=0.2).sigma:.4g} on pixels"
-    assert len(at.session_state["privlens_ledger"]) == 6  # three new draws at the new α
+    assert len(at.session_state["privlens_ledger"]) == 3  # three new draws at the new α: previews, free
+    send_ip(at)
+    assert len(at.session_state["privlens_ledger"]) == 6  # sent: charged again, as new draws
+    assert all("(sent)" in r["label"] for r in at.session_state["privlens_ledger"])
     assert len(at.get("plotly_chart")) == 2  # accuracy vs α and vs ε from ip.csv
 
 

@@ -23,6 +23,7 @@ from tests._dashboard import (
     metric,
     rgba_png,
     sample_png,
+    send,
     texts,
 )
 from tests.test_images import make_png
@@ -58,7 +59,12 @@ def test_sample_gives_release_or_bottom_with_its_numbers() -> None:
     phi_hat, threshold = float(metric(at, "φ̂ = φ + Lap")), float(metric(at, "threshold ln(1/δ)·b"))
     assert (phi_hat > threshold) == (outcome == "released")
     assert f"Any image whose embedding lies within ℓ∞ distance R = {R:g}" in texts(at)
-    assert len(_ledger(at)) == 1  # one release recorded
+    assert "nothing has left your device" in texts(at) and not _ledger(at)  # a preview costs nothing
+    send(at)
+    (row,) = _ledger(at)
+    g = row["guarantee"]
+    assert (g.epsilon, g.delta, g.radius) == (2.0, 0.025, R)  # (2ε, δ/2, R), posthoc Thm 4.4
+    assert "sent" in row["label"] and f"(2ε, δ/2, R) = (2, 0.025, {R:g})" in texts(at)
 
 
 def test_epsilon_and_delta_moves_redraw_without_any_solve(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -92,16 +98,20 @@ def test_epsilon_and_delta_moves_redraw_without_any_solve(monkeypatch: pytest.Mo
     assert calls == {"decide": 0, "compute_phi": 0}
     assert len(scales) == 3  # Δp·R/ε follows ε
     assert at.query_params["eps"] == "0.5" and at.query_params["delta"] == "0.01"
-    assert len(_ledger(at)) == 5  # 1 + 3 + 1 distinct releases
+    assert not _ledger(at)  # five previews, none sent: nothing charged
 
 
 def test_rerun_without_changes_draws_no_new_noise_and_resample_does() -> None:
-    at = app("release")
+    at = send(app("release"))
     first = metric(at, "φ̂ = φ + Lap")
+    assert at.button(key="send").disabled and len(_ledger(at)) == 1
     at.run()
-    assert metric(at, "φ̂ = φ + Lap") == first and len(_ledger(at)) == 1
+    assert metric(at, "φ̂ = φ + Lap") == first and len(_ledger(at)) == 1  # the same draw: free
     at.button(key="resample").click().run()
-    assert len(_ledger(at)) == 2
+    assert len(_ledger(at)) == 1 and not at.button(key="send").disabled  # a new draw: a free preview
+    send(at)
+    assert len(_ledger(at)) == 2  # sent: it costs again, and the ledger names the draw
+    assert ["draw 1" in _ledger(at)[0]["label"], "draw 2" in _ledger(at)[1]["label"]] == [True, True]
     draws = [r.phi_noisy for r in at.session_state["privlens_releases"].values()]
     # two draws of fresh secure noise: equal φ̂ has probability ~1e-9 (the sampler's grid)
     assert len(draws) == 2 and draws[0] != draws[1]
@@ -182,7 +192,7 @@ def test_certification_failure_releases_nothing(monkeypatch: pytest.MonkeyPatch)
 def test_downloads_are_offered() -> None:
     at = app("release")
     labels = {b.label for b in at.get("download_button")}
-    assert {"Release (JSON)", "Input (PNG)"} <= labels
+    assert {"Release (JSON): sends it", "Input (PNG)"} <= labels
 
 
 def test_inference_privacy_mechanism_points_to_its_page() -> None:
@@ -240,9 +250,10 @@ def test_a_new_upload_with_the_same_name_and_size_replaces_the_old_one() -> None
     assert len(a) == len(b) and a != b
     at = _upload(app("release"), "digit.png", a)
     _outcome(at)
-    key_a = _ledger(at)[-1]["image_key"]
+    key_a = send(at) and _ledger(at)[-1]["image_key"]
     at = _upload(at, "digit.png", b)  # same name, same size, other bytes
     _outcome(at)
+    send(at)
     current = at.session_state["privlens_images"]["digits"]
     assert current["data"] == b
     key_b = _ledger(at)[-1]["image_key"]
@@ -301,3 +312,28 @@ def test_an_upload_name_is_shown_never_rendered() -> None:
     titles = [json.loads(spec)["layout"]["title"]["text"] for spec in chart_specs(at)]
     assert any("&lt;b&gt;x&lt;/b&gt;.png" in t for t in titles), titles
     assert not any("<b>" in t for t in titles), titles
+
+
+def test_downloading_the_release_json_sends_it_once_and_the_png_is_free() -> None:
+    at = app("release")
+    buttons = {b.key: b for b in at.get("download_button")}
+    buttons["dl_input"].click().run()  # the user's own image: nothing leaves through it
+    assert not _ledger(at)
+    {b.key: b for b in at.get("download_button")}["dl_release"].click().run()
+    (row,) = _ledger(at)
+    assert "downloaded" in row["label"] and at.button(key="send").disabled
+    {b.key: b for b in at.get("download_button")}["dl_release"].click().run()  # the same file again
+    assert len(_ledger(at)) == 1
+
+
+def test_extreme_settings_are_warned_in_the_release_panel() -> None:
+    at = app("release", query={"eps": "20.0", "delta": "1e-05"})
+    warnings = " ".join(w.value for w in at.warning)
+    assert "ε = 40 is very large" in warnings and "e^40" in warnings  # PTR at ε = 20 spends 2ε
+    assert "δ = 5e-06" not in warnings
+    at.select_slider(key="w_delta").set_value(0.01).run()
+    warnings = " ".join(w.value for w in at.warning)
+    assert "δ = 0.005 is large" in warnings and "δ = 0.005 ≥ 1/n" in warnings  # n = 1797 digits
+    at.select_slider(key="w_epsilon").set_value(1.0).run()
+    at.select_slider(key="w_delta").set_value(1e-5).run()
+    assert not any("is very large" in w.value or "is large" in w.value for w in at.warning)
