@@ -17,7 +17,7 @@ from privcore.lipschitz.engine import lp_upper_bound
 from privcore.lipschitz.network import as_network
 from privcore.lipschitz.pattern_bnb import max_pattern_norm
 from privlens import ptr, ui
-from privlens.session import load_results
+from privlens.session import load_results, md_literal
 
 MULTIPLES = (0.125, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
 
@@ -184,22 +184,37 @@ if fig2 is None:
     ui.missing_results("fig2", loaded.dataset, "Fig. 2 results")
 else:
     f2 = go.Figure()
+    mine = f"{loaded.model} (this model, your image)"
     for r, grp in fig2.groupby("radius", sort=True):
         g = grp.sort_values("arl_alpha")
+        # each bar is another obfuscator, trained for Fig. 2: named by that model and its ARL weight α
+        names = [
+            f"{o} (α = {a:g})" if isinstance(o, str) else f"model with α = {a:g}"
+            for o, a in zip(g.get("obfuscator", [None] * len(g)), g["arl_alpha"], strict=True)
+        ]
+        own = table[(table["radius"] - float(r)).abs() <= 1e-9 * max(1.0, float(r))]
         f2.add_trace(
             go.Bar(
-                x=g["arl_alpha"].astype(str),
-                y=g["lipschitz_mean"],
+                x=[*names, *([mine] if not own.empty else [])],
+                y=[*g["lipschitz_mean"], *own["exact_upper"].iloc[:1]],
                 name=f"r = {r:g}",
-                error_y={"type": "data", "array": g["lipschitz_std"]},
+                error_y={"type": "data", "array": [*g["lipschitz_std"], *([0.0] if not own.empty else [])]},
             )
         )
+    n_points = sorted({int(v) for v in fig2["n_points"].dropna()}) if "n_points" in fig2 else []
     f2.update_layout(
         barmode="group",
-        title=f"Local Lipschitz constant vs ARL weight α — {loaded.dataset}",
-        xaxis_title="ARL weight α of the obfuscator",
+        title=f"Fig. 2 models (not {html.escape(loaded.model)}) vs ARL weight α — {loaded.dataset}",
+        xaxis_title="obfuscator trained for Fig. 2 (ARL weight α); last: this model",
         yaxis_title="mean certified L(f, B(z, r)) ± std",
         legend_title_text="radius",
         xaxis_type="category",
     )
     ui.chart(f2, name=f"fig2-{loaded.dataset}", data=fig2)
+    st.caption(
+        f"These bars are **other obfuscators**, trained for posthoc Fig. 2 with different ARL weights α — "
+        f"not {md_literal(loaded.model)} — each the mean over "
+        f"{', '.join(map(str, n_points)) or 'several'} test points; their L is not this model's. The last "
+        f"group, where the radius is on this page's grid, is {md_literal(loaded.model)} around your image "
+        "(the chart above)."
+    )

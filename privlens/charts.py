@@ -4,18 +4,20 @@ Plotly places a shape on a log axis at its data value but an annotation at log10
 given the data value (what ``add_vline(annotation_text=…)`` does) lands at 10^x — at ε = 2 the
 axis stretched to 100, at ε = 20 to 10^20. :func:`mark_x` writes each in its own coordinates and
 names the line in the legend; :func:`log_range` is a log axis's range (also in log10 units) that
-shows every plotted value and the marked one.
+shows every plotted value and the marked one; :func:`grid_position` and :func:`interpolate` place a
+setting between a heatmap's measured cells.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
 
-__all__ = ["hline_trace", "log_range", "mark_x"]
+__all__ = ["grid_position", "hline_trace", "interpolate", "log_range", "mark_x"]
 
 
 def mark_x(
@@ -52,3 +54,35 @@ def log_range(values: Iterable[float], *, pad: float = 0.1) -> list[float]:
     if not vs:
         raise ValueError("log_range needs at least one positive finite value")
     return [math.log10(min(vs)) - pad, math.log10(max(vs)) + pad]
+
+
+def grid_position(grid: Sequence[float], value: float, *, log: bool) -> float | None:
+    """Where ``value`` sits among the increasing finite ``grid`` points, as a fractional index
+    (2.0 on the third point, 2.5 halfway to the fourth — halfway in log10 when ``log``); None when
+    it lies outside them. For marking a setting between a heatmap's measured cells."""
+    pts = [float(g) for g in grid]
+    v = float(value)
+    for i, (a, b) in enumerate(itertools.pairwise(pts)):
+        if not (math.isfinite(a) and math.isfinite(b)):
+            break
+        if a <= v <= b:
+            if v == a:
+                return float(i)
+            if log:
+                return i + (math.log10(v) - math.log10(a)) / (math.log10(b) - math.log10(a))
+            return i + (v - a) / (b - a)
+    return float(len(pts) - 1) if pts and v == pts[-1] else None
+
+
+def interpolate(values: Any, row: float, col: float) -> float:
+    """Bilinear interpolation of a 2-D array at the fractional (row, col) position (NaN when a
+    neighbouring cell is NaN): the estimate between measured cells, never a measurement."""
+    import numpy as np
+
+    arr = np.asarray(values, dtype=float)
+    r0, c0 = math.floor(row), math.floor(col)
+    r1, c1 = min(r0 + 1, arr.shape[0] - 1), min(c0 + 1, arr.shape[1] - 1)
+    tr, tc = row - r0, col - c0
+    top = (1 - tc) * arr[r0, c0] + tc * arr[r0, c1] if tc else arr[r0, c0]
+    bottom = (1 - tc) * arr[r1, c0] + tc * arr[r1, c1] if tc else arr[r1, c0]
+    return float((1 - tr) * top + tr * bottom if tr else top)
