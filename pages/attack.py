@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from privcore.attacks.metrics import ImageMetrics, image_metrics, mean_image_baseline
+from privcore.attacks import ImageMetrics, image_metrics, mean_image_baseline
 from privcore.errors import DatasetUnavailableError
 from privcore.images import encode_png
 from privlens import charts, ptr, ui

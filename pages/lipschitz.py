@@ -11,11 +11,14 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from privcore.errors import CertificationError
-from privcore.lipschitz.bounds import global_upper_bound, interval_upper_bound
-from privcore.lipschitz.certifier import Certifier
-from privcore.lipschitz.engine import lp_upper_bound
-from privcore.lipschitz.network import as_network
-from privcore.lipschitz.pattern_bnb import max_pattern_norm
+from privcore.lipschitz import (
+    Certifier,
+    as_network,
+    global_upper_bound,
+    interval_upper_bound,
+    lp_upper_bound,
+    max_pattern_norm,
+)
 from privlens import ptr, ui
 from privlens.session import load_results, md_literal
 

@@ -15,7 +15,8 @@ import streamlit as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # standalone `streamlit run pages/...`
 
-from privcore.lab.explore import (
+from privcore.lab import (
+    QUERIES,
     available_models,
     compare,
     fig5_curves,
@@ -23,7 +24,6 @@ from privcore.lab.explore import (
     load_model,
     query_label,
 )
-from privcore.lab.queries import QUERIES
 from privlens import charts
 
 EPSILONS = [0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 10.0]

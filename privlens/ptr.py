@@ -22,7 +22,7 @@ import streamlit as st
 import torch
 
 from privcore.errors import CertificationError
-from privcore.lipschitz.certifier import Certifier, cached_phi
+from privcore.lipschitz import Certifier, cached_phi
 from privcore.mechanisms import PhiResult, PTRResult, bisection_decisions, propose_test_release
 from privlens import ui
 from privlens.deployment import image_cache

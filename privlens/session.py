@@ -192,7 +192,7 @@ def ledger_of(rows: Sequence[Mapping[str, Any]]) -> Any:
     totals would leave that release out, so none are given.
     """
     from privcore.accounting import PrivacyLedger
-    from privcore.mechanisms.guarantee import Guarantee
+    from privcore.mechanisms import Guarantee
 
     ledger = PrivacyLedger()
     for n, row in enumerate(rows):

@@ -44,6 +44,7 @@ __all__ = [
     "fig5_curves",
     "fresh_dataset",
     "load_model",
+    "query_label",
 ]
 
 _ROOT = Path(__file__).resolve().parents[2]
