@@ -118,6 +118,7 @@ else:
         },
         legend_title_text="marker",
         legend={"orientation": "h", "y": -0.2},
+        showlegend=True,
     )
     ui.chart(fig, name=f"attack-{metric}-{dataset}", data=grid.reset_index())
     baseline = _baseline(dataset)

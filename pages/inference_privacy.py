@@ -291,14 +291,12 @@ else:
             )
         charts.mark_x(fig, current, f"current {symbol} = {current:g}", log=True)
         unit = "ℓ2 pixels for Gauss-*, ℓ1 for Lap-Output; " if sweep == "alpha" else ""
-        xrange = charts.log_range([*span, current])
         fig.update_layout(
             title=f"{dataset}: {title}",
             xaxis_title=f"{symbol} ({unit}log scale)",
-            xaxis_range=xrange,
-            xaxis_type="log",
             yaxis_title="test accuracy (mean ± std over noise draws)",
             legend_title_text="mechanism",
             yaxis_range=[0, 1],
         )
+        charts.log_axis(fig, [*span, current])
         ui.chart(fig, name=f"ip-{sweep}-{dataset}", data=part)

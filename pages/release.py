@@ -145,7 +145,7 @@ if result.released:
     rec = pipe.reconstruct(ptr.as_tensor(result.value))[0] if pipe.attacker is not None else None
     if rec is not None:
         attack_png = encode_png(rec, scale=scale)
-        cols[2].image(attack_png, caption="Attacker's reconstruction from the release", width=160)
+        cols[2].image(attack_png, caption="Attacker's reconstruction from this draw", width=160)
     else:
         cols[2].info("No attacker is shipped for this model.")
 else:

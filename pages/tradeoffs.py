@@ -36,7 +36,7 @@ def _mark_current(fig: go.Figure) -> None:
     """The sidebar's ε as a named line, and an x range showing it and every plotted point."""
     xs = [v for t in fig.data if t.x is not None for v in t.x if v is not None]
     charts.mark_x(fig, s.epsilon, f"current ε = {s.epsilon:g}", log=True)
-    fig.update_xaxes(range=charts.log_range([*xs, s.epsilon]))
+    charts.log_axis(fig, [*xs, s.epsilon])
 
 
 curves: dict[str, pd.DataFrame] = {}

@@ -17,7 +17,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-__all__ = ["grid_position", "hline_trace", "interpolate", "log_range", "mark_x"]
+__all__ = ["grid_position", "hline_trace", "interpolate", "log_axis", "log_range", "mark_x"]
 
 
 def mark_x(
@@ -86,3 +86,16 @@ def interpolate(values: Any, row: float, col: float) -> float:
     top = (1 - tc) * arr[r0, c0] + tc * arr[r0, c1] if tc else arr[r0, c0]
     bottom = (1 - tc) * arr[r1, c0] + tc * arr[r1, c1] if tc else arr[r1, c0]
     return float((1 - tr) * top + tr * bottom if tr else top)
+
+
+def log_axis(fig: go.Figure, values: Iterable[float], *, pad: float = 0.1) -> None:
+    """Make the x axis logarithmic over :func:`log_range` of ``values``, ticks at 1-2-5 steps
+    (plotly's default labels 20 as "2" and 0.8 as "8")."""
+    lo, hi = log_range(values, pad=pad)
+    ticks = [
+        m * 10.0**e
+        for e in range(math.floor(lo) - 1, math.ceil(hi) + 1)
+        for m in (1, 2, 5)
+        if lo <= math.log10(m * 10.0**e) <= hi
+    ]
+    fig.update_xaxes(type="log", range=[lo, hi], tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])

@@ -145,7 +145,7 @@ def outcome_summary(result: Any) -> OutcomeText:
             released=True,
             headline="Released",
             detail=(
-                f"The noisy test passed, so the obfuscated vector was released with Laplace noise of "
+                f"The noisy test passed: the output is the obfuscated vector plus Laplace noise of "
                 f"scale {result.noise_scale_effective:.4g} per coordinate."
             ),
             test=test,
