@@ -24,7 +24,7 @@ from privcore.lab import (
     load_model,
     query_label,
 )
-from privlens import charts
+from privlens import charts, ui
 
 EPSILONS = [0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 10.0]
 KINDS = {
@@ -32,6 +32,7 @@ KINDS = {
     "exponential": "learned exponential: P ∝ exp(ε·u/(2kc))",
 }
 
+ui.page_setup()
 st.title("Mechanism lab")
 st.caption(
     "Learned differentially private mechanisms (Shavit & Gjura 2019): a network whose Lipschitz constant is "
@@ -54,8 +55,9 @@ with c2:
 with c3:
     ks = sorted(models[(models["kind"] == kind) & (models["query"] == query)]["k"].tolist())
     k = st.select_slider("k (Lipschitz bound)", options=ks, value=ks[len(ks) // 2], key="lab_k")
-with c4:
-    epsilon = st.select_slider("ε", options=EPSILONS, value=1.0, key="lab_epsilon")
+with c4:  # the shared ε: moving it here moves the sidebar's, and the other way round
+    epsilon = ui.bound_widget("select_slider", "epsilon", "ε (shared with the sidebar)", options=EPSILONS,
+                              suffix="_lab", format_func=ui.fmt_num)
 
 d1, d2 = st.columns(2)
 with d1:

@@ -240,14 +240,15 @@ def sidebar() -> Settings:
         options=tuple(models),
         help="Datasets with shipped models. digits (8×8, scikit-learn) is embedded and always works.",
     )
-    bound_widget(
-        "selectbox",
-        "model",
-        "Model (obfuscator)",
-        where=sb,
-        options=models.get(s.dataset, (s.model,)),
-        help="Representation from the models/ cards: β-VAE embedder + obfuscator (posthoc Table 1).",
-    )
+    if s.is_ptr:  # the obfuscator matters to posthoc PTR only
+        bound_widget(
+            "selectbox",
+            "model",
+            "Model (obfuscator)",
+            where=sb,
+            options=models.get(s.dataset, (s.model,)),
+            help="Representation from the models/ cards: β-VAE embedder + obfuscator (posthoc Table 1).",
+        )
     bound_widget(
         "selectbox",
         "mechanism",

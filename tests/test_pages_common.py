@@ -229,3 +229,10 @@ def test_the_epsilon_slider_says_what_it_is_and_what_a_release_spends() -> None:
     at.sidebar.selectbox(key="w_mechanism").set_value("Lap-Output").run()
     assert "spent per sent release" in at.sidebar.select_slider(key="w_epsilon").label
     assert "(ε, δ) = (2, 0) at α = 0.1 (ℓ1 on the input)" in " ".join(c.value for c in at.sidebar.caption)
+
+
+def test_the_obfuscator_selector_is_shown_for_ptr_only() -> None:
+    at = app("inference_privacy", query={"mech": "Gauss-Output"})
+    assert not [w for w in at.sidebar.selectbox if w.key == "w_model"]
+    at.sidebar.selectbox(key="w_mechanism").set_value("PTR").run()
+    assert at.sidebar.selectbox(key="w_model").value == "ARL-C-N"
