@@ -201,13 +201,15 @@ def _shown(text: str, *, limit: int = SHOWN_CHARS, quote: bool = False) -> str:
 class QueryProblem:
     """A URL parameter the dashboard cannot use: the ``key`` as written, its ``value``, what is
     ``allowed`` and what the sidebar shows ``instead``; ``field`` is the setting concerned (None
-    for an unknown key)."""
+    for an unknown key); ``conflict`` the other (key, value) that gave the same setting otherwise.
+    Only ``key``, ``value`` and ``conflict`` hold text from the URL."""
 
     key: str
     value: str
     allowed: str
     instead: str
     field: str | None
+    conflict: tuple[str, str] | None = None
 
     @property
     def message(self) -> str:
@@ -215,10 +217,21 @@ class QueryProblem:
         given = md_code(f"{_shown(self.key)}={_shown(self.value, quote=True)}")
         if self.field is None:
             return f"Unknown URL parameter {given}: known parameters are {self.allowed}."
+        if self.conflict is not None:
+            other = md_code(f"{_shown(self.conflict[0])}={_shown(self.conflict[1], quote=True)}")
+            return (
+                f"URL parameters {other} and {given} set the same thing twice ({self.allowed}); "
+                f"the sidebar shows {self.instead} instead."
+            )
         return (
             f"URL parameter {given} is not allowed ({self.allowed}); "
             f"the sidebar shows {self.instead} instead."
         )
+
+
+def _instead(field: str, value: Any) -> str:
+    """What the sidebar shows for ``field`` (a default or a validated value, never URL text)."""
+    return f"{PARAMS[field].symbol} = {value:g}" if field in PARAMS else f"{field} = {value}"
 
 
 def _known_keys() -> str:
@@ -249,8 +262,9 @@ def settings_from_query(
         return None if v is None else str(v)
 
     def refuse(field: str, key: str, text: str, allowed: str, fallback: Any) -> None:
-        shown = f"{PARAMS[field].symbol} = {fallback:g}" if field in PARAMS else f"{field} = {fallback}"
-        problems.append(QueryProblem(key=key, value=text, allowed=allowed, instead=shown, field=field))
+        problems.append(
+            QueryProblem(key=key, value=text, allowed=allowed, instead=_instead(field, fallback), field=field)
+        )
 
     given: dict[str, tuple[str, str]] = {}  # field -> (key, text)
     for name, keys in _QUERY_KEYS.items():
@@ -261,9 +275,10 @@ def settings_from_query(
                 QueryProblem(
                     key=second[0],
                     value=str(second[1]),
-                    allowed=f"one value; {first[0]}={first[1]!r} says otherwise",
-                    instead=f"{name} = {values[name]}",
+                    allowed="give it once" + (f", as {PARAMS[name].allowed}" if name in PARAMS else ""),
+                    instead=_instead(name, values[name]),
                     field=name,
+                    conflict=(first[0], str(first[1])),
                 )
             )
             continue

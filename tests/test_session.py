@@ -112,6 +112,15 @@ def test_aliases_are_read_and_conflicts_are_problems() -> None:
     assert (s.epsilon, s.radius, s.mechanism, s.certifier) == (2.0, 0.3, "Lap-Output", "lp")
     s, problems = settings_from_query({"eps": "2", "epsilon": "3"}, default=DEFAULT, models=MODELS)
     assert s.epsilon == DEFAULT.epsilon and len(problems) == 1 and problems[0].field == "epsilon"
+    assert "` eps='2' ` and ` epsilon='3' ` set the same thing twice" in problems[0].message
+    # both values come from the URL: each is a code span, never rendered
+    _, (p,) = settings_from_query(
+        {"eps": "[x](https://evil.example)", "epsilon": "1"}, default=DEFAULT, models=MODELS
+    )
+    import re
+
+    out = _render(p.message)
+    assert "<a" not in out and "evil.example" not in re.sub(r"<code>.*?</code>", "", out), out
     s, problems = settings_from_query({"eps": "2", "epsilon": "2"}, default=DEFAULT, models=MODELS)
     assert s.epsilon == 2.0 and problems == ()
     # Streamlit's own embedding parameters are not ours to refuse
