@@ -10,9 +10,9 @@ from __future__ import annotations
 import streamlit as st
 
 from privcore.errors import PrivcoreError
-from privcore.images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, encode_png
-from privlens import budget, ptr, ui
-from privlens.session import md_literal, outcome_summary, plain_guarantee, release_document
+from privcore.images import encode_png
+from privlens import budget, ptr, ui, upload
+from privlens.session import outcome_summary, plain_guarantee, release_document
 
 s = ui.page_setup()
 st.title("Release")
@@ -43,77 +43,7 @@ shape = tuple(pipe.image_shape)
 
 # ----------------------------------------------------------------------------------- input
 st.subheader("1 · Your image")
-images = st.session_state.setdefault(ui.IMAGE_KEY, {})
-current = images.get(loaded.dataset)
-source_default = 1 if current is not None and current.get("source") == "upload" else 0
-source = st.radio(
-    "Image source",
-    ("Shipped sample", "Upload your own"),
-    index=source_default,
-    horizontal=True,
-    key="release_source",
-    label_visibility="collapsed",
-)
-if source == "Shipped sample":
-    shipped = ui.samples(loaded.dataset)
-    if not shipped:
-        st.warning(f"No sample images ship for {loaded.dataset}; upload one instead.")
-        st.stop()
-    names = [x.name for x in shipped]
-    chosen = current["name"] if current is not None and current["name"] in names else names[0]
-    pick = st.selectbox(
-        f"Sample from the {loaded.dataset} test set (label-index)",
-        names,
-        index=names.index(chosen),
-        key="release_sample",
-    )
-    if current is None or current["name"] != pick or current["source"] != "sample":
-        sample = shipped[names.index(pick)]
-        ui.set_image(loaded.dataset, name=sample.name, data=sample.data(), source="sample")
-else:
-    c, h, w = shape
-    upload = st.file_uploader(
-        f"PNG or JPEG, at most {DEFAULT_MAX_BYTES // (1 << 20)} MiB and {DEFAULT_MAX_PIXELS:,} pixels; it is "
-        f"converted to what the model sees ({'grey' if c == 1 else 'colour'}, {w}×{h}).",
-        type=["png", "jpg", "jpeg"],
-        key="release_upload",
-    )
-    invert = st.checkbox(
-        "Invert (for dark-on-light drawings)",
-        key="release_invert",
-        help="The training images are light on a dark background.",
-    )
-    if upload is None:
-        if current is None or current.get("source") != "upload":
-            st.info("Choose a file to see its release.")
-            st.stop()
-        st.caption(
-            f"Showing your earlier upload {md_literal(current['name'])} (kept for this session only); "
-            "choose a file to replace it."
-        )
-    else:
-        # an upload is identified by its bytes (a new file with the previous one's name and size is new)
-        # and decoded once: this check and every later use share ui.decode's result
-        data = upload.getvalue()
-        digest = ui.content_digest(data)
-        try:
-            ui.decode(data, shape, invert=invert, sha256=digest)
-        except ValueError as exc:
-            st.error(f"**This file cannot be used: {md_literal(exc, limit=500)}.** Nothing was released.")
-            st.stop()
-        if current is None or (current.get("source"), current.get("sha256"), current.get("invert")) != (
-            "upload",
-            digest,
-            bool(invert),
-        ):
-            ui.set_image(
-                loaded.dataset, name=upload.name, data=data, source="upload", invert=invert, sha256=digest
-            )
-
-image = ui.current_image(loaded.dataset, shape)
-if image is None:
-    st.error("The current image could not be decoded; pick another one. Nothing was released.")
-    st.stop()
+image = upload.pick_image(loaded.dataset, shape, key="release")
 for note in image.decoded.notes:
     st.warning(f"Note: {note}")
 
