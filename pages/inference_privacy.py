@@ -12,7 +12,7 @@ import streamlit as st
 
 from privcore.accounting import chaining, chaining_hops
 from privcore.images import encode_png
-from privlens import budget, charts, ui, upload
+from privlens import budget, charts, checks, ui, upload
 from privlens import ip as iplens
 from privlens.session import (
     ALPHA_GRID,
@@ -61,6 +61,7 @@ if ip is not None:
     image = upload.pick_image(dataset, ip.image_shape, key="ip")
     for note in image.decoded.notes:
         st.warning(f"Note: {note}")
+    checks.confirm(dataset, image, key="ip")  # blank or out of domain: stop until confirmed
     names = ip.class_names
     plans = iplens.plans(ip, s)
     draws = {n: iplens.draw(image, p, s) for n, p in plans.items() if isinstance(p, iplens.Plan)}

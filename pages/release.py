@@ -11,7 +11,7 @@ import streamlit as st
 
 from privcore.errors import PrivcoreError
 from privcore.images import encode_png
-from privlens import budget, ptr, ui, upload
+from privlens import budget, checks, ptr, ui, upload
 from privlens.session import outcome_summary, plain_guarantee, release_document
 
 s = ui.page_setup()
@@ -46,6 +46,7 @@ st.subheader("1 · Your image")
 image = upload.pick_image(loaded.dataset, shape, key="release")
 for note in image.decoded.notes:
     st.warning(f"Note: {note}")
+checks.confirm(loaded.dataset, image, key="release")  # blank or out of domain: stop until confirmed
 
 # ------------------------------------------------------------------------------ certification
 ctx = ptr.context(s, loaded, image)

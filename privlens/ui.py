@@ -401,6 +401,11 @@ def _load(dataset: str, model: str, directory: str) -> Any:
     return pipe
 
 
+def load(dataset: str, model: str, directory: str) -> Any:
+    """The pipeline of (dataset, model) from ``directory``, loaded once per process (errors raised)."""
+    return _load(dataset, model, directory)
+
+
 def dataset_size(pipe: Any) -> int | None:
     """Number of images (train + test) of the pipeline's dataset, from its obfuscator's card; None if
     the card does not say."""

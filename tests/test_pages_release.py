@@ -117,10 +117,24 @@ def test_rerun_without_changes_draws_no_new_noise_and_resample_does() -> None:
     assert len(draws) == 2 and draws[0] != draws[1]
 
 
-def _upload(at: AppTest, name: str, data: bytes, mime: str = "image/png") -> AppTest:
+def _upload(
+    at: AppTest, name: str, data: bytes, mime: str = "image/png", *, confirm: bool = False
+) -> AppTest:
     at.radio(key="release_source").set_value("Upload your own").run()
     at.file_uploader(key="release_upload").upload(name, data, mime).run()
     assert not at.exception, [e.value for e in at.exception]
+    if confirm:
+        _confirm(at)
+    return at
+
+
+def _confirm(at: AppTest) -> AppTest:
+    """Press "Use this image anyway" if the page asks (a synthetic test image is out of domain)."""
+    for b in at.button:
+        if "_confirm_" in (b.key or ""):
+            b.click().run()
+            assert not at.exception, [e.value for e in at.exception]
+            break
     return at
 
 
@@ -169,7 +183,7 @@ def test_bad_upload_is_refused_and_nothing_released(name: str, data: bytes, mess
     ],
 )
 def test_alpha_and_16bit_uploads_are_converted_and_said_so(name: str, data: bytes, note: str) -> None:
-    at = _upload(app("release"), name, data)
+    at = _upload(app("release"), name, data, confirm=True)
     assert any(note in w.value for w in at.warning), [w.value for w in at.warning]
     _outcome(at)
 
@@ -248,10 +262,10 @@ def test_a_new_upload_with_the_same_name_and_size_replaces_the_old_one() -> None
     second[1:7, 1:7] = 255  # a block
     a, b = _stored_png(first), _stored_png(second)
     assert len(a) == len(b) and a != b
-    at = _upload(app("release"), "digit.png", a)
+    at = _upload(app("release"), "digit.png", a, confirm=True)
     _outcome(at)
     key_a = send(at) and _ledger(at)[-1]["image_key"]
-    at = _upload(at, "digit.png", b)  # same name, same size, other bytes
+    at = _upload(at, "digit.png", b, confirm=True)  # same name, same size, other bytes
     _outcome(at)
     send(at)
     current = at.session_state["privlens_images"]["digits"]
@@ -274,7 +288,7 @@ def test_an_upload_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(ui, "decode_image", counting)  # every decode, by the pages or by privlens
     monkeypatch.setattr(privcore.images, "decode_image", counting)
-    at = _upload(app("release"), "ramp.png", data)
+    at = _upload(app("release"), "ramp.png", data, confirm=True)
     _outcome(at)
     at.select_slider(key="w_epsilon").set_value(2.0).run()  # a rerun with the same upload in the widget
     at.switch_page(str(ROOT / "pages" / "neighbourhood.py")).run()
@@ -289,7 +303,7 @@ def test_a_long_thin_png_is_released_or_refused_cheaply() -> None:
 
     buf = io.BytesIO()
     Image.fromarray(np.full((40_000, 1), 255, np.uint8)).save(buf, format="PNG", optimize=True)
-    at = _upload(app("release"), "line.png", buf.getvalue())  # 11.9 GiB asked before, a traceback
+    at = _upload(app("release"), "line.png", buf.getvalue(), confirm=True)  # 11.9 GiB asked before
     assert any("padded from 1×40000" in w.value for w in at.warning), [w.value for w in at.warning]
     _outcome(at)
 
@@ -337,3 +351,33 @@ def test_extreme_settings_are_warned_in_the_release_panel() -> None:
     at.select_slider(key="w_epsilon").set_value(1.0).run()
     at.select_slider(key="w_delta").set_value(1e-5).run()
     assert not any("is very large" in w.value or "is large" in w.value for w in at.warning)
+
+
+def test_a_blank_or_off_domain_upload_needs_a_confirmation_before_anything_is_released() -> None:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.zeros((8, 8), np.uint8)).save(buf, format="PNG")  # all black: a blank decode
+    at = app("release")
+    drawn = len(at.session_state["privlens_releases"])  # the shipped sample's preview
+    at = _upload(at, "blank.png", buf.getvalue())
+    text = " ".join(w.value for w in at.warning)
+    assert "does not look like the digits images" in text and "nearly uniform" in text
+    assert not at.metric and not at.success and not at.status  # not even certified
+    assert len(at.session_state["privlens_releases"]) == drawn  # no draw for the blank image
+    _confirm(at)
+    _outcome(at)  # confirmed: the page runs
+    assert "You confirmed this image" in texts(at)
+    rng = np.random.default_rng(0)  # a noisy 64×64 "photo": beyond the test data's 99.9th percentiles
+    buf = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (64, 64), dtype=np.uint8)).save(buf, format="PNG")
+    at = _upload(at, "photo.png", buf.getvalue())
+    assert any("99.9th percentile" in w.value for w in at.warning) and not at.metric
+
+
+def test_a_shipped_sample_needs_no_confirmation() -> None:
+    at = app("release")
+    assert not any("does not look like" in w.value for w in at.warning)
+    _outcome(at)
