@@ -11,8 +11,14 @@ import streamlit as st
 
 from privcore.errors import PrivcoreError
 from privcore.images import encode_png
-from privlens import budget, checks, ptr, ui, upload
-from privlens.session import outcome_summary, plain_guarantee, release_document
+from privlens import budget, checks, live, ptr, ui, upload
+from privlens.session import (
+    load_results,
+    outcome_summary,
+    plain_guarantee,
+    release_document,
+    release_probability,
+)
 
 s = ui.page_setup()
 st.title("Release")
@@ -121,6 +127,27 @@ if result.released:
             else "."
         )
     )
+st.markdown("**At this setting** (follows the sliders):")
+lv = st.columns(3)
+p_release = release_probability(phi.phi, epsilon=s.epsilon, delta=s.delta, radius=ctx.radius, zeta=phi.zeta)
+lv[0].metric(
+    "P[this image is released]",
+    f"{100 * p_release:.1f} %",
+    help="P[φ + Lap((R+ζ)/ε) > ln(1/δ)·(R+ζ)/ε] from this image's certified φ (posthoc Alg. 1).",
+)
+acc = live.accuracy_at(
+    load_results(loaded.dataset, "table1"), model=loaded.model, certifier=ctx.certifier, epsilon=s.epsilon
+)
+if acc is None:
+    lv[1].metric("model accuracy at this ε", "—", help="Not measured at this ε (Trade-offs page).")
+else:
+    ci = "" if acc.low is None else f" [{acc.low:.3f}, {acc.high:.3f}]"
+    lv[1].metric("model accuracy at this ε", f"{acc.value:.3f}{ci}", help=f"Test accuracy, {acc.how}.")
+ssim = live.attack_at(load_results(loaded.dataset, "attack"), radius=ctx.radius, epsilon=s.epsilon)
+if ssim is None:
+    lv[2].metric("attacker's SSIM at (R, ε)", "—", help="Not measured at this (R, ε) (Attack page).")
+else:
+    lv[2].metric("attacker's SSIM at (R, ε)", f"{ssim.value:.3f}", help=f"Mean over test images, {ssim.how}.")
 r_star = "—" if phi.r_star is None else f"{phi.r_star:.4g}"
 st.caption(
     f"φ = max(R*/2, R* − R) with R* = {r_star}, the largest certified radius whose local Lipschitz "
