@@ -11,8 +11,9 @@ import streamlit as st
 
 from privcore.errors import PrivcoreError
 from privcore.images import encode_png
-from privlens import budget, checks, live, ptr, ui, upload
+from privlens import budget, checks, live, ptr, report, ui, upload
 from privlens.session import (
+    ledger_totals,
     load_results,
     outcome_summary,
     plain_guarantee,
@@ -227,6 +228,45 @@ if attack_png is not None:
         key="dl_attack",
         on_click="ignore",
     )
+
+
+ledger_now = list(ui.ledger_rows())  # read here: the download runs outside this script's session
+
+
+def _report() -> str:
+    """The session report, built when the user downloads it (Streamlit calls this lazily, outside the
+    script run: it uses only what this run captured)."""
+    table1 = load_results(loaded.dataset, "table1")
+    curve = report.accuracy_figure(table1, model=loaded.model, epsilon=s.epsilon)
+    try:
+        totals = ledger_totals(ledger_now)
+    except ValueError:
+        totals = []
+    return report.session_report(
+        settings=s,
+        guarantee_text=budget.spent_text(s) + " " + plain_guarantee(g),
+        image_name=image.name,
+        input_png=views.input_png,
+        release=doc if already_sent else None,
+        attacker_png=attack_png if already_sent else None,
+        figures=[] if curve is None else [curve],
+        ledger=ledger_now,
+        totals=totals,
+        warnings=budget.extreme_warnings(g, n=ui.dataset_size(pipe)),
+    )
+
+
+st.download_button(
+    "Session report (HTML)",
+    _report,
+    icon=":material/summarize:",
+    file_name="privlens-session-report.html",
+    mime="text/html",
+    key="dl_report",
+    on_click="ignore",
+    help="Settings, guarantee, the sent release and the attacker's view of it, the curve at this ε and the "
+    "ledger, in one file. A preview that was not sent is left out.",
+)
 if already_sent:
     st.success(
         f"Sent: this draw is in the session ledger, charged ({g.epsilon:g}, {g.delta:g}, {ctx.radius:g}) "

@@ -155,7 +155,7 @@ def test_upload_release_and_move_epsilon(server: str, tmp_path: Path) -> None:
     assert shutil.which("make")
 
 
-def test_bad_link_releases_nothing_and_a_preview_costs_nothing(server: str) -> None:
+def test_bad_link_releases_nothing_and_a_preview_costs_nothing(server: str, tmp_path: Path) -> None:
     """``/release?eps=-1``: an error at the top names the parameter, its value and the range, and no
     certification or outcome appears; fixed in the sidebar, the page shows a preview that says nothing
     left the device, the Accountant's ledger stays empty until Send is pressed, then holds one release."""
@@ -192,8 +192,20 @@ def test_bad_link_releases_nothing_and_a_preview_costs_nothing(server: str) -> N
             )
             _settled(page)
             page.screenshot(path=str(SHOTS / "06-release-sent.png"), full_page=True)
+            with page.expect_download(timeout=60_000) as download:
+                page.get_by_role("button", name="Session report (HTML)").click()
+            assert download.value.suggested_filename == "privlens-session-report.html"
+            saved = tmp_path / download.value.suggested_filename
+            download.value.save_as(saved)
+            report = saved.read_text(encoding="utf-8")
+            ok = "privlens session report" in report and "privlens.release/1" in report  # the sent release
+            assert ok and "current \\u03b5 = 1" in report and "(sent)" in report, "report lacks parts"
+            report_page = browser.new_page()
+            report_page.goto(saved.as_uri())  # it opens
+            expect(report_page.locator("h1")).to_have_text("privlens session report")
+            report_page.close()
             nav.get_by_role("link", name="Accountant").click()
-            expect(page.get_by_text("Composed per image", exact=False)).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("Composed per image", exact=True)).to_be_visible(timeout=60_000)
             _settled(page)
             page.screenshot(path=str(SHOTS / "07-accountant-one-release.png"), full_page=True)
         finally:
