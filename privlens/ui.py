@@ -69,6 +69,22 @@ MECHANISM_HELP = {
     "Gauss-Output": "IP paper Def. 4: C(x) + N(0, σ²), α in ℓ2 on the input",
     "Lap-Output": "IP paper Def. 3: C(x) + Lap(μ₁α/ε), α in ℓ1 on the input",
 }
+EPS_HELP = (
+    "How much one release may tell about your image, in plain words: no output becomes more than e^ε times "
+    "more likely for your image than for a protected neighbour. Smaller is more private and noisier."
+)
+DELTA_HELP = (
+    "The probability that the guarantee fails outright. Keep it tiny: well below 1/n for a dataset of n "
+    "images (the paper's PTR value 0.05 is large)."
+)
+RADIUS_HELP = (
+    "Which images are protected from each other: those whose embeddings lie within R (largest coordinate "
+    "difference). A larger R protects more images but is refused (⊥) more often; see the Neighbourhood page."
+)
+ALPHA_HELP = (
+    "Which inputs are protected from each other: images within distance α of yours, in pixels in [0, 1] "
+    "(ℓ2 for the Gaussian mechanisms, ℓ1 for Lap-Output). A larger α protects more but needs more noise."
+)
 CERTIFIER_HELP = (
     "How φ's local Lipschitz bounds are certified: exact = LipMIP to optimality (most releases, slowest); "
     "lp / interval = monotone relaxations (fast, fewer releases). All three are private."
@@ -259,10 +275,26 @@ def sidebar() -> Settings:
         help=MECHANISM_HELP[s.mechanism],
     )
     eps_label = "ε — PTR's parameter (a sent release spends 2ε)" if s.is_ptr else "ε — spent per sent release"
-    bound_widget("select_slider", "epsilon", eps_label, where=sb, options=EPSILON_GRID, format_func=fmt_num)
+    bound_widget(
+        "select_slider",
+        "epsilon",
+        eps_label,
+        where=sb,
+        options=EPSILON_GRID,
+        format_func=fmt_num,
+        help=EPS_HELP,
+    )
     sb.caption(spent_text(settings()))
     delta_label = "δ — PTR's parameter (spends δ/2)" if s.is_ptr else "δ — failure probability"
-    bound_widget("select_slider", "delta", delta_label, where=sb, options=DELTA_GRID, format_func=fmt_num)
+    bound_widget(
+        "select_slider",
+        "delta",
+        delta_label,
+        where=sb,
+        options=DELTA_GRID,
+        format_func=fmt_num,
+        help=DELTA_HELP,
+    )
     s = settings()
     if s.is_ptr:
         bound_widget(
@@ -272,6 +304,7 @@ def sidebar() -> Settings:
             where=sb,
             options=RADIUS_GRID,
             format_func=fmt_num,
+            help=RADIUS_HELP,
         )
         bound_widget(
             "selectbox", "certifier", "Certifier", where=sb, options=CERTIFIER_CHOICES, help=CERTIFIER_HELP
@@ -285,6 +318,7 @@ def sidebar() -> Settings:
             where=sb,
             options=ALPHA_GRID,
             format_func=fmt_num,
+            help=ALPHA_HELP,
         )
     s = settings()
     sb.caption(MECHANISM_HELP[s.mechanism] + ". The URL holds these settings: copy it to share this view.")

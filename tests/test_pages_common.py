@@ -226,8 +226,12 @@ def test_the_epsilon_slider_says_what_it_is_and_what_a_release_spends() -> None:
     assert "spends 2ε" in slider.label and "[0.01, 100]" in slider.help
     captions = " ".join(c.value for c in at.sidebar.caption)
     assert "(2ε, δ/2, R) = (4, 0.005, 0.3)" in captions and "Previews cost nothing" in captions
+    assert "e^ε times more likely" in slider.help  # plain-language help under every slider
+    assert "fails outright" in at.sidebar.select_slider(key="w_delta").help
+    assert "protected from each other" in at.sidebar.select_slider(key="w_radius").help
     at.sidebar.selectbox(key="w_mechanism").set_value("Lap-Output").run()
     assert "spent per sent release" in at.sidebar.select_slider(key="w_epsilon").label
+    assert "ℓ1 for Lap-Output" in at.sidebar.select_slider(key="w_alpha").help
     assert "(ε, δ) = (2, 0) at α = 0.1 (ℓ1 on the input)" in " ".join(c.value for c in at.sidebar.caption)
 
 
