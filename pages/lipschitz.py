@@ -44,10 +44,11 @@ R = s.radius
 delta_p = pipe.proposed_delta_p
 radii = tuple(round(R * m, 6) for m in MULTIPLES)
 
-memo = st.session_state.setdefault("privlens_lipschitz", {})
 net = as_network(pipe.obfuscator)
-key = (str(pipe.cards["obfuscator"]["weights"]["sha256"]), image.digest, radii)
-if key not in memo:
+
+
+def _certify_radii() -> pd.DataFrame:
+    """Exact, LP and interval bounds at every radius, with a progress bar (once per model, image, radii)."""
     rows = []
     bar = st.progress(0.0, text="certifying…")
     exact = Certifier(kind="exact", cache=ptr.disk_cache(), time_limit=60.0)  # per image: deployment
@@ -74,13 +75,14 @@ if key not in memo:
         st.error(f"Certification failed: {exc}")
         st.stop()
     bar.empty()
-    memo[key] = pd.DataFrame(rows)
-table = memo[key]
+    return pd.DataFrame(rows)
 
-glob_key = ("global", net.digest)
-if glob_key not in memo:
-    memo[glob_key] = max_pattern_norm(net, max_nodes=2_000_000)
-glob = memo[glob_key]
+
+key = (str(pipe.cards["obfuscator"]["weights"]["sha256"]), image.digest, radii)
+table = ui.memo("privlens_lipschitz", key, _certify_radii)
+glob = ui.memo(
+    "privlens_lipschitz", ("global", net.digest), lambda: max_pattern_norm(net, max_nodes=2_000_000)
+)
 
 fig = go.Figure()
 fig.add_trace(

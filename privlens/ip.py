@@ -120,12 +120,10 @@ def resample() -> None:
 
 def draw(image: ui.CurrentImage, plan: Plan, s: Settings) -> Draw:
     """The draw of ``plan`` for ``image`` at the settings — made once (OS randomness), then memoised."""
-    memo: dict = st.session_state.setdefault(DRAWS_KEY, {})
     n = nonce()
     key = (image.digest, plan.name, plan.model.name, s.epsilon, s.delta, s.alpha, n)
-    if key not in memo:
-        if len(memo) > 96:
-            memo.pop(next(iter(memo)))
+
+    def compute() -> Draw:
         x = image.tensor[None]
         model, mech = plan.model, plan.mechanism
         if plan.name == "Gauss-Input":
@@ -137,8 +135,9 @@ def draw(image: ui.CurrentImage, plan: Plan, s: Settings) -> Draw:
             noisy_input, noisy = None, torch.as_tensor(mech(clean))
         g = plan.guarantee
         label = f"IP page: {plan.name} ε={s.epsilon:g}, δ={g.delta:g}, α={s.alpha:g}, draw {n + 1}"
-        memo[key] = Draw(key, plan, clean, noisy, noisy_input, label)
-    return memo[key]
+        return Draw(key, plan, clean, noisy, noisy_input, label)
+
+    return ui.memo(DRAWS_KEY, key, compute, max_entries=96)
 
 
 def sent(d: Draw) -> bool:

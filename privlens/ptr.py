@@ -112,14 +112,13 @@ def context(s: Settings, loaded: ui.Loaded, image: ui.CurrentImage) -> PTRContex
 
 def embedding(pipe: Any, image: ui.CurrentImage) -> np.ndarray:
     """z = g(x) as float64 (memoised per image in the session)."""
-    memo = st.session_state.setdefault("privlens_z", {})
-    key = (id(pipe), image.digest)
-    if key not in memo:
-        if len(memo) > 32:
-            memo.clear()
-        memo[key] = pipe.embed(image.tensor).double().cpu().numpy().reshape(-1)
-        memo[key].setflags(write=False)
-    return memo[key]
+
+    def compute() -> np.ndarray:
+        z = pipe.embed(image.tensor).double().cpu().numpy().reshape(-1)
+        z.setflags(write=False)
+        return z
+
+    return ui.memo("privlens_z", (id(pipe), image.digest), compute)
 
 
 @dataclass(frozen=True)
@@ -135,18 +134,14 @@ def image_views(ctx: PTRContext, *, scale: int) -> ImageViews:
     """The model's input and its VAE reconstruction as PNGs, and the noise-free class (memoised)."""
     from privcore.images import encode_png
 
-    memo = st.session_state.setdefault("privlens_views", {})
-    key = (id(ctx.pipe), ctx.image.digest, scale)
-    if key not in memo:
-        if len(memo) > 16:
-            memo.clear()
+
+    def compute() -> ImageViews:
         z = torch.from_numpy(ctx.z.astype(np.float32))[None]
         recon = ctx.pipe.decode(z)[0]
         clean = int(ctx.pipe.classify(ctx.pipe.obfuscate(z)).argmax(-1)[0])
-        memo[key] = ImageViews(
-            encode_png(ctx.image.tensor, scale=scale), encode_png(recon, scale=scale), clean
-        )
-    return memo[key]
+        return ImageViews(encode_png(ctx.image.tensor, scale=scale), encode_png(recon, scale=scale), clean)
+
+    return ui.memo("privlens_views", (id(ctx.pipe), ctx.image.digest, scale), compute, max_entries=16)
 
 
 def disk_cache() -> bool | None:
@@ -253,12 +248,11 @@ def release(
 
     A preview: it stays on this device and costs nothing. Only :func:`send` charges the ledger.
     """
-    releases: dict = st.session_state.setdefault(RELEASE_KEY, {})
     key = draw_key(ctx, epsilon=epsilon, delta=delta, label=label)
-    if key not in releases:
-        if len(releases) > 64:
-            releases.pop(next(iter(releases)))
-        releases[key] = propose_test_release(
+    return ui.memo(
+        RELEASE_KEY,
+        key,
+        lambda: propose_test_release(
             ctx.pipe.obfuscator,
             ctx.z,
             epsilon=epsilon,
@@ -269,8 +263,9 @@ def release(
             tol=ctx.tol,
             lipschitz=Certifier(kind=ctx.certifier),
             phi=phi,
-        )
-    return releases[key]
+        ),
+        max_entries=64,
+    )
 
 
 def sent(key: tuple) -> bool:

@@ -24,11 +24,11 @@ import io
 import json
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import streamlit as st
 
@@ -54,6 +54,7 @@ from privlens.session import (
 )
 
 LOG = logging.getLogger("privlens")
+T = TypeVar("T")
 
 SETTINGS_KEY = "privlens_settings"
 NAV_FLAG = "privlens_sidebar_rendered"
@@ -562,6 +563,19 @@ def require_image(dataset: str, image_shape: Sequence[int], *, background: float
 DECODED_KEY = "privlens_decoded"
 
 
+def memo(name: str, key: Hashable, compute: Callable[[], T], *, max_entries: int = 32) -> T:
+    """``compute()`` once per ``key`` in this session, kept in ``st.session_state[name]`` (per user,
+    never shared); beyond ``max_entries`` the oldest entry goes. The one memo of the pages' per-session
+    results (decodes, embeddings, views, draws): a rerun for any other reason recomputes nothing."""
+    store: dict = st.session_state.setdefault(name, {})
+    if key not in store:
+        value = compute()  # computed first: an exception stores nothing
+        while len(store) >= max_entries:
+            store.pop(next(iter(store)))
+        store[key] = value
+    return store[key]
+
+
 def decode(
     data: bytes,
     shape: Sequence[int],
@@ -573,13 +587,13 @@ def decode(
     """:func:`privcore.images.decode_image`, once per session for the same bytes (by SHA-256), shape,
     background and inversion: the Release page's check of a new upload and every later use of it
     share one decode. ValueError (the reason) for a refused file."""
-    memo = st.session_state.setdefault(DECODED_KEY, {})
     key = (sha256 or content_digest(data), tuple(int(v) for v in shape), float(background), bool(invert))
-    if key not in memo:
-        if len(memo) > 16:
-            memo.clear()
-        memo[key] = decode_image(data, target_shape=key[1], background=key[2], invert=key[3])
-    return memo[key]
+    return memo(
+        DECODED_KEY,
+        key,
+        lambda: decode_image(data, target_shape=key[1], background=key[2], invert=key[3]),
+        max_entries=16,
+    )
 
 
 def image_caption(img: CurrentImage) -> str:

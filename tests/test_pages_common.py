@@ -240,3 +240,30 @@ def test_the_obfuscator_selector_is_shown_for_ptr_only() -> None:
     assert not [w for w in at.sidebar.selectbox if w.key == "w_model"]
     at.sidebar.selectbox(key="w_mechanism").set_value("PTR").run()
     assert at.sidebar.selectbox(key="w_model").value == "ARL-C-N"
+
+
+def test_the_session_memo_computes_once_per_key_and_evicts_the_oldest() -> None:
+    from streamlit.testing.v1 import AppTest
+
+    def script() -> None:
+        import streamlit as st
+
+        from privlens import ui
+
+        calls = st.session_state.setdefault("calls", [])
+
+        def compute(k: int):
+            def run() -> int:
+                calls.append(k)
+                return k * k
+
+            return run
+
+        for k in (1, 2, 1, 3, 1):
+            st.session_state.setdefault("out", []).append(ui.memo("m", k, compute(k), max_entries=2))
+
+    at = AppTest.from_function(script).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["out"] == [1, 4, 1, 9, 1]
+    assert at.session_state["calls"] == [1, 2, 3, 1]  # 3 evicted 1 (the oldest), which is recomputed
+    assert list(at.session_state["m"]) == [3, 1]
