@@ -507,9 +507,17 @@ def content_digest(data: bytes) -> str:
 
 
 def set_image(
-    dataset: str, *, name: str, data: bytes, source: str, invert: bool = False, sha256: str | None = None
+    dataset: str,
+    *,
+    name: str,
+    data: bytes,
+    source: str,
+    invert: bool = False,
+    sha256: str | None = None,
+    digit_style: bool = False,
 ) -> None:
-    """Make ``data`` the current image of ``dataset`` for this session (decoded lazily, once)."""
+    """Make ``data`` the current image of ``dataset`` for this session (decoded lazily, once);
+    ``digit_style`` applies :func:`privcore.preprocess.digit_style` to it."""
     images = st.session_state.setdefault(IMAGE_KEY, {})
     data = bytes(data)
     images[dataset] = {
@@ -518,7 +526,35 @@ def set_image(
         "source": source,
         "invert": bool(invert),
         "sha256": sha256 or content_digest(data),
+        "digit_style": bool(digit_style),
     }
+
+
+#: Digit-style preprocessing works on the upload decoded at this many times the model's size.
+DIGIT_STYLE_FACTOR = 4
+
+
+def digit_styled(
+    data: bytes, shape: Sequence[int], *, invert: bool = False, sha256: str | None = None
+) -> DecodedImage:
+    """The upload decoded at :data:`DIGIT_STYLE_FACTOR` × the model's size, then made digit-style
+    (:func:`privcore.preprocess.digit_style`: invert a light page, crop to the ink, scale, centre by
+    mass, pad) at ``shape``; the steps are added to its notes. ValueError when it cannot be used."""
+    from dataclasses import replace
+
+    from privcore.preprocess import digit_style
+
+    c, h, w = (int(v) for v in shape)
+    big = decode(data, (c, h * DIGIT_STYLE_FACTOR, w * DIGIT_STYLE_FACTOR), invert=invert, sha256=sha256)
+    fill = 20 / 28 if min(h, w) >= 28 else 7 / 8  # MNIST's 20-pixel box in 28; small frames fuller
+
+    def compute() -> DecodedImage:
+        pre = digit_style(big.tensor, target_hw=(h, w), fill=fill)
+        note = "digit-style: " + "; ".join(pre.steps) + "."
+        return replace(big, tensor=pre.tensor, notes=(*big.notes, note))
+
+    key = (sha256 or content_digest(data), (c, h, w), bool(invert))
+    return memo("privlens_digit_style", key, compute, max_entries=16)
 
 
 def current_image(
@@ -537,13 +573,18 @@ def current_image(
     if "sha256" not in entry:
         entry["sha256"] = content_digest(entry["data"])
     try:
-        decoded = decode(
-            entry["data"],
-            tuple(int(v) for v in image_shape),
-            background=float(background),
-            invert=bool(entry.get("invert", False)),
-            sha256=entry["sha256"],
-        )
+        if entry.get("digit_style"):
+            decoded = digit_styled(
+                entry["data"], image_shape, invert=bool(entry.get("invert", False)), sha256=entry["sha256"]
+            )
+        else:
+            decoded = decode(
+                entry["data"],
+                tuple(int(v) for v in image_shape),
+                background=float(background),
+                invert=bool(entry.get("invert", False)),
+                sha256=entry["sha256"],
+            )
     except ValueError:
         images.pop(dataset, None)
         return None

@@ -13,9 +13,18 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from privcore.images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
+from privcore.images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, encode_png
 from privlens.session import md_literal
-from privlens.ui import IMAGE_KEY, CurrentImage, content_digest, current_image, decode, samples, set_image
+from privlens.ui import (
+    IMAGE_KEY,
+    CurrentImage,
+    content_digest,
+    current_image,
+    decode,
+    digit_styled,
+    samples,
+    set_image,
+)
 
 __all__ = ["pick_image"]
 
@@ -82,12 +91,43 @@ def pick_image(dataset: str, shape: Sequence[int], *, key: str) -> CurrentImage:
             except ValueError as exc:
                 st.error(f"**This file cannot be used: {md_literal(exc, limit=500)}.** Nothing was released.")
                 st.stop()
-            if current is None or (current.get("source"), current.get("sha256"), current.get("invert")) != (
-                "upload",
-                digest,
-                bool(invert),
+            styled = st.checkbox(
+                "Digit-style preprocessing (invert a light page, crop to the ink, centre by mass, pad)",
+                key=f"{key}_digit",
+                help="For hand-drawn digits: what MNIST did to its training digits. Previewed below.",
+            )
+            if styled:
+                try:
+                    after = digit_styled(data, shape, invert=invert, sha256=digest)
+                except ValueError as exc:
+                    st.error(
+                        f"**Digit-style preprocessing failed: {md_literal(exc, limit=300)}.** "
+                        "Nothing was released; untick it to use the image as it is."
+                    )
+                    st.stop()
+                before = decode(data, shape, invert=invert, sha256=digest)
+                scale = max(1, 96 // shape[2])
+                p = st.columns(4)
+                p[0].image(encode_png(before.tensor, scale=scale), caption="as it is", width=96)
+                p[1].image(encode_png(after.tensor, scale=scale), caption="digit-style", width=96)
+            state = (
+                (current or {}).get("source"),
+                (current or {}).get("sha256"),
+                (current or {}).get("invert"),
+            )
+            if (
+                state != ("upload", digest, bool(invert))
+                or bool((current or {}).get("digit_style")) != styled
             ):
-                set_image(dataset, name=upload.name, data=data, source="upload", invert=invert, sha256=digest)
+                set_image(
+                    dataset,
+                    name=upload.name,
+                    data=data,
+                    source="upload",
+                    invert=invert,
+                    sha256=digest,
+                    digit_style=styled,
+                )
 
     image = current_image(dataset, shape)
     if image is None:

@@ -381,3 +381,34 @@ def test_a_shipped_sample_needs_no_confirmation() -> None:
     at = app("release")
     assert not any("does not look like" in w.value for w in at.warning)
     _outcome(at)
+
+
+def test_digit_style_preprocessing_is_offered_previewed_and_used() -> None:
+    import io
+
+    from PIL import Image
+
+    from privcore.images import decode_image
+    from privcore.preprocess import digit_style
+
+    page = np.full((64, 64), 240, np.uint8)
+    page[4:20, 6:9] = 15  # a small dark "1" in a corner of a light page
+    buf = io.BytesIO()
+    Image.fromarray(page).save(buf, format="PNG")
+    data = buf.getvalue()
+    at = _upload(app("release"), "drawing.png", data)
+    at.checkbox(key="release_digit").check().run()
+    assert not at.exception, [e.value for e in at.exception]
+    captions = " ".join(str(i.proto) for i in at.get("image"))
+    assert "as it is" in captions and "digit-style" in captions  # previewed side by side
+    current = at.session_state["privlens_images"]["digits"]
+    assert current["digit_style"] is True
+    expected = digit_style(
+        decode_image(data, target_shape=(1, 32, 32)).tensor, target_hw=(8, 8), fill=7 / 8
+    ).tensor
+    notes = " ".join(w.value for w in at.warning)
+    assert "digit-style: inverted (light background); cropped to the ink" in notes
+    _confirm(at)  # a synthetic drawing may still be off-domain: the check runs on the processed image
+    from privlens.ui import image_digest
+
+    assert any(image_digest(expected) == k[1] for k in at.session_state["privlens_z"])  # what was embedded
