@@ -106,7 +106,7 @@ if ip is not None:
             margin={"l": 10, "r": 10, "t": 30, "b": 10},
             barmode="group",
             yaxis={"range": [0, 1], "title": "class probability"},
-            xaxis={"type": "category", "title": "class"},
+            xaxis={"type": "category"},
             legend={"orientation": "h", "y": -0.25},
             title={"text": "class distribution", "font": {"size": 12}},
         )

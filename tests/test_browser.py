@@ -210,3 +210,30 @@ def test_bad_link_releases_nothing_and_a_preview_costs_nothing(server: str, tmp_
             page.screenshot(path=str(SHOTS / "07-accountant-one-release.png"), full_page=True)
         finally:
             browser.close()
+
+
+def test_upload_on_the_inference_privacy_page(server: str, tmp_path: Path) -> None:
+    """An upload on the Inference-privacy page shows what each IP mechanism would release, with its
+    guarantee, and Send charges one of them."""
+    from playwright.sync_api import expect, sync_playwright
+
+    image = tmp_path / "my-digit.png"
+    image.write_bytes(sample_png())
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 2200})
+            page.goto(f"{server}/inference_privacy?mech=Gauss-Input&delta=1e-05", timeout=60_000)
+            main = page.locator('[data-testid="stMain"]')
+            expect(main.get_by_text("Upload your own")).to_be_visible(timeout=90_000)
+            main.get_by_text("Upload your own").click()
+            page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(image))
+            expect(main.get_by_text("Guarantee if sent", exact=False)).to_have_count(3, timeout=120_000)
+            expect(main.get_by_text("the noisy image it releases", exact=False)).to_be_visible()
+            page.get_by_role("button", name="Send Lap-Output").click()
+            expect(page.get_by_role("button", name="Lap-Output: sent")).to_be_visible(timeout=60_000)
+            _settled(page)
+            assert "my-digit.png" in page.content()
+            page.screenshot(path=str(SHOTS / "08-inference-privacy-upload.png"), full_page=True)
+        finally:
+            browser.close()
