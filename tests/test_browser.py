@@ -58,9 +58,10 @@ def _wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 120.0) -> 
     raise TimeoutError(f"no healthy server on port {port} after {timeout:.0f} s")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory):
-    """``make run PORT=<port>`` in its own process group; yields the base URL; kills the group."""
+    """``make run PORT=<port>`` in its own process group, once per test module (each test opens its own
+    browser session); yields the base URL; kills the group."""
     if not Path(CHROMIUM).exists():
         pytest.fail("Debian's chromium is missing: `make test` installs it (apt-get install chromium)")
     port = _free_port()
