@@ -9,8 +9,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: A submodule import that is deliberate: the warm-up thread imports the pattern tables' module in the
-#: script's thread first, because importing the package from two threads at once deadlocked.
-ALLOWED = {("privlens/ui.py", "privcore.lipschitz.patterns")}
+#: script's thread first, because importing the package from two threads at once deadlocked. (The
+#: module is ``patterns`` here and ``pattern_store`` after issue 19's split.)
+ALLOWED = {
+    ("privlens/ui.py", "privcore.lipschitz.patterns"),
+    ("privlens/ui.py", "privcore.lipschitz.pattern_store"),
+}
 
 
 def _imports(path: Path) -> list[str]:
