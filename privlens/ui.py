@@ -550,8 +550,13 @@ def digit_styled(
 
     def compute() -> DecodedImage:
         pre = digit_style(big.tensor, target_hw=(h, w), fill=fill)
-        note = "digit-style: " + "; ".join(pre.steps) + "."
-        return replace(big, tensor=pre.tensor, notes=(*big.notes, note))
+        # the notes of the upload at the model's size (its real resize), less the hint to invert a light
+        # border when the preprocessing has just done so
+        small = decode(data, (c, h, w), invert=invert, sha256=sha256)
+        inverted = any(step.startswith("inverted") for step in pre.steps)
+        notes = [n for n in small.notes if not (inverted and "invert it" in n)]
+        notes.append("digit-style: " + "; ".join(pre.steps) + ".")
+        return replace(small, tensor=pre.tensor, notes=tuple(notes))
 
     key = (sha256 or content_digest(data), (c, h, w), bool(invert))
     return memo("privlens_digit_style", key, compute, max_entries=16)

@@ -408,6 +408,7 @@ def test_digit_style_preprocessing_is_offered_previewed_and_used() -> None:
     ).tensor
     notes = " ".join(w.value for w in at.warning)
     assert "digit-style: inverted (light background); cropped to the ink" in notes
+    assert "to 8×8" in notes and "to 32×32" not in notes and "invert it" not in notes  # the real resize
     _confirm(at)  # a synthetic drawing may still be off-domain: the check runs on the processed image
     from privlens.ui import image_digest
 
