@@ -50,6 +50,7 @@ def main() -> None:
     from privcore.lipschitz.certifier import Certifier, cached_phi
     from privcore.mechanisms import propose_test_release
     from privlens import ui
+    from privlens.image import samples
     from privlens.session import DELTA_GRID, EPSILON_GRID
 
     decisions = {"n": 0}
@@ -99,7 +100,7 @@ def main() -> None:
 
     # ---------------------------------------------------------------- 2. direct calls
     pipe = ui._load(args.dataset, args.model, ui.models_dir())
-    sample = ui.samples(args.dataset)[0]  # the image the Release page certified above
+    sample = samples(args.dataset)[0]  # the image the Release page certified above
     from privcore.images import load_image
     from privlens.session import ptr_search_range
 

@@ -16,6 +16,7 @@ from privcore.attacks import ImageMetrics, image_metrics, mean_image_baseline
 from privcore.errors import DatasetUnavailableError
 from privcore.images import encode_png
 from privlens import charts, ptr, ui
+from privlens.image import require_image
 from privlens.session import load_results
 
 METRICS = {
@@ -151,7 +152,7 @@ if pipe.attacker is None:
         f"`.venv/bin/python -m privcore train attacker --dataset {loaded.dataset} --variant {loaded.model}`."
     )
     st.stop()
-image = ui.require_image(loaded.dataset, pipe.image_shape)
+image = require_image(loaded.dataset, pipe.image_shape)
 ctx = ptr.context(s, loaded, image)
 if ctx is None:
     st.stop()

@@ -20,6 +20,8 @@ from privcore.lipschitz import (
     max_pattern_norm,
 )
 from privlens import ptr, ui
+from privlens.image import require_image
+from privlens.memo import memo
 from privlens.session import load_results, md_literal
 
 MULTIPLES = (0.125, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
@@ -38,7 +40,7 @@ loaded = ui.pipeline(s)
 if loaded is None:
     st.stop()
 pipe = loaded.pipeline
-image = ui.require_image(loaded.dataset, pipe.image_shape)
+image = require_image(loaded.dataset, pipe.image_shape)
 z = ptr.embedding(pipe, image)
 R = s.radius
 delta_p = pipe.proposed_delta_p
@@ -79,8 +81,8 @@ def _certify_radii() -> pd.DataFrame:
 
 
 key = (str(pipe.cards["obfuscator"]["weights"]["sha256"]), image.digest, radii)
-table = ui.memo("privlens_lipschitz", key, _certify_radii)
-glob = ui.memo(
+table = memo("privlens_lipschitz", key, _certify_radii)
+glob = memo(
     "privlens_lipschitz", ("global", net.digest), lambda: max_pattern_norm(net, max_nodes=2_000_000)
 )
 

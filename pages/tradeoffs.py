@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from privlens import charts, ptr, ui
+from privlens.image import current_image
 from privlens.session import load_results, release_probability, smallest_epsilon
 
 s = ui.page_setup()
@@ -119,7 +120,7 @@ if t1 is not None and "release_rate" in t1:
 loaded = ui.pipeline(s) if s.dataset == dataset else None
 phi = None
 if loaded is not None and s.is_ptr:
-    image = ui.current_image(loaded.dataset, loaded.pipeline.image_shape)
+    image = current_image(loaded.dataset, loaded.pipeline.image_shape)
     ctx = ptr.context(s, loaded, image) if image is not None else None
     phi = ptr.known_phi(ctx) if ctx is not None else None
     if phi is None and ctx is not None and st.session_state.get("to_add_image"):

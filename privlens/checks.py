@@ -16,6 +16,7 @@ import torch
 from privcore.domain import DomainProfile, blank_reason
 from privcore.errors import PrivcoreError
 from privlens import ui
+from privlens.image import CurrentImage
 from privlens.session import md_literal
 
 LOG = logging.getLogger("privlens")
@@ -31,7 +32,7 @@ def _profile(dataset: str, model: str, directory: str) -> DomainProfile:
     return DomainProfile.from_data(train=ds.x_train, held_out=ds.x_test, embed=pipe.embed, decode=pipe.decode)
 
 
-def concerns(dataset: str, image: ui.CurrentImage) -> list[str]:
+def concerns(dataset: str, image: CurrentImage) -> list[str]:
     """Why ``image`` may not be a valid input for ``dataset``'s models (empty when none)."""
     out = []
     blank = blank_reason(image.tensor)
@@ -52,7 +53,7 @@ def concerns(dataset: str, image: ui.CurrentImage) -> list[str]:
     return out + profile.check(x, z, recon)
 
 
-def confirm(dataset: str, image: ui.CurrentImage, *, key: str) -> None:
+def confirm(dataset: str, image: CurrentImage, *, key: str) -> None:
     """Warn about :func:`concerns` and stop the page until the user confirms this image (by its digest);
     nothing is computed or released before that."""
     found = concerns(dataset, image)

@@ -19,6 +19,8 @@ import torch
 from privcore.errors import CheckpointError, DatasetUnavailableError
 from privcore.mechanisms import GaussInput, GaussOutput, Guarantee, LapOutput
 from privlens import ui
+from privlens.image import CurrentImage
+from privlens.memo import memo
 from privlens.session import IP_MECHANISMS, Settings
 
 NONCE_KEY = "privlens_ip_nonce"
@@ -118,7 +120,7 @@ def resample() -> None:
     st.session_state[NONCE_KEY] = nonce() + 1
 
 
-def draw(image: ui.CurrentImage, plan: Plan, s: Settings) -> Draw:
+def draw(image: CurrentImage, plan: Plan, s: Settings) -> Draw:
     """The draw of ``plan`` for ``image`` at the settings — made once (OS randomness), then memoised."""
     n = nonce()
     key = (image.digest, plan.name, plan.model.name, s.epsilon, s.delta, s.alpha, n)
@@ -137,7 +139,7 @@ def draw(image: ui.CurrentImage, plan: Plan, s: Settings) -> Draw:
         label = f"IP page: {plan.name} ε={s.epsilon:g}, δ={g.delta:g}, α={s.alpha:g}, draw {n + 1}"
         return Draw(key, plan, clean, noisy, noisy_input, label)
 
-    return ui.memo(DRAWS_KEY, key, compute, max_entries=96)
+    return memo(DRAWS_KEY, key, compute, max_entries=96)
 
 
 def sent(d: Draw) -> bool:
@@ -145,7 +147,7 @@ def sent(d: Draw) -> bool:
     return d.key in st.session_state.setdefault(SENT_KEY, set())
 
 
-def send(image: ui.CurrentImage, d: Draw) -> bool:
+def send(image: CurrentImage, d: Draw) -> bool:
     """Charge the session's ledger for ``d`` leaving the device, once per draw; True when charged now."""
     done = st.session_state.setdefault(SENT_KEY, set())
     if d.key in done:

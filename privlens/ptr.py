@@ -26,6 +26,8 @@ from privcore.lipschitz import Certifier, cached_phi
 from privcore.mechanisms import PhiResult, PTRResult, bisection_decisions, propose_test_release
 from privlens import ui
 from privlens.deployment import image_cache
+from privlens.image import CurrentImage
+from privlens.memo import memo
 from privlens.session import DELTA_GRID, EPSILON_GRID, Settings, ptr_search_range
 
 PHI_KEY = "privlens_phi"
@@ -60,7 +62,7 @@ class PTRContext:
     """Everything PTR needs for the current image, none of it depending on ε or δ."""
 
     loaded: ui.Loaded
-    image: ui.CurrentImage
+    image: CurrentImage
     z: np.ndarray  # float64 embedding
     radius: float
     delta_p: float
@@ -85,7 +87,7 @@ class PTRContext:
         return str(self.pipe.cards["obfuscator"]["weights"]["sha256"])
 
 
-def context(s: Settings, loaded: ui.Loaded, image: ui.CurrentImage) -> PTRContext | None:
+def context(s: Settings, loaded: ui.Loaded, image: CurrentImage) -> PTRContext | None:
     """The PTR context for the settings, or None after explaining what is missing."""
     pipe = loaded.pipeline
     delta_p = pipe.proposed_delta_p
@@ -110,7 +112,7 @@ def context(s: Settings, loaded: ui.Loaded, image: ui.CurrentImage) -> PTRContex
     )
 
 
-def embedding(pipe: Any, image: ui.CurrentImage) -> np.ndarray:
+def embedding(pipe: Any, image: CurrentImage) -> np.ndarray:
     """z = g(x) as float64 (memoised per image in the session)."""
 
     def compute() -> np.ndarray:
@@ -118,7 +120,7 @@ def embedding(pipe: Any, image: ui.CurrentImage) -> np.ndarray:
         z.setflags(write=False)
         return z
 
-    return ui.memo("privlens_z", (id(pipe), image.digest), compute)
+    return memo("privlens_z", (id(pipe), image.digest), compute)
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,7 @@ def image_views(ctx: PTRContext, *, scale: int) -> ImageViews:
         clean = int(ctx.pipe.classify(ctx.pipe.obfuscate(z)).argmax(-1)[0])
         return ImageViews(encode_png(ctx.image.tensor, scale=scale), encode_png(recon, scale=scale), clean)
 
-    return ui.memo("privlens_views", (id(ctx.pipe), ctx.image.digest, scale), compute, max_entries=16)
+    return memo("privlens_views", (id(ctx.pipe), ctx.image.digest, scale), compute, max_entries=16)
 
 
 def disk_cache() -> bool | None:
@@ -249,7 +251,7 @@ def release(
     A preview: it stays on this device and costs nothing. Only :func:`send` charges the ledger.
     """
     key = draw_key(ctx, epsilon=epsilon, delta=delta, label=label)
-    return ui.memo(
+    return memo(
         RELEASE_KEY,
         key,
         lambda: propose_test_release(

@@ -1,9 +1,9 @@
 """Choosing the image the pages work on: a shipped sample or an upload, shared by every page.
 
 The same widgets on the Release and Inference-privacy pages (``key`` keeps their states apart); the
-choice is the session's current image of the dataset (:func:`privlens.ui.set_image`), so an upload
+choice is the session's current image of the dataset (:func:`privlens.image.set_image`), so an upload
 made on one page is the image of every page. An upload is identified by its bytes and decoded once
-(:func:`privlens.ui.decode`); a file that cannot be used stops the page with the reason, and nothing
+(:func:`privlens.image.decode`); a file that cannot be used stops the page with the reason, and nothing
 is released.
 """
 
@@ -14,8 +14,7 @@ from collections.abc import Sequence
 import streamlit as st
 
 from privcore.images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, encode_png
-from privlens.session import md_literal
-from privlens.ui import (
+from privlens.image import (
     IMAGE_KEY,
     CurrentImage,
     content_digest,
@@ -25,6 +24,7 @@ from privlens.ui import (
     samples,
     set_image,
 )
+from privlens.session import md_literal
 
 __all__ = ["pick_image"]
 

@@ -248,7 +248,7 @@ def test_the_session_memo_computes_once_per_key_and_evicts_the_oldest() -> None:
     def script() -> None:
         import streamlit as st
 
-        from privlens import ui
+        from privlens.memo import memo
 
         calls = st.session_state.setdefault("calls", [])
 
@@ -260,7 +260,7 @@ def test_the_session_memo_computes_once_per_key_and_evicts_the_oldest() -> None:
             return run
 
         for k in (1, 2, 1, 3, 1):
-            st.session_state.setdefault("out", []).append(ui.memo("m", k, compute(k), max_entries=2))
+            st.session_state.setdefault("out", []).append(memo("m", k, compute(k), max_entries=2))
 
     at = AppTest.from_function(script).run()
     assert not at.exception, [e.value for e in at.exception]

@@ -276,7 +276,7 @@ def test_a_new_upload_with_the_same_name_and_size_replaces_the_old_one() -> None
 
 def test_an_upload_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
     import privcore.images
-    from privlens import ui
+    from privlens import image as images_module
 
     data = make_png((np.arange(64).reshape(8, 8) * 4).astype(np.uint8))
     calls: list[bytes] = []
@@ -286,7 +286,7 @@ def test_an_upload_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
         calls.append(raw)
         return real(raw, **kw)
 
-    monkeypatch.setattr(ui, "decode_image", counting)  # every decode, by the pages or by privlens
+    monkeypatch.setattr(images_module, "decode_image", counting)  # every decode, by the pages or privlens
     monkeypatch.setattr(privcore.images, "decode_image", counting)
     at = _upload(app("release"), "ramp.png", data, confirm=True)
     _outcome(at)
@@ -410,6 +410,6 @@ def test_digit_style_preprocessing_is_offered_previewed_and_used() -> None:
     assert "digit-style: inverted (light background); cropped to the ink" in notes
     assert "to 8×8" in notes and "to 32×32" not in notes and "invert it" not in notes  # the real resize
     _confirm(at)  # a synthetic drawing may still be off-domain: the check runs on the processed image
-    from privlens.ui import image_digest
+    from privlens.session import image_digest
 
     assert any(image_digest(expected) == k[1] for k in at.session_state["privlens_z"])  # what was embedded
