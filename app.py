@@ -49,6 +49,7 @@ with ui.error_boundary(f"The {page.title} page"):
     ui.sidebar()
     st.session_state[ui.NAV_FLAG] = True  # the page must not render the sidebar a second time
     try:
+        ui.stop_on_url_problems(page.title)  # a bad link releases nothing: error at the top, st.stop()
         page.run()
     finally:
         st.session_state[ui.NAV_FLAG] = False

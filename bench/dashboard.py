@@ -49,8 +49,9 @@ def main() -> None:
 
     from privcore.lipschitz.certifier import Certifier, cached_phi
     from privcore.mechanisms import propose_test_release
-    from privcore.session import DELTA_GRID, EPSILON_GRID
     from privlens import ui
+    from privlens.image import samples
+    from privlens.session import DELTA_GRID, EPSILON_GRID
 
     decisions = {"n": 0}
     real_decide = Certifier.decide
@@ -99,9 +100,9 @@ def main() -> None:
 
     # ---------------------------------------------------------------- 2. direct calls
     pipe = ui._load(args.dataset, args.model, ui.models_dir())
-    sample = ui.samples(args.dataset)[0]  # the image the Release page certified above
+    sample = samples(args.dataset)[0]  # the image the Release page certified above
     from privcore.images import load_image
-    from privcore.session import ptr_search_range
+    from privlens.session import ptr_search_range
 
     x = load_image(sample.data(), target_shape=pipe.image_shape)
     z = pipe.embed(x).double().numpy()

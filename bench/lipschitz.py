@@ -314,7 +314,7 @@ def first_phi_child(spec: str, n_more: int, setting: str) -> None:
     """In this (fresh) process: load one shipped obfuscator, then time the first φ (everything the
     engine does once per process — pattern table, HiGHS/Gurobi start — is inside it) and the median
     of the next ``n_more`` images. ``setting``: "bench" (R_max = 10·R, tol 1e-3) or "dashboard"
-    (the dashboard's R_max and tol, :func:`privcore.session.ptr_search_range`)."""
+    (the dashboard's R_max and tol, :func:`privlens.session.ptr_search_range`)."""
     t0 = time.perf_counter()
     found = trained_obfuscators((spec,), n_more + 1)
     loaded = time.perf_counter() - t0
@@ -324,7 +324,7 @@ def first_phi_child(spec: str, n_more: int, setting: str) -> None:
 
 def _first_phi_one(name: str, net: ReluNetwork, radius: float, delta_p: float, z: np.ndarray, setting: str,
                    loaded: float) -> None:
-    from privcore.session import DELTA_GRID, EPSILON_GRID, ptr_search_range
+    from privlens.session import DELTA_GRID, EPSILON_GRID, ptr_search_range
 
     if setting == "dashboard":
         r_max, tol = ptr_search_range(radius, epsilon_min=min(EPSILON_GRID), delta_min=min(DELTA_GRID))

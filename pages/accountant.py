@@ -11,15 +11,16 @@ import pandas as pd
 import streamlit as st
 
 from privcore.accounting import basic_composition, chaining, chaining_hops, group_privacy
-from privcore.mechanisms import Guarantee, Norm, Space, ptr_scales
-from privcore.session import LEDGER_EXPLANATION, ledger_totals, md_literal, plain_guarantee
-from privlens import ui
+from privcore.mechanisms import Guarantee
+from privlens import budget, ui
+from privlens.session import LEDGER_EXPLANATION, ledger_totals, md_literal, plain_guarantee
 
 s = ui.page_setup()
 st.title("Accountant")
 st.caption(
-    "Every release of the same image spends privacy. Releases recorded in this session (Release and "
-    "Inference privacy pages) are composed per image by basic composition — IP paper Prop. 2: (Σεᵢ, Σδᵢ) "
+    "Every sent release of the same image spends privacy (previews cost nothing). Releases sent in this "
+    "session (Release and Inference privacy pages) are composed per image by basic composition — "
+    "IP paper Prop. 2: (Σεᵢ, Σδᵢ) "
     "for the pairs of images every counted release covers — for each neighbourhood relation (space, norm, "
     "radius) and for the worst case, which adds every release. The ledger lives in your browser session only."
 )
@@ -31,8 +32,15 @@ def _fmt(g: Guarantee) -> str:
 
 
 def _show(g: Guarantee) -> None:
-    """A result: green when it still protects something, red when δ reached 1 (vacuous)."""
-    (st.error if g.vacuous else st.success)(_fmt(g))
+    """A result: red when δ reached 1 (vacuous), amber with the reasons when it protects little
+    (:func:`privlens.budget.extreme_warnings`), green otherwise."""
+    warnings = budget.extreme_warnings(g)
+    if g.vacuous:
+        st.error(_fmt(g))
+    elif warnings:
+        st.warning(_fmt(g) + "\n\n" + "\n\n".join(warnings), icon=":material/warning:")
+    else:
+        st.success(_fmt(g))
     st.caption(plain_guarantee(g))
 
 
@@ -68,6 +76,17 @@ else:
             "none are shown; clear the ledger below to start again."
         )
     else:
+        threshold = st.number_input(
+            "Warn when an image's worst-case total ε exceeds",
+            min_value=0.01,
+            max_value=1000.0,
+            value=budget.EPSILON_WARN,
+            step=1.0,
+            key="acc_threshold",
+            help="Your privacy budget per image: the total of every sent release of it (basic composition).",
+        )
+        for image_name, text in budget.composition_warnings(composed, threshold=float(threshold)):
+            st.error(f"**Over budget:** {md_literal(image_name)}: {text}.", icon=":material/warning:")
         st.dataframe(pd.DataFrame(composed), hide_index=True, width="stretch")
         for row in composed:
             if row["total"] == "worst case":
@@ -95,18 +114,10 @@ else:
 
 st.subheader("Calculators")
 st.caption("Start from the sidebar's mechanism and parameters, or enter any guarantee.")
+base = budget.spent_guarantee(s)
 if s.is_ptr:
-    base = ptr_scales(epsilon=s.epsilon, delta=s.delta, radius=s.radius, delta_p=1.0).guarantee
     origin = f"PTR at ε = {s.epsilon:g}, δ = {s.delta:g}: (2ε, δ/2, R) by posthoc Thm 4.4"
 else:
-    base = Guarantee(
-        epsilon=s.epsilon,
-        delta=0.0 if s.mechanism == "Lap-Output" else s.delta,
-        radius=s.alpha,
-        space=Space.INPUT,
-        norm=Norm.L1 if s.mechanism == "Lap-Output" else Norm.L2,
-        mechanism=s.mechanism,
-    )
     origin = f"{s.mechanism} at ε = {s.epsilon:g}, α = {s.alpha:g}"
 c1, c2, c3 = st.columns(3)
 eps = c1.number_input(

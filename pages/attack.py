@@ -12,10 +12,12 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from privcore.attacks.metrics import image_metrics
+from privcore.attacks import ImageMetrics, image_metrics, mean_image_baseline
+from privcore.errors import DatasetUnavailableError
 from privcore.images import encode_png
-from privcore.session import load_results
-from privlens import ptr, ui
+from privlens import charts, ptr, ui
+from privlens.image import require_image
+from privlens.session import load_results
 
 METRICS = {
     "ssim": ("SSIM", "SSIM (1 = identical)", "higher = better reconstruction"),
@@ -24,6 +26,24 @@ METRICS = {
     "l2": ("ℓ2", "mean squared pixel error", "lower = better reconstruction"),
 }
 LIVE_EPSILONS = (1.0, 2.0, 5.0, 10.0)
+
+
+@st.cache_data(show_spinner="Computing the no-release baseline (once per dataset)…", max_entries=4)
+def _baseline_of(dataset: str) -> tuple[ImageMetrics, np.ndarray]:
+    from privcore.data import load_dataset
+
+    ds = load_dataset(dataset)
+    return mean_image_baseline(ds.x_train, ds.x_test), ds.x_train.mean(dim=0).numpy()
+
+
+def _baseline(dataset: str) -> ImageMetrics | None:
+    """The training-mean-image baseline over the test set, or None (with a note) without the data."""
+    try:
+        return _baseline_of(dataset)[0]
+    except (DatasetUnavailableError, ValueError, OSError) as exc:
+        st.caption(f"No no-release baseline for {dataset}: {ui.public_text(exc)}")
+        return None
+
 
 s = ui.page_setup()
 st.title("Attack")
@@ -46,43 +66,76 @@ else:
     cols = [("∞" if math.isinf(float(c)) else f"{float(c):g}") for c in grid.columns]
     rows = [f"{float(r):g}" for r in grid.index]
     values = grid.to_numpy(dtype=float)
+    # numeric axes (cell i at i, ticks named): a setting between measured cells gets a fractional place
     fig = go.Figure(
         go.Heatmap(
             z=values,
-            x=cols,
-            y=rows,
+            x=list(range(len(cols))),
+            y=list(range(len(rows))),
             colorscale="Viridis",
             colorbar={"title": name},
             text=np.vectorize(lambda v: "" if math.isnan(v) else f"{v:.3g}")(values),
             texttemplate="%{text}",
-            hovertemplate="R = %{y}<br>ε = %{x}<br>" + name + " = %{z:.4g}<extra></extra>",
+            customdata=[[f"R = {r}, ε = {c}" for c in cols] for r in rows],
+            hovertemplate="%{customdata}<br>" + name + " = %{z:.4g}<extra></extra>",
+            name=f"{name} (measured)",
         )
     )
-    cur_x, cur_y = f"{s.epsilon:g}", f"{s.radius:g}"
-    if cur_x in cols and cur_y in rows:
+    col_pos = charts.grid_position([float(c) for c in grid.columns], s.epsilon, log=True)
+    row_pos = charts.grid_position([float(r) for r in grid.index], s.radius, log=False)
+    if col_pos is not None and row_pos is not None:
+        on_grid = col_pos.is_integer() and row_pos.is_integer()
+        value = charts.interpolate(values, row_pos, col_pos)
+        label = "current (R, ε)" if on_grid else "current (R, ε), interpolated"
         fig.add_trace(
             go.Scatter(
-                x=[cur_x],
-                y=[cur_y],
+                x=[col_pos],
+                y=[row_pos],
                 mode="markers",
-                name="current (R, ε)",
-                marker={"symbol": "square-open", "size": 40, "color": "crimson", "line": {"width": 3}},
+                name=label,
+                marker={
+                    "symbol": "square-open" if on_grid else "diamond-open",
+                    "size": 40 if on_grid else 26,
+                    "color": "crimson",
+                    "line": {"width": 3},
+                },
+                hovertemplate=f"R = {s.radius:g}, ε = {s.epsilon:g}<br>{name} ≈ {value:.4g}<extra></extra>",
             )
         )
+        how = "measured" if on_grid else "interpolated between the measured cells around it (an estimate)"
+        st.caption(f"At the current R = {s.radius:g}, ε = {s.epsilon:g}: {name} ≈ {value:.3g}, {how}.")
     else:
-        st.caption(f"The current (R = {s.radius:g}, ε = {s.epsilon:g}) is not on the experiment's grid.")
+        st.caption(
+            f"The current (R = {s.radius:g}, ε = {s.epsilon:g}) lies outside the experiment's grid "
+            f"(R {rows[0]}–{rows[-1]}, ε {cols[0]}–{cols[-1]}): not marked."
+        )
     fig.update_layout(
         title=f"Attacker's {name} — {dataset} ({hint})",
-        xaxis_title="ε (∞ = no noise)",
-        yaxis_title="R (ℓ∞ radius in the embedding)",
-        xaxis_type="category",
-        yaxis_type="category",
+        xaxis={"title": "ε (∞ = no noise)", "tickvals": list(range(len(cols))), "ticktext": cols},
+        yaxis={
+            "title": "R (ℓ∞ radius in the embedding)",
+            "tickvals": list(range(len(rows))),
+            "ticktext": rows,
+        },
         legend_title_text="marker",
+        legend={"orientation": "h", "y": -0.2},
+        showlegend=True,
     )
     ui.chart(fig, name=f"attack-{metric}-{dataset}", data=grid.reset_index())
-    if "release_rate" in df:
-        st.caption(
-            "Metrics average over released test images only; the release rate at each cell is in the CSV."
+    baseline = _baseline(dataset)
+    n_eval = sorted({int(v) for v in df["n_eval"].dropna()}) if "n_eval" in df else []
+    n_text = (
+        f"n = {', '.join(map(str, n_eval))} released test images per cell" if n_eval else "n not recorded"
+    )
+    if baseline is None:
+        st.caption(f"Metrics average over released test images only ({n_text}).")
+    else:
+        ref = baseline.summary()
+        st.markdown(
+            f"**No-release baseline** (the training mean image as the guess for each of {baseline.n} test "
+            f"images, computed from the data): SSIM {ref['ssim']:.3f}, PSNR {ref['psnr']:.1f} dB, "
+            f"ℓ1 {ref['l1']:.3f}, ℓ2 {ref['l2']:.3f}. A cell no better than this has learned nothing about "
+            f"the image from the release. The cells average over released test images only ({n_text})."
         )
 
 st.subheader("On your image")
@@ -99,7 +152,7 @@ if pipe.attacker is None:
         f"`.venv/bin/python -m privcore train attacker --dataset {loaded.dataset} --variant {loaded.model}`."
     )
     st.stop()
-image = ui.require_image(loaded.dataset, pipe.image_shape)
+image = require_image(loaded.dataset, pipe.image_shape)
 ctx = ptr.context(s, loaded, image)
 if ctx is None:
     st.stop()
@@ -112,16 +165,30 @@ st.caption(
 )
 x = image.tensor
 scale = max(1, 120 // pipe.image_shape[2])
-tiles = st.columns(len(LIVE_EPSILONS) + 2)
+live = tuple(sorted({*LIVE_EPSILONS, s.epsilon}))  # the sidebar's ε among them
+tiles = st.columns(len(live) + 3)
 tiles[0].image(encode_png(x, scale=scale), caption="your image", width=120)
 rows = []
-for col, eps in zip(tiles[1:], (*LIVE_EPSILONS, math.inf), strict=True):
+try:
+    mean_image = torch.from_numpy(_baseline_of(loaded.dataset)[1])
+except (DatasetUnavailableError, ValueError, OSError):
+    mean_image = None
+if mean_image is not None:  # what an attacker outputs with no release at all
+    m0 = image_metrics(x[None], mean_image[None])
+    ssim0, psnr0 = float(m0.ssim[0]), float(m0.psnr[0])
+    tiles[1].image(
+        encode_png(mean_image, scale=scale),
+        caption=f"no release (training mean): SSIM {ssim0:.2f}, PSNR {psnr0:.1f} dB",
+        width=120,
+    )
+    rows.append({"epsilon": "no release (baseline)", "released": False, "ssim": ssim0, "psnr": psnr0})
+for col, eps in zip(tiles[2:], (*live, math.inf), strict=True):
     if math.isinf(eps):
         released, vec = True, pipe.obfuscate(torch.from_numpy(ctx.z.astype(np.float32))[None])
     else:
-        res = ptr.release(ctx, phi, epsilon=eps, delta=s.delta, record=False, label="Attack page")
+        res = ptr.release(ctx, phi, epsilon=eps, delta=s.delta, label="Attack page")
         released, vec = res.released, (ptr.as_tensor(res.value) if res.released else None)
-    label = "ε = ∞" if math.isinf(eps) else f"ε = {eps:g}"
+    label = "ε = ∞" if math.isinf(eps) else f"ε = {eps:g}" + (" (sidebar)" if eps == s.epsilon else "")
     if not released:
         col.markdown(f"**{label}**\n\n### ⊥\nnothing released")
         rows.append({"epsilon": eps, "released": False, "ssim": None, "psnr": None})
@@ -137,6 +204,9 @@ if st.button("Draw new noise", key="atk_resample", icon=":material/casino:"):
     ptr.resample("Attack page")
     st.rerun()
 table = pd.DataFrame(rows)
-table["epsilon"] = ["∞" if math.isinf(e) else f"{e:g}" for e in table["epsilon"]]
-table["released"] = ["yes" if r else "⊥" for r in table["released"]]
+table["epsilon"] = [e if isinstance(e, str) else "∞" if math.isinf(e) else f"{e:g}" for e in table["epsilon"]]
+table["released"] = [
+    "—" if e.startswith("no release") else "yes" if r else "⊥"
+    for e, r in zip(table["epsilon"], table["released"], strict=True)
+]
 st.dataframe(table.rename(columns={"epsilon": "ε", "ssim": "SSIM", "psnr": "PSNR (dB)"}), hide_index=True)

@@ -19,8 +19,8 @@ from privcore.mechanisms import (
     LDPImage,
     ptr_scales,
 )
-from privcore.session import ALPHA_GRID, RADIUS_GRID
 from privlens import ui
+from privlens.session import ALPHA_GRID, RADIUS_GRID
 
 LIPSCHITZ = [0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 50.0]
 IMAGE_VALUES = 784  # a 28×28 image
@@ -73,12 +73,20 @@ alpha, radius = s.alpha, s.radius
 ROWS: list[dict[str, Any]] = []
 
 
-def _row(name: str, paper: str, formula: str, build: Callable[[], tuple[str, float, str]]) -> None:
-    """One mechanism: build it through privcore; show its noise or the reason it is refused."""
+def _row(
+    name: str,
+    paper: str,
+    formula: str,
+    build: Callable[[], tuple[str, float, str]],
+    *,
+    refused: str | None = None,
+) -> None:
+    """One mechanism: build it through privcore; show its noise or, in plain words (``refused``, else
+    privcore's message), why it is refused."""
     try:
         label, value, guarantee = build()
     except ValueError as exc:
-        st.info(f"**{name} refused at these settings.** {exc}")
+        st.info(f"**{name} refused at these settings.** {refused or exc}")
         ROWS.append({"mechanism": name, "paper": paper, "noise": formula, "now": "refused", "guarantee": ""})
         return
     ROWS.append(
@@ -133,6 +141,10 @@ _row(
     "Tian et al. Def. 5",
     "σ = √(2 ln(1.25/δ))·α/ε, ε < 1",
     lambda: _gauss_input("classic"),
+    refused=(
+        "The classic Gaussian formula is proven only for ε < 1. The analytic calibration in the row above "
+        "(Balle & Wang 2018) holds for every ε and adds less noise: use that one."
+    ),
 )
 _row("Gauss-Output", "Tian et al. Def. 4", "C(x) + N(0, σ²), σ from α·μ₂/ε, δ (analytic)", _gauss_output)
 _row("Lap-Output", "Tian et al. Def. 3", "C(x) + Lap(μ₁·α/ε)", _lap_output)

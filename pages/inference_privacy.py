@@ -9,12 +9,12 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
-import torch
 
 from privcore.accounting import chaining, chaining_hops
-from privcore.errors import CheckpointError, DatasetUnavailableError
-from privcore.mechanisms import GaussInput, GaussOutput, LapOutput
-from privcore.session import (
+from privcore.images import encode_png
+from privlens import budget, charts, checks, ui, upload
+from privlens import ip as iplens
+from privlens.session import (
     ALPHA_GRID,
     IP_MECHANISMS,
     LEDGER_EXPLANATION,
@@ -22,9 +22,6 @@ from privcore.session import (
     load_results,
     plain_guarantee,
 )
-from privlens import ui
-
-NONCE = "privlens_ip_nonce"
 
 s = ui.page_setup()
 st.title("Inference privacy")
@@ -58,117 +55,110 @@ models = ui.catalogue()
 dataset = s.dataset if s.dataset in models else ui.DEFAULT_DATASET
 
 
-@st.cache_resource(show_spinner="Loading the IP classifiers (once per server process)…", max_entries=4)
-def _ip_models(name: str, directory: str):
-    from privcore.pipeline import load_ip_models
-
-    return load_ip_models(name, models_dir=directory)
-
-
-try:
-    ip = _ip_models(dataset, ui.models_dir())
-except (CheckpointError, DatasetUnavailableError, FileNotFoundError) as exc:
-    st.warning(f"No inference-privacy classifiers for {dataset}: {exc}")
-    st.info(f"Train them with `.venv/bin/python -m privcore train all --dataset {dataset}` (or `train ip`).")
-    ip = None
-
+ip = iplens.models(dataset)
 if ip is not None:
-    image = ui.require_image(dataset, ip.image_shape)
-    x = image.tensor[None]
+    st.subheader("Your image")
+    image = upload.pick_image(dataset, ip.image_shape, key="ip")
+    for note in image.decoded.notes:
+        st.warning(f"Note: {note}")
+    checks.confirm(dataset, image, key="ip")  # blank or out of domain: stop until confirmed
     names = ip.class_names
+    plans = iplens.plans(ip, s)
+    draws = {n: iplens.draw(image, p, s) for n, p in plans.items() if isinstance(p, iplens.Plan)}
+    guarantees = {n: d.plan.guarantee for n, d in draws.items()}
 
-    def pick(*candidates: str):
-        return next((ip.models[c] for c in candidates if c in ip.models), None)
-
-    plan = {
-        "Gauss-Input": pick("ip-cnn-gauss-input", "ip-cnn", "ip-lipschitz-l2"),
-        "Gauss-Output": pick("ip-lipschitz-l2"),
-        "Lap-Output": pick("ip-lipschitz-l1"),
-    }
-    nonce = int(st.session_state.get(NONCE, 0))
-    draws = st.session_state.setdefault("privlens_ip_draws", {})
+    st.subheader("What each mechanism would release")
+    st.caption(
+        ":material/lock: **Preview: nothing has left your device.** Each column is one draw of noise; it "
+        "costs its guarantee only when you send it, and showing it again costs nothing."
+    )
+    scale = max(1, 120 // int(ip.image_shape[-1]))
+    cols = st.columns(len(IP_MECHANISMS))
     rows = []
-    guarantees = {}
-    for mech_name in IP_MECHANISMS:
-        model = plan[mech_name]
-        if model is None:
-            rows.append({"mechanism": mech_name, "model": "—", "noise": "no model shipped"})
+    for col, mech_name in zip(cols, IP_MECHANISMS, strict=True):
+        here = "◀ " if mech_name == s.mechanism else ""
+        col.markdown(f"**{here}{mech_name}**")
+        if mech_name not in draws:
+            col.info(f"Not available: {plans[mech_name]}")
+            rows.append({"mechanism": mech_name, "model": "—", "noise": str(plans[mech_name])})
             continue
-        try:
-            if mech_name == "Gauss-Input":
-                mech = GaussInput(epsilon=s.epsilon, delta=s.delta, alpha=s.alpha)
-                noise = f"σ = {mech.sigma:.4g} on pixels"
-            elif mech_name == "Gauss-Output":
-                mech = GaussOutput(
-                    epsilon=s.epsilon,
-                    delta=s.delta,
-                    alpha=s.alpha,
-                    lipschitz=model.lipschitz["l2"],
-                    rounding=model.rounding["l2"],
-                )
-                noise = (
-                    f"σ = {mech.sigma:.4g} on logits (μ₂ = {model.lipschitz['l2']:.3g}, "
-                    f"float64 rounding η = {model.rounding['l2']:.2g})"
-                )
-            else:
-                mech = LapOutput(
-                    epsilon=s.epsilon,
-                    alpha=s.alpha,
-                    lipschitz=model.lipschitz["l1"],
-                    rounding=model.rounding["l1"],
-                )
-                noise = (
-                    f"b = {mech.scale:.4g} on logits (μ₁ = {model.lipschitz['l1']:.3g}, "
-                    f"float64 rounding η = {model.rounding['l1']:.2g})"
-                )
-        except ValueError as exc:
-            rows.append({"mechanism": mech_name, "model": model.name, "noise": f"refused: {exc}"})
-            continue
-        guarantees[mech_name] = mech.guarantee
-        clean = model(x) if mech_name == "Gauss-Input" else model.scores(x)  # scores: within η of C(x)
-        key = (image.digest, mech_name, model.name, s.epsilon, s.delta, s.alpha, nonce)
-        if key not in draws:
-            if len(draws) > 96:
-                draws.pop(next(iter(draws)))
-            noisy = model(mech(x)) if mech_name == "Gauss-Input" else mech(clean)
-            draws[key] = noisy
-            ui.record_release(
-                image=image,
-                guarantee=mech.guarantee,
-                label=f"IP page: {mech_name} ε={s.epsilon:g}, δ={mech.guarantee.delta:g}, α={s.alpha:g}",
+        d = draws[mech_name]
+        g = d.plan.guarantee
+        p_clean, p_noisy = iplens.class_distribution(d.clean), iplens.class_distribution(d.noisy)
+        if d.noisy_input is not None:  # Gauss-Input releases a noisy image (then classified)
+            col.image(
+                encode_png(d.noisy_input[0].clamp(0, 1), scale=scale),
+                caption="the noisy image it releases (shown clipped to [0, 1])",
+                width=120,
             )
-        noisy = draws[key]
-        p_clean = torch.softmax(clean, -1)[0]
-        p_noisy = torch.softmax(torch.as_tensor(noisy), -1)[0]
+        else:
+            col.code(
+                "noisy scores: " + ", ".join(f"{float(v):.2f}" for v in d.noisy.reshape(-1)), wrap_lines=True
+            )
+        bars = go.Figure(
+            [
+                go.Bar(x=list(names), y=p_clean, name="without noise (not released)", opacity=0.5),
+                go.Bar(x=list(names), y=p_noisy, name="from the noisy release"),
+            ]
+        )
+        bars.update_layout(
+            height=260,
+            margin={"l": 10, "r": 10, "t": 30, "b": 10},
+            barmode="group",
+            yaxis={"range": [0, 1], "title": "class probability"},
+            xaxis={"type": "category"},
+            legend={"orientation": "h", "y": -0.25},
+            title={"text": "class distribution", "font": {"size": 12}},
+        )
+        col.plotly_chart(bars, key=f"ip_dist_{mech_name}", config=ui.PLOTLY_CONFIG)
+        col.caption(f"Guarantee if sent: (ε = {g.epsilon:g}, δ = {g.delta:g}) at α = {s.alpha:g}, {g.metric}")
+        done = iplens.sent(d)
+        col.button(
+            f"{mech_name}: sent" if done else f"Send {mech_name}",
+            key=f"ip_send_{mech_name}",
+            icon=":material/send:",
+            disabled=done,
+            on_click=iplens.send,
+            args=(image, d),
+            help="Charges the session ledger for this draw (once).",
+        )
+        top_clean, top_noisy = max(range(len(p_clean)), key=p_clean.__getitem__), max(
+            range(len(p_noisy)), key=p_noisy.__getitem__
+        )
         rows.append(
             {
-                "mechanism": mech_name + (" ◀" if mech_name == s.mechanism else ""),
-                "model": model.name,
-                "noise": noise,
-                "prediction without noise": f"{names[int(p_clean.argmax())]} ({float(p_clean.max()):.2f})",
-                "noisy prediction (released)": f"{names[int(p_noisy.argmax())]} ({float(p_noisy.max()):.2f})",
-                "guarantee": f"(ε = {mech.guarantee.epsilon:g}, δ = {mech.guarantee.delta:g}) "
-                f"at α = {s.alpha:g}, {mech.guarantee.metric}",
+                "mechanism": mech_name + (" ◀" if here else ""),
+                "model": d.plan.model.name,
+                "noise": d.plan.noise,
+                "prediction without noise": f"{names[top_clean]} ({p_clean[top_clean]:.2f})",
+                "noisy prediction (preview)": f"{names[top_noisy]} ({p_noisy[top_noisy]:.2f})",
+                "sent": "yes" if done else "no (nothing has left your device)",
+                "guarantee": f"(ε = {g.epsilon:g}, δ = {g.delta:g}) at α = {s.alpha:g}, {g.metric}",
             }
         )
-    st.subheader("Your image, with and without noise")
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    shown: list[str] = []
+    for guarantee in guarantees.values():
+        shown += [w for w in budget.extreme_warnings(guarantee) if w not in shown]
+    for warning in shown:
+        st.warning(warning, icon=":material/warning:")
     if st.button(
-        "Draw new noise",
+        "New draw",
         key="ip_resample",
         icon=":material/casino:",
-        help="Each draw is a new release of your image, recorded in the session ledger.",
+        help="Fresh noise for all three: new previews, free until sent; a sent new draw costs again.",
     ):
-        st.session_state[NONCE] = nonce + 1
+        iplens.resample()
         st.rerun()
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     st.caption(
-        "The noisy outputs are releases of your image: each distinct draw is recorded in the session "
-        "ledger (Accountant page). Softmax of the noisy logits is post-processing and costs nothing."
+        "Each sent draw is recorded in the session ledger (Accountant page). Softmax of the noisy logits is "
+        "post-processing and costs nothing."
     )
     if guarantees:
         st.markdown(
-            "**What one draw costs.** Gauss-Input and Gauss-Output are both stated for pairs within ℓ2 "
-            "distance α on the model input (the same pixels), Lap-Output for pairs within ℓ1 distance α. "
+            "**What sending one draw of all three costs.** Gauss-Input and Gauss-Output are both stated for "
+            "pairs within ℓ2 distance α on the model input (the same pixels), Lap-Output for pairs within "
+            "ℓ1 distance α. "
             "A pair within ℓ1 distance α is also within ℓ2 distance α, so all three releases apply to it."
         )
         draw = [
@@ -185,8 +175,8 @@ if ip is not None:
             worst = next((r for r in so_far if r["total"] == "worst case"), None)
             if worst is not None:
                 st.warning(
-                    f"All releases of this image in this session (every draw, and PTR releases on the "
-                    f"Release page): worst case ε = {worst['total ε = Σεᵢ']:.4g}, "
+                    "All sent releases of this image in this session (here and on the Release page): "
+                    f"worst case ε = {worst['total ε = Σεᵢ']:.4g}, "
                     f"δ = {worst['total δ = Σδᵢ']:.3g} for {worst['pairs']} "
                     f"({worst['releases counted']} releases). Per relation on the Accountant page."
                 )
@@ -254,22 +244,14 @@ else:
                     line={"width": 4 if mech_name == s.mechanism else 1.5},
                 )
             )
-        fig.add_vline(
-            x=current,
-            line_dash="dot",
-            line_color="crimson",
-            annotation_text=f"current {symbol} = {current:g}",
-        )
+        charts.mark_x(fig, current, f"current {symbol} = {current:g}", log=True)
         unit = "ℓ2 pixels for Gauss-*, ℓ1 for Lap-Output; " if sweep == "alpha" else ""
-        lo, hi = min(span[0], current), max(span[1], current)
-        xrange = [math.log10(lo) - 0.1, math.log10(hi) + 0.1]
         fig.update_layout(
             title=f"{dataset}: {title}",
             xaxis_title=f"{symbol} ({unit}log scale)",
-            xaxis_range=xrange,
-            xaxis_type="log",
             yaxis_title="test accuracy (mean ± std over noise draws)",
             legend_title_text="mechanism",
             yaxis_range=[0, 1],
         )
+        charts.log_axis(fig, [*span, current])
         ui.chart(fig, name=f"ip-{sweep}-{dataset}", data=part)

@@ -15,7 +15,8 @@ import streamlit as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # standalone `streamlit run pages/...`
 
-from privcore.lab.explore import (
+from privcore.lab import (
+    QUERIES,
     available_models,
     compare,
     fig5_curves,
@@ -23,7 +24,7 @@ from privcore.lab.explore import (
     load_model,
     query_label,
 )
-from privcore.lab.queries import QUERIES
+from privlens import charts, ui
 
 EPSILONS = [0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 10.0]
 KINDS = {
@@ -31,6 +32,7 @@ KINDS = {
     "exponential": "learned exponential: P ∝ exp(ε·u/(2kc))",
 }
 
+ui.page_setup()
 st.title("Mechanism lab")
 st.caption(
     "Learned differentially private mechanisms (Shavit & Gjura 2019): a network whose Lipschitz constant is "
@@ -53,8 +55,9 @@ with c2:
 with c3:
     ks = sorted(models[(models["kind"] == kind) & (models["query"] == query)]["k"].tolist())
     k = st.select_slider("k (Lipschitz bound)", options=ks, value=ks[len(ks) // 2], key="lab_k")
-with c4:
-    epsilon = st.select_slider("ε", options=EPSILONS, value=1.0, key="lab_epsilon")
+with c4:  # the shared ε: moving it here moves the sidebar's, and the other way round
+    epsilon = ui.bound_widget("select_slider", "epsilon", "ε (shared with the sidebar)", options=EPSILONS,
+                              suffix="_lab", format_func=ui.fmt_num)
 
 d1, d2 = st.columns(2)
 with d1:
@@ -77,8 +80,8 @@ for label, grp in cmp.masses.groupby("mechanism", sort=False):
     fig.add_trace(go.Bar(x=grp["response"], y=grp["mass"], name=str(label), opacity=0.6))
 fig.add_trace(go.Histogram(x=data, name="data (records)", yaxis="y2", opacity=0.25, marker_color="#e377c2",
                            xbins={"size": 0.2}))
-fig.add_vline(x=cmp.truth, line_color="black", line_width=2,
-              annotation_text=f"true {query_label(query)} = {cmp.truth:.3g}")
+charts.mark_x(fig, cmp.truth, f"true {query_label(query)} = {cmp.truth:.3g}", log=False, color="black",
+              dash="solid")
 fig.update_layout(barmode="overlay", xaxis_title=f"released {query_label(query)}", yaxis_title="probability",
                   yaxis2={"overlaying": "y", "side": "right", "title": "records", "showgrid": False},
                   legend={"orientation": "h", "y": -0.25}, height=430, margin={"t": 30})
@@ -117,13 +120,16 @@ else:
                                   name=f"learned, {split}", line_color=colours.get(str(split)),
                                   error_y={"type": "data", "array": grp["erl_std"].fillna(0).to_numpy()}))
         best = grp[grp["best_k"]]
-        fig5.add_trace(go.Scatter(x=best["k"], y=best["erl_mean"], mode="markers", showlegend=False,
-                                  marker={"size": 16, "symbol": "circle-open", "color": "blue"}))
+        fig5.add_trace(go.Scatter(x=best["k"], y=best["erl_mean"], mode="markers", name=f"best k ({split})",
+                                  marker={"size": 16, "symbol": "circle-open",
+                                          "color": colours.get(str(split))}))
+    ks_all = learned["k"].dropna().tolist() or [float(k)]
     for method, dash in (("data-blind", "dot"), ("expert", "dash")):
         for split, grp in sub[sub["method"] == method].groupby("split"):
-            fig5.add_hline(y=float(grp["erl_mean"].iloc[0]), line_dash=dash,
-                           line_color=colours.get(str(split)), annotation_text=f"{method} ({split})",
-                           annotation_position="top left")
+            # a trace, not add_hline: named in the legend, and right on the log y axis
+            erl = float(grp["erl_mean"].iloc[0])
+            fig5.add_trace(charts.hline_trace(erl, x=ks_all, name=f"{method} ({split})", dash=dash,
+                                              color=colours.get(str(split))))
     fig5.update_xaxes(type="log", title="k")
     loss_name = str(sub["loss"].iloc[0]) if not sub.empty else ""
     fig5.update_yaxes(type="log", title=f"expected {loss_name} loss")

@@ -9,8 +9,9 @@ import streamlit as st
 import torch
 
 from privcore.images import encode_png
-from privcore.session import RADIUS_GRID, latent_walk, rank_axes, tile_images
 from privlens import ptr, ui
+from privlens.image import require_image
+from privlens.session import RADIUS_GRID, latent_walk, rank_axes, tile_images
 
 s = ui.page_setup()
 st.title("Neighbourhood")
@@ -25,7 +26,7 @@ loaded = ui.pipeline(s)
 if loaded is None:
     st.stop()
 pipe = loaded.pipeline
-image = ui.require_image(loaded.dataset, pipe.image_shape)
+image = require_image(loaded.dataset, pipe.image_shape)
 
 ui.bound_widget(
     "select_slider",

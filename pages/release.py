@@ -10,9 +10,16 @@ from __future__ import annotations
 import streamlit as st
 
 from privcore.errors import PrivcoreError
-from privcore.images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, encode_png
-from privcore.session import md_literal, outcome_summary, plain_guarantee, release_document
-from privlens import ptr, ui
+from privcore.images import encode_png
+from privlens import budget, checks, live, ptr, report, ui, upload
+from privlens.session import (
+    ledger_totals,
+    load_results,
+    outcome_summary,
+    plain_guarantee,
+    release_document,
+    release_probability,
+)
 
 s = ui.page_setup()
 st.title("Release")
@@ -43,79 +50,10 @@ shape = tuple(pipe.image_shape)
 
 # ----------------------------------------------------------------------------------- input
 st.subheader("1 · Your image")
-images = st.session_state.setdefault(ui.IMAGE_KEY, {})
-current = images.get(loaded.dataset)
-source_default = 1 if current is not None and current.get("source") == "upload" else 0
-source = st.radio(
-    "Image source",
-    ("Shipped sample", "Upload your own"),
-    index=source_default,
-    horizontal=True,
-    key="release_source",
-    label_visibility="collapsed",
-)
-if source == "Shipped sample":
-    shipped = ui.samples(loaded.dataset)
-    if not shipped:
-        st.warning(f"No sample images ship for {loaded.dataset}; upload one instead.")
-        st.stop()
-    names = [x.name for x in shipped]
-    chosen = current["name"] if current is not None and current["name"] in names else names[0]
-    pick = st.selectbox(
-        f"Sample from the {loaded.dataset} test set (label-index)",
-        names,
-        index=names.index(chosen),
-        key="release_sample",
-    )
-    if current is None or current["name"] != pick or current["source"] != "sample":
-        sample = shipped[names.index(pick)]
-        ui.set_image(loaded.dataset, name=sample.name, data=sample.data(), source="sample")
-else:
-    c, h, w = shape
-    upload = st.file_uploader(
-        f"PNG or JPEG, at most {DEFAULT_MAX_BYTES // (1 << 20)} MiB and {DEFAULT_MAX_PIXELS:,} pixels; it is "
-        f"converted to what the model sees ({'grey' if c == 1 else 'colour'}, {w}×{h}).",
-        type=["png", "jpg", "jpeg"],
-        key="release_upload",
-    )
-    invert = st.checkbox(
-        "Invert (for dark-on-light drawings)",
-        key="release_invert",
-        help="The training images are light on a dark background.",
-    )
-    if upload is None:
-        if current is None or current.get("source") != "upload":
-            st.info("Choose a file to see its release.")
-            st.stop()
-        st.caption(
-            f"Showing your earlier upload {md_literal(current['name'])} (kept for this session only); "
-            "choose a file to replace it."
-        )
-    else:
-        # an upload is identified by its bytes (a new file with the previous one's name and size is new)
-        # and decoded once: this check and every later use share ui.decode's result
-        data = upload.getvalue()
-        digest = ui.content_digest(data)
-        try:
-            ui.decode(data, shape, invert=invert, sha256=digest)
-        except ValueError as exc:
-            st.error(f"**This file cannot be used: {md_literal(exc, limit=500)}.** Nothing was released.")
-            st.stop()
-        if current is None or (current.get("source"), current.get("sha256"), current.get("invert")) != (
-            "upload",
-            digest,
-            bool(invert),
-        ):
-            ui.set_image(
-                loaded.dataset, name=upload.name, data=data, source="upload", invert=invert, sha256=digest
-            )
-
-image = ui.current_image(loaded.dataset, shape)
-if image is None:
-    st.error("The current image could not be decoded; pick another one. Nothing was released.")
-    st.stop()
+image = upload.pick_image(loaded.dataset, shape, key="release")
 for note in image.decoded.notes:
     st.warning(f"Note: {note}")
+checks.confirm(loaded.dataset, image, key="release")  # blank or out of domain: stop until confirmed
 
 # ------------------------------------------------------------------------------ certification
 ctx = ptr.context(s, loaded, image)
@@ -124,6 +62,7 @@ if ctx is None:
 phi = ptr.certify(ctx)
 if phi is None:
     st.stop()
+draw = ptr.draw_key(ctx, epsilon=s.epsilon, delta=s.delta)
 try:
     result = ptr.release(ctx, phi, epsilon=s.epsilon, delta=s.delta)
 except (ValueError, PrivcoreError) as exc:  # e.g. parameters the exact sampler cannot honour
@@ -144,18 +83,27 @@ if result.released:
     rec = pipe.reconstruct(ptr.as_tensor(result.value))[0] if pipe.attacker is not None else None
     if rec is not None:
         attack_png = encode_png(rec, scale=scale)
-        cols[2].image(attack_png, caption="Attacker's reconstruction from the release", width=160)
+        cols[2].image(attack_png, caption="Attacker's reconstruction from this draw", width=160)
     else:
         cols[2].info("No attacker is shipped for this model.")
 else:
     cols[2].markdown("### ⊥\nNothing released: the attacker gets nothing but ⊥.")
 
 # ------------------------------------------------------------------------------ outcome
-st.subheader("3 · Outcome")
-if result.released:
-    st.success(f"**{text.headline}.** {text.detail}")
+st.subheader("3 · Preview of the outcome")
+already_sent = ptr.sent(draw)
+if already_sent:
+    st.caption("This draw has been sent (it is in the ledger); showing it again costs nothing.")
 else:
-    st.error(f"**{text.headline}.** {text.detail}")
+    st.caption(
+        ":material/lock: **Preview: nothing has left your device.** This draw costs nothing until you "
+        "send it (section 4)."
+    )
+state = "sent" if already_sent else "preview, not sent"
+if result.released:
+    st.success(f"**{text.headline}** ({state}). {text.detail}")
+else:
+    st.error(f"**{text.headline}** ({state}). {text.detail}")
 st.markdown(f"Test: {text.test}")
 m = st.columns(5)
 m[0].metric("φ (private, yours only)", f"{result.phi:.4g}")
@@ -180,10 +128,27 @@ if result.released:
             else "."
         )
     )
-st.info(
-    f"**Guarantee.** {plain_guarantee(result.guarantee)} (posthoc Theorem 4.4: PTR at ε, δ gives "
-    f"(2ε, δ/2, R) = ({result.guarantee.epsilon:g}, {result.guarantee.delta:g}, {ctx.radius:g}).)"
+st.markdown("**At this setting** (follows the sliders):")
+lv = st.columns(3)
+p_release = release_probability(phi.phi, epsilon=s.epsilon, delta=s.delta, radius=ctx.radius, zeta=phi.zeta)
+lv[0].metric(
+    "P[this image is released]",
+    f"{100 * p_release:.1f} %",
+    help="P[φ + Lap((R+ζ)/ε) > ln(1/δ)·(R+ζ)/ε] from this image's certified φ (posthoc Alg. 1).",
 )
+acc = live.accuracy_at(
+    load_results(loaded.dataset, "table1"), model=loaded.model, certifier=ctx.certifier, epsilon=s.epsilon
+)
+if acc is None:
+    lv[1].metric("model accuracy at this ε", "—", help="Not measured at this ε (Trade-offs page).")
+else:
+    ci = "" if acc.low is None else f" [{acc.low:.3f}, {acc.high:.3f}]"
+    lv[1].metric("model accuracy at this ε", f"{acc.value:.3f}{ci}", help=f"Test accuracy, {acc.how}.")
+ssim = live.attack_at(load_results(loaded.dataset, "attack"), radius=ctx.radius, epsilon=s.epsilon)
+if ssim is None:
+    lv[2].metric("attacker's SSIM at (R, ε)", "—", help="Not measured at this (R, ε) (Attack page).")
+else:
+    lv[2].metric("attacker's SSIM at (R, ε)", f"{ssim.value:.3f}", help=f"Mean over test images, {ssim.how}.")
 r_star = "—" if phi.r_star is None else f"{phi.r_star:.4g}"
 st.caption(
     f"φ = max(R*/2, R* − R) with R* = {r_star}, the largest certified radius whose local Lipschitz "
@@ -191,16 +156,32 @@ st.caption(
     f"the test noise is Lap((R + ζ)/ε)). Certifier: {ctx.certifier}. Moving ε or δ reuses φ: no new solve."
 )
 
-# ------------------------------------------------------------------------------ actions
+# ------------------------------------------------------------------------------ send
+st.subheader("4 · Send")
+g = result.guarantee
+st.info(
+    f"**Sending this draw spends (2ε, δ/2, R) = ({g.epsilon:g}, {g.delta:g}, {ctx.radius:g})** (posthoc "
+    f"Theorem 4.4, PTR run at ε = {s.epsilon:g}, δ = {s.delta:g}). {plain_guarantee(g)}"
+)
+for warning in budget.extreme_warnings(g, n=ui.dataset_size(pipe)):
+    st.warning(warning, icon=":material/warning:")
+
+
+def _send(how: str) -> None:
+    ptr.send(ctx, result, draw, how=how)
+
+
 a = st.columns(4)
-if a[0].button(
-    "Resample noise",
-    key="resample",
-    icon=":material/casino:",
-    help="Draw fresh noise (a new release, recorded in the ledger).",
-):
-    ptr.resample()
-    st.rerun()
+a[0].button(
+    "Sent" if already_sent else ("Send this release" if result.released else "Send ⊥"),
+    key="send",
+    type="primary",
+    icon=":material/send:",
+    disabled=already_sent,
+    on_click=_send,
+    args=("sent",),
+    help="What leaves your device: the ledger is charged once for this draw.",
+)
 doc = release_document(
     result,
     dataset=loaded.dataset,
@@ -211,8 +192,24 @@ doc = release_document(
     certifier=ctx.certifier,
 )
 with a[1]:
-    ui.download_json("Release (JSON)", doc, file_name="release.json", key="dl_release")
-a[2].download_button(
+    ui.download_json(
+        "Release (JSON)" + ("" if already_sent else ": sends it"),
+        doc,
+        file_name="release.json",
+        key="dl_release",
+        on_click=_send,
+        args=("downloaded",),
+        help="The file you would send: downloading it charges the ledger for this draw (once).",
+    )
+if a[2].button(
+    "New draw",
+    key="resample",
+    icon=":material/casino:",
+    help="Fresh noise: a new preview, free until you send it — a sent new draw costs again.",
+):
+    ptr.resample()
+    st.rerun()
+a[3].download_button(
     "Input (PNG)",
     views.input_png,
     icon=":material/download:",
@@ -232,10 +229,58 @@ if attack_png is not None:
         on_click="ignore",
     )
 
+
+ledger_now = list(ui.ledger_rows())  # read here: the download runs outside this script's session
+
+
+def _report() -> str:
+    """The session report, built when the user downloads it (Streamlit calls this lazily, outside the
+    script run: it uses only what this run captured)."""
+    table1 = load_results(loaded.dataset, "table1")
+    curve = report.accuracy_figure(table1, model=loaded.model, epsilon=s.epsilon)
+    try:
+        totals = ledger_totals(ledger_now)
+    except ValueError:
+        totals = []
+    return report.session_report(
+        settings=s,
+        guarantee_text=budget.spent_text(s) + " " + plain_guarantee(g),
+        image_name=image.name,
+        input_png=views.input_png,
+        release=doc if already_sent else None,
+        attacker_png=attack_png if already_sent else None,
+        figures=[] if curve is None else [curve],
+        ledger=ledger_now,
+        totals=totals,
+        warnings=budget.extreme_warnings(g, n=ui.dataset_size(pipe)),
+    )
+
+
+st.download_button(
+    "Session report (HTML)",
+    _report,
+    icon=":material/summarize:",
+    file_name="privlens-session-report.html",
+    mime="text/html",
+    key="dl_report",
+    on_click="ignore",
+    help="Settings, guarantee, the sent release and the attacker's view of it, the curve at this ε and the "
+    "ledger, in one file. A preview that was not sent is left out.",
+)
+if already_sent:
+    st.success(
+        f"Sent: this draw is in the session ledger, charged ({g.epsilon:g}, {g.delta:g}, {ctx.radius:g}) "
+        "once. A new draw that you send is charged again."
+    )
+st.caption(
+    "Picking among several previews before sending weakens the sent one's guarantee: look at the one "
+    "draw you mean to send."
+)
+
 with st.sidebar:
     st.markdown("---")
     st.markdown(
         f"**This image:** φ = {result.phi:.3g}, Δp = {ctx.delta_p:.3g}, noise b = {result.noise_scale:.3g} → "
         f"**{'released' if result.released else '⊥'}**"
     )
-    st.caption(plain_guarantee(result.guarantee))
+    st.caption(("Sent. " if already_sent else "Preview, not sent. ") + plain_guarantee(result.guarantee))

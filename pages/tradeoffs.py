@@ -10,8 +10,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from privcore.session import load_results, release_probability, smallest_epsilon
-from privlens import ptr, ui
+from privlens import charts, ptr, ui
+from privlens.image import current_image
+from privlens.session import load_results, release_probability, smallest_epsilon
 
 s = ui.page_setup()
 st.title("Trade-offs")
@@ -33,13 +34,10 @@ def _finite(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _mark_current(fig: go.Figure) -> None:
-    fig.add_vline(
-        x=s.epsilon,
-        line_dash="dot",
-        line_color="crimson",
-        annotation_text=f"current ε = {s.epsilon:g}",
-        annotation_position="top left",
-    )
+    """The sidebar's ε as a named line, and an x range showing it and every plotted point."""
+    xs = [v for t in fig.data if t.x is not None for v in t.x if v is not None]
+    charts.mark_x(fig, s.epsilon, f"current ε = {s.epsilon:g}", log=True)
+    charts.log_axis(fig, [*xs, s.epsilon])
 
 
 curves: dict[str, pd.DataFrame] = {}
@@ -122,13 +120,14 @@ if t1 is not None and "release_rate" in t1:
 loaded = ui.pipeline(s) if s.dataset == dataset else None
 phi = None
 if loaded is not None and s.is_ptr:
-    image = ui.current_image(loaded.dataset, loaded.pipeline.image_shape)
+    image = current_image(loaded.dataset, loaded.pipeline.image_shape)
     ctx = ptr.context(s, loaded, image) if image is not None else None
     phi = ptr.known_phi(ctx) if ctx is not None else None
     if phi is None and ctx is not None and st.session_state.get("to_add_image"):
         phi = ptr.certify(ctx)  # progress + cancel, once per (model, image, R, Δp, certifier)
     if phi is not None:
-        eps_grid = [0.1 * 1.1**k for k in range(60) if 0.1 * 1.1**k <= 30]
+        top = max(30.0, 1.5 * s.epsilon)  # the curve reaches past the current ε
+        eps_grid = [0.1 * 1.1**k for k in range(200) if 0.1 * 1.1**k <= top]
         probs = [
             release_probability(phi.phi, epsilon=e, delta=s.delta, radius=ctx.radius, zeta=phi.zeta)
             for e in eps_grid

@@ -5,9 +5,10 @@
 deployment (:mod:`privlens.deployment`; never in the default ``shared`` one) — with a progress bar
 and a cancel button; an ε/δ slider move then only redraws the noise (no solve). A certification
 is reported identically whether it was computed or read from the disk cache, without its
-duration, so no session learns about another's work. Releases are memoised per (φ key, ε, δ,
-resample counter) so a rerun for any other reason never draws new noise, and each new release is
-recorded once in the session's ledger.
+duration, so no session learns about another's work. Draws are memoised per (φ key, ε, δ,
+resample counter) so a rerun for any other reason never draws new noise. A draw is a preview that
+stays on the device and costs nothing; :func:`send` (the Send button, the JSON download) charges
+the session's ledger, once per draw.
 """
 
 from __future__ import annotations
@@ -21,16 +22,19 @@ import streamlit as st
 import torch
 
 from privcore.errors import CertificationError
-from privcore.lipschitz.certifier import Certifier, cached_phi
-from privcore.mechanisms import PhiResult, PTRResult, propose_test_release
-from privcore.session import DELTA_GRID, EPSILON_GRID, Settings, bisection_decisions, ptr_search_range
+from privcore.lipschitz import Certifier, cached_phi
+from privcore.mechanisms import PhiResult, PTRResult, bisection_decisions, propose_test_release
 from privlens import ui
 from privlens.deployment import image_cache
+from privlens.image import CurrentImage
+from privlens.memo import memo
+from privlens.session import DELTA_GRID, EPSILON_GRID, Settings, ptr_search_range
 
 PHI_KEY = "privlens_phi"
 RELEASE_KEY = "privlens_releases"
 CANCELLED_KEY = "privlens_cert_cancelled"
 NONCE_KEY = "privlens_nonce"
+SENT_KEY = "privlens_sent"
 CERT_TIME_LIMIT_S = 60.0
 
 
@@ -58,7 +62,7 @@ class PTRContext:
     """Everything PTR needs for the current image, none of it depending on ε or δ."""
 
     loaded: ui.Loaded
-    image: ui.CurrentImage
+    image: CurrentImage
     z: np.ndarray  # float64 embedding
     radius: float
     delta_p: float
@@ -83,7 +87,7 @@ class PTRContext:
         return str(self.pipe.cards["obfuscator"]["weights"]["sha256"])
 
 
-def context(s: Settings, loaded: ui.Loaded, image: ui.CurrentImage) -> PTRContext | None:
+def context(s: Settings, loaded: ui.Loaded, image: CurrentImage) -> PTRContext | None:
     """The PTR context for the settings, or None after explaining what is missing."""
     pipe = loaded.pipeline
     delta_p = pipe.proposed_delta_p
@@ -108,16 +112,15 @@ def context(s: Settings, loaded: ui.Loaded, image: ui.CurrentImage) -> PTRContex
     )
 
 
-def embedding(pipe: Any, image: ui.CurrentImage) -> np.ndarray:
+def embedding(pipe: Any, image: CurrentImage) -> np.ndarray:
     """z = g(x) as float64 (memoised per image in the session)."""
-    memo = st.session_state.setdefault("privlens_z", {})
-    key = (id(pipe), image.digest)
-    if key not in memo:
-        if len(memo) > 32:
-            memo.clear()
-        memo[key] = pipe.embed(image.tensor).double().cpu().numpy().reshape(-1)
-        memo[key].setflags(write=False)
-    return memo[key]
+
+    def compute() -> np.ndarray:
+        z = pipe.embed(image.tensor).double().cpu().numpy().reshape(-1)
+        z.setflags(write=False)
+        return z
+
+    return memo("privlens_z", (id(pipe), image.digest), compute)
 
 
 @dataclass(frozen=True)
@@ -133,18 +136,14 @@ def image_views(ctx: PTRContext, *, scale: int) -> ImageViews:
     """The model's input and its VAE reconstruction as PNGs, and the noise-free class (memoised)."""
     from privcore.images import encode_png
 
-    memo = st.session_state.setdefault("privlens_views", {})
-    key = (id(ctx.pipe), ctx.image.digest, scale)
-    if key not in memo:
-        if len(memo) > 16:
-            memo.clear()
+
+    def compute() -> ImageViews:
         z = torch.from_numpy(ctx.z.astype(np.float32))[None]
         recon = ctx.pipe.decode(z)[0]
         clean = int(ctx.pipe.classify(ctx.pipe.obfuscate(z)).argmax(-1)[0])
-        memo[key] = ImageViews(
-            encode_png(ctx.image.tensor, scale=scale), encode_png(recon, scale=scale), clean
-        )
-    return memo[key]
+        return ImageViews(encode_png(ctx.image.tensor, scale=scale), encode_png(recon, scale=scale), clean)
+
+    return memo("privlens_views", (id(ctx.pipe), ctx.image.digest, scale), compute, max_entries=16)
 
 
 def disk_cache() -> bool | None:
@@ -234,22 +233,28 @@ def resample(label: str = "Release page") -> None:
     st.session_state.setdefault(NONCE_KEY, {})[label] = nonce(label) + 1
 
 
+def draw_key(ctx: PTRContext, *, epsilon: float, delta: float, label: str = "Release page") -> tuple:
+    """What identifies one draw of noise: φ's key, ε, δ, the page's resample counter and the page."""
+    return (ctx.key, float(epsilon), float(delta), nonce(label), label)
+
+
 def release(
     ctx: PTRContext,
     phi: PhiResult,
     *,
     epsilon: float,
     delta: float,
-    record: bool = True,
     label: str = "Release page",
 ) -> PTRResult:
-    """The PTR outcome for (φ, ε, δ) in this session — drawn once (OS randomness), then memoised."""
-    releases: dict = st.session_state.setdefault(RELEASE_KEY, {})
-    key = (ctx.key, float(epsilon), float(delta), nonce(label), label)
-    if key not in releases:
-        if len(releases) > 64:
-            releases.pop(next(iter(releases)))
-        result = propose_test_release(
+    """The PTR outcome for (φ, ε, δ) in this session — drawn once (OS randomness), then memoised.
+
+    A preview: it stays on this device and costs nothing. Only :func:`send` charges the ledger.
+    """
+    key = draw_key(ctx, epsilon=epsilon, delta=delta, label=label)
+    return memo(
+        RELEASE_KEY,
+        key,
+        lambda: propose_test_release(
             ctx.pipe.obfuscator,
             ctx.z,
             epsilon=epsilon,
@@ -260,16 +265,32 @@ def release(
             tol=ctx.tol,
             lipschitz=Certifier(kind=ctx.certifier),
             phi=phi,
-        )
-        releases[key] = result
-        if record:
-            what = "released" if result.released else "⊥"
-            ui.record_release(
-                image=ctx.image,
-                guarantee=result.guarantee,
-                label=f"{label}: PTR ε={epsilon:g}, δ={delta:g}, R={ctx.radius:g} → {what}",
-            )
-    return releases[key]
+        ),
+        max_entries=64,
+    )
+
+
+def sent(key: tuple) -> bool:
+    """Whether the draw ``key`` (:func:`draw_key`) has left the device in this session."""
+    return key in st.session_state.setdefault(SENT_KEY, set())
+
+
+def send(ctx: PTRContext, result: PTRResult, key: tuple, *, how: str) -> bool:
+    """Charge the session's ledger for the draw ``key`` leaving the device (``how``: "sent",
+    "downloaded"); once per draw — the same output again is post-processing and costs nothing.
+    True when this call charged it."""
+    done = st.session_state.setdefault(SENT_KEY, set())
+    if key in done:
+        return False
+    done.add(key)
+    _, eps, dlt, draw, label = key
+    what = "released" if result.released else "⊥"
+    ui.record_release(
+        image=ctx.image,
+        guarantee=result.guarantee,
+        label=f"{label}: PTR ε={eps:g}, δ={dlt:g}, R={ctx.radius:g}, draw {draw + 1} → {what} ({how})",
+    )
+    return True
 
 
 def as_tensor(value: Any) -> torch.Tensor:

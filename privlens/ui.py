@@ -1,23 +1,22 @@
 """Shared Streamlit plumbing of the privlens pages (widgets and layout only; no maths here).
 
 * the sidebar shared by every page: dataset, model, mechanism, ε, δ, R or α, certifier. The
-  values live in ``st.session_state`` (one validated :class:`privcore.session.Settings`) and are
-  mirrored into the URL query, so a view can be shared; bad URL values become defaults + warning;
+  values live in ``st.session_state`` (one validated :class:`privlens.settings.Settings`) and are
+  mirrored into the URL query, so a view can be shared; a bad or unknown URL parameter stops every
+  page with an error at its top (:func:`stop_on_url_problems`) until the user fixes or accepts it;
 * models loaded once per process (``st.cache_resource``, eval mode, inference only), with the
   embedded default (digits) as the fallback when a dataset or checkpoint is missing;
-* the current image (upload or shipped sample), identified by the SHA-256 of its bytes and decoded
-  once per session, and the session's release ledger — per user, in ``st.session_state``, never in a
-  shared cache;
+* the session's release ledger — per user, in ``st.session_state``, never in a shared cache (the
+  current image is :mod:`privlens.image`'s, the per-session memo :mod:`privlens.memo`'s);
 * :func:`error_boundary`: an unexpected error is shown as what failed and that nothing was released,
   its traceback logged on the server, never sent to the browser;
 * user-supplied text (URL values, file names) only ever reaches Markdown as a code span
-  (:func:`privcore.session.md_literal`);
+  (:func:`privlens.session.md_literal`);
 * plotly charts with a PNG download button in the mode bar and a CSV of the plotted data.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import io
 import json
@@ -32,19 +31,19 @@ from typing import Any
 import streamlit as st
 
 from privcore.errors import CheckpointError, DatasetUnavailableError, PrivcoreError
-from privcore.images import DecodedImage, decode_image
-from privcore.session import (
+from privlens.budget import spent_text
+from privlens.image import CurrentImage
+from privlens.session import (
     ALPHA_GRID,
     CERTIFIER_CHOICES,
     DELTA_GRID,
     EPSILON_GRID,
     MECHANISMS,
+    PARAMS,
     RADIUS_GRID,
-    Sample,
+    QueryProblem,
     Settings,
     grid_with,
-    image_digest,
-    list_samples,
     md_literal,
     settings_from_query,
 )
@@ -54,8 +53,7 @@ LOG = logging.getLogger("privlens")
 SETTINGS_KEY = "privlens_settings"
 NAV_FLAG = "privlens_sidebar_rendered"
 RUN_TIME_KEY = "privlens_last_run_seconds"
-URL_WARNINGS_KEY = "privlens_url_warnings"
-IMAGE_KEY = "privlens_images"
+URL_PROBLEMS_KEY = "privlens_url_problems"
 LEDGER_KEY = "privlens_ledger"
 DEFAULT_DATASET = "digits"
 
@@ -65,6 +63,22 @@ MECHANISM_HELP = {
     "Gauss-Output": "IP paper Def. 4: C(x) + N(0, σ²), α in ℓ2 on the input",
     "Lap-Output": "IP paper Def. 3: C(x) + Lap(μ₁α/ε), α in ℓ1 on the input",
 }
+EPS_HELP = (
+    "How much one release may tell about your image, in plain words: no output becomes more than e^ε times "
+    "more likely for your image than for a protected neighbour. Smaller is more private and noisier."
+)
+DELTA_HELP = (
+    "The probability that the guarantee fails outright. Keep it tiny: well below 1/n for a dataset of n "
+    "images (the paper's PTR value 0.05 is large)."
+)
+RADIUS_HELP = (
+    "Which images are protected from each other: those whose embeddings lie within R (largest coordinate "
+    "difference). A larger R protects more images but is refused (⊥) more often; see the Neighbourhood page."
+)
+ALPHA_HELP = (
+    "Which inputs are protected from each other: images within distance α of yours, in pixels in [0, 1] "
+    "(ℓ2 for the Gaussian mechanisms, ℓ1 for Lap-Output). A larger α protects more but needs more noise."
+)
 CERTIFIER_HELP = (
     "How φ's local Lipschitz bounds are certified: exact = LipMIP to optimality (most releases, slowest); "
     "lp / interval = monotone relaxations (fast, fewer releases). All three are private."
@@ -138,16 +152,51 @@ def settings() -> Settings:
         models = catalogue()
         default = default_settings(models)
         query = {k: st.query_params.get_all(k) for k in st.query_params}
-        s, warnings = settings_from_query(query, default=default, models=models)
+        s, problems = settings_from_query(query, default=default, models=models)
         st.session_state[SETTINGS_KEY] = s
-        st.session_state[URL_WARNINGS_KEY] = warnings
+        st.session_state[URL_PROBLEMS_KEY] = problems
     return st.session_state[SETTINGS_KEY]
 
 
+def url_problems() -> tuple[QueryProblem, ...]:
+    """The URL parameters of this session that are still unfixed (see :func:`stop_on_url_problems`)."""
+    settings()
+    return tuple(st.session_state.get(URL_PROBLEMS_KEY, ()))
+
+
 def update_settings(**changes: Any) -> None:
-    """Change settings programmatically (e.g. "use this ε"); widgets follow on the next render."""
+    """Change settings programmatically (e.g. "use this ε"); widgets follow on the next render. A URL
+    problem about a field set here is fixed by it."""
     st.session_state[SETTINGS_KEY] = settings().replace(**changes)
-    st.session_state[URL_WARNINGS_KEY] = ()
+    st.session_state[URL_PROBLEMS_KEY] = tuple(p for p in url_problems() if p.field not in changes)
+
+
+def _accept_url_settings() -> None:
+    st.session_state[URL_PROBLEMS_KEY] = ()
+
+
+def stop_on_url_problems(page_title: str = "") -> None:
+    """While the URL has a bad or unknown parameter: an error at the top of the page naming each
+    (parameter, value, allowed range, what the sidebar shows instead), a button to continue with the
+    sidebar's values, and ``st.stop()`` — the page computes and releases nothing. Changing the
+    setting concerned in the sidebar fixes its problem too."""
+    problems = url_problems()
+    if not problems:
+        return
+    what = f"The {page_title} page" if page_title else "This page"
+    lines = "\n".join(f"* {p.message}" for p in problems)
+    st.error(
+        f"**{what} shows nothing until the link's settings are fixed; nothing was released.**\n\n{lines}\n\n"
+        "Set these values in the sidebar, correct the URL, or continue with the values the sidebar shows.",
+        icon=":material/link_off:",
+    )
+    st.button(
+        "Continue with the sidebar's values",
+        key="url_accept",
+        type="primary",
+        on_click=_accept_url_settings,
+    )
+    st.stop()
 
 
 def _on_change(field: str, widget_key: str) -> None:
@@ -179,7 +228,10 @@ def bound_widget(
     key = f"w_{field}{suffix}"
     value = getattr(settings(), field)
     if kind == "select_slider":
-        kwargs["options"] = grid_with(kwargs["options"], value)
+        kwargs["options"] = grid_with(kwargs.get("options", PARAMS[field].grid), value)
+        if field in PARAMS:  # the range every check and message uses (privlens.settings.PARAMS)
+            allowed = f"Allowed: {PARAMS[field].allowed}; a link may set any value in that range."
+            kwargs["help"] = f"{kwargs['help']} {allowed}" if kwargs.get("help") else allowed
     if st.session_state.get(key) != value:
         st.session_state[key] = value
     widget = getattr(where, kind)
@@ -200,14 +252,15 @@ def sidebar() -> Settings:
         options=tuple(models),
         help="Datasets with shipped models. digits (8×8, scikit-learn) is embedded and always works.",
     )
-    bound_widget(
-        "selectbox",
-        "model",
-        "Model (obfuscator)",
-        where=sb,
-        options=models.get(s.dataset, (s.model,)),
-        help="Representation from the models/ cards: β-VAE embedder + obfuscator (posthoc Table 1).",
-    )
+    if s.is_ptr:  # the obfuscator matters to posthoc PTR only
+        bound_widget(
+            "selectbox",
+            "model",
+            "Model (obfuscator)",
+            where=sb,
+            options=models.get(s.dataset, (s.model,)),
+            help="Representation from the models/ cards: β-VAE embedder + obfuscator (posthoc Table 1).",
+        )
     bound_widget(
         "selectbox",
         "mechanism",
@@ -217,11 +270,26 @@ def sidebar() -> Settings:
         format_func=lambda m: m if m != "PTR" else "PTR (posthoc)",
         help=MECHANISM_HELP[s.mechanism],
     )
+    eps_label = "ε — PTR's parameter (a sent release spends 2ε)" if s.is_ptr else "ε — spent per sent release"
     bound_widget(
-        "select_slider", "epsilon", "ε (privacy budget)", where=sb, options=EPSILON_GRID, format_func=fmt_num
+        "select_slider",
+        "epsilon",
+        eps_label,
+        where=sb,
+        options=EPSILON_GRID,
+        format_func=fmt_num,
+        help=EPS_HELP,
     )
+    sb.caption(spent_text(settings()))
+    delta_label = "δ — PTR's parameter (spends δ/2)" if s.is_ptr else "δ — failure probability"
     bound_widget(
-        "select_slider", "delta", "δ (failure probability)", where=sb, options=DELTA_GRID, format_func=fmt_num
+        "select_slider",
+        "delta",
+        delta_label,
+        where=sb,
+        options=DELTA_GRID,
+        format_func=fmt_num,
+        help=DELTA_HELP,
     )
     s = settings()
     if s.is_ptr:
@@ -232,6 +300,7 @@ def sidebar() -> Settings:
             where=sb,
             options=RADIUS_GRID,
             format_func=fmt_num,
+            help=RADIUS_HELP,
         )
         bound_widget(
             "selectbox", "certifier", "Certifier", where=sb, options=CERTIFIER_CHOICES, help=CERTIFIER_HELP
@@ -245,14 +314,16 @@ def sidebar() -> Settings:
             where=sb,
             options=ALPHA_GRID,
             format_func=fmt_num,
+            help=ALPHA_HELP,
         )
     s = settings()
     sb.caption(MECHANISM_HELP[s.mechanism] + ". The URL holds these settings: copy it to share this view.")
-    for w in st.session_state.get(URL_WARNINGS_KEY, ()):
-        sb.warning(w)
-    target = s.to_query()
-    if {k: st.query_params.get(k) for k in target} != target:
-        st.query_params.update(target)
+    if url_problems():  # the URL keeps the bad values (shown at the top of the page) until fixed
+        sb.error("The link has settings that cannot be used: see the top of the page.")
+    else:
+        target = s.to_query()
+        if st.query_params.to_dict() != target:
+            st.query_params.from_dict(target)  # also drops aliases and unknown keys once accepted
     return s
 
 
@@ -264,7 +335,9 @@ def page_setup() -> Settings:
     """
     _leave_folder_navigation()
     if not st.session_state.get(NAV_FLAG):
-        return sidebar()
+        s = sidebar()
+        stop_on_url_problems()
+        return s
     return settings()
 
 
@@ -358,6 +431,21 @@ def _load(dataset: str, model: str, directory: str) -> Any:
     return pipe
 
 
+def load(dataset: str, model: str, directory: str) -> Any:
+    """The pipeline of (dataset, model) from ``directory``, loaded once per process (errors raised)."""
+    return _load(dataset, model, directory)
+
+
+def dataset_size(pipe: Any) -> int | None:
+    """Number of images (train + test) of the pipeline's dataset, from its obfuscator's card; None if
+    the card does not say."""
+    try:
+        data = pipe.cards["obfuscator"]["dataset"]
+        return int(data["n_train"]) + int(data["n_test"])
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+
+
 def pipeline(s: Settings) -> Loaded | None:
     """The pipeline for the settings, or the embedded default with an explanation; None if even that fails."""
     try:
@@ -385,116 +473,7 @@ def pipeline(s: Settings) -> Loaded | None:
 
 
 # -------------------------------------------------------------------------- current image
-
-
-@dataclass(frozen=True)
-class CurrentImage:
-    """The image the pages work on: its name (user-supplied for an upload: show it with
-    :func:`privcore.session.md_literal`), decoded model input and session-local digest."""
-
-    name: str
-    decoded: DecodedImage
-    digest: str
-    source: str  # "sample" or "upload"
-
-    @property
-    def tensor(self) -> Any:
-        """(C, H, W) float tensor in [0, 1]."""
-        return self.decoded.tensor
-
-
-def samples(dataset: str) -> tuple[Sample, ...]:
-    """Shipped samples of ``dataset``."""
-    return list_samples(dataset)
-
-
-def content_digest(data: bytes) -> str:
-    """SHA-256 of an upload's bytes: what identifies it (two files with one name and size differ)."""
-    return hashlib.sha256(data).hexdigest()
-
-
-def set_image(
-    dataset: str, *, name: str, data: bytes, source: str, invert: bool = False, sha256: str | None = None
-) -> None:
-    """Make ``data`` the current image of ``dataset`` for this session (decoded lazily, once)."""
-    images = st.session_state.setdefault(IMAGE_KEY, {})
-    data = bytes(data)
-    images[dataset] = {
-        "name": name,
-        "data": data,
-        "source": source,
-        "invert": bool(invert),
-        "sha256": sha256 or content_digest(data),
-    }
-
-
-def current_image(
-    dataset: str, image_shape: Sequence[int], *, background: float = 0.0
-) -> CurrentImage | None:
-    """The session's current image for ``dataset`` (default: its first shipped sample)."""
-    images = st.session_state.setdefault(IMAGE_KEY, {})
-    entry = images.get(dataset)
-    if entry is None:
-        shipped = samples(dataset)
-        if not shipped:
-            return None
-        data = shipped[0].data()
-        entry = {"name": shipped[0].name, "data": data, "source": "sample", "sha256": content_digest(data)}
-        images[dataset] = entry
-    if "sha256" not in entry:
-        entry["sha256"] = content_digest(entry["data"])
-    try:
-        decoded = decode(
-            entry["data"],
-            tuple(int(v) for v in image_shape),
-            background=float(background),
-            invert=bool(entry.get("invert", False)),
-            sha256=entry["sha256"],
-        )
-    except ValueError:
-        images.pop(dataset, None)
-        return None
-    return CurrentImage(entry["name"], decoded, image_digest(decoded.tensor), entry["source"])
-
-
-def require_image(dataset: str, image_shape: Sequence[int], *, background: float = 0.0) -> CurrentImage:
-    """The current image with its caption shown; stops the page with an explanation when there is none."""
-    image = current_image(dataset, image_shape, background=background)
-    if image is None:
-        st.error("No image: pick one on the Release page.")
-        st.stop()
-    st.markdown(image_caption(image))
-    return image
-
-
-DECODED_KEY = "privlens_decoded"
-
-
-def decode(
-    data: bytes,
-    shape: Sequence[int],
-    *,
-    background: float = 0.0,
-    invert: bool = False,
-    sha256: str | None = None,
-) -> DecodedImage:
-    """:func:`privcore.images.decode_image`, once per session for the same bytes (by SHA-256), shape,
-    background and inversion: the Release page's check of a new upload and every later use of it
-    share one decode. ValueError (the reason) for a refused file."""
-    memo = st.session_state.setdefault(DECODED_KEY, {})
-    key = (sha256 or content_digest(data), tuple(int(v) for v in shape), float(background), bool(invert))
-    if key not in memo:
-        if len(memo) > 16:
-            memo.clear()
-        memo[key] = decode_image(data, target_shape=key[1], background=key[2], invert=key[3])
-    return memo[key]
-
-
-def image_caption(img: CurrentImage) -> str:
-    """One line: where the current image came from (its name shown verbatim, never rendered)."""
-    kind = "shipped sample" if img.source == "sample" else "your upload"
-    return f"Current image: {md_literal(img.name)} ({kind}). Change it on the Release page."
-
+# (privlens.image; re-exported here, where the pages have always found them)
 
 # ------------------------------------------------------------------------------ errors
 
@@ -577,8 +556,10 @@ def chart(fig: Any, *, name: str, data: Any = None, key: str | None = None) -> N
         )
 
 
-def download_json(label: str, doc: Any, *, file_name: str, key: str) -> None:
-    """A JSON download button."""
+def download_json(
+    label: str, doc: Any, *, file_name: str, key: str, on_click: Any = "ignore", **kwargs: Any
+) -> None:
+    """A JSON download button (``on_click``: a callback, e.g. charging the ledger, or "ignore")."""
     st.download_button(
         label,
         json.dumps(doc, indent=2, ensure_ascii=False),
@@ -586,13 +567,14 @@ def download_json(label: str, doc: Any, *, file_name: str, key: str) -> None:
         file_name=file_name,
         mime="application/json",
         key=key,
-        on_click="ignore",
+        on_click=on_click,
+        **kwargs,
     )
 
 
 def missing_results(name: str, dataset: str, what: str) -> None:
     """Say which command produces an experiment CSV that is not there yet."""
-    from privcore.session import experiment_command
+    from privlens.session import experiment_command
 
     st.info(
         f"No {what} for **{dataset}** yet (`data/results/{dataset}/{name}.csv`). Produce it with:\n\n"

@@ -51,6 +51,21 @@ def app(page: str | None = None, *, query: dict[str, str] | None = None) -> AppT
     return at
 
 
+def send(at: AppTest) -> AppTest:
+    """Press the Release page's Send button (charges the ledger for the draw on screen)."""
+    at.button(key="send").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def send_ip(at: AppTest) -> AppTest:
+    """Press the Inference-privacy page's three Send buttons."""
+    for mech in ("Gauss-Input", "Gauss-Output", "Lap-Output"):
+        at.button(key=f"ip_send_{mech}").click().run()
+        assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def metric(at: AppTest, label: str) -> str:
     """The value of the metric called ``label``."""
     return next(m.value for m in at.metric if m.label == label)
@@ -69,6 +84,31 @@ def texts(at: AppTest) -> str:
 def chart_specs(at: AppTest) -> list[str]:
     """The plotly figure JSON of every chart on the page."""
     return [c.proto.spec for c in at.get("plotly_chart")]
+
+
+def figures(at: AppTest) -> list:
+    """Every chart of the page as a plotly Figure (typed arrays decoded: ``trace.x`` is a sequence)."""
+    import json
+
+    import plotly.graph_objects as go
+
+    return [go.Figure(_decoded(json.loads(spec))) for spec in chart_specs(at)]
+
+
+def _decoded(obj):
+    """A figure dict with plotly's base64 typed arrays ({"bdata", "dtype"}) as lists of numbers."""
+    import base64
+
+    if isinstance(obj, dict):
+        if set(obj) >= {"bdata", "dtype"}:
+            arr = np.frombuffer(base64.b64decode(obj["bdata"]), dtype=np.dtype(obj["dtype"]))
+            if "shape" in obj:  # written as "3, 4"
+                arr = arr.reshape(tuple(int(n) for n in str(obj["shape"]).split(",") if n.strip()))
+            return arr.tolist()
+        return {k: _decoded(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decoded(v) for v in obj]
+    return obj
 
 
 def write_results(folder: Path) -> None:

@@ -38,6 +38,7 @@ def test_refused_parameters_are_explained_not_shown_as_errors() -> None:
     assert not at.error  # the default settings are valid; only one calibration does not apply
     refusals = [i.value for i in at.info if "refused" in i.value]
     assert any("classic" in v and "analytic" in v for v in refusals)  # ε = 1 by default
+    assert not any('calibration="analytic"' in v for v in refusals)  # plain words, not a developer's hint
     assert _metric(at, "Gauss-Input (classic)") == "refused"
     at.select_slider(key="w_epsilon").set_value(0.5).run()
     assert not [i.value for i in at.info if "refused" in i.value]

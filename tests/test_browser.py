@@ -3,7 +3,8 @@
 The app is started exactly as the README says (``make run PORT=<free port>``); the browser opens a
 shared deep link to the Release page, uploads a sample image, sees a release or ⊥ with its numbers,
 moves ε and sees the page re-render (and the URL follow), then uploads a file that is not an image and
-sees the refusal. Screenshots go to ``artifacts/screenshots/``. The server's process group is killed
+sees the refusal; a bad link (``?eps=-1``) releases nothing, and a preview costs nothing until sent.
+Screenshots go to ``artifacts/screenshots/``. The server's process group is killed
 at the end, always.
 """
 
@@ -57,9 +58,10 @@ def _wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 120.0) -> 
     raise TimeoutError(f"no healthy server on port {port} after {timeout:.0f} s")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory):
-    """``make run PORT=<port>`` in its own process group; yields the base URL; kills the group."""
+    """``make run PORT=<port>`` in its own process group, once per test module (each test opens its own
+    browser session); yields the base URL; kills the group."""
     if not Path(CHROMIUM).exists():
         pytest.fail("Debian's chromium is missing: `make test` installs it (apt-get install chromium)")
     port = _free_port()
@@ -124,7 +126,7 @@ def test_upload_release_and_move_epsilon(server: str, tmp_path: Path) -> None:
             page.get_by_text("Upload your own").click()
             page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(image))
             outcome = page.locator(
-                '[data-testid="stAlert"]', has_text=re.compile(r"Released\.|⊥ \(nothing released\)")
+                '[data-testid="stAlert"]', has_text=re.compile(r"Released \(|⊥ \(nothing released\)")
             )
             expect(outcome).to_be_visible(timeout=120_000)
             _settled(page)
@@ -152,3 +154,87 @@ def test_upload_release_and_move_epsilon(server: str, tmp_path: Path) -> None:
         finally:
             browser.close()
     assert shutil.which("make")
+
+
+def test_bad_link_releases_nothing_and_a_preview_costs_nothing(server: str, tmp_path: Path) -> None:
+    """``/release?eps=-1``: an error at the top names the parameter, its value and the range, and no
+    certification or outcome appears; fixed in the sidebar, the page shows a preview that says nothing
+    left the device, the Accountant's ledger stays empty until Send is pressed, then holds one release."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1300})
+            page.goto(f"{server}/release?eps=-1", timeout=60_000)
+            main = page.locator('[data-testid="stMain"]')
+            error = main.locator('[data-testid="stAlert"]').first
+            expect(error).to_contain_text("eps='-1'", timeout=90_000)
+            expect(error).to_contain_text("a number in [0.01, 100]")
+            _settled(page)
+            assert page.locator('[data-testid="stMetric"]').count() == 0  # nothing certified or released
+            assert "eps=-1" in page.url  # the link keeps what must be fixed
+            page.screenshot(path=str(SHOTS / "04-release-bad-link.png"), full_page=True)
+
+            page.get_by_role("button", name="Continue with the sidebar's values").click()
+            preview = main.get_by_text("nothing has left your device", exact=False)
+            expect(preview).to_be_visible(timeout=120_000)
+            _settled(page)
+            expect(page).to_have_url(re.compile(r"eps=1\.0"), timeout=30_000)
+            page.screenshot(path=str(SHOTS / "05-release-preview.png"), full_page=True)
+
+            nav = page.locator('[data-testid="stSidebarNav"]')
+            nav.get_by_role("link", name="Accountant").click()
+            expect(page.get_by_text("Nothing released yet", exact=False)).to_be_visible(timeout=60_000)
+            nav.get_by_role("link", name="Release").click()
+            page.get_by_role("button", name=re.compile(r"Send (this release|⊥)")).click(timeout=90_000)
+            expect(main.get_by_text("Sent: this draw is in the session ledger", exact=False)).to_be_visible(
+                timeout=60_000
+            )
+            _settled(page)
+            page.screenshot(path=str(SHOTS / "06-release-sent.png"), full_page=True)
+            with page.expect_download(timeout=60_000) as download:
+                page.get_by_role("button", name="Session report (HTML)").click()
+            assert download.value.suggested_filename == "privlens-session-report.html"
+            saved = tmp_path / download.value.suggested_filename
+            download.value.save_as(saved)
+            report = saved.read_text(encoding="utf-8")
+            ok = "privlens session report" in report and "privlens.release/1" in report  # the sent release
+            assert ok and "current \\u03b5 = 1" in report and "(sent)" in report, "report lacks parts"
+            report_page = browser.new_page()
+            report_page.goto(saved.as_uri())  # it opens
+            expect(report_page.locator("h1")).to_have_text("privlens session report")
+            report_page.close()
+            nav.get_by_role("link", name="Accountant").click()
+            expect(page.get_by_text("Composed per image", exact=True)).to_be_visible(timeout=60_000)
+            _settled(page)
+            page.screenshot(path=str(SHOTS / "07-accountant-one-release.png"), full_page=True)
+        finally:
+            browser.close()
+
+
+def test_upload_on_the_inference_privacy_page(server: str, tmp_path: Path) -> None:
+    """An upload on the Inference-privacy page shows what each IP mechanism would release, with its
+    guarantee, and Send charges one of them."""
+    from playwright.sync_api import expect, sync_playwright
+
+    image = tmp_path / "my-digit.png"
+    image.write_bytes(sample_png())
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 2200})
+            page.goto(f"{server}/inference_privacy?mech=Gauss-Input&delta=1e-05", timeout=60_000)
+            main = page.locator('[data-testid="stMain"]')
+            expect(main.get_by_text("Upload your own")).to_be_visible(timeout=90_000)
+            main.get_by_text("Upload your own").click()
+            page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(image))
+            expect(main.get_by_text("Guarantee if sent", exact=False)).to_have_count(3, timeout=120_000)
+            expect(main.get_by_text("the noisy image it releases", exact=False)).to_be_visible()
+            page.get_by_role("button", name="Send Lap-Output").click()
+            expect(page.get_by_role("button", name="Lap-Output: sent")).to_be_visible(timeout=60_000)
+            _settled(page)
+            assert "my-digit.png" in page.content()
+            page.screenshot(path=str(SHOTS / "08-inference-privacy-upload.png"), full_page=True)
+        finally:
+            browser.close()

@@ -32,9 +32,9 @@ def test_page_runs_and_shows_learned_expert_and_blind(app: AppTest) -> None:
 
 
 def test_changing_epsilon_changes_the_distribution(app: AppTest) -> None:
-    app.select_slider(key="lab_epsilon").set_value(1.0).run()
+    app.select_slider(key="w_epsilon_lab").set_value(1.0).run()
     before = _learned_row(app)
-    app.select_slider(key="lab_epsilon").set_value(4.0).run()
+    app.select_slider(key="w_epsilon_lab").set_value(4.0).run()
     assert not app.exception
     after = _learned_row(app)
     # Laplace scale k·c/ε shrinks 4×: same centre, smaller spread and error.
@@ -48,10 +48,35 @@ def test_exponential_median_and_other_choices(app: AppTest) -> None:
     app.selectbox(key="lab_kind").set_value("exponential").run()
     assert not app.exception, [e.value for e in app.exception]
     first = _learned_row(app)
-    app.select_slider(key="lab_epsilon").set_value(0.25).run()
+    app.select_slider(key="w_epsilon_lab").set_value(0.25).run()
     assert _learned_row(app)["std"] != first["std"]
     app.radio(key="lab_components").set_value(2).run()
     app.number_input(key="lab_seed").set_value(11).run()
     assert not app.exception
     app.button(key="lab_release").click().run()
     assert not app.exception and any("released" in s.value for s in app.success)
+
+
+def test_fig5_reference_lines_are_named_traces_on_the_log_axes(app: AppTest) -> None:
+    from tests._dashboard import figures
+
+    laws, fig5 = figures(app)
+    names = {t.name for t in fig5.data}
+    assert {"data-blind (train)", "expert (train)"} <= names, names
+    assert all(t.name and t.showlegend is not False for t in fig5.data)
+    # no annotation left to float on the log y axis (the labels are legend entries now)
+    assert not fig5.layout.annotations
+    blind = next(t for t in fig5.data if t.name == "data-blind (train)")
+    learned = next(t for t in fig5.data if t.name == "learned, train")
+    assert list(blind.x) == [min(learned.x), max(learned.x)] and blind.y[0] == blind.y[1]
+    (truth,) = [a for a in laws.layout.annotations if a.text.startswith("true ")]
+    assert truth.x == laws.layout.shapes[0].x0  # a linear axis: label and line in the same coordinates
+    assert truth.text in {t.name for t in laws.data}
+
+
+def test_the_lab_reads_the_sidebars_epsilon(app: AppTest) -> None:
+    app.sidebar.select_slider(key="w_epsilon").set_value(2.0).run()
+    assert app.select_slider(key="w_epsilon_lab").value == 2.0
+    app.select_slider(key="w_epsilon_lab").set_value(0.25).run()
+    assert app.sidebar.select_slider(key="w_epsilon").value == 0.25
+    assert app.session_state["privlens_settings"].epsilon == 0.25

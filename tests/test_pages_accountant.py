@@ -9,7 +9,7 @@ import math
 import pytest
 
 from privcore.mechanisms import Guarantee
-from tests._dashboard import ROOT, app, isolate, texts
+from tests._dashboard import ROOT, app, isolate, send, send_ip, texts
 
 COLUMNS = ["image", "total", "pairs", "releases counted", "total ε = Σεᵢ", "total δ = Σδᵢ"]
 PIXELS = "on the model input (image pixels in [0, 1])"
@@ -26,8 +26,9 @@ def _composed(at) -> list[tuple]:
 
 
 def test_ledger_composes_the_session_releases() -> None:
-    at = app("release")
+    at = send(app("release"))
     at.select_slider(key="w_epsilon").set_value(2.0).run()
+    send(at)
     at.switch_page(str(ROOT / "pages" / "accountant.py")).run()
     assert not at.exception
     releases = at.dataframe[0].value
@@ -47,6 +48,8 @@ def test_one_ip_draw_costs_l2_pairs_two_releases_and_l1_pairs_three() -> None:
     at = app(
         "inference_privacy", query={"mech": "Gauss-Input", "eps": "1.0", "delta": "1e-05", "alpha": "0.1"}
     )
+    assert not at.session_state["privlens_ledger"]  # previews cost nothing
+    send_ip(at)
     assert len(at.session_state["privlens_ledger"]) == 3
     # the Inference-privacy page's own per-draw table and its worst-case line
     per_draw = at.dataframe[1].value
@@ -68,9 +71,10 @@ def test_one_ip_draw_costs_l2_pairs_two_releases_and_l1_pairs_three() -> None:
 
 
 def test_pixel_and_embedding_releases_are_listed_apart_and_added_in_the_worst_case() -> None:
-    at = app("release", query={"eps": "1.0"})  # one PTR release: (2, δ/2) over embeddings
+    at = send(app("release", query={"eps": "1.0"}))  # one PTR release: (2, δ/2) over embeddings
     ptr = at.session_state["privlens_ledger"][0]["guarantee"]
     at.switch_page(str(ROOT / "pages" / "inference_privacy.py")).run()  # the same image, three more
+    send_ip(at)
     at.switch_page(str(ROOT / "pages" / "accountant.py")).run()
     assert not at.exception
     ip = [r["guarantee"] for r in at.session_state["privlens_ledger"][1:]]
@@ -138,3 +142,14 @@ def test_calculators_follow_the_formulas() -> None:
     group = at.success[1].value
     assert float(group.split("δ = ")[1].split(",")[0]) == pytest.approx(3 * math.exp(1.0) * 1e-6, rel=1e-3)
     assert f"ℓ1 {PIXELS}" in texts(at)  # the starting guarantee is stated for ℓ1 pixel pairs
+
+
+def test_composition_past_the_users_threshold_is_flagged() -> None:
+    at = send(app("release", query={"eps": "3.0"}))  # one sent release: ε = 6
+    at.switch_page(str(ROOT / "pages" / "accountant.py")).run()
+    assert not any("Over budget" in e.value for e in at.error)  # 6 ≤ the default 10
+    at.number_input(key="acc_threshold").set_value(5.0).run()
+    over = [e.value for e in at.error if "Over budget" in e.value]
+    assert len(over) == 1 and "worst case ε = 6 > your threshold 5" in over[0]
+    # the calculators are not green at extreme settings: 5 releases at (6, 0.025) → (30, 0.125)
+    assert any("(ε = 30, δ = 0.125" in w.value and "is very large" in w.value for w in at.warning)

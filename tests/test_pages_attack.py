@@ -1,13 +1,17 @@
-"""Attack page (AppTest): the (R, ε) heatmap from the CSV with the current cell marked, and the
-shipped attacker's reconstructions of the current image at several ε with SSIM/PSNR."""
+"""Attack page (AppTest): the (R, ε) heatmap from the CSV with the current setting marked (on a
+measured cell, or interpolated between cells), the no-release baseline computed from the data with
+n, and the shipped attacker's reconstructions of the current image at several ε with SSIM/PSNR."""
 
 from __future__ import annotations
 
-import json
+import math
 
 import pytest
 
-from tests._dashboard import app, chart_specs, isolate
+from privcore.attacks.metrics import mean_image_baseline
+from privcore.data import load_dataset
+from privlens.charts import grid_position, interpolate
+from tests._dashboard import app, figures, isolate, texts
 
 
 @pytest.fixture(autouse=True)
@@ -15,22 +19,66 @@ def _env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFacto
     isolate(monkeypatch, tmp_path_factory)
 
 
+def _heatmap(at):
+    fig = figures(at)[0]
+    heat = fig.data[0]
+    return fig, heat, [t for t in fig.data if (t.name or "").startswith("current (R, ε)")]
+
+
 def test_heatmap_and_live_reconstructions() -> None:
     at = app("attack", query={"R": "0.25", "eps": "2.0"})
-    fig = json.loads(chart_specs(at)[0])
-    heat = fig["data"][0]
-    assert (
-        heat["type"] == "heatmap"
-        and heat["x"] == ["1", "2", "5", "10", "∞"]
-        and heat["y"] == ["0.1", "0.25", "0.5"]
-    )
-    marker = [t for t in fig["data"] if t.get("name") == "current (R, ε)"]
-    assert marker and marker[0]["x"] == ["2"] and marker[0]["y"] == ["0.25"]
+    fig, heat, marker = _heatmap(at)
+    assert heat.type == "heatmap"
+    assert list(fig.layout.xaxis.ticktext) == ["1", "2", "5", "10", "∞"]
+    assert list(fig.layout.yaxis.ticktext) == ["0.1", "0.25", "0.5"]
+    (m,) = marker
+    assert m.name == "current (R, ε)" and (list(m.x), list(m.y)) == ([1.0], [1.0])  # the measured cell
     table = at.dataframe[0].value
-    assert list(table["ε"]) == ["1", "2", "5", "10", "∞"]
+    assert list(table["ε"]) == ["no release (baseline)", "1", "2", "5", "10", "∞"]
     released = table[table["released"] == "yes"]
     assert "∞" in set(released["ε"])  # the noise-free reference is always there
     assert released["SSIM"].between(-1, 1).all() and (released["PSNR (dB)"] > 0).all()
     at.selectbox(key="atk_metric").set_value("psnr").run()
-    assert json.loads(chart_specs(at)[0])["data"][0]["colorbar"]["title"]["text"] == "PSNR"
+    assert figures(at)[0].data[0].colorbar.title.text == "PSNR"
     assert "privlens_ledger" not in at.session_state or not at.session_state["privlens_ledger"]
+
+
+def test_the_default_r_between_cells_is_interpolated_and_shown() -> None:
+    # synthetic CSV: ssim = min(0.9, 0.1·ε/R) on R ∈ {0.1, 0.25, 0.5}, ε ∈ {1, 2, 5, 10, ∞}
+    at = app("attack", query={"R": "0.3", "eps": "3.0"})
+    _, heat, marker = _heatmap(at)
+    (m,) = marker
+    assert m.name == "current (R, ε), interpolated"
+    col = 1 + math.log10(3 / 2) / math.log10(5 / 2)
+    row = 1 + (0.3 - 0.25) / (0.5 - 0.25)
+    assert m.x[0] == pytest.approx(col) and m.y[0] == pytest.approx(row)
+    expected = interpolate(heat.z, row, col)
+    assert f"SSIM ≈ {expected:.3g}, interpolated" in texts(at)
+    # an ε beyond the measured finite ε is not marked, and the page says so
+    at.select_slider(key="w_epsilon").set_value(20.0).run()
+    assert not _heatmap(at)[2] and "outside the experiment's grid" in texts(at)
+
+
+def test_no_release_baseline_is_the_training_mean_image_scored_on_the_test_set() -> None:
+    at = app("attack")
+    ds = load_dataset("digits")
+    ref = mean_image_baseline(ds.x_train, ds.x_test).summary()
+    shown = texts(at)
+    assert f"each of {ds.x_test.shape[0]} test images" in shown
+    assert f"SSIM {ref['ssim']:.3f}, PSNR {ref['psnr']:.1f} dB" in shown
+    assert "n = 50 released test images per cell" in shown  # the CSV's n_eval
+
+
+def test_grid_position_and_interpolation() -> None:
+    eps = [1.0, 2.0, 5.0, 10.0, math.inf]
+    assert grid_position(eps, 2.0, log=True) == 1.0
+    assert grid_position(eps, 10.0, log=True) == 3.0
+    assert grid_position(eps, math.sqrt(10.0), log=True) == pytest.approx(
+        1 + math.log10(math.sqrt(10.0) / 2) / math.log10(5 / 2)
+    )
+    assert grid_position(eps, 20.0, log=True) is None and grid_position(eps, 0.5, log=True) is None
+    assert grid_position([0.1, 0.25, 0.5], 0.375, log=False) == pytest.approx(1.5)
+    z = [[0.0, 1.0], [2.0, 3.0]]
+    assert interpolate(z, 0.5, 0.5) == pytest.approx(1.5) and interpolate(z, 1.0, 1.0) == 3.0
+    assert interpolate(z, 0.0, 0.25) == pytest.approx(0.25)
+    assert math.isnan(interpolate([[0.0, math.nan]], 0.0, 0.5))

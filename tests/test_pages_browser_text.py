@@ -29,12 +29,13 @@ def test_url_values_and_file_names_are_never_links(server: str, tmp_path: Path) 
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1400})
             page.goto(f"{server}/release?{query}", timeout=60_000)
-            sidebar = page.locator('[data-testid="stSidebar"]')
-            expect(sidebar.get_by_text("ignored", exact=False).first).to_be_visible(timeout=90_000)
+            main = page.locator('[data-testid="stMain"]')
+            expect(main.get_by_text("is not allowed", exact=False).first).to_be_visible(timeout=90_000)
             _settled(page)
-            shown = sidebar.inner_text()
+            shown = main.inner_text()
             assert EVIL_LINK in shown and EVIL_HTML in shown  # the values are shown, as text
             assert page.locator('a[href*="evil.example"]').count() == 0
+            page.get_by_role("button", name="Continue with the sidebar's values").click()
 
             page.get_by_text("Upload your own").click()
             page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(image))

@@ -1,6 +1,6 @@
 """Every page runs (AppTest); the shared sidebar's values live in the session and the URL, survive page
-switches, and bad URL values fall back to defaults with a warning; missing models are explained and
-the rest of the app keeps working."""
+switches, and a bad URL value stops every page with an error at its top (parameter, value, range) and
+releases nothing until fixed; missing models are explained and the rest of the app keeps working."""
 
 from __future__ import annotations
 
@@ -44,14 +44,59 @@ def test_settings_come_from_the_url_and_survive_page_switches() -> None:
     assert at.query_params["eps"] == "5.0" and at.query_params["cert"] == "interval"
 
 
-def test_bad_url_values_fall_back_with_a_warning() -> None:
-    at = app("release", query={"eps": "lots", "delta": "7", "mech": "magic", "dataset": "imagenet"})
-    warnings = " ".join(w.value for w in at.sidebar.warning)
-    for bad in ("eps='lots'", "delta='7'", "mech='magic'", "dataset='imagenet'"):
-        assert bad in warnings
+def _top_error(at) -> str:
+    """The first element of the page's main area, which must be an error."""
+    first = next(iter(at.main.children.values()))
+    assert first.type == "error", first
+    return first.value
+
+
+def _released_anything(at) -> bool:
+    return bool(at.session_state["privlens_ledger"]) if "privlens_ledger" in at.session_state else False
+
+
+@pytest.mark.parametrize("key", ["eps", "epsilon"])
+def test_a_bad_url_value_stops_the_page_and_releases_nothing_until_fixed(key: str) -> None:
+    at = app("release", query={key: "-1"})
+    top = _top_error(at)
+    assert f"{key}='-1'" in top and "a number in [0.01, 100]" in top and "nothing was released" in top
+    assert "ε = 1 instead" in top
+    assert not at.metric and not at.success and not at.status  # no certification, no outcome
+    assert "privlens_releases" not in at.session_state and not _released_anything(at)
+    assert at.query_params[key] == "-1"  # the URL keeps what the user must fix
+    for page in ("inference_privacy", "attack", "home"):  # every page, not only Release
+        at.switch_page(str(ROOT / "pages" / f"{page}.py")).run()
+        assert "a number in [0.01, 100]" in _top_error(at), page
+        assert "privlens_ip_draws" not in at.session_state
+    at.switch_page(str(ROOT / "pages" / "release.py")).run()
+    at.sidebar.select_slider(key="w_epsilon").set_value(2.0).run()  # fixed in the sidebar
+    assert not any("a number in [0.01, 100]" in e.value for e in at.error)
+    assert at.metric and at.session_state["privlens_settings"].epsilon == 2.0
+    assert at.query_params["eps"] == "2.0"  # the URL follows, in the dashboard's own key
+    assert key == "eps" or key not in at.query_params
+
+
+def test_bad_url_values_are_named_and_can_be_accepted() -> None:
+    query = {"eps": "lots", "delta": "7", "mech": "magic", "dataset": "imagenet", "foo": "1"}
+    at = app("release", query=query)
+    top = _top_error(at)
+    for bad in ("eps='lots'", "delta='7'", "mech='magic'", "dataset='imagenet'", "foo='1'"):
+        assert bad in top
+    assert "Unknown URL parameter" in top and "a number in [1e-12, 0.5]" in top
+    assert not at.metric and not _released_anything(at)
+    at.button(key="url_accept").click().run()  # continue with the sidebar's values
     s = at.session_state["privlens_settings"]
     assert (s.epsilon, s.delta, s.mechanism, s.dataset) == (1.0, 0.05, "PTR", "digits")
-    assert at.query_params["eps"] == "1.0"  # the URL is rewritten with valid values
+    assert at.metric  # the page runs again
+    assert at.query_params["eps"] == "1.0" and "foo" not in at.query_params  # the URL is rewritten
+
+
+def test_an_alias_works_like_its_key() -> None:
+    at = app("release", query={"epsilon": "2", "radius": "0.3"})
+    s = at.session_state["privlens_settings"]
+    assert (s.epsilon, s.radius) == (2.0, 0.3)
+    assert not at.error or not any("URL parameter" in e.value for e in at.error)
+    assert at.query_params["eps"] == "2.0" and "epsilon" not in at.query_params
 
 
 def test_off_grid_url_value_is_kept_on_the_slider() -> None:
@@ -117,13 +162,15 @@ def test_url_values_are_shown_never_rendered() -> None:
         "eps": "[1](https://evil.example)",
     }
     at = app("release", query=evil)
-    warnings = [w.value for w in at.sidebar.warning]
+    warnings = [line for line in _top_error(at).split("\n") if line.startswith("* ")]
     assert len(warnings) == len(evil), warnings
     for w in warnings:
         html = rendered(w)
         assert "<a" not in html and "<strong>" not in html, (w, html)
         assert "evil.example" not in outside_code(html), (w, html)  # only inside a code span: shown as text
     assert any("[click here](https://evil.example/login)" in w for w in warnings)  # the value is still shown
+    assert not at.metric
+    at.button(key="url_accept").click().run()
     s = at.session_state["privlens_settings"]
     assert (s.model, s.mechanism, s.certifier, s.dataset) == ("ARL-C-N", "PTR", "exact", "digits")
     assert s.epsilon == 1.0
@@ -171,3 +218,52 @@ def test_a_tampered_card_is_a_message_naming_the_field(
     for page in ("neighbourhood", "lipschitz", "attack", "home"):
         at.switch_page(str(ROOT / "pages" / f"{page}.py")).run()
         assert not at.exception, page
+
+
+def test_the_epsilon_slider_says_what_it_is_and_what_a_release_spends() -> None:
+    at = app("release", query={"eps": "2.0", "delta": "0.01", "R": "0.3"})
+    slider = at.sidebar.select_slider(key="w_epsilon")
+    assert "spends 2ε" in slider.label and "[0.01, 100]" in slider.help
+    captions = " ".join(c.value for c in at.sidebar.caption)
+    assert "(2ε, δ/2, R) = (4, 0.005, 0.3)" in captions and "Previews cost nothing" in captions
+    assert "e^ε times more likely" in slider.help  # plain-language help under every slider
+    assert "fails outright" in at.sidebar.select_slider(key="w_delta").help
+    assert "protected from each other" in at.sidebar.select_slider(key="w_radius").help
+    at.sidebar.selectbox(key="w_mechanism").set_value("Lap-Output").run()
+    assert "spent per sent release" in at.sidebar.select_slider(key="w_epsilon").label
+    assert "ℓ1 for Lap-Output" in at.sidebar.select_slider(key="w_alpha").help
+    assert "(ε, δ) = (2, 0) at α = 0.1 (ℓ1 on the input)" in " ".join(c.value for c in at.sidebar.caption)
+
+
+def test_the_obfuscator_selector_is_shown_for_ptr_only() -> None:
+    at = app("inference_privacy", query={"mech": "Gauss-Output"})
+    assert not [w for w in at.sidebar.selectbox if w.key == "w_model"]
+    at.sidebar.selectbox(key="w_mechanism").set_value("PTR").run()
+    assert at.sidebar.selectbox(key="w_model").value == "ARL-C-N"
+
+
+def test_the_session_memo_computes_once_per_key_and_evicts_the_oldest() -> None:
+    from streamlit.testing.v1 import AppTest
+
+    def script() -> None:
+        import streamlit as st
+
+        from privlens.memo import memo
+
+        calls = st.session_state.setdefault("calls", [])
+
+        def compute(k: int):
+            def run() -> int:
+                calls.append(k)
+                return k * k
+
+            return run
+
+        for k in (1, 2, 1, 3, 1):
+            st.session_state.setdefault("out", []).append(memo("m", k, compute(k), max_entries=2))
+
+    at = AppTest.from_function(script).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["out"] == [1, 4, 1, 9, 1]
+    assert at.session_state["calls"] == [1, 2, 3, 1]  # 3 evicted 1 (the oldest), which is recomputed
+    assert list(at.session_state["m"]) == [3, 1]

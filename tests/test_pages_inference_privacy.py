@@ -8,7 +8,7 @@ import math
 import pytest
 
 from privcore.mechanisms import GaussInput
-from tests._dashboard import app, isolate
+from tests._dashboard import app, figures, isolate, sample_png, send_ip
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +24,13 @@ def test_mechanisms_noise_and_chaining() -> None:
     gi = rows[rows["mechanism"].str.startswith("Gauss-Input")].iloc[0]
     assert gi["noise"] == f"σ = {GaussInput(epsilon=1.0, delta=1e-5, alpha=0.1).sigma:.4g} on pixels"
     assert gi["mechanism"].endswith("◀")  # the sidebar's mechanism is highlighted
-    assert len(rows) == 3 and len(at.session_state["privlens_ledger"]) == 3
+    assert len(rows) == 3 and not at.session_state.get("privlens_ledger")  # previews cost nothing
+    assert "nothing has left your device" in " ".join(c.value for c in at.caption)
+    send_ip(at)
+    assert len(at.session_state["privlens_ledger"]) == 3
+    assert at.button(key="ip_send_Lap-Output").disabled  # the same draw is not charged twice
+    at.run()
+    assert len(at.session_state["privlens_ledger"]) == 3  # re-rendering the same draws costs nothing
     per_draw = at.dataframe[1].value  # one draw per neighbourhood relation (issue 18): ℓ1, ℓ2, worst case
     assert list(per_draw["releases counted"]) == ["3 of 3", "2 of 3", "3 of 3"]
     assert list(per_draw["total ε = Σεᵢ"]) == [3.0, 2.0, 3.0] and set(per_draw["total δ = Σδᵢ"]) == {2e-5}
@@ -37,5 +43,52 @@ def test_mechanisms_noise_and_chaining() -> None:
     at.select_slider(key="w_alpha").set_value(0.2).run()
     noise = at.dataframe[0].value.iloc[0]["noise"]
     assert noise == f"σ = {GaussInput(epsilon=1.0, delta=1e-5, alpha=0.2).sigma:.4g} on pixels"
-    assert len(at.session_state["privlens_ledger"]) == 6  # three new draws at the new α
-    assert len(at.get("plotly_chart")) == 2  # accuracy vs α and vs ε from ip.csv
+    assert len(at.session_state["privlens_ledger"]) == 3  # three new draws at the new α: previews, free
+    send_ip(at)
+    assert len(at.session_state["privlens_ledger"]) == 6  # sent: charged again, as new draws
+    assert all("(sent)" in r["label"] for r in at.session_state["privlens_ledger"])
+    assert len(at.get("plotly_chart")) == 5  # 3 class distributions; accuracy vs α and vs ε from ip.csv
+
+
+def test_accuracy_charts_label_the_current_values_at_log10() -> None:
+    at = app("inference_privacy", query={"mech": "Lap-Output", "eps": "20.0", "alpha": "0.5"})
+    alpha_fig, eps_fig = figures(at)[-2:]  # after the three class distributions
+    for fig, text, value in ((alpha_fig, "current α = 0.5", 0.5), (eps_fig, "current ε = 20", 20.0)):
+        (label,) = [a for a in fig.layout.annotations if a.text == text]
+        assert label.x == pytest.approx(math.log10(value))  # plotly: a log axis's annotations are log10
+        lo, hi = fig.layout.xaxis.range
+        assert lo < math.log10(value) < hi < math.log10(value) + 0.5
+        assert text in {t.name for t in fig.data}
+
+
+def test_an_upload_on_this_page_shows_all_three_releases_with_their_guarantees() -> None:
+    at = app(
+        "inference_privacy", query={"mech": "Lap-Output", "eps": "2.0", "delta": "1e-05", "alpha": "0.1"}
+    )
+    at.radio(key="ip_source").set_value("Upload your own").run()
+    at.file_uploader(key="ip_upload").upload("mine.png", sample_png(), "image/png").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["privlens_images"]["digits"]["name"] == "mine.png"  # every page's image now
+    captions = [c.value for c in at.caption]
+    guarantees = [c for c in captions if c.startswith("Guarantee if sent")]
+    assert len(guarantees) == 3
+    assert any("(ε = 2, δ = 0) at α = 0.1" in c for c in guarantees)  # Lap-Output: pure ε
+    assert sum("(ε = 2, δ = 1e-05) at α = 0.1" in c for c in guarantees) == 2  # the Gaussian two
+    images = " ".join(str(i.proto) for i in at.get("image"))
+    assert "noisy image it releases" in images  # Gauss-Input: the noisy picture
+    dists = [f for f in figures(at) if f.layout.title.text == "class distribution"]
+    assert len(dists) == 3 and all(abs(sum(f.data[1].y) - 1) < 1e-9 for f in dists)
+    assert not at.session_state.get("privlens_ledger")  # previews only
+    at.button(key="ip_send_Lap-Output").click().run()
+    (row,) = at.session_state["privlens_ledger"]
+    assert row["image"] == "mine.png" and row["label"].startswith("IP page: Lap-Output")
+
+
+def test_a_bad_upload_on_this_page_releases_nothing() -> None:
+    at = app("inference_privacy")
+    drawn = len(at.session_state["privlens_ip_draws"])  # the shipped sample's previews
+    at.radio(key="ip_source").set_value("Upload your own").run()
+    at.file_uploader(key="ip_upload").upload("notes.png", b"not an image at all\n" * 8, "image/png").run()
+    assert any("This file cannot be used" in e.value and "Nothing was released" in e.value for e in at.error)
+    assert not [c for c in at.caption if c.value.startswith("Guarantee if sent")]
+    assert len(at.session_state["privlens_ip_draws"]) == drawn and not at.session_state.get("privlens_ledger")

@@ -34,3 +34,16 @@ def test_bounds_are_ordered_and_follow_r() -> None:
     assert (t["upper (exact)"] <= g * (1 + 1e-3)).all()
     at.select_slider(key="w_radius").set_value(0.1).run()
     assert at.dataframe[0].value["radius"].iloc[3] == pytest.approx(0.1)
+
+
+def test_fig2_bars_are_named_as_other_models_beside_this_one() -> None:
+    from tests._dashboard import figures, texts
+
+    at = app("lipschitz")
+    fig2 = figures(at)[1]
+    assert "not ARL-C-N" in fig2.layout.title.text
+    names = {x for t in fig2.data for x in t.x}
+    # the synthetic CSV has no obfuscator column: bars are named by their α; this model apart
+    assert {"model with α = 0", "model with α = 0.5", "model with α = 0.99"} <= names
+    assert "ARL-C-N (this model, your image)" in names
+    assert "other obfuscators" in texts(at)

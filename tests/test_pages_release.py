@@ -23,6 +23,7 @@ from tests._dashboard import (
     metric,
     rgba_png,
     sample_png,
+    send,
     texts,
 )
 from tests.test_images import make_png
@@ -58,7 +59,12 @@ def test_sample_gives_release_or_bottom_with_its_numbers() -> None:
     phi_hat, threshold = float(metric(at, "φ̂ = φ + Lap")), float(metric(at, "threshold ln(1/δ)·b"))
     assert (phi_hat > threshold) == (outcome == "released")
     assert f"Any image whose embedding lies within ℓ∞ distance R = {R:g}" in texts(at)
-    assert len(_ledger(at)) == 1  # one release recorded
+    assert "nothing has left your device" in texts(at) and not _ledger(at)  # a preview costs nothing
+    send(at)
+    (row,) = _ledger(at)
+    g = row["guarantee"]
+    assert (g.epsilon, g.delta, g.radius) == (2.0, 0.025, R)  # (2ε, δ/2, R), posthoc Thm 4.4
+    assert "sent" in row["label"] and f"(2ε, δ/2, R) = (2, 0.025, {R:g})" in texts(at)
 
 
 def test_epsilon_and_delta_moves_redraw_without_any_solve(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -92,25 +98,43 @@ def test_epsilon_and_delta_moves_redraw_without_any_solve(monkeypatch: pytest.Mo
     assert calls == {"decide": 0, "compute_phi": 0}
     assert len(scales) == 3  # Δp·R/ε follows ε
     assert at.query_params["eps"] == "0.5" and at.query_params["delta"] == "0.01"
-    assert len(_ledger(at)) == 5  # 1 + 3 + 1 distinct releases
+    assert not _ledger(at)  # five previews, none sent: nothing charged
 
 
 def test_rerun_without_changes_draws_no_new_noise_and_resample_does() -> None:
-    at = app("release")
+    at = send(app("release"))
     first = metric(at, "φ̂ = φ + Lap")
+    assert at.button(key="send").disabled and len(_ledger(at)) == 1
     at.run()
-    assert metric(at, "φ̂ = φ + Lap") == first and len(_ledger(at)) == 1
+    assert metric(at, "φ̂ = φ + Lap") == first and len(_ledger(at)) == 1  # the same draw: free
     at.button(key="resample").click().run()
-    assert len(_ledger(at)) == 2
+    assert len(_ledger(at)) == 1 and not at.button(key="send").disabled  # a new draw: a free preview
+    send(at)
+    assert len(_ledger(at)) == 2  # sent: it costs again, and the ledger names the draw
+    assert ["draw 1" in _ledger(at)[0]["label"], "draw 2" in _ledger(at)[1]["label"]] == [True, True]
     draws = [r.phi_noisy for r in at.session_state["privlens_releases"].values()]
     # two draws of fresh secure noise: equal φ̂ has probability ~1e-9 (the sampler's grid)
     assert len(draws) == 2 and draws[0] != draws[1]
 
 
-def _upload(at: AppTest, name: str, data: bytes, mime: str = "image/png") -> AppTest:
+def _upload(
+    at: AppTest, name: str, data: bytes, mime: str = "image/png", *, confirm: bool = False
+) -> AppTest:
     at.radio(key="release_source").set_value("Upload your own").run()
     at.file_uploader(key="release_upload").upload(name, data, mime).run()
     assert not at.exception, [e.value for e in at.exception]
+    if confirm:
+        _confirm(at)
+    return at
+
+
+def _confirm(at: AppTest) -> AppTest:
+    """Press "Use this image anyway" if the page asks (a synthetic test image is out of domain)."""
+    for b in at.button:
+        if "_confirm_" in (b.key or ""):
+            b.click().run()
+            assert not at.exception, [e.value for e in at.exception]
+            break
     return at
 
 
@@ -159,7 +183,7 @@ def test_bad_upload_is_refused_and_nothing_released(name: str, data: bytes, mess
     ],
 )
 def test_alpha_and_16bit_uploads_are_converted_and_said_so(name: str, data: bytes, note: str) -> None:
-    at = _upload(app("release"), name, data)
+    at = _upload(app("release"), name, data, confirm=True)
     assert any(note in w.value for w in at.warning), [w.value for w in at.warning]
     _outcome(at)
 
@@ -182,7 +206,7 @@ def test_certification_failure_releases_nothing(monkeypatch: pytest.MonkeyPatch)
 def test_downloads_are_offered() -> None:
     at = app("release")
     labels = {b.label for b in at.get("download_button")}
-    assert {"Release (JSON)", "Input (PNG)"} <= labels
+    assert {"Release (JSON): sends it", "Input (PNG)"} <= labels
 
 
 def test_inference_privacy_mechanism_points_to_its_page() -> None:
@@ -238,11 +262,12 @@ def test_a_new_upload_with_the_same_name_and_size_replaces_the_old_one() -> None
     second[1:7, 1:7] = 255  # a block
     a, b = _stored_png(first), _stored_png(second)
     assert len(a) == len(b) and a != b
-    at = _upload(app("release"), "digit.png", a)
+    at = _upload(app("release"), "digit.png", a, confirm=True)
     _outcome(at)
-    key_a = _ledger(at)[-1]["image_key"]
-    at = _upload(at, "digit.png", b)  # same name, same size, other bytes
+    key_a = send(at) and _ledger(at)[-1]["image_key"]
+    at = _upload(at, "digit.png", b, confirm=True)  # same name, same size, other bytes
     _outcome(at)
+    send(at)
     current = at.session_state["privlens_images"]["digits"]
     assert current["data"] == b
     key_b = _ledger(at)[-1]["image_key"]
@@ -251,7 +276,7 @@ def test_a_new_upload_with_the_same_name_and_size_replaces_the_old_one() -> None
 
 def test_an_upload_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
     import privcore.images
-    from privlens import ui
+    from privlens import image as images_module
 
     data = make_png((np.arange(64).reshape(8, 8) * 4).astype(np.uint8))
     calls: list[bytes] = []
@@ -261,9 +286,9 @@ def test_an_upload_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
         calls.append(raw)
         return real(raw, **kw)
 
-    monkeypatch.setattr(ui, "decode_image", counting)  # every decode, by the pages or by privlens
+    monkeypatch.setattr(images_module, "decode_image", counting)  # every decode, by the pages or privlens
     monkeypatch.setattr(privcore.images, "decode_image", counting)
-    at = _upload(app("release"), "ramp.png", data)
+    at = _upload(app("release"), "ramp.png", data, confirm=True)
     _outcome(at)
     at.select_slider(key="w_epsilon").set_value(2.0).run()  # a rerun with the same upload in the widget
     at.switch_page(str(ROOT / "pages" / "neighbourhood.py")).run()
@@ -278,7 +303,7 @@ def test_a_long_thin_png_is_released_or_refused_cheaply() -> None:
 
     buf = io.BytesIO()
     Image.fromarray(np.full((40_000, 1), 255, np.uint8)).save(buf, format="PNG", optimize=True)
-    at = _upload(app("release"), "line.png", buf.getvalue())  # 11.9 GiB asked before, a traceback
+    at = _upload(app("release"), "line.png", buf.getvalue(), confirm=True)  # 11.9 GiB asked before
     assert any("padded from 1×40000" in w.value for w in at.warning), [w.value for w in at.warning]
     _outcome(at)
 
@@ -301,3 +326,90 @@ def test_an_upload_name_is_shown_never_rendered() -> None:
     titles = [json.loads(spec)["layout"]["title"]["text"] for spec in chart_specs(at)]
     assert any("&lt;b&gt;x&lt;/b&gt;.png" in t for t in titles), titles
     assert not any("<b>" in t for t in titles), titles
+
+
+def test_downloading_the_release_json_sends_it_once_and_the_png_is_free() -> None:
+    at = app("release")
+    buttons = {b.key: b for b in at.get("download_button")}
+    buttons["dl_input"].click().run()  # the user's own image: nothing leaves through it
+    assert not _ledger(at)
+    {b.key: b for b in at.get("download_button")}["dl_release"].click().run()
+    (row,) = _ledger(at)
+    assert "downloaded" in row["label"] and at.button(key="send").disabled
+    {b.key: b for b in at.get("download_button")}["dl_release"].click().run()  # the same file again
+    assert len(_ledger(at)) == 1
+
+
+def test_extreme_settings_are_warned_in_the_release_panel() -> None:
+    at = app("release", query={"eps": "20.0", "delta": "1e-05"})
+    warnings = " ".join(w.value for w in at.warning)
+    assert "ε = 40 is very large" in warnings and "e^40" in warnings  # PTR at ε = 20 spends 2ε
+    assert "δ = 5e-06" not in warnings
+    at.select_slider(key="w_delta").set_value(0.01).run()
+    warnings = " ".join(w.value for w in at.warning)
+    assert "δ = 0.005 is large" in warnings and "δ = 0.005 ≥ 1/n" in warnings  # n = 1797 digits
+    at.select_slider(key="w_epsilon").set_value(1.0).run()
+    at.select_slider(key="w_delta").set_value(1e-5).run()
+    assert not any("is very large" in w.value or "is large" in w.value for w in at.warning)
+
+
+def test_a_blank_or_off_domain_upload_needs_a_confirmation_before_anything_is_released() -> None:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.zeros((8, 8), np.uint8)).save(buf, format="PNG")  # all black: a blank decode
+    at = app("release")
+    drawn = len(at.session_state["privlens_releases"])  # the shipped sample's preview
+    at = _upload(at, "blank.png", buf.getvalue())
+    text = " ".join(w.value for w in at.warning)
+    assert "does not look like the digits images" in text and "nearly uniform" in text
+    assert not at.metric and not at.success and not at.status  # not even certified
+    assert len(at.session_state["privlens_releases"]) == drawn  # no draw for the blank image
+    _confirm(at)
+    _outcome(at)  # confirmed: the page runs
+    assert "You confirmed this image" in texts(at)
+    rng = np.random.default_rng(0)  # a noisy 64×64 "photo": beyond the test data's 99.9th percentiles
+    buf = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (64, 64), dtype=np.uint8)).save(buf, format="PNG")
+    at = _upload(at, "photo.png", buf.getvalue())
+    assert any("99.9th percentile" in w.value for w in at.warning) and not at.metric
+
+
+def test_a_shipped_sample_needs_no_confirmation() -> None:
+    at = app("release")
+    assert not any("does not look like" in w.value for w in at.warning)
+    _outcome(at)
+
+
+def test_digit_style_preprocessing_is_offered_previewed_and_used() -> None:
+    import io
+
+    from PIL import Image
+
+    from privcore.images import decode_image
+    from privcore.preprocess import digit_style
+
+    page = np.full((64, 64), 240, np.uint8)
+    page[4:20, 6:9] = 15  # a small dark "1" in a corner of a light page
+    buf = io.BytesIO()
+    Image.fromarray(page).save(buf, format="PNG")
+    data = buf.getvalue()
+    at = _upload(app("release"), "drawing.png", data)
+    at.checkbox(key="release_digit").check().run()
+    assert not at.exception, [e.value for e in at.exception]
+    captions = " ".join(str(i.proto) for i in at.get("image"))
+    assert "as it is" in captions and "digit-style" in captions  # previewed side by side
+    current = at.session_state["privlens_images"]["digits"]
+    assert current["digit_style"] is True
+    expected = digit_style(
+        decode_image(data, target_shape=(1, 32, 32)).tensor, target_hw=(8, 8), fill=7 / 8
+    ).tensor
+    notes = " ".join(w.value for w in at.warning)
+    assert "digit-style: inverted (light background); cropped to the ink" in notes
+    assert "to 8×8" in notes and "to 32×32" not in notes and "invert it" not in notes  # the real resize
+    _confirm(at)  # a synthetic drawing may still be off-domain: the check runs on the processed image
+    from privlens.session import image_digest
+
+    assert any(image_digest(expected) == k[1] for k in at.session_state["privlens_z"])  # what was embedded

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests._dashboard import app, chart_specs, isolate, texts
+from tests._dashboard import app, chart_specs, figures, isolate, texts
 
 
 @pytest.fixture
@@ -65,3 +65,27 @@ def test_current_image_release_probability_is_added_on_request(results) -> None:
     assert curve[0]["y"] == sorted(curve[0]["y"])  # more ε, more releases
     at.select_slider(key="w_epsilon").set_value(2.0).run()  # stays, from the session's φ
     assert any(t["name"].startswith("your image") for t in json.loads(chart_specs(at)[1])["data"])
+
+
+@pytest.mark.parametrize("eps", [0.5, 2.0, 20.0])
+def test_current_epsilon_label_sits_on_its_line_on_the_log_axis(results, eps: float) -> None:
+    """Plotly puts a log axis's annotation at log10(x) but its shape at x: the label must be at
+    log10(ε) (not at ε, i.e. 10^ε on screen), the range must show ε and every point, and every line
+    must be named in the legend."""
+    import math
+
+    at = app("tradeoffs", query={"eps": repr(eps)})
+    figs = figures(at)
+    assert len(figs) == 2
+    for fig in figs:
+        assert fig.layout.xaxis.type == "log"
+        (label,) = [a for a in fig.layout.annotations if a.text == f"current ε = {eps:g}"]
+        assert label.x == pytest.approx(math.log10(eps)) and label.xref == "x"
+        assert [s.x0 for s in fig.layout.shapes if s.x0 == s.x1] == [eps]
+        lo, hi = fig.layout.xaxis.range
+        xs = [float(x) for t in fig.data if t.x is not None for x in t.x if x is not None and x > 0]
+        assert lo < math.log10(min(xs)) and math.log10(max(xs)) < hi  # ε and every point are on screen
+        assert hi < math.log10(max(xs)) + 0.5  # and the axis is not stretched beyond them
+        lines = [t for t in fig.data if "lines" in (t.mode or "")]
+        assert all(t.name and t.showlegend is not False for t in lines)
+        assert f"current ε = {eps:g}" in [t.name for t in lines]

@@ -1,4 +1,4 @@
-"""privcore.session: the dashboard's view-model (settings and URLs, release documents, readings)."""
+"""privlens.session: the dashboard's view-model (settings and URLs, release documents, readings)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ import pytest
 import torch
 
 from privcore.images import load_image
-from privcore.mechanisms import compute_phi, propose_test_release
-from privcore.session import (
+from privcore.mechanisms import bisection_decisions, compute_phi, propose_test_release
+from privlens.session import (
     Settings,
-    bisection_decisions,
     experiment_command,
     grid_with,
     list_samples,
@@ -34,11 +33,12 @@ DEFAULT = Settings()
 def test_settings_validate_and_name_the_parameter() -> None:
     with pytest.raises(ValueError, match=r"epsilon must be in \[0.01, 100\], got 1000"):
         Settings(epsilon=1000.0)
-    with pytest.raises(ValueError, match=r"delta must be in \(0, 1\)"):
+    with pytest.raises(ValueError, match=r"delta must be in \[1e-12, 0.5\], got 1.0"):
         Settings(delta=1.0)
     with pytest.raises(ValueError, match="mechanism must be one of"):
         Settings(mechanism="Gauss")
-    with pytest.raises(ValueError, match=r"radius must be in \(0, ∞\)"):
+    # one range for the widget, the URL and the constructor (privlens.settings.PARAMS)
+    with pytest.raises(ValueError, match=r"radius must be in \[0.001, 2\], got -1.0"):
         Settings(radius=-1.0)
 
 
@@ -53,11 +53,11 @@ def test_query_round_trip_is_exact() -> None:
         alpha=0.03,
         certifier="lp",
     )
-    back, warnings = settings_from_query(s.to_query(), default=DEFAULT, models=MODELS)
-    assert back == s and warnings == ()
+    back, problems = settings_from_query(s.to_query(), default=DEFAULT, models=MODELS)
+    assert back == s and problems == ()
 
 
-def test_bad_query_values_fall_back_with_warnings() -> None:
+def test_bad_query_values_are_problems_naming_key_value_and_range() -> None:
     query = {
         "eps": "lots",
         "delta": "2",
@@ -69,33 +69,69 @@ def test_bad_query_values_fall_back_with_warnings() -> None:
         "model": "Nope",
         "unknown": "x",
     }
-    s, warnings = settings_from_query(query, default=DEFAULT, models=MODELS)
+    s, problems = settings_from_query(query, default=DEFAULT, models=MODELS)
     assert s == DEFAULT
-    text = " ".join(warnings)
-    refused = (
-        "eps='lots'",
-        "delta='2'",
-        "mech='Magic'",
-        "cert='guess'",
-        "R='-1'",
-        "alpha='nan'",
-        "model='Nope'",
-    )
-    for key in refused:
-        assert key in text
-    assert len(warnings) == 7
-    s, warnings = settings_from_query({"dataset": "imagenet"}, default=DEFAULT, models=MODELS)
-    assert s.dataset == "digits" and "imagenet" in warnings[0]
+    by_key = {p.key: p for p in problems}
+    assert set(by_key) == {"eps", "delta", "mech", "cert", "R", "alpha", "model", "unknown"}
+    # the range in the message is the widget's own (PARAMS), not the library's (0, ∞)
+    assert "eps='lots'" in by_key["eps"].message and "a number in [0.01, 100]" in by_key["eps"].message
+    assert by_key["eps"].instead == "ε = 1" and by_key["eps"].field == "epsilon"
+    assert "a number in [1e-12, 0.5]" in by_key["delta"].message
+    assert "a number in [0.001, 2]" in by_key["R"].message
+    assert "one of PTR, Gauss-Input" in by_key["mech"].message
+    assert by_key["unknown"].field is None and "Unknown URL parameter" in by_key["unknown"].message
+    assert "eps / epsilon" in by_key["unknown"].message  # the known keys, aliases included
+    s, problems = settings_from_query({"dataset": "imagenet"}, default=DEFAULT, models=MODELS)
+    assert s.dataset == "digits" and "imagenet" in problems[0].message
     # list-valued parameters (repeated keys): the last one counts
     s, _ = settings_from_query({"eps": ["1", "2"]}, default=DEFAULT, models=MODELS)
     assert s.epsilon == 2.0
 
 
+@pytest.mark.parametrize("value", ["-1", "0", "0.001", "101", "inf", "1e400"])
+def test_out_of_range_epsilon_is_a_problem_with_the_widget_range(value: str) -> None:
+    from privlens.settings import PARAMS
+
+    for key in ("eps", "epsilon"):
+        s, problems = settings_from_query({key: value}, default=DEFAULT, models=MODELS)
+        assert s.epsilon == DEFAULT.epsilon
+        (p,) = problems
+        assert (p.key, p.value, p.field) == (key, value, "epsilon")
+        lo, hi = PARAMS["epsilon"].low, PARAMS["epsilon"].high
+        assert f"[{lo:g}, {hi:g}]" in p.message
+        assert lo <= min(PARAMS["epsilon"].grid) and max(PARAMS["epsilon"].grid) <= hi
+
+
+def test_aliases_are_read_and_conflicts_are_problems() -> None:
+    s, problems = settings_from_query(
+        {"epsilon": "2", "radius": "0.3", "mechanism": "Lap-Output", "certifier": "lp"},
+        default=DEFAULT,
+        models=MODELS,
+    )
+    assert problems == ()
+    assert (s.epsilon, s.radius, s.mechanism, s.certifier) == (2.0, 0.3, "Lap-Output", "lp")
+    s, problems = settings_from_query({"eps": "2", "epsilon": "3"}, default=DEFAULT, models=MODELS)
+    assert s.epsilon == DEFAULT.epsilon and len(problems) == 1 and problems[0].field == "epsilon"
+    assert "` eps='2' ` and ` epsilon='3' ` set the same thing twice" in problems[0].message
+    # both values come from the URL: each is a code span, never rendered
+    _, (p,) = settings_from_query(
+        {"eps": "[x](https://evil.example)", "epsilon": "1"}, default=DEFAULT, models=MODELS
+    )
+    import re
+
+    out = _render(p.message)
+    assert "<a" not in out and "evil.example" not in re.sub(r"<code>.*?</code>", "", out), out
+    s, problems = settings_from_query({"eps": "2", "epsilon": "2"}, default=DEFAULT, models=MODELS)
+    assert s.epsilon == 2.0 and problems == ()
+    # Streamlit's own embedding parameters are not ours to refuse
+    assert settings_from_query({"embed": "true"}, default=DEFAULT, models=MODELS)[1] == ()
+
+
 def test_a_link_to_another_dataset_without_r_takes_that_datasets_r() -> None:
     from privcore.data import get_spec
 
-    s, warnings = settings_from_query({"dataset": "fashion-mnist"}, default=DEFAULT, models=MODELS)
-    assert s.radius == get_spec("fashion-mnist").radius == 0.2 != DEFAULT.radius and warnings == ()
+    s, problems = settings_from_query({"dataset": "fashion-mnist"}, default=DEFAULT, models=MODELS)
+    assert s.radius == get_spec("fashion-mnist").radius == 0.2 != DEFAULT.radius and problems == ()
     s, _ = settings_from_query({"dataset": "fashion-mnist", "R": "0.3"}, default=DEFAULT, models=MODELS)
     assert s.radius == 0.3  # an explicit R is kept
     s, _ = settings_from_query({"dataset": "digits"}, default=DEFAULT, models=MODELS)
@@ -134,7 +170,10 @@ def test_bisection_decisions_bounds_compute_phi(r0: float) -> None:
     res = compute_phi(
         lambda z: z, np.zeros(2), radius=0.25, delta_p=1.5, r_max=r_max, tol=tol, lipschitz=_StepOracle(r0)
     )
-    assert res.n_decisions <= bisection_decisions(0.25, r_max, tol)
+    most = bisection_decisions(0.25, r_max, tol)
+    assert res.n_decisions <= most
+    if 0.25 <= r0 < r_max:  # a real bisection makes every decision the bound counts
+        assert res.n_decisions == most
 
 
 def _ptr(seed: int, x: float):
@@ -264,7 +303,7 @@ def test_results_loading(tmp_path) -> None:
 
 
 def test_release_probability_exact_points() -> None:
-    from privcore.session import release_probability
+    from privlens.session import release_probability
 
     eps, dlt, r = 1.0, 0.05, 0.25
     threshold = math.log(1 / dlt) * r / eps
@@ -278,7 +317,7 @@ def test_release_probability_exact_points() -> None:
 def test_release_probability_matches_the_mechanism() -> None:
     """Empirical release rate of propose_test_release (seeded) against the formula: a binomial
     test at 4.5 standard deviations (false-alarm rate ≈ 7e-6)."""
-    from privcore.session import release_probability
+    from privlens.session import release_probability
 
     f = torch.nn.Linear(2, 2).double()
     z = np.zeros(2)
@@ -298,7 +337,7 @@ def test_release_probability_matches_the_mechanism() -> None:
 
 
 def test_latent_walk_stays_in_the_ball_and_moves_one_axis() -> None:
-    from privcore.session import latent_walk
+    from privlens.session import latent_walk
 
     z = np.array([0.5, -1.0, 2.0])
     walk = latent_walk(z, axes=[2, 0], offsets=[-0.3, 0.0, 0.3])
@@ -311,7 +350,7 @@ def test_latent_walk_stays_in_the_ball_and_moves_one_axis() -> None:
 
 
 def test_rank_axes_finds_the_axes_the_decoder_uses() -> None:
-    from privcore.session import rank_axes
+    from privlens.session import rank_axes
 
     def decode(points: np.ndarray) -> np.ndarray:  # pictures depend on axes 3 (strongly) and 1 only
         return np.stack([5 * points[:, 3], points[:, 1], np.zeros(len(points))], axis=1)
@@ -320,7 +359,7 @@ def test_rank_axes_finds_the_axes_the_decoder_uses() -> None:
 
 
 def test_tile_images_layout_and_frame() -> None:
-    from privcore.session import tile_images
+    from privlens.session import tile_images
 
     imgs = np.zeros((2, 3, 1, 4, 4))
     imgs[1, 2] = 1.0
@@ -347,7 +386,7 @@ def test_md_code_shows_any_printable_text_verbatim() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from privcore.session import md_code
+    from privlens.session import md_code
 
     @settings(max_examples=300, deadline=None)
     @given(st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), max_size=60))
@@ -366,7 +405,7 @@ def test_md_code_shows_any_printable_text_verbatim() -> None:
 
 
 def test_md_literal_escapes_control_characters_and_cuts_long_values() -> None:
-    from privcore.session import md_literal
+    from privlens.session import md_literal
 
     assert md_literal("a\nb") == "` a\\nb `"
     assert md_literal("x" * 200) == "` " + "x" * 80 + "… `"
@@ -378,9 +417,9 @@ def test_url_warnings_never_render_a_link() -> None:
     import re
 
     query = {"model": "[click here](https://evil.example/login)", "mech": "<a href='https://evil.example'>x</a>"}
-    _, warnings = settings_from_query(query, default=DEFAULT, models=MODELS)
-    assert len(warnings) == 2
-    for w in warnings:
+    _, problems = settings_from_query(query, default=DEFAULT, models=MODELS)
+    assert len(problems) == 2
+    for w in (p.message for p in problems):
         out = _render(w)
         assert "<a" not in out and "evil.example" in out, out  # shown ...
         assert "evil.example" not in re.sub(r"<code>.*?</code>", "", out), out  # ... only as code

@@ -26,6 +26,7 @@ _EXPORTS: dict[str, str] = {
     "image_metrics": "metrics",
     "l1_error": "metrics",
     "l2_error": "metrics",
+    "mean_image_baseline": "metrics",
     "paper_psnr": "metrics",
     "psnr": "metrics",
     "ssim": "metrics",

@@ -34,6 +34,7 @@ __all__ = [
     "image_metrics",
     "l1_error",
     "l2_error",
+    "mean_image_baseline",
     "paper_psnr",
     "psnr",
     "ssim",
@@ -160,3 +161,23 @@ def image_metrics(
         parts["l1"].append(l1_error(a, b))
         parts["l2"].append(l2_error(a, b))
     return ImageMetrics(**{k: np.concatenate(v) for k, v in parts.items()})
+
+
+def mean_image_baseline(train: Any, test: Any, *, data_range: float = 1.0) -> ImageMetrics:
+    """The no-release baseline: the metrics of the training mean image against each test image.
+
+    An attacker who receives nothing (⊥, or no release at all) can still output the average
+    training image; a reconstruction scoring no better than this has learned nothing about the
+    particular image from the release (posthoc paper Sec. 6 reports the attacker's scores alone).
+    ``train``, ``test``: (N, C, H, W) images in [0, ``data_range``]; uses training data only for
+    the guess.
+    """
+    tr = torch.as_tensor(train, dtype=torch.float32)
+    te = torch.as_tensor(test, dtype=torch.float32)
+    if tr.ndim != 4 or tr.shape[0] == 0 or te.ndim != 4 or tr.shape[1:] != te.shape[1:]:
+        raise ValueError(
+            f"train and test must be non-empty (N, C, H, W) images of one shape, got {tuple(tr.shape)} "
+            f"and {tuple(te.shape)}"
+        )
+    guess = tr.mean(dim=0, keepdim=True).expand_as(te)
+    return image_metrics(te, guess, data_range=data_range)

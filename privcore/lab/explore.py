@@ -45,6 +45,7 @@ __all__ = [
     "fig5_curves",
     "fresh_dataset",
     "load_model",
+    "query_label",
 ]
 
 MODELS_DIR = models_dir() / "lab"

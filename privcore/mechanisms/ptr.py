@@ -44,6 +44,7 @@ __all__ = [
     "PTRScales",
     "PhiResult",
     "SensitivityOracle",
+    "bisection_decisions",
     "compute_phi",
     "model_digest",
     "oracle_identity",
@@ -300,6 +301,15 @@ def _grid_steps(span: float, tol: float) -> int:
     while span / 2.0**m > tol:
         m += 1
     return m
+
+
+def bisection_decisions(radius: float, r_max: float, tol: float) -> int:
+    """Most decisions :func:`compute_phi` makes on this grid (for a progress bar): 1 when
+    R_max = R, else 2 + m, m the least with (R_max − R)/2^m ≤ tol (the test at R, at R_max, then
+    the bisection over the 2^m grid steps). Same validation as :func:`compute_phi`."""
+    r, _, rm, t = _validate_grid(radius, 1.0, r_max, tol)
+    span = rm - r
+    return 1 if span == 0 else 2 + _grid_steps(span, t)
 
 
 def _decider(oracle: Any, f: Any, center: np.ndarray, threshold: float):

@@ -1,11 +1,9 @@
-"""View-model helpers for the privlens dashboard: pure Python, no Streamlit, no privacy maths.
+"""The privlens dashboard's view-model: pure Python, no Streamlit, no privacy maths.
 
 The dashboard's pages hold widgets and layout only; what they need beyond privcore's mechanisms,
 accounting and Lipschitz engine lives here so it can be tested without a browser:
 
-* :class:`Settings` — the sidebar's values (dataset, model, mechanism, ε, δ, R, α, certifier),
-  validated, with a round trip to and from URL query parameters (a view can be shared; bad
-  query values fall back to defaults with a warning, never an exception);
+* :class:`Settings` and its URL form (from :mod:`privlens.settings`, re-exported here);
 * :func:`release_document` — the JSON a user downloads after a posthoc-PTR release
   (posthoc paper, Algorithm 1): only what the mechanism outputs and public parameters, never φ,
   the image or anything else computed from the private input;
@@ -27,19 +25,34 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from privcore.validation import (
-    check_choice,
     check_delta,
     check_epsilon,
     check_in_range,
     check_nonnegative,
     check_positive,
+)
+from privlens.settings import (
+    ALPHA_GRID,
+    CERTIFIER_CHOICES,
+    DELTA_GRID,
+    EPSILON_GRID,
+    IP_MECHANISMS,
+    MECHANISMS,
+    PARAMS,
+    RADIUS_GRID,
+    QueryProblem,
+    Settings,
+    grid_with,
+    md_code,
+    md_literal,
+    settings_from_query,
 )
 
 __all__ = [
@@ -50,13 +63,14 @@ __all__ = [
     "IP_MECHANISMS",
     "LEDGER_EXPLANATION",
     "MECHANISMS",
+    "PARAMS",
     "RADIUS_GRID",
     "RELEASE_FORMAT",
     "EpsilonSolution",
     "OutcomeText",
+    "QueryProblem",
     "Sample",
     "Settings",
-    "bisection_decisions",
     "experiment_command",
     "grid_with",
     "image_digest",
@@ -83,208 +97,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLES_DIR = REPO_ROOT / "data" / "samples"
 RESULTS_DIR = REPO_ROOT / "data" / "results"
 
-#: "PTR" is posthoc Propose-Test-Release on the obfuscator; the others are the IP paper's.
-MECHANISMS: tuple[str, ...] = ("PTR", "Gauss-Input", "Gauss-Output", "Lap-Output")
-IP_MECHANISMS: tuple[str, ...] = MECHANISMS[1:]
-CERTIFIER_CHOICES: tuple[str, ...] = ("exact", "lp", "interval")
-
-# Slider grids (log-spaced where the parameter is). Any in-range value is accepted (it is added
-# to the grid), so shared URLs and the ε solver can carry values between grid points.
-EPSILON_GRID: tuple[float, ...] = (0.1, 0.2, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.0, 10.0, 20.0)
-DELTA_GRID: tuple[float, ...] = (1e-10, 1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 0.01, 0.02, 0.05, 0.1)
-RADIUS_GRID: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
-ALPHA_GRID: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
-
-_RANGES: dict[str, tuple[float, float]] = {
-    "epsilon": (0.01, 100.0),
-    "delta": (1e-12, 0.5),
-    "radius": (1e-3, 2.0),
-    "alpha": (1e-4, 10.0),
-}
-_QUERY_KEYS = {
-    "dataset": "dataset",
-    "model": "model",
-    "mechanism": "mech",
-    "epsilon": "eps",
-    "delta": "delta",
-    "radius": "R",
-    "alpha": "alpha",
-    "certifier": "cert",
-}
-
 RELEASE_FORMAT = "privlens.release/1"
-
-
-# ------------------------------------------------------------------------------------ settings
-
-
-@dataclass(frozen=True, kw_only=True)
-class Settings:
-    """The dashboard's shared sidebar values; every field validated on construction.
-
-    ``radius`` is R of posthoc PTR (ℓ∞ on the embedding); ``alpha`` is α of inference privacy
-    (ℓ2 on pixels for the Gauss mechanisms, ℓ1 for Lap-Output). ``epsilon``/``delta`` are the
-    per-mechanism parameters (PTR then guarantees (2ε, δ/2, R), posthoc Thm 4.4).
-    """
-
-    dataset: str = "digits"
-    model: str = "ARL-C-N"
-    mechanism: str = "PTR"
-    epsilon: float = 1.0
-    delta: float = 0.05
-    radius: float = 0.25
-    alpha: float = 0.1
-    certifier: str = "exact"
-
-    def __post_init__(self) -> None:
-        for name in ("dataset", "model"):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value:
-                raise ValueError(f"{name} must be a non-empty string, got {value!r}")
-        check_choice("mechanism", self.mechanism, MECHANISMS)
-        check_choice("certifier", self.certifier, CERTIFIER_CHOICES)
-        object.__setattr__(self, "epsilon", _in_range("epsilon", check_epsilon(self.epsilon)))
-        object.__setattr__(self, "delta", _in_range("delta", check_delta(self.delta)))
-        object.__setattr__(self, "radius", _in_range("radius", check_positive("radius", self.radius)))
-        object.__setattr__(self, "alpha", _in_range("alpha", check_positive("alpha", self.alpha)))
-
-    @property
-    def is_ptr(self) -> bool:
-        """True for posthoc PTR, False for an inference-privacy mechanism."""
-        return self.mechanism == "PTR"
-
-    def to_query(self) -> dict[str, str]:
-        """URL query parameters (short keys, floats written so they read back exactly)."""
-        out: dict[str, str] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            out[_QUERY_KEYS[f.name]] = repr(float(value)) if isinstance(value, float) else str(value)
-        return out
-
-    def replace(self, **changes: Any) -> Settings:
-        """A validated copy with ``changes``."""
-        return replace(self, **changes)
-
-
-def _in_range(name: str, value: float) -> float:
-    lo, hi = _RANGES[name]
-    return check_in_range(name, value, lo, hi, low_open=False, high_open=False)
-
-
-#: How much of a user-supplied value a message shows (a URL value can be kilobytes long).
-SHOWN_CHARS = 80
-
-
-def md_code(text: str) -> str:
-    """``text`` as an inline Markdown code span, shown verbatim and never rendered: no link, emphasis,
-    HTML, math or Streamlit directive inside it takes effect (GFM turns bare URLs into links even when
-    their punctuation is backslash-escaped; inside a code span it does not). The fence is longer than
-    any run of backticks in ``text``; control characters must already be escaped (see :func:`md_literal`)."""
-    if any(not ch.isprintable() for ch in text):
-        raise ValueError("md_code needs printable text (a line break would end the code span)")
-    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
-    return f"{fence} {text} {fence}"
-
-
-def md_literal(value: Any, *, limit: int = SHOWN_CHARS, quote: bool = False) -> str:
-    """A user-supplied value (URL parameter, file name) for a Markdown message: its first ``limit``
-    characters (… when cut), control characters escaped (``\\n``), optionally quoted like ``repr``,
-    in a code span (:func:`md_code`)."""
-    text = value if isinstance(value, str) else str(value)
-    return md_code(_shown(text, limit=limit, quote=quote))
-
-
-def _shown(text: str, *, limit: int = SHOWN_CHARS, quote: bool = False) -> str:
-    cut = text[:limit]
-    body = repr(cut) if quote else "".join(
-        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in cut
-    )
-    return body + ("…" if len(text) > limit else "")
-
-
-def settings_from_query(
-    query: Mapping[str, Any],
-    *,
-    default: Settings,
-    models: Mapping[str, Sequence[str]],
-) -> tuple[Settings, tuple[str, ...]]:
-    """Settings from URL query parameters, each bad value replaced by its default with a warning.
-
-    ``models`` maps every available dataset to its available model names. Unknown keys are
-    ignored. Never raises on user input: the warnings say which value was refused and why. They
-    are Markdown in which every value from the URL is a code span (:func:`md_literal`), so a
-    parameter such as ``model=[click here](https://evil.example)`` is shown, never rendered.
-    """
-    warnings: list[str] = []
-    values: dict[str, Any] = asdict(default)
-
-    def raw(key: str) -> str | None:
-        v = query.get(key)
-        if isinstance(v, list | tuple):
-            v = v[-1] if v else None
-        return None if v is None else str(v)
-
-    def given(key: str, text: Any) -> str:
-        return md_code(f"{key}={_shown(str(text), quote=True)}")
-
-    for name, key in _QUERY_KEYS.items():
-        text = raw(key)
-        if text is None or text == "":
-            continue
-        if name in _RANGES:
-            lo, hi = _RANGES[name]
-            try:
-                number = float(text)
-                candidate = replace(default, **{name: number})
-                values[name] = getattr(candidate, name)
-            except (TypeError, ValueError, OverflowError):
-                warnings.append(
-                    f"URL parameter {given(key, text)} ignored (allowed: a number in [{lo:g}, {hi:g}]); "
-                    f"using {values[name]!r}."
-                )
-        else:
-            values[name] = text
-    if values["mechanism"] not in MECHANISMS:
-        warnings.append(
-            f"URL parameter {given('mech', values['mechanism'])} ignored (allowed: {', '.join(MECHANISMS)}); "
-            f"using {default.mechanism!r}."
-        )
-        values["mechanism"] = default.mechanism
-    if values["certifier"] not in CERTIFIER_CHOICES:
-        warnings.append(
-            f"URL parameter {given('cert', values['certifier'])} ignored "
-            f"(allowed: {', '.join(CERTIFIER_CHOICES)}); using {default.certifier!r}."
-        )
-        values["certifier"] = default.certifier
-    if values["dataset"] not in models:
-        warnings.append(
-            f"URL parameter {given('dataset', values['dataset'])} ignored (available: {', '.join(models)}); "
-            f"using {default.dataset!r}."
-        )
-        values["dataset"] = default.dataset
-    if values["dataset"] != default.dataset and not raw(_QUERY_KEYS["radius"]):
-        # a link that names another dataset but no R gets that dataset's R, as the sidebar does
-        try:
-            from privcore.data import get_spec
-
-            values["radius"] = float(get_spec(values["dataset"]).radius)
-        except ValueError:
-            pass
-    available = tuple(models.get(values["dataset"], ()))
-    if available and values["model"] not in available:
-        fallback = default.model if default.model in available else available[0]
-        if raw(_QUERY_KEYS["model"]) is not None:
-            warnings.append(
-                f"URL parameter {given('model', values['model'])} ignored (available for "
-                f"{values['dataset']}: {', '.join(available)}); using {fallback!r}."
-            )
-        values["model"] = fallback
-    return Settings(**values), tuple(warnings)
-
-
-def grid_with(grid: Sequence[float], value: float) -> tuple[float, ...]:
-    """The slider options: ``grid`` plus ``value`` if it is not on it, sorted."""
-    return tuple(sorted({float(v) for v in grid} | {float(value)}))
 
 
 # ------------------------------------------------------------------------- PTR presentation
@@ -311,17 +124,6 @@ def ptr_search_range(
     return float(r_max), float(frac * r)
 
 
-def bisection_decisions(radius: float, r_max: float, tol: float) -> int:
-    """Upper bound on the decisions compute_phi makes (for a progress bar): 2 + ⌈log2((R_max − R)/tol)⌉."""
-    span = r_max - radius
-    if span <= 0:
-        return 1
-    m = 0
-    while span / 2.0**m > tol:
-        m += 1
-    return 2 + m
-
-
 @dataclass(frozen=True, kw_only=True)
 class OutcomeText:
     """What the Release page prints: a headline, one explanatory sentence and the test in numbers."""
@@ -343,7 +145,7 @@ def outcome_summary(result: Any) -> OutcomeText:
             released=True,
             headline="Released",
             detail=(
-                f"The noisy test passed, so the obfuscated vector was released with Laplace noise of "
+                f"The noisy test passed: the output is the obfuscated vector plus Laplace noise of "
                 f"scale {result.noise_scale_effective:.4g} per coordinate."
             ),
             test=test,
@@ -390,7 +192,7 @@ def ledger_of(rows: Sequence[Mapping[str, Any]]) -> Any:
     totals would leave that release out, so none are given.
     """
     from privcore.accounting import PrivacyLedger
-    from privcore.mechanisms.guarantee import Guarantee
+    from privcore.mechanisms import Guarantee
 
     ledger = PrivacyLedger()
     for n, row in enumerate(rows):

@@ -1,0 +1,108 @@
+"""What a sent release costs, and when a setting deserves a warning: pure Python, no Streamlit.
+
+* :func:`spent_guarantee` — the guarantee one sent release at the sidebar's settings spends: PTR at
+  (ε, δ) spends (2ε, δ/2, R) on the embedding (posthoc Thm 4.4, through
+  :func:`privcore.mechanisms.ptr_scales`); Gauss-Input / Gauss-Output spend (ε, δ) at α in ℓ2 on the
+  input and Lap-Output (ε, 0) at α in ℓ1 (IP paper Defs 3–5);
+* :func:`extreme_warnings` — plain-words warnings for a guarantee that protects little: e^ε past
+  e^10, δ ≥ 1e-3, δ ≥ 1/n for a dataset of n images (the DP Wizard's thresholds and the usual
+  "δ ≪ 1/n" rule: with δ ≥ 1/n a mechanism may publish one record outright and still qualify);
+* :func:`composition_warnings` — the Accountant's totals past a threshold the user sets.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from privcore.mechanisms import Guarantee, Norm, Space, ptr_scales
+from privlens.settings import Settings
+
+__all__ = [
+    "DELTA_WARN",
+    "EPSILON_WARN",
+    "composition_warnings",
+    "extreme_warnings",
+    "spent_guarantee",
+    "spent_text",
+]
+
+#: A guarantee whose factor e^ε exceeds e^10 ≈ 22 000 is flagged (the DP Wizard's bound).
+EPSILON_WARN = 10.0
+#: δ at or above this is flagged: a failure probability of one in a thousand per release.
+DELTA_WARN = 1e-3
+
+
+def spent_guarantee(s: Settings) -> Guarantee:
+    """The guarantee one sent release spends at the settings ``s`` (see the module docstring)."""
+    if s.is_ptr:  # Δp does not enter (2ε, δ/2, R): 1.0 only fills the argument, and its
+        # calibration text (which would quote that Δp) is dropped
+        g = ptr_scales(epsilon=s.epsilon, delta=s.delta, radius=s.radius, delta_p=1.0).guarantee
+        return replace(g, calibration="")
+    lap = s.mechanism == "Lap-Output"
+    return Guarantee(
+        epsilon=s.epsilon,
+        delta=0.0 if lap else s.delta,
+        radius=s.alpha,
+        space=Space.INPUT,
+        norm=Norm.L1 if lap else Norm.L2,
+        mechanism=s.mechanism,
+    )
+
+
+def spent_text(s: Settings) -> str:
+    """One line for beside the ε slider: what a sent release spends, in numbers."""
+    g = spent_guarantee(s)
+    if s.is_ptr:
+        return (
+            f"Each sent release spends (2ε, δ/2, R) = ({g.epsilon:g}, {g.delta:g}, {g.radius:g}) "
+            "on the embedding (posthoc Thm 4.4). Previews cost nothing."
+        )
+    return (
+        f"Each sent release spends (ε, δ) = ({g.epsilon:g}, {g.delta:g}) at α = {g.radius:g} "
+        f"({'ℓ1' if g.norm is Norm.L1 else 'ℓ2'} on the input). Previews cost nothing."
+    )
+
+
+def extreme_warnings(g: Guarantee, *, n: int | None = None) -> list[str]:
+    """Warnings (plain words, Markdown) for a guarantee that protects little; ``n`` is the dataset's
+    number of images when known (for the δ ≥ 1/n rule)."""
+    out: list[str] = []
+    if g.epsilon > EPSILON_WARN:
+        factor = f"{math.exp(g.epsilon):.2g}" if g.epsilon < 700 else "∞"
+        out.append(
+            f"**ε = {g.epsilon:g} is very large**: an outcome may become e^{g.epsilon:g} ≈ {factor} "
+            f"times more likely for this image than for a neighbour — hardly a guarantee "
+            f"(past e^{EPSILON_WARN:g}). Lower ε in the sidebar."
+        )
+    if g.delta >= DELTA_WARN:
+        out.append(
+            f"**δ = {g.delta:g} is large**: with probability up to δ the guarantee does not hold at all, "
+            f"for every release (flagged from δ = {DELTA_WARN:g})."
+        )
+    if n is not None and n > 0 and g.delta >= 1.0 / n:
+        out.append(
+            f"**δ = {g.delta:g} ≥ 1/n = {1.0 / n:.2g}** for this dataset's n = {n} images: a mechanism that "
+            "publishes one image in n outright would still meet (ε, δ). Pick δ well below 1/n."
+        )
+    return out
+
+
+def composition_warnings(totals: Sequence[Mapping[str, Any]], *, threshold: float) -> list[tuple[str, str]]:
+    """(image name, warning) for each image whose worst-case total ε (a row of
+    :func:`privlens.session.ledger_totals`) exceeds ``threshold``; the name is user text (show it
+    with :func:`privlens.settings.md_literal`)."""
+    out: list[tuple[str, str]] = []
+    for row in totals:
+        eps = float(row["total ε = Σεᵢ"])
+        if row["total"] == "worst case" and eps > threshold:
+            out.append(
+                (
+                    str(row["image"]),
+                    f"worst case ε = {eps:.4g} > your threshold {threshold:g} "
+                    f"(δ = {float(row['total δ = Σδᵢ']):.3g}, {row['releases counted']} releases)",
+                )
+            )
+    return out

@@ -1,0 +1,101 @@
+"""Plotly helpers of the privlens pages: a marked current value that stays right on log axes.
+
+Plotly places a shape on a log axis at its data value but an annotation at log10 of it: a label
+given the data value (what ``add_vline(annotation_text=…)`` does) lands at 10^x — at ε = 2 the
+axis stretched to 100, at ε = 20 to 10^20. :func:`mark_x` writes each in its own coordinates and
+names the line in the legend; :func:`log_range` is a log axis's range (also in log10 units) that
+shows every plotted value and the marked one; :func:`grid_position` and :func:`interpolate` place a
+setting between a heatmap's measured cells.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+__all__ = ["grid_position", "hline_trace", "interpolate", "log_axis", "log_range", "mark_x"]
+
+
+def mark_x(
+    fig: go.Figure, x: float, text: str, *, log: bool, color: str = "crimson", dash: str = "dot"
+) -> None:
+    """A vertical line at data value ``x`` labelled ``text`` at its top (at log10(x) when the x axis
+    is logarithmic), and a legend entry naming it."""
+    fig.add_vline(x=x, line_dash=dash, line_color=color, line_width=2)
+    fig.add_annotation(
+        x=math.log10(x) if log else x,
+        xref="x",
+        y=1.0,
+        yref="paper",
+        yanchor="bottom",
+        xanchor="center",
+        text=text,
+        showarrow=False,
+        font={"color": color},
+    )
+    line = {"color": color, "dash": dash, "width": 2}
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=text, line=line))
+
+
+def hline_trace(y: float, *, x: Iterable[float], name: str, **line: Any) -> go.Scatter:
+    """A horizontal reference line as a trace from min(x) to max(x): in the legend, and right on a
+    log y axis (where an annotated ``add_hline`` label would float at 10^y)."""
+    xs = [float(v) for v in x]
+    return go.Scatter(x=[min(xs), max(xs)], y=[float(y)] * 2, mode="lines", name=name, line=line)
+
+
+def log_range(values: Iterable[float], *, pad: float = 0.1) -> list[float]:
+    """[log10(min) − pad, log10(max) + pad] over the positive finite ``values``: a log axis's range."""
+    vs = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0]
+    if not vs:
+        raise ValueError("log_range needs at least one positive finite value")
+    return [math.log10(min(vs)) - pad, math.log10(max(vs)) + pad]
+
+
+def grid_position(grid: Sequence[float], value: float, *, log: bool) -> float | None:
+    """Where ``value`` sits among the increasing finite ``grid`` points, as a fractional index
+    (2.0 on the third point, 2.5 halfway to the fourth — halfway in log10 when ``log``); None when
+    it lies outside them. For marking a setting between a heatmap's measured cells."""
+    pts = [float(g) for g in grid]
+    v = float(value)
+    for i, (a, b) in enumerate(itertools.pairwise(pts)):
+        if not (math.isfinite(a) and math.isfinite(b)):
+            break
+        if a <= v <= b:
+            if v == a:
+                return float(i)
+            if log:
+                return i + (math.log10(v) - math.log10(a)) / (math.log10(b) - math.log10(a))
+            return i + (v - a) / (b - a)
+    return float(len(pts) - 1) if pts and v == pts[-1] else None
+
+
+def interpolate(values: Any, row: float, col: float) -> float:
+    """Bilinear interpolation of a 2-D array at the fractional (row, col) position (NaN when a
+    neighbouring cell is NaN): the estimate between measured cells, never a measurement."""
+    import numpy as np
+
+    arr = np.asarray(values, dtype=float)
+    r0, c0 = math.floor(row), math.floor(col)
+    r1, c1 = min(r0 + 1, arr.shape[0] - 1), min(c0 + 1, arr.shape[1] - 1)
+    tr, tc = row - r0, col - c0
+    top = (1 - tc) * arr[r0, c0] + tc * arr[r0, c1] if tc else arr[r0, c0]
+    bottom = (1 - tc) * arr[r1, c0] + tc * arr[r1, c1] if tc else arr[r1, c0]
+    return float((1 - tr) * top + tr * bottom if tr else top)
+
+
+def log_axis(fig: go.Figure, values: Iterable[float], *, pad: float = 0.1) -> None:
+    """Make the x axis logarithmic over :func:`log_range` of ``values``, ticks at 1-2-5 steps
+    (plotly's default labels 20 as "2" and 0.8 as "8")."""
+    lo, hi = log_range(values, pad=pad)
+    ticks = [
+        m * 10.0**e
+        for e in range(math.floor(lo) - 1, math.ceil(hi) + 1)
+        for m in (1, 2, 5)
+        if lo <= math.log10(m * 10.0**e) <= hi
+    ]
+    fig.update_xaxes(type="log", range=[lo, hi], tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])

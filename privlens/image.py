@@ -1,0 +1,174 @@
+"""The image the pages work on: the session's current image of each dataset (a shipped sample or an
+upload), identified by the SHA-256 of its bytes and decoded once per session (:func:`decode`), with
+optional digit-style preprocessing (:func:`digit_styled`). Per user, in ``st.session_state``; never
+in a shared cache. No maths: decoding and preprocessing are privcore's."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from privcore.images import DecodedImage, decode_image
+from privlens.memo import memo
+from privlens.session import Sample, image_digest, list_samples, md_literal
+
+IMAGE_KEY = "privlens_images"
+
+
+@dataclass(frozen=True)
+class CurrentImage:
+    """The image the pages work on: its name (user-supplied for an upload: show it with
+    :func:`privlens.session.md_literal`), decoded model input and session-local digest."""
+
+    name: str
+    decoded: DecodedImage
+    digest: str
+    source: str  # "sample" or "upload"
+
+    @property
+    def tensor(self) -> Any:
+        """(C, H, W) float tensor in [0, 1]."""
+        return self.decoded.tensor
+
+
+def samples(dataset: str) -> tuple[Sample, ...]:
+    """Shipped samples of ``dataset``."""
+    return list_samples(dataset)
+
+
+def content_digest(data: bytes) -> str:
+    """SHA-256 of an upload's bytes: what identifies it (two files with one name and size differ)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def set_image(
+    dataset: str,
+    *,
+    name: str,
+    data: bytes,
+    source: str,
+    invert: bool = False,
+    sha256: str | None = None,
+    digit_style: bool = False,
+) -> None:
+    """Make ``data`` the current image of ``dataset`` for this session (decoded lazily, once);
+    ``digit_style`` applies :func:`privcore.preprocess.digit_style` to it."""
+    images = st.session_state.setdefault(IMAGE_KEY, {})
+    data = bytes(data)
+    images[dataset] = {
+        "name": name,
+        "data": data,
+        "source": source,
+        "invert": bool(invert),
+        "sha256": sha256 or content_digest(data),
+        "digit_style": bool(digit_style),
+    }
+
+
+#: Digit-style preprocessing works on the upload decoded at this many times the model's size.
+DIGIT_STYLE_FACTOR = 4
+
+
+def digit_styled(
+    data: bytes, shape: Sequence[int], *, invert: bool = False, sha256: str | None = None
+) -> DecodedImage:
+    """The upload decoded at :data:`DIGIT_STYLE_FACTOR` × the model's size, then made digit-style
+    (:func:`privcore.preprocess.digit_style`: invert a light page, crop to the ink, scale, centre by
+    mass, pad) at ``shape``; the steps are added to its notes. ValueError when it cannot be used."""
+    from dataclasses import replace
+
+    from privcore.preprocess import digit_style
+
+    c, h, w = (int(v) for v in shape)
+    big = decode(data, (c, h * DIGIT_STYLE_FACTOR, w * DIGIT_STYLE_FACTOR), invert=invert, sha256=sha256)
+    fill = 20 / 28 if min(h, w) >= 28 else 7 / 8  # MNIST's 20-pixel box in 28; small frames fuller
+
+    def compute() -> DecodedImage:
+        pre = digit_style(big.tensor, target_hw=(h, w), fill=fill)
+        # the notes of the upload at the model's size (its real resize), less the hint to invert a light
+        # border when the preprocessing has just done so
+        small = decode(data, (c, h, w), invert=invert, sha256=sha256)
+        inverted = any(step.startswith("inverted") for step in pre.steps)
+        notes = [n for n in small.notes if not (inverted and "invert it" in n)]
+        notes.append("digit-style: " + "; ".join(pre.steps) + ".")
+        return replace(small, tensor=pre.tensor, notes=tuple(notes))
+
+    key = (sha256 or content_digest(data), (c, h, w), bool(invert))
+    return memo("privlens_digit_style", key, compute, max_entries=16)
+
+
+def current_image(
+    dataset: str, image_shape: Sequence[int], *, background: float = 0.0
+) -> CurrentImage | None:
+    """The session's current image for ``dataset`` (default: its first shipped sample)."""
+    images = st.session_state.setdefault(IMAGE_KEY, {})
+    entry = images.get(dataset)
+    if entry is None:
+        shipped = samples(dataset)
+        if not shipped:
+            return None
+        data = shipped[0].data()
+        entry = {"name": shipped[0].name, "data": data, "source": "sample", "sha256": content_digest(data)}
+        images[dataset] = entry
+    if "sha256" not in entry:
+        entry["sha256"] = content_digest(entry["data"])
+    try:
+        if entry.get("digit_style"):
+            decoded = digit_styled(
+                entry["data"], image_shape, invert=bool(entry.get("invert", False)), sha256=entry["sha256"]
+            )
+        else:
+            decoded = decode(
+                entry["data"],
+                tuple(int(v) for v in image_shape),
+                background=float(background),
+                invert=bool(entry.get("invert", False)),
+                sha256=entry["sha256"],
+            )
+    except ValueError:
+        images.pop(dataset, None)
+        return None
+    return CurrentImage(entry["name"], decoded, image_digest(decoded.tensor), entry["source"])
+
+
+def require_image(dataset: str, image_shape: Sequence[int], *, background: float = 0.0) -> CurrentImage:
+    """The current image with its caption shown; stops the page with an explanation when there is none."""
+    image = current_image(dataset, image_shape, background=background)
+    if image is None:
+        st.error("No image: pick one on the Release page.")
+        st.stop()
+    st.markdown(image_caption(image))
+    return image
+
+
+DECODED_KEY = "privlens_decoded"
+
+
+def decode(
+    data: bytes,
+    shape: Sequence[int],
+    *,
+    background: float = 0.0,
+    invert: bool = False,
+    sha256: str | None = None,
+) -> DecodedImage:
+    """:func:`privcore.images.decode_image`, once per session for the same bytes (by SHA-256), shape,
+    background and inversion: the Release page's check of a new upload and every later use of it
+    share one decode. ValueError (the reason) for a refused file."""
+    key = (sha256 or content_digest(data), tuple(int(v) for v in shape), float(background), bool(invert))
+    return memo(
+        DECODED_KEY,
+        key,
+        lambda: decode_image(data, target_shape=key[1], background=key[2], invert=key[3]),
+        max_entries=16,
+    )
+
+
+def image_caption(img: CurrentImage) -> str:
+    """One line: where the current image came from (its name shown verbatim, never rendered)."""
+    kind = "shipped sample" if img.source == "sample" else "your upload"
+    return f"Current image: {md_literal(img.name)} ({kind}). Change it on the Release page."

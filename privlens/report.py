@@ -1,0 +1,133 @@
+"""A session report as one self-contained HTML file: pure Python, no Streamlit.
+
+What a privacy engineer files after a session: the settings, the guarantee one sent release spends,
+the current release (only once it has been sent: a preview stays on the device), the attacker's
+reconstruction from it, the accuracy curve with the current ε marked, and the session's ledger with
+its totals. Every user-supplied text (file names, labels) is HTML-escaped; plotly.js is embedded once
+so the file opens offline.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privlens.settings import Settings
+
+__all__ = ["accuracy_figure", "session_report"]
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;color:#222}
+h1{margin-bottom:0} .muted{color:#666} table{border-collapse:collapse;margin:.5em 0}
+td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;font-size:.9em}
+.box{background:#eef4ff;padding:.75em 1em;border-radius:6px} .warn{background:#fff6dd}
+img{image-rendering:pixelated;width:160px;border:1px solid #ccc;margin-right:1em}
+"""
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _bold(escaped: str) -> str:
+    """Markdown **bold** (in already escaped text) as <b>."""
+    return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", escaped)
+
+
+def _png(data: bytes | None, caption: str) -> str:
+    if not data:
+        return ""
+    src = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+    return (
+        f'<figure style="display:inline-block"><img src="{src}" alt="{_e(caption)}">'
+        f"<figcaption>{_e(caption)}</figcaption></figure>"
+    )
+
+
+def _table(rows: Sequence[Mapping[str, Any]]) -> str:
+    if not rows:
+        return "<p class='muted'>none</p>"
+    return pd.DataFrame(list(rows)).to_html(index=False, escape=True, border=0)
+
+
+def accuracy_figure(table1: Any, *, model: str, epsilon: float) -> Any | None:
+    """Test accuracy of ``model`` against ε (Table 1 CSV, finite ε) with the current ε marked; None
+    without data."""
+    import plotly.graph_objects as go
+
+    from privlens import charts
+
+    if table1 is None or "obfuscator" not in table1:
+        return None
+    mine = table1[table1["obfuscator"].astype(str) == model]
+    if mine.empty:
+        return None
+    mine = mine[np.isfinite(mine["epsilon"].astype(float).to_numpy())].sort_values("epsilon")
+    if mine.empty:
+        return None
+    fig = go.Figure(go.Scatter(x=mine["epsilon"], y=mine["accuracy"], mode="lines+markers", name=model))
+    charts.mark_x(fig, epsilon, f"current ε = {epsilon:g}", log=True)
+    charts.log_axis(fig, [*mine["epsilon"], epsilon])
+    fig.update_layout(title="Test accuracy vs ε (Table 1)", yaxis_range=[0, 1], height=380)
+    return fig
+
+
+def session_report(
+    *,
+    settings: Settings,
+    guarantee_text: str,
+    image_name: str,
+    input_png: bytes | None,
+    release: Mapping[str, Any] | None,
+    attacker_png: bytes | None,
+    figures: Sequence[Any],
+    ledger: Sequence[Mapping[str, Any]],
+    totals: Sequence[Mapping[str, Any]],
+    warnings: Sequence[str] = (),
+) -> str:
+    """The report's HTML. ``release`` is the release JSON of a sent draw (None: not sent, left out);
+    ``figures`` plotly figures (the first embeds plotly.js); ``ledger`` rows with image, label and a
+    guarantee (``to_dict``); ``totals`` the rows of :func:`privlens.session.ledger_totals`."""
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>privlens session report</title>",
+        f"<style>{_STYLE}</style></head><body>",
+        "<h1>privlens session report</h1>",
+        f"<p class='muted'>{_e(when)} · keep this file private: it shows your image.</p>",
+        "<h2>Settings</h2>",
+        _table([{"setting": k, "value": v} for k, v in settings.to_query().items()]),
+        f"<div class='box'><b>Guarantee one sent release spends.</b> {_e(guarantee_text)}</div>",
+    ]
+    parts += [f"<div class='box warn'>{_bold(_e(w))}</div>" for w in warnings]
+    parts.append(f"<h2>Image</h2>{_png(input_png, f'your image: {image_name}')}")
+    parts.append("<h2>Release</h2>")
+    if release is None:
+        parts.append("<p>The current draw is a preview that was not sent: it is not in this report.</p>")
+    else:
+        parts.append(_png(attacker_png, "the attacker's reconstruction from the release"))
+        parts.append(f"<pre>{_e(json.dumps(release, indent=2, ensure_ascii=False))}</pre>")
+    if figures:
+        parts.append("<h2>Curves</h2>")
+        for i, fig in enumerate(figures):
+            parts.append(fig.to_html(full_html=False, include_plotlyjs=(i == 0)))
+    parts.append("<h2>Ledger (sent releases)</h2>")
+    parts.append(
+        _table(
+            [
+                {"#": i + 1, "image": r["image"], "release": r["label"], **r["guarantee"].to_dict()}
+                for i, r in enumerate(ledger)
+            ]
+        )
+    )
+    parts.append("<h3>Totals per image (basic composition)</h3>")
+    parts.append(_table(totals))
+    parts.append("</body></html>")
+    return "\n".join(parts)

@@ -1,0 +1,78 @@
+"""privlens.budget: what one sent release spends at the sidebar's settings, and the warnings at
+extreme settings (e^ε past e^10, δ ≥ 1e-3, δ ≥ 1/n, composition past a threshold)."""
+
+from __future__ import annotations
+
+import pytest
+
+from privcore.mechanisms import GaussInput, Norm, Space, ptr_scales
+from privlens.budget import composition_warnings, extreme_warnings, spent_guarantee, spent_text
+from privlens.settings import Settings
+
+
+def test_ptr_spends_two_epsilon_half_delta_at_r() -> None:
+    g = spent_guarantee(Settings(epsilon=1.5, delta=0.02, radius=0.3))
+    assert (g.epsilon, g.delta, g.radius, g.space) == (3.0, 0.01, 0.3, Space.EMBEDDING)
+    full = ptr_scales(epsilon=1.5, delta=0.02, radius=0.3, delta_p=7.0).guarantee  # Δp does not enter
+    keys = ("epsilon", "delta", "radius", "space", "norm", "mechanism")
+    assert [getattr(g, k) for k in keys] == [getattr(full, k) for k in keys]
+    assert "(2ε, δ/2, R) = (3, 0.01, 0.3)" in spent_text(Settings(epsilon=1.5, delta=0.02, radius=0.3))
+
+
+def test_ip_mechanisms_spend_epsilon_delta_at_alpha() -> None:
+    gi = spent_guarantee(Settings(mechanism="Gauss-Input", epsilon=1.0, delta=1e-5, alpha=0.1))
+    assert (gi.epsilon, gi.delta, gi.radius, gi.norm) == (1.0, 1e-5, 0.1, Norm.L2)
+    assert (gi.epsilon, gi.delta, gi.radius) == tuple(
+        getattr(GaussInput(epsilon=1.0, delta=1e-5, alpha=0.1).guarantee, k)
+        for k in ("epsilon", "delta", "radius")
+    )
+    lap = spent_guarantee(Settings(mechanism="Lap-Output", epsilon=2.0, alpha=0.5))
+    assert (lap.epsilon, lap.delta, lap.norm) == (2.0, 0.0, Norm.L1)
+
+
+@pytest.mark.parametrize(
+    "eps,delta,n,expected",
+    [
+        (1.0, 1e-6, 1797, []),
+        (20.0, 1e-6, None, ["ε = 40 is very large"]),  # PTR at ε = 20 spends 2ε = 40: e^40
+        (5.0, 1e-6, None, []),  # 2ε = 10: at the threshold, not past it
+        (1.0, 0.05, None, ["δ = 0.025 is large"]),
+        (1.0, 1e-3, 5000, ["δ = 0.0005 ≥ 1/n"]),  # δ/2 = 5e-4 < 1e-3 but ≥ 1/5000
+        (1.0, 1e-3, 1797, []),  # 5e-4 < 1/1797
+        (1.0, 1e-4, 1797, []),
+    ],
+)
+def test_extreme_warnings(eps: float, delta: float, n: int | None, expected: list[str]) -> None:
+    got = extreme_warnings(spent_guarantee(Settings(epsilon=eps, delta=delta)), n=n)
+    assert len(got) == len(expected), got
+    for text, want in zip(got, expected, strict=True):
+        assert want in text
+
+
+def test_composition_warnings_follow_the_threshold() -> None:
+    rows = [
+        {
+            "image": "a",
+            "total": "per relation",
+            "total ε = Σεᵢ": 12.0,
+            "total δ = Σδᵢ": 0.1,
+            "releases counted": "6 of 6",
+        },
+        {
+            "image": "a",
+            "total": "worst case",
+            "total ε = Σεᵢ": 12.0,
+            "total δ = Σδᵢ": 0.1,
+            "releases counted": "6 of 6",
+        },
+        {
+            "image": "b",
+            "total": "worst case",
+            "total ε = Σεᵢ": 2.0,
+            "total δ = Σδᵢ": 0.0,
+            "releases counted": "1 of 1",
+        },
+    ]
+    assert [img for img, _ in composition_warnings(rows, threshold=10.0)] == ["a"]
+    assert [img for img, _ in composition_warnings(rows, threshold=1.0)] == ["a", "b"]
+    assert composition_warnings(rows, threshold=12.0) == []

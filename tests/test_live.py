@@ -1,0 +1,64 @@
+"""privlens.live and the Release page's live panel: the model's accuracy at ε with its Wilson interval
+and the attacker's SSIM at (R, ε), measured or interpolated, following the sliders (synthetic CSVs of
+tests/_dashboard.write_results)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from scipy.stats import binomtest
+
+from privlens.live import accuracy_at, attack_at
+from privlens.session import release_probability
+from tests._dashboard import app, isolate, metric
+
+
+@pytest.fixture
+def results(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory):
+    return isolate(monkeypatch, tmp_path_factory)
+
+
+def _acc(e: float) -> float:  # the synthetic ARL-C-N curve
+    return 0.1 + 0.8 * min(1.0, e / 6)
+
+
+def test_accuracy_is_measured_with_a_wilson_interval_or_interpolated(results) -> None:
+    t1 = pd.read_csv(results / "digits" / "table1.csv")
+    r = accuracy_at(t1, model="ARL-C-N", certifier="exact", epsilon=2.0)
+    ci = binomtest(round(_acc(2) * 360), 360).proportion_ci(method="wilson")
+    assert r.value == pytest.approx(_acc(2)) and (r.low, r.high) == pytest.approx((ci.low, ci.high))
+    assert "measured at ε = 2" in r.how and "n = 360" in r.how
+    r = accuracy_at(t1, model="ARL-C-N", certifier="exact", epsilon=3.0)
+    t = math.log10(3 / 2) / math.log10(5 / 2)
+    assert r.value == pytest.approx((1 - t) * _acc(2) + t * _acc(5)) and "interpolated" in r.how
+    assert r.low < r.value < r.high
+    assert accuracy_at(t1, model="ARL-C-N", certifier="exact", epsilon=20.0) is None  # beyond ε = 10
+    assert accuracy_at(t1, model="nope", certifier="exact", epsilon=2.0) is None
+
+
+def test_attack_ssim_is_read_at_r_and_epsilon(results) -> None:
+    atk = pd.read_csv(results / "digits" / "attack.csv")
+    r = attack_at(atk, radius=0.25, epsilon=2.0)
+    assert r.value == pytest.approx(min(0.9, 0.1 * 2 / 0.25)) and r.how == "measured"
+    r = attack_at(atk, radius=0.3, epsilon=2.0)
+    expected = 0.8 * (0.5 - 0.3) / 0.25 + min(0.9, 0.1 * 2 / 0.5) * (0.3 - 0.25) / 0.25
+    assert r.value == pytest.approx(expected) and "interpolated" in r.how
+    assert attack_at(atk, radius=2.0, epsilon=2.0) is None
+
+
+def test_release_page_live_panel_follows_the_sliders(results) -> None:
+    at = app("release", query={"eps": "2.0"})
+    assert metric(at, "model accuracy at this ε").startswith(f"{_acc(2):.3f} [")
+    assert metric(at, "attacker's SSIM at (R, ε)") == f"{0.8:.3f}"
+    p2 = float(metric(at, "P[this image is released]").rstrip(" %"))
+    phi = float(metric(at, "φ (private, yours only)"))
+    zeta = next(iter(at.session_state["privlens_phi"].values())).zeta
+    expected = 100 * release_probability(phi, epsilon=2.0, delta=0.05, radius=0.25, zeta=zeta)
+    assert p2 == pytest.approx(expected, abs=0.06 + 100 * 1e-3)  # φ is shown to 4 digits
+    at.select_slider(key="w_epsilon").set_value(5.0).run()
+    assert metric(at, "model accuracy at this ε").startswith(f"{_acc(5):.3f} [")
+    assert float(metric(at, "P[this image is released]").rstrip(" %")) >= p2  # more ε, more releases
+    at.select_slider(key="w_epsilon").set_value(20.0).run()
+    assert metric(at, "model accuracy at this ε") == "—"
