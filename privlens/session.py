@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from privcore._paths import results_dir
+from privcore.mechanisms import ptr_search_range
 from privcore.validation import (
     check_delta,
     check_epsilon,
@@ -95,33 +97,12 @@ __all__ = [
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLES_DIR = REPO_ROOT / "data" / "samples"
-RESULTS_DIR = REPO_ROOT / "data" / "results"
+RESULTS_DIR = results_dir()
 
 RELEASE_FORMAT = "privlens.release/1"
 
 
 # ------------------------------------------------------------------------- PTR presentation
-
-
-def ptr_search_range(
-    radius: float, *, epsilon_min: float, delta_min: float, miss: float = 1e-3, tol_fraction: float = 1 / 16
-) -> tuple[float, float]:
-    """(R_max, tol) for φ's bisection, fixed before any ε/δ is chosen (DESIGN.md, "certifier choice").
-
-    With test noise Lap(b), b = R/ε, and threshold ln(1/δ)·b, a φ of b·(ln(1/δ) + ln(1/(2·miss)))
-    passes with probability ≥ 1 − ``miss`` (Laplace tail ½e^{−t/b}); φ = R* − R once R* ≥ 2R, so
-    bisecting beyond R_max = R + that φ at the smallest ε and δ offered buys nothing but MIP
-    time. ``tol`` = ``tol_fraction``·R bounds the grid spacing ζ, which adds at most that fraction
-    to the test noise (R + ζ)/ε.
-    """
-    r = check_positive("radius", radius)
-    eps = check_epsilon(epsilon_min, "epsilon_min")
-    dlt = check_delta(delta_min, "delta_min")
-    b = r / eps
-    r_max = r + b * (math.log(1.0 / dlt) + math.log(1.0 / (2.0 * miss)))
-    r_max = max(r_max, 2.0 * r)
-    frac = check_in_range("tol_fraction", tol_fraction, 0.0, 1.0)  # PTR needs tol < R
-    return float(r_max), float(frac * r)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -246,7 +246,8 @@ def test_a_quick_or_tiny_run_never_writes_the_committed_results(
     committed = results_dir() / "digits" / "table2.csv"
     before = committed.read_bytes() if committed.exists() else None
     monkeypatch.setenv("PRIVCORE_QUICK_RESULTS_DIR", str(tmp_path / "quick"))
-    result = CliRunner().invoke(app, ["experiment", "table2", "--dataset", "digits", "--tiny", "--no-progress"])
+    args = ["experiment", "table2", "--dataset", "digits", "--tiny", "--no-progress"]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output + repr(result.exception)
     assert (tmp_path / "quick" / "digits" / "table2.csv").is_file()
     assert "committed results are untouched" in result.output

@@ -39,6 +39,7 @@ from privcore.mechanisms.sampling import (
     plan_gaussian,
     plan_laplace,
 )
+from privcore.mechanisms.search_range import ptr_search_range
 
 __all__ = [
     "ANY_METRIC",
@@ -75,4 +76,5 @@ __all__ = [
     "propose_delta_p",
     "propose_test_release",
     "ptr_scales",
+    "ptr_search_range",
 ]
