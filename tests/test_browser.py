@@ -106,7 +106,7 @@ def _settled(page) -> None:
 
 def _metric(page, label: str) -> str:
     box = page.locator('[data-testid="stMetric"]', has_text=label)
-    return box.locator('[data-testid="stMetricValue"]').inner_text(timeout=60_000).strip()
+    return box.locator('[data-testid="stMetricValue"]').inner_text(timeout=120_000).strip()
 
 
 def test_upload_release_and_move_epsilon(server: str, tmp_path: Path) -> None:
@@ -120,7 +120,7 @@ def test_upload_release_and_move_epsilon(server: str, tmp_path: Path) -> None:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1700})
-            page.goto(f"{server}/release?eps=1.0&R=0.25", timeout=60_000)  # a shared deep link
+            page.goto(f"{server}/release?eps=1.0&R=0.25", timeout=120_000)  # a shared deep link
             expect(page.locator("h1", has_text="Release")).to_be_visible(timeout=90_000)
             expect(page.get_by_text("Settings", exact=True)).to_be_visible()  # the shared sidebar is there
             page.get_by_text("Upload your own").click()
@@ -138,7 +138,7 @@ def test_upload_release_and_move_epsilon(server: str, tmp_path: Path) -> None:
             slider = page.locator('[data-testid="stSidebar"] .st-key-w_epsilon input[type="range"]')
             slider.focus()
             slider.press("ArrowRight")  # ε: 1 → 1.5
-            expect(page).to_have_url(re.compile(r"eps=1\.5"), timeout=60_000)
+            expect(page).to_have_url(re.compile(r"eps=1\.5"), timeout=120_000)
             _settled(page)
             scale_after = _metric(page, "noise scale Δp·R/ε")
             assert float(scale_after) == pytest.approx(float(scale_before) / 1.5, rel=2e-3)
@@ -147,7 +147,7 @@ def test_upload_release_and_move_epsilon(server: str, tmp_path: Path) -> None:
             page.screenshot(path=str(SHOTS / "02-release-epsilon-moved.png"), full_page=True)
 
             page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(bad))
-            expect(page.get_by_text("This file cannot be used")).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("This file cannot be used")).to_be_visible(timeout=120_000)
             _settled(page)
             assert page.locator('[data-testid="stMetric"]').count() == 0  # nothing released
             page.screenshot(path=str(SHOTS / "03-release-bad-upload.png"), full_page=True)
@@ -166,7 +166,7 @@ def test_bad_link_releases_nothing_and_a_preview_costs_nothing(server: str, tmp_
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1300})
-            page.goto(f"{server}/release?eps=-1", timeout=60_000)
+            page.goto(f"{server}/release?eps=-1", timeout=120_000)
             main = page.locator('[data-testid="stMain"]')
             error = main.locator('[data-testid="stAlert"]').first
             expect(error).to_contain_text("eps='-1'", timeout=90_000)
@@ -185,15 +185,15 @@ def test_bad_link_releases_nothing_and_a_preview_costs_nothing(server: str, tmp_
 
             nav = page.locator('[data-testid="stSidebarNav"]')
             nav.get_by_role("link", name="Accountant").click()
-            expect(page.get_by_text("Nothing released yet", exact=False)).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("Nothing released yet", exact=False)).to_be_visible(timeout=120_000)
             nav.get_by_role("link", name="Release").click()
             page.get_by_role("button", name=re.compile(r"Send (this release|⊥)")).click(timeout=90_000)
             expect(main.get_by_text("Sent: this draw is in the session ledger", exact=False)).to_be_visible(
-                timeout=60_000
+                timeout=120_000
             )
             _settled(page)
             page.screenshot(path=str(SHOTS / "06-release-sent.png"), full_page=True)
-            with page.expect_download(timeout=60_000) as download:
+            with page.expect_download(timeout=120_000) as download:
                 page.get_by_role("button", name="Session report (HTML)").click()
             assert download.value.suggested_filename == "privlens-session-report.html"
             saved = tmp_path / download.value.suggested_filename
@@ -206,7 +206,7 @@ def test_bad_link_releases_nothing_and_a_preview_costs_nothing(server: str, tmp_
             expect(report_page.locator("h1")).to_have_text("privlens session report")
             report_page.close()
             nav.get_by_role("link", name="Accountant").click()
-            expect(page.get_by_text("Composed per image", exact=True)).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("Composed per image", exact=True)).to_be_visible(timeout=120_000)
             _settled(page)
             page.screenshot(path=str(SHOTS / "07-accountant-one-release.png"), full_page=True)
         finally:
@@ -224,7 +224,7 @@ def test_upload_on_the_inference_privacy_page(server: str, tmp_path: Path) -> No
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 2200})
-            page.goto(f"{server}/inference_privacy?mech=Gauss-Input&delta=1e-05", timeout=60_000)
+            page.goto(f"{server}/inference_privacy?mech=Gauss-Input&delta=1e-05", timeout=120_000)
             main = page.locator('[data-testid="stMain"]')
             expect(main.get_by_text("Upload your own")).to_be_visible(timeout=90_000)
             main.get_by_text("Upload your own").click()
@@ -232,7 +232,7 @@ def test_upload_on_the_inference_privacy_page(server: str, tmp_path: Path) -> No
             expect(main.get_by_text("Guarantee if sent", exact=False)).to_have_count(3, timeout=120_000)
             expect(main.get_by_text("the noisy image it releases", exact=False)).to_be_visible()
             page.get_by_role("button", name="Send Lap-Output").click()
-            expect(page.get_by_role("button", name="Lap-Output: sent")).to_be_visible(timeout=60_000)
+            expect(page.get_by_role("button", name="Lap-Output: sent")).to_be_visible(timeout=120_000)
             _settled(page)
             assert "my-digit.png" in page.content()
             page.screenshot(path=str(SHOTS / "08-inference-privacy-upload.png"), full_page=True)
