@@ -15,7 +15,7 @@ from typing import Any
 from privcore.experiments import paper_numbers as paper
 from privcore.experiments.runner import DEFAULT_RESULTS_DIR
 
-__all__ = ["PAPER_DATASET", "render_report"]
+__all__ = ["PAPER_DATASET", "hoeffding_halfwidth", "render_report", "t_halfwidth"]
 
 #: Which paper column our dataset is compared with (digits: the closest, MNIST; not in the papers).
 PAPER_DATASET = {"digits": "MNIST", "mnist": "MNIST", "fashion-mnist": "FMNIST", "utkface": "UTKFace"}
@@ -27,6 +27,26 @@ def _fmt(v: Any, digits: int = 3) -> str:
     if isinstance(v, float) and v != 0 and abs(v) < 10 ** -(digits - 1):
         return f"{v:.2g}"
     return f"{v:.{digits}f}"
+
+
+def hoeffding_halfwidth(n: Any, *, level: float = 0.95) -> float:
+    """Half-width of a two-sided ``level`` interval for the mean of ``n`` independent scores in
+    [0, 1] (Hoeffding): valid for accuracies that score ⊥ as a uniform guess, where the per-image
+    score is not a 0/1 count."""
+    n = int(n)
+    return math.inf if n <= 0 else math.sqrt(math.log(2.0 / (1.0 - level)) / (2.0 * n))
+
+
+def t_halfwidth(sd: Any, n: Any, *, level: float = 0.95) -> float:
+    """Half-width of a two-sided ``level`` Student-t interval for a mean from its population sd
+    (``np.std``) over ``n`` values; inf for n < 2."""
+    from scipy import stats
+
+    n = int(n)
+    if n < 2 or not math.isfinite(float(sd)):
+        return math.inf
+    sample_sd = float(sd) * math.sqrt(n / (n - 1))
+    return float(stats.t.ppf(0.5 + level / 2.0, n - 1)) * sample_sd / math.sqrt(n)
 
 
 def _eps_label(e: float) -> str:
@@ -69,12 +89,24 @@ def render_table1(frame: Any, dataset: str, column: str = "accuracy") -> str:
         for k, e in enumerate(paper.TABLE1_COLUMNS):
             row = _lookup(frame, obfuscator=name, epsilon=e)
             ours = "–" if row is None else _fmt(row[column])
+            if row is not None and "n_test" in row:
+                ours += f" ±{hoeffding_halfwidth(row['n_test']):.3f}"
             if row is not None and not math.isinf(e):
                 ours += f" [{row['release_rate']:.0%}]"
             theirs = f" ({ref[name][k]:.3f})" if name in ref else ""
             cells.append(ours + theirs)
         rows.append(cells)
-    return _table(header, rows)
+    return _n_note(frame, "n_test", "test images per cell") + _table(header, rows)
+
+
+def _n_note(frame: Any, column: str, what: str) -> str:
+    """A line stating the sample sizes and what ± means (Hoeffding, 95 %)."""
+    if column not in frame:
+        return ""
+    sizes = sorted({int(v) for v in frame[column].dropna()})
+    shown = ", ".join(map(str, sizes)) if len(sizes) <= 4 else f"{sizes[0]}–{sizes[-1]}"
+    return (f"n = {shown} {what}; ± is the half-width of a 95 % interval (Hoeffding, for a mean of per-image "
+            "scores in [0, 1], ⊥ scoring a uniform guess).\n\n")
 
 
 def render_table2(frame: Any, dataset: str) -> str:
@@ -87,9 +119,12 @@ def render_table2(frame: Any, dataset: str) -> str:
         for k, e in enumerate(paper.TABLE2_EPSILONS):
             row = _lookup(frame, method=method, epsilon=e)
             theirs = f" ({ref[method][k]:g})" if method in ref else ""
-            cells.append(("–" if row is None else _fmt(row["accuracy"])) + theirs)
+            ours = "–" if row is None else _fmt(row["accuracy"])
+            if row is not None and "n_test" in row:
+                ours += f" ±{hoeffding_halfwidth(row['n_test']):.3f}"
+            cells.append(ours + theirs)
         rows.append(cells)
-    return _table(header, rows)
+    return _n_note(frame, "n_test", "test images per cell") + _table(header, rows)
 
 
 def render_attack(frame: Any, dataset: str, metric: str) -> str:
@@ -105,9 +140,19 @@ def render_attack(frame: Any, dataset: str, metric: str) -> str:
         for k, r in enumerate(paper.TABLES_RADII):
             row = _lookup(frame, radius=r, epsilon=e)
             theirs = f" ({ref[e][k]:g})" if e in ref else ""
-            cells.append(("–" if row is None else _fmt(row[col], digits)) + theirs)
+            ours = "–" if row is None else _fmt(row[col], digits)
+            if row is not None and f"{metric}_std" in row and "n_eval" in row:
+                half = t_halfwidth(row[f"{metric}_std"], row["n_eval"])
+                ours += f" ±{_fmt(half, digits)} n={int(row['n_eval'])}"
+            cells.append(ours + theirs)
         rows.append(cells)
-    return _table(header, rows)
+    note = (
+        "n = released images the attacker reconstructed in that cell (⊥ gives it nothing); ± is the "
+        "half-width of a 95 % Student-t interval from the cell's mean, standard deviation and n.\n\n"
+        if "n_eval" in frame
+        else ""
+    )
+    return note + _table(header, rows)
 
 
 def render_ip_grid(frame: Any) -> str:
