@@ -144,6 +144,10 @@ class _Query:
             self._milp = build_milp(*self.args, fwd=b.fwd, objective_cap=self.upper, **b.norms.kwargs)
         return self._milp
 
+    @milp.setter
+    def milp(self, milp: LipschitzMILP) -> None:
+        self._milp = milp
+
     def out(self, passed: bool, how: How, **kw: Any) -> Decision:
         return Decision(passed=passed, how=how, seconds=time.perf_counter() - self.start, **kw)
 
@@ -286,8 +290,8 @@ def _lp_tightened(q: _Query) -> Decision | None:
         return None
     deadline = None if q.time_limit is None else q.start + q.time_limit / 2.0
     tight = tighten_bounds(*q.args, b.fwd, objective_cap=q.upper, deadline=deadline, **b.norms.kwargs)
-    q._milp = build_milp(*q.args, fwd=tight.fwd, signal_bounds=tight.signal, objective_cap=q.upper,
-                         **b.norms.kwargs)
+    q.milp = build_milp(*q.args, fwd=tight.fwd, signal_bounds=tight.signal, objective_cap=q.upper,
+                        **b.norms.kwargs)
     return _relaxation(q, How.LP_TIGHTENED)
 
 
