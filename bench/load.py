@@ -70,7 +70,8 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 ACTIONS = ("open", "upload → outcome", "upload → settled", "ε → outcome")
-OUTCOME = re.compile(r"Released\.|⊥ \(nothing released\)")
+GATE = "Use this image anyway"
+OUTCOME = re.compile(r"Released \(|⊥ \(nothing released\)")
 MAX_SESSIONS, MAX_ROUNDS, MAX_DEADLINE_S = 32, 20, 3600.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -85,7 +86,7 @@ SCALES_JS = """() => [...document.querySelectorAll('[data-testid="stMetric"]')]
     .filter(m => m.innerText.includes('noise scale'))
     .map(m => (m.querySelector('[data-testid="stMetricValue"]') || m).innerText.trim())"""
 OUTCOMES_JS = """() => [...document.querySelectorAll('[data-testid="stAlert"]')]
-    .filter(a => /Released\\.|⊥ \\(nothing released\\)/.test(a.innerText)).length"""
+    .filter(a => /Released \\(|⊥ \\(nothing released\\)/.test(a.innerText)).length"""
 
 # ------------------------------------------------------------------------------- /proc helpers
 
@@ -367,6 +368,7 @@ class Record:
     timeouts: list[str] = field(default_factory=list)
     outcomes: list[str] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)
+    confirmed: int = 0  # uploads the domain checks flagged, confirmed with "Use this image anyway"
 
 
 class ActionFailed(Exception):
@@ -484,7 +486,14 @@ async def run_session(
                 image = images[(r * sessions + index) % len(images)]  # distinct per session and round
                 t0 = time.perf_counter()
                 await upload.set_input_files(str(image), timeout=ms)
-                await expect(outcome.first).to_be_visible(timeout=ms)
+                # an image the domain checks flag waits for the user's confirmation before anything is
+                # computed for release: confirm it as a user would (counted in `confirmed`)
+                gate = page.get_by_role("button", name=GATE)
+                await expect(outcome.first.or_(gate)).to_be_visible(timeout=ms)
+                if await gate.count() and not await outcome.count():
+                    rec.confirmed += 1
+                    await gate.click(timeout=ms)
+                    await expect(outcome.first).to_be_visible(timeout=ms)
                 rec.times[action].append(time.perf_counter() - t0)
                 action = "upload → settled"
                 await _settled(page, ms)
@@ -759,6 +768,7 @@ def run_pass(
         "errors": sum(len(r.errors) for r in records),
         "timeouts": sum(len(r.timeouts) for r in records),
         "blocked_requests": sorted({u for r in records for u in r.blocked}),
+        "confirmed_uploads": sum(r.confirmed for r in records),
         "outcomes": {
             o: sum(r.outcomes.count(o) for r in records) for o in {o for r in records for o in r.outcomes}
         },
@@ -843,7 +853,8 @@ def print_table(results: list[dict]) -> None:
             print(f"   {a:<20}{st['n']:>4}{_fmt(st['p50']):>9}{_fmt(st['p95']):>9}{_fmt(st['max']):>9}")
         print(
             f"   errors {res['errors']}, time-outs {res['timeouts']}, blocked non-loopback URLs "
-            f"{len(res['blocked_requests'])} {res['blocked_requests'][:3]}, outcomes {res['outcomes']}"
+            f"{len(res['blocked_requests'])} {res['blocked_requests'][:3]}, outcomes {res['outcomes']}, "
+            f"flagged uploads confirmed {res['confirmed_uploads']}"
             + (", STOPPED AT THE DEADLINE" if res["hit_deadline"] else "")
         )
         print(
