@@ -10,8 +10,7 @@ torchmetrics. Each part appends its names to ``_EXPORTS`` (name → submodule).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from privcore._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     # privcore.attacks.audit
@@ -36,14 +35,4 @@ _EXPORTS: dict[str, str] = {
     "train_reconstruction_attacker": "reconstruction",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"privcore.attacks.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module 'privcore.attacks' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -7,8 +7,7 @@ shipped models, fresh datasets, comparisons, the Fig. 5 curves) and the query na
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from privcore._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "QUERIES": "queries",
@@ -19,14 +18,4 @@ _EXPORTS: dict[str, str] = {
     "load_model": "explore",
     "query_label": "explore",
 }
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"privcore.lab.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module 'privcore.lab' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

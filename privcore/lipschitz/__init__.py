@@ -23,8 +23,7 @@ Exports are loaded lazily (PEP 562), so that ``python -m privcore --help`` does 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from privcore._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "Certificate": "engine",
@@ -55,14 +54,4 @@ _EXPORTS: dict[str, str] = {
     "sampled_lower_bound": "bounds",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"privcore.lipschitz.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module 'privcore.lipschitz' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -8,8 +8,7 @@ Exports are loaded lazily (PEP 562), so that ``python -m privcore --help`` does 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from privcore._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "ALPHA_SWEEP": "recipes",
@@ -32,14 +31,4 @@ _EXPORTS: dict[str, str] = {
     "train_obfuscator": "obfuscator",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"privcore.train.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module 'privcore.train' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
