@@ -404,3 +404,27 @@ def test_the_cli_reaches_rotation_purge_and_info(tmp_path: Path) -> None:
     out = runner.invoke(app, ["cache", "rotate-secret", "--dir", str(tmp_path)])
     assert out.exit_code == 0 and cache.get("certificate", {"k": 1}) is None and len(cache) == 0
     assert runner.invoke(app, ["cache", "purge", "--dir", str(tmp_path)]).exit_code == 0
+
+
+def test_a_busy_database_is_waited_for_not_reported_empty(tmp_path: Path) -> None:
+    """SQLite can refuse at once with "database is locked" (no busy handler where waiting could
+    deadlock), e.g. while killed workers of a batch still write: the cache retries with backoff
+    instead of answering with its fallback; a database that stays locked still falls back, warned."""
+    import sqlite3
+
+    cache = LipschitzCache(tmp_path)
+    calls = []
+
+    def flaky(conn: object, secret: bytes) -> int:
+        calls.append(1)
+        if len(calls) <= 2:
+            raise sqlite3.OperationalError("database is locked")
+        return 7
+
+    assert cache._run(flaky, what="count", fallback=0) == 7 and len(calls) == 3
+
+    def locked(conn: object, secret: bytes) -> int:
+        raise sqlite3.OperationalError("database is locked")
+
+    with pytest.warns(RuntimeWarning, match="count failed .database is locked"):
+        assert cache._run(locked, what="count", fallback=0) == 0

@@ -146,6 +146,20 @@ def _private_umask() -> Iterator[None]:
             os.umask(old)
 
 
+#: retries of an operation SQLite refused as busy or locked (about 5 s of waiting in all)
+_BUSY_RETRIES = 8
+
+
+def _is_busy(exc: BaseException) -> bool:
+    """SQLITE_BUSY / SQLITE_LOCKED: another process holds the database; worth waiting for."""
+    if not isinstance(exc, sqlite3.Error):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
 def _is_corrupt(exc: sqlite3.Error) -> bool:
     """SQLITE_CORRUPT / SQLITE_NOTADB (a damaged or foreign file), not a busy or full database."""
     code = getattr(exc, "sqlite_errorcode", None)
@@ -400,6 +414,7 @@ class LipschitzCache:
     def _run(self, op: Callable[[sqlite3.Connection, bytes], T], *, what: str, fallback: T) -> T:
         """Run ``op(connection, secret)``; a corrupt file is moved aside and the op retried once;
         any other error is a warning and ``fallback`` (the cache is best effort)."""
+        busy_waits = 0
         for attempt in (0, 1):
             try:
                 conn = self._connect()
@@ -411,9 +426,18 @@ class LipschitzCache:
                 return fallback
             except sqlite3.Error as exc:
                 error: Exception = exc
-                if attempt == 0 and _is_corrupt(exc):
+                # SQLite answers "locked" at once, without its busy handler, when waiting could
+                # deadlock (a read upgrading to a write while another process writes): wait and retry
+                while _is_busy(error) and busy_waits < _BUSY_RETRIES:
+                    time.sleep(0.02 * 2**busy_waits)
+                    busy_waits += 1
                     try:
-                        self._recover(exc)
+                        return op(self._connect(), self._secret())
+                    except sqlite3.Error as again:
+                        error = again
+                if attempt == 0 and _is_corrupt(error):
+                    try:
+                        self._recover(error)
                         continue
                     except OSError as move_error:
                         error = move_error
