@@ -12,6 +12,11 @@ For each radius R ∈ {0.1, 0.2, 0.4, 0.6, 0.8, 1.0} (ℓ∞ on z), with the ARL
    released test image and SSIM / PSNR / ℓ1 / ℓ2 against the original image are averaged over
    the released ones. ε = ∞ rows attack the noise-free obfuscated vector of every test image.
 
+Every cell stores n (``n_eval``) and a 95 % percentile-bootstrap interval per metric
+(``<metric>_lo``/``_hi``: 2 000 resamples of the released images, seeded), and the no-release
+floor on the same images (``<metric>_floor``): the training mean image as the attacker's guess,
+what an attacker gets from ⊥ or from nothing.
+
 The attackers are cached beside the Lipschitz cache (``<cache>/attackers/<dataset>/``, see
 :func:`privcore.lipschitz.default_cache_dir`) keyed by the obfuscator's hash, R, Δp, the epochs
 and the seed, so reruns and resumed runs do not retrain them.
@@ -48,6 +53,18 @@ COLUMNS = (
     "psnr_std",
     "l1_std",
     "l2_std",
+    "ssim_lo",
+    "ssim_hi",
+    "psnr_lo",
+    "psnr_hi",
+    "l1_lo",
+    "l1_hi",
+    "l2_lo",
+    "l2_hi",
+    "ssim_floor",
+    "psnr_floor",
+    "l1_floor",
+    "l2_floor",
     "n_eval",
     "release_rate",
     "n_train_attack",
@@ -57,6 +74,35 @@ KEY = ("radius", "epsilon")
 RADII = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0)
 EPSILONS = (1.0, 2.0, 5.0, 10.0)
 OBFUSCATOR = "ARL-C-N"
+METRICS = ("ssim", "psnr", "l1", "l2")
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def bootstrap_interval(values: np.ndarray, *, seed: int, level: float = 0.95) -> tuple[float, float]:
+    """Percentile-bootstrap ``level`` interval for the mean of the finite ``values`` (NaNs if < 2)."""
+    from scipy.stats import bootstrap
+
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size < 2 or np.ptp(v) == 0.0:
+        m = float(v.mean()) if v.size else math.nan
+        return (m, m) if v.size else (math.nan, math.nan)
+    res = bootstrap((v,), np.mean, confidence_level=level, n_resamples=BOOTSTRAP_RESAMPLES,
+                    method="percentile", random_state=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def cell_statistics(metrics: Any, floor: Any, *, seed: int) -> dict[str, float]:
+    """A cell's means, sds, bootstrap intervals and no-release floors (empty metrics: NaNs)."""
+    if metrics is None or metrics.n == 0:
+        names = [*METRICS, "psnr_paper", *(f"{m}_{s}" for m in METRICS for s in ("std", "lo", "hi", "floor"))]
+        return dict.fromkeys(names, math.nan)
+    out = dict(metrics.summary())
+    fl = floor.summary()
+    for k, m in enumerate(METRICS):
+        out[f"{m}_lo"], out[f"{m}_hi"] = bootstrap_interval(getattr(metrics, m), seed=seed + k)
+        out[f"{m}_floor"] = fl[m]
+    return out
 
 
 def attacker_cache_dir() -> Path:
@@ -181,7 +227,7 @@ def run(ctx: RunContext) -> Any:
     ds = load_dataset(ctx.dataset)
     radii = ctx.pick(full=RADII, quick=RADII, tiny=(0.4,))
     epsilons = ctx.pick(full=EPSILONS, quick=EPSILONS, tiny=(1.0, 10.0))
-    n_test = ctx.n_test(full=None if ds.x_test.shape[0] <= 1000 else 1000, quick=30, tiny=4)
+    n_test = ctx.n_test(full=None if ds.x_test.shape[0] <= 2000 else 2000, quick=30, tiny=4)
     n_dp = ctx.pick(full=200, quick=20, tiny=4)
     big = ds.x_train.shape[0] > 10_000
     epochs = ctx.pick(full=8 if big else 150, quick=2 if big else 30, tiny=2)
@@ -197,6 +243,7 @@ def run(ctx: RunContext) -> Any:
         "weights": pipe.cards["obfuscator"]["weights"]["sha256"],
     }
     table = ctx.table("attack", columns=COLUMNS, key=KEY, config=config)
+    mean_guess = torch.as_tensor(ds.x_train, dtype=torch.float32).mean(dim=0, keepdim=True)
     clean = pipe.obfuscate(torch.as_tensor(z, dtype=torch.float32)).double().cpu().numpy()
     for r in radii:
         todo = [e for e in (*epsilons, math.inf) if not table.done(radius=r, epsilon=e)]
@@ -252,29 +299,11 @@ def run(ctx: RunContext) -> Any:
                 "seed": None if math.isinf(eps) else seed,
             }
             if released.any():
-                summary = image_metrics(x[released], _reconstruct(attacker, rel[released])).summary()
-                row.update(
-                    {
-                        k: summary[k]
-                        for k in (
-                            "ssim",
-                            "psnr",
-                            "psnr_paper",
-                            "l1",
-                            "l2",
-                            "ssim_std",
-                            "psnr_std",
-                            "l1_std",
-                            "l2_std",
-                        )
-                    }
-                )
+                metrics = image_metrics(x[released], _reconstruct(attacker, rel[released]))
+                floor = image_metrics(x[released], mean_guess.expand(int(released.sum()), -1, -1, -1))
+                row.update(cell_statistics(metrics, floor, seed=seed if seed is not None else ctx.seed))
             else:
-                row.update(
-                    dict.fromkeys(
-                        ("ssim", "psnr", "psnr_paper", "l1", "l2", "ssim_std", "psnr_std", "l1_std", "l2_std")
-                    )
-                )
+                row.update(cell_statistics(None, None, seed=0))
             table.add(row)
     frame = table.frame()
     return table.finish(figures=save_figure(_figure(frame, ctx.dataset), ctx.dataset_dir / "attack"))

@@ -49,6 +49,13 @@ def t_halfwidth(sd: Any, n: Any, *, level: float = 0.95) -> float:
     return float(stats.t.ppf(0.5 + level / 2.0, n - 1)) * sample_sd / math.sqrt(n)
 
 
+def _finite(v: Any) -> bool:
+    try:
+        return math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
 def _eps_label(e: float) -> str:
     return "∞" if math.isinf(e) else f"{e:g}"
 
@@ -141,17 +148,31 @@ def render_attack(frame: Any, dataset: str, metric: str) -> str:
             row = _lookup(frame, radius=r, epsilon=e)
             theirs = f" ({ref[e][k]:g})" if e in ref else ""
             ours = "–" if row is None else _fmt(row[col], digits)
-            if row is not None and f"{metric}_std" in row and "n_eval" in row:
+            shift = float(row[col] - row[metric]) if row is not None else 0.0  # PSNR: the paper's offset
+            if row is not None and f"{metric}_lo" in row and _finite(row[f"{metric}_lo"]):
+                lo, hi = row[f"{metric}_lo"] + shift, row[f"{metric}_hi"] + shift
+                ours += f" [{_fmt(lo, digits)}, {_fmt(hi, digits)}] n={int(row['n_eval'])}"
+            elif row is not None and f"{metric}_std" in row and "n_eval" in row:
                 half = t_halfwidth(row[f"{metric}_std"], row["n_eval"])
                 ours += f" ±{_fmt(half, digits)} n={int(row['n_eval'])}"
             cells.append(ours + theirs)
         rows.append(cells)
-    note = (
-        "n = released images the attacker reconstructed in that cell (⊥ gives it nothing); ± is the "
-        "half-width of a 95 % Student-t interval from the cell's mean, standard deviation and n.\n\n"
-        if "n_eval" in frame
-        else ""
-    )
+    if f"{metric}_floor" in frame:
+        cells = ["no release (training mean)"]
+        for r in paper.TABLES_RADII:
+            row = _lookup(frame, radius=r, epsilon=math.inf)
+            shift = float(row[col] - row[metric]) if row is not None else 0.0
+            cells.append("–" if row is None else _fmt(row[f"{metric}_floor"] + shift, digits))
+        rows.append(cells)
+    if f"{metric}_lo" in frame:
+        note = ("n = released images the attacker reconstructed in that cell (⊥ gives it nothing); [lo, hi] "
+                "is a 95 % percentile-bootstrap interval of the mean (2 000 resamples). The last row is the "
+                "floor: the training mean image as the guess, on all evaluated test images.\n\n")
+    elif "n_eval" in frame:
+        note = ("n = released images the attacker reconstructed in that cell (⊥ gives it nothing); ± is the "
+                "half-width of a 95 % Student-t interval from the cell's mean, standard deviation and n.\n\n")
+    else:
+        note = ""
     return note + _table(header, rows)
 
 
