@@ -139,6 +139,10 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
             ):
                 if isinstance(body[0].value.value, str):
                     node.body = body[1:] or [ast.Pass()]
+        # Python 3.12 added ``type_params`` (PEP 695) to definitions; an empty one is the same code as
+        # on 3.11, so it is dropped and the fingerprint is the same on both versions
+        if getattr(node, "type_params", None) == []:
+            del node.type_params
     return tree
 
 
