@@ -1,24 +1,27 @@
 # privlens: two commands do all set-up on a fresh machine.
 #   make run    install (once) and start the dashboard on the embedded default
 #   make test   install (once, with test tools and the optional Ray extra) and run the test suite
-# torch: requirements.txt pins torch/torchvision; from PyPI they are the CUDA build, whose libraries
-# requirements-cuda.txt pins. A CPU-only machine that reaches PyTorch's CPU index can say
-#   make run TORCH_INDEX=https://download.pytorch.org/whl/cpu     (CPU builds, no CUDA libraries)
+# torch: requirements.txt pins torch/torchvision. TORCH_BUILD=auto (the default) takes the CPU builds
+# from PyTorch's CPU index on a machine without an NVIDIA GPU that reaches that index, and PyPI's CUDA
+# build (whose libraries requirements-cuda.txt pins; it runs on the CPU too) otherwise.
+#   make run TORCH_BUILD=cpu | cuda     force one;  TORCH_INDEX=URL   a mirror of the CPU index
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
-# extra index for torch's CPU wheels (empty: PyPI and pip's own configuration, with the CUDA libraries)
-TORCH_INDEX ?=
-PIP_INSTALL = $(PY) -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+TORCH_BUILD ?= auto
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+# the probe for a GPU (overridable so that tests can pretend either way)
+NVIDIA_SMI ?= nvidia-smi
+PIP_INSTALL = $(PY) -m pip install --quiet
 PORT ?= 8501
 # loopback only by default; HOST=0.0.0.0 (every interface) is an explicit opt-in: the dashboard has no login
 HOST ?= 127.0.0.1
 FMNIST_DEB_DIR := /usr/share/datasets/fashion-mnist
 
-.PHONY: run test test-slow install install-dev system-deps fashion-mnist lint bench bench-scale clean
+.PHONY: run test test-slow install install-dev system-deps fashion-mnist lint bench bench-scale clean torch-build
 
 run: install fashion-mnist
 	@case "$(HOST)" in 127.*|localhost|::1) ;; *) \
@@ -40,14 +43,33 @@ install: $(STAMP)
 $(STAMP): requirements.txt requirements-cuda.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PIP_INSTALL) -r requirements.txt $(if $(TORCH_INDEX),,-r requirements-cuda.txt)
+	@build=$$($(MAKE) -s --no-print-directory torch-build) || exit 2; echo "torch: $$build build"; \
+	if [ "$$build" = cpu ]; then $(PIP_INSTALL) --extra-index-url $(TORCH_INDEX) -r requirements.txt; \
+	else $(PIP_INSTALL) -r requirements.txt -r requirements-cuda.txt; fi; \
+	echo $$build > $(VENV)/.torch-build
 	@touch $@
+
+# Which torch build `make install` takes: prints cpu or cuda (notes on stderr). auto: cpu where no NVIDIA
+# GPU answers and PyTorch's CPU index (TORCH_INDEX) is reachable; cuda otherwise (PyPI's build, which
+# also runs on the CPU, at about 5 GB more disk).
+torch-build:
+	@case "$(TORCH_BUILD)" in \
+	  cpu|cuda) echo $(TORCH_BUILD);; \
+	  auto) if $(NVIDIA_SMI) -L >/dev/null 2>&1; then echo cuda; \
+	    elif $(PYTHON) -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + '/torch/', timeout=5)" \
+	      "$(TORCH_INDEX)" >/dev/null 2>&1; then echo cpu; \
+	    else echo "note: no NVIDIA GPU, but $(TORCH_INDEX) is not reachable: taking PyPI's CUDA build of" \
+	      "torch (it runs on the CPU; TORCH_INDEX=<mirror> takes the CPU build)" >&2; echo cuda; fi;; \
+	  *) echo "error: TORCH_BUILD=$(TORCH_BUILD) (allowed: auto, cpu, cuda)" >&2; exit 2;; \
+	esac
 
 # test and dev tools plus the optional Ray extra (--executor ray); reinstalled when a file changes
 install-dev: $(DEV_STAMP)
 
+# (requirements-dev.txt includes requirements.txt: the CPU build keeps its index, or PyPI would swap it)
 $(DEV_STAMP): $(STAMP) requirements.txt requirements-dev.txt requirements-ray.txt
-	$(PIP_INSTALL) -r requirements-dev.txt -r requirements-ray.txt
+	$(PIP_INSTALL) $(if $(filter cpu,$(shell cat $(VENV)/.torch-build 2>/dev/null)),--extra-index-url $(TORCH_INDEX)) \
+	  -r requirements-dev.txt -r requirements-ray.txt
 	@touch $@
 
 # Debian's Chromium drives the real-browser tests (no browser download needed).
