@@ -16,7 +16,7 @@ from privcore.train.embedder import dataset_from_card
 
 MODELS = default_models_dir()
 SHIPPED = [m for m in list_models(MODELS) if m.dataset in ("digits", "fashion-mnist")]
-REQUIRED = ("Encoder", "ARL", "ARL-C-N")
+REQUIRED = ("Encoder", "ARL", "C", "N", "ARL-C", "ARL-N", "C-N", "ARL-C-N")  # Table 1's eight
 
 
 def _data(card: dict) -> object:
@@ -28,7 +28,8 @@ def _data(card: dict) -> object:
 
 def test_models_directory_is_small_and_complete() -> None:
     total = sum(p.stat().st_size for p in MODELS.rglob("*") if p.is_file())
-    assert total < 20 * 2**20, f"models/ holds {total / 2**20:.1f} MiB"
+    # eight Table-1 pipelines per dataset (Fashion-MNIST's attackers are ~0.9 MiB each) plus IP models
+    assert total < 32 * 2**20, f"models/ holds {total / 2**20:.1f} MiB"
     for ds in ("digits", "fashion-mnist"):
         have = {(m.kind, m.name) for m in SHIPPED if m.dataset == ds}
         assert ("embedder", "embedder") in have
@@ -78,7 +79,8 @@ def test_recorded_accuracies_are_what_the_weights_give(dataset: str) -> None:
         if dataset == "fashion-mnist":
             # Quality floors of the shipped set (paper, Table 1 informal FMNIST: Encoder 0.779,
             # ARL-C-N 0.706; the models issue asks ARL-C-N ≥ 0.78 at ε = ∞).
-            floor = {"Encoder": 0.78, "ARL-C-N": 0.78, "ARL": 0.65}[m.name]
+            # The other five (C, N, ARL-C, ARL-N, C-N; 0.780–0.804 as shipped) guard at 0.75.
+            floor = {"Encoder": 0.78, "ARL-C-N": 0.78, "ARL": 0.65}.get(m.name, 0.75)
             assert acc >= floor, (m.name, acc)
     ip = load_ip_models(dataset, models_dir=MODELS, device="cpu")
     for name, model in ip.models.items():
