@@ -231,17 +231,22 @@ else:
                     line={"dash": "dot", "width": 1, "color": "gray"},
                 )
             )
-        for (mech_name, model_name), grp in part.groupby(["mechanism", "model"], sort=True):
+        if "calibration" not in part:
+            part = part.assign(calibration=None)
+        keys = ["mechanism", "model", "calibration"]
+        for (mech_name, model_name, cal), grp in part.groupby(keys, sort=True, dropna=False):
             g = grp.sort_values(xcol)
             g = g[g[xcol].apply(lambda v: math.isfinite(float(v)))]
+            classic = cal == "classic"  # the paper's formula, shown only where it is valid (ε < 1)
             fig.add_trace(
                 go.Scatter(
                     x=g[xcol],
                     y=g["accuracy_mean"],
                     mode="lines+markers",
-                    name=f"{mech_name} ({model_name})",
+                    name=f"{mech_name} ({model_name})" + (", classic σ" if classic else ""),
                     error_y={"type": "data", "array": g["accuracy_std"]},
-                    line={"width": 4 if mech_name == s.mechanism else 1.5},
+                    line={"width": 4 if mech_name == s.mechanism and not classic else 1.5,
+                          "dash": "dash" if classic else "solid"},
                 )
             )
         charts.mark_x(fig, current, f"current {symbol} = {current:g}", log=True)

@@ -218,6 +218,13 @@ def test_ip_tiny(out: Path, shipped: Path) -> None:
     assert ((frame["accuracy_mean"] >= 0) & (frame["accuracy_mean"] <= 1)).all()
     gout = frame[frame["mechanism"] == "Gauss-Output"]
     assert (gout["lipschitz"] > 0).all() and (gout["delta"] == 1e-5).all()
+    # ε < 1: the classic calibration beside the analytic one, with more noise (Balle & Wang 2018)
+    grid = frame[(frame["sweep"] == "grid") & frame["mechanism"].str.startswith("Gauss")]
+    assert (grid["epsilon"] < 1).all() and set(grid["calibration"]) == {"analytic", "classic"}
+    for _, pair in grid.groupby(["model", "mechanism"]):
+        noise = pair.set_index("calibration")["noise"]
+        assert noise["classic"] > noise["analytic"] > 0
+    assert set(frame.loc[frame["epsilon"] >= 1, "calibration"].dropna()) <= {"analytic"}
 
 
 def test_report_puts_paper_numbers_beside_ours(out: Path) -> None:

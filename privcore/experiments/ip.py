@@ -13,6 +13,9 @@ valid for every ε, unlike the classic formula the paper states, whose proof nee
 The output mechanisms release the models' float64 scores (``IPModel.scores``) with noise
 calibrated to μ·α + 2η, η the certified rounding bound of that evaluation (issue 18).
 
+Where ε < 1 the Gaussian mechanisms are also run with the classic calibration the paper states
+(σ = √(2 ln(1.25/δ))·Δ/ε), in rows of their own (``calibration = classic``) beside the analytic ones.
+
 Sweeps: ``alpha`` (ε = 1, Fig. 3), ``epsilon`` (α = 0.1, Fig. 4), ``grid`` (ε ∈ {0.1, 1, 10} ×
 α ∈ {0.001, 0.01, 0.1, 0.2}, the CIFAR table), ``clean`` (no mechanism). Each accuracy is the mean
 (and standard deviation) over ``n_draws`` seeded noise draws (15 in the paper).
@@ -47,7 +50,7 @@ COLUMNS = (
     "n_draws",
     "n_test",
 )
-KEY = ("sweep", "model", "mechanism", "epsilon", "alpha")
+KEY = ("sweep", "model", "mechanism", "epsilon", "alpha", "calibration")
 DELTA = 1e-5
 GRID_EPS = (0.1, 1.0, 10.0)
 GRID_ALPHA = (0.001, 0.01, 0.1, 0.2)
@@ -62,13 +65,18 @@ PAIRS = (
 )
 
 
-def _mechanism(label: str, *, epsilon: float, alpha: float, mu: float | None, eta: float = 0.0) -> Any:
+def _mechanism(
+    label: str, *, epsilon: float, alpha: float, mu: float | None, eta: float = 0.0,
+    calibration: str = "analytic",
+) -> Any:
     from privcore.mechanisms import GaussInput, GaussOutput, LapOutput
 
     if label.startswith("Gauss-Input"):
-        return GaussInput(epsilon=epsilon, delta=DELTA, alpha=alpha)
+        return GaussInput(epsilon=epsilon, delta=DELTA, alpha=alpha, calibration=calibration)
     if label == "Gauss-Output":
-        return GaussOutput(epsilon=epsilon, delta=DELTA, alpha=alpha, lipschitz=mu, rounding=eta)
+        return GaussOutput(
+            epsilon=epsilon, delta=DELTA, alpha=alpha, lipschitz=mu, rounding=eta, calibration=calibration
+        )
     return LapOutput(epsilon=epsilon, alpha=alpha, lipschitz=mu, rounding=eta)
 
 
@@ -105,9 +113,12 @@ def noisy_accuracy(
     mu: float | None,
     n_draws: int,
     seed: int,
+    calibration: str = "analytic",
 ) -> tuple[float, float, float]:
     """(mean, sd) of accuracy over ``n_draws`` seeded releases, and the noise scale drawn."""
-    mech = _mechanism(label, epsilon=epsilon, alpha=alpha, mu=mu, eta=_rounding(label, model))
+    mech = _mechanism(
+        label, epsilon=epsilon, alpha=alpha, mu=mu, eta=_rounding(label, model), calibration=calibration
+    )
     rng = np.random.default_rng(seed)
     accs = []
     clean_logits = None if label.startswith("Gauss-Input") else _logits(model, x, released=True)
@@ -131,6 +142,7 @@ def _figure(frame: Any, dataset: str) -> Any:
     )
     colours = {}
     palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+    frame = frame[frame["calibration"] != "classic"] if "calibration" in frame else frame  # analytic curves
     for col, (sweep, xcol) in enumerate((("alpha", "alpha"), ("epsilon", "epsilon")), start=1):
         for (model, mech), part in frame[frame["sweep"] == sweep].groupby(["model", "mechanism"], sort=False):
             name = f"{mech} · {model}"
@@ -183,7 +195,7 @@ def run(ctx: RunContext) -> Any:
         full=(0.001, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2), quick=(0.01, 0.05, 0.1, 0.2), tiny=(0.1,)
     )
     epsilons = ctx.pick(full=(0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0), quick=(0.25, 1.0, 5.0), tiny=(1.0,))
-    grid = [(e, a) for e in GRID_EPS for a in GRID_ALPHA] if ctx.mode != "tiny" else [(10.0, 0.01)]
+    grid = [(e, a) for e in GRID_EPS for a in GRID_ALPHA] if ctx.mode != "tiny" else [(0.5, 0.01)]
     n_draws = ctx.pick(full=15, quick=5, tiny=2)
     settings = [("clean", math.inf, 0.0)]
     settings += [("alpha", 1.0, a) for a in alphas] + [("epsilon", e, 0.1) for e in epsilons]
@@ -198,14 +210,20 @@ def run(ctx: RunContext) -> Any:
         "weights": {name: ip[name].card["weights"]["sha256"] for _, name, _ in pairs},
     }
     table = ctx.table("ip", columns=COLUMNS, key=KEY, config=config)
-    steps = [(s, p) for s in settings for p in pairs]
+    def calibrations(sweep: str, label: str, eps: float) -> tuple[str | None, ...]:
+        if sweep == "clean" or label == "Lap-Output":
+            return (None,)
+        return ("analytic", "classic") if eps < 1.0 else ("analytic",)  # classic: its proof needs ε < 1
+
+    steps = [(s, p, c) for s in settings for p in pairs for c in calibrations(s[0], p[0], s[1])]
     with ctx.progress("ip mechanisms") as progress:
-        for i, ((sweep, eps, alpha), (label, name, need)) in enumerate(steps):
+        for i, ((sweep, eps, alpha), (label, name, need), calibration) in enumerate(steps):
             progress(i, len(steps), f"{sweep} {label} {name}")
             mech_label = "none" if sweep == "clean" else label
             if sweep == "clean" and any(p[1] == name for p in pairs[: pairs.index((label, name, need))]):
                 continue  # one clean row per model
-            if table.done(sweep=sweep, model=name, mechanism=mech_label, epsilon=eps, alpha=alpha):
+            if table.done(sweep=sweep, model=name, mechanism=mech_label, epsilon=eps, alpha=alpha,
+                          calibration=calibration):
                 continue
             model = ip[name]
             mu = None if need is None else float(model.lipschitz[need])
@@ -222,7 +240,9 @@ def run(ctx: RunContext) -> Any:
                     alpha=alpha,
                     mu=mu,
                     n_draws=n_draws,
-                    seed=row_seed(ctx.seed, "ip", sweep, name, label, eps, alpha),
+                    seed=row_seed(ctx.seed, "ip", sweep, name, label, eps, alpha, *(
+                        [calibration] if calibration == "classic" else [])),
+                    calibration=calibration or "analytic",
                 )
                 draws = n_draws
             table.add(
@@ -234,7 +254,7 @@ def run(ctx: RunContext) -> Any:
                     "epsilon": eps,
                     "delta": None if sweep == "clean" or label == "Lap-Output" else DELTA,
                     "alpha": alpha,
-                    "calibration": "analytic" if label != "Lap-Output" and sweep != "clean" else None,
+                    "calibration": calibration,
                     "noise": noise,
                     "lipschitz": mu,
                     "accuracy_mean": acc,

@@ -177,15 +177,20 @@ def render_attack(frame: Any, dataset: str, metric: str) -> str:
 
 
 def render_ip_grid(frame: Any) -> str:
-    """The IP grid (ε × α) per (model, mechanism), accuracy % mean ± sd."""
+    """The IP grid (ε × α) per (model, mechanism, Gaussian calibration), accuracy % mean ± sd."""
     grid = frame[frame["sweep"] == "grid"]
     alphas = sorted(grid["alpha"].unique())
-    epss = sorted(grid["epsilon"].unique())
     header = ["model & mechanism", "ε"] + [f"α = {a:g}" for a in alphas]
+    cal = grid["calibration"] if "calibration" in grid else None
+    keys = ["model", "mechanism"] + (["calibration"] if cal is not None else [])
     rows = []
-    for (model, mech), part in grid.groupby(["model", "mechanism"], sort=False):
-        for e in epss:
-            cells = [f"{model} & {mech}", f"{e:g}"]
+    for key, part in grid.groupby(keys, sort=False, dropna=False):
+        model, mech = key[0], key[1]
+        label = f"{model} & {mech}"
+        if len(key) > 2 and isinstance(key[2], str):
+            label += f" ({key[2]})"
+        for e in sorted(part["epsilon"].unique()):
+            cells = [label, f"{e:g}"]
             for a in alphas:
                 row = _lookup(part, epsilon=e, alpha=a)
                 cells.append(
@@ -194,7 +199,13 @@ def render_ip_grid(frame: Any) -> str:
                     else f"{100 * row['accuracy_mean']:.2f} ± {100 * row['accuracy_std']:.2f}"
                 )
             rows.append(cells)
-    return _table(header, rows)
+    sizes = ""
+    if {"n_draws", "n_test"} <= set(grid.columns) and not grid.empty:
+        draws, n = int(grid["n_draws"].max()), int(grid["n_test"].max())
+        sizes = (f"Each cell: mean ± sd over {draws} noise draws on {n} test images; the classic Gaussian "
+                 "calibration (the paper's formula) is only valid for ε < 1 and is shown beside the analytic "
+                 "one there.\n\n")
+    return sizes + _table(header, rows)
 
 
 def render_calibration(frame: Any) -> str:
