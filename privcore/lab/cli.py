@@ -1,6 +1,7 @@
 """``python -m privcore lab ...``: train, verify and evaluate learned DP mechanisms.
 
-Shavit & Gjura (2019). Commands: ``train`` (one mechanism, saved with a card), ``fig5``
+Shavit & Gjura (2019). Commands: ``train`` (one mechanism, saved with a card), ``fig1`` (the toy
+k-Lipschitz fit beside the optimal one), ``fig5``
 (the ERL-vs-k sweep as CSV, optionally saving the dashboard's models), ``fig4`` (response
 distributions of a saved mechanism), ``verify`` (the Lipschitz engine on a saved model),
 ``release`` (one ε-DP release on a fresh synthetic dataset).
@@ -96,6 +97,34 @@ def train(
     path = _save(res, out, metrics, [], extra, _command())
     typer.echo(f"ERL train-dist {metrics['train']:.5g}, test-dist {metrics['test']:.5g}; "
                f"certified layer product {res.mechanism.certified_bound:.9g} ≤ k={k:g}; card {path}")
+
+
+@lab_app.command()
+def fig1(
+    out: Annotated[Path | None, typer.Option(help="output directory (default: data/results/lab; with "
+                                             "--quick the git-ignored quick-results directory)")] = None,
+    quick: Annotated[bool, typer.Option(help="k ∈ {1, 10}, 300 steps")] = False,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
+    threads: Annotated[int, typer.Option(help="torch CPU threads (0 = default)")] = 0,
+) -> None:
+    """Fig. 1: k-Lipschitz networks fitted to sin x + ½ cos 10x, beside the optimal k-Lipschitz fit."""
+    from privcore.experiments.runner import save_figure
+    from privcore.lab.fig1 import Fig1Config, fig1_figure, fig1_tables
+    from privcore.lab.train import resolve_device
+
+    _threads(threads)
+    config = Fig1Config(ks=(1.0, 10.0), steps=300) if quick else Fig1Config()
+    if out is None:
+        from privcore._paths import quick_results_dir
+
+        out = quick_results_dir() / "lab" if quick else RESULTS_DIR
+    summary, curves = fig1_tables(config, device=str(resolve_device(device)))
+    summary.insert(0, "command", _command())
+    out.mkdir(parents=True, exist_ok=True)
+    _write_csv(summary, out / "fig1_summary.csv")
+    _write_csv(curves, out / "fig1_curves.csv")
+    save_figure(fig1_figure(curves), out / "fig1")
+    typer.echo(f"wrote {out / 'fig1_summary.csv'}, fig1_curves.csv and the figure")
 
 
 @lab_app.command()
