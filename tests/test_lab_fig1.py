@@ -34,7 +34,7 @@ def test_a_lipschitz_enough_fit_is_exact_and_bad_input_is_refused() -> None:
 
 
 def test_tiny_fig1_networks_are_k_lipschitz_and_never_beat_the_optimum() -> None:
-    config = Fig1Config(ks=(1.0, 8.0), n_train=60, n_val=30, n_test=200, hidden=16, steps=100)
+    config = Fig1Config(ks=(1.0, 8.0), n_train=40, n_val=20, n_test=100, hidden=8, steps=30)
     summary, curves = fig1_tables(config)
     assert list(summary["k"]) == [1.0, 8.0]
     assert (summary["network_bound"] <= summary["k"] * (1 + 1e-6)).all()
