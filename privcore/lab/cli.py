@@ -129,7 +129,9 @@ def fig1(
 
 @lab_app.command()
 def fig5(
-    out: Annotated[Path, typer.Option(help="directory for fig5_runs.csv and fig5_summary.csv")] = RESULTS_DIR,
+    out: Annotated[Path | None, typer.Option(help="directory for fig5_runs.csv and fig5_summary.csv "
+                                             "(default: data/results/lab; with --quick the git-ignored "
+                                             "quick-results directory)")] = None,
     runs: Annotated[int, typer.Option(help="training runs per point (paper: 5)")] = 5,
     ks: Annotated[str, typer.Option(help="comma-separated k values")] = "0.003,0.01,0.03,0.1,0.3,1,10",
     mechanisms: Annotated[str, typer.Option(help="comma-separated")] = "laplace,exponential",
@@ -150,6 +152,10 @@ def fig5(
     from privcore.lab.experiments import fig5_summary, fig5_sweep
 
     _threads(threads)
+    if out is None:  # quick runs never overwrite the committed results
+        from privcore._paths import quick_results_dir
+
+        out = quick_results_dir() / "lab" if quick else RESULTS_DIR
     if quick:
         epochs, num_eval = 2, 1000
     restarts = 1 if quick else 3
