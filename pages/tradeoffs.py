@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from privcore.experiments.report import hoeffding_halfwidth
 from privlens import charts, ptr, ui
 from privlens.image import current_image
 from privlens.session import load_results, release_probability, smallest_epsilon
@@ -33,6 +34,15 @@ def _finite(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["epsilon"].apply(lambda e: math.isfinite(float(e)))].sort_values("epsilon")
 
 
+def _n_and_bars(g: pd.DataFrame) -> tuple[str, dict | None]:
+    """' (n = …)' for the legend and 95 % Hoeffding error bars (⊥ scores a uniform guess)."""
+    if "n_test" not in g or g["n_test"].isna().all():
+        return "", None
+    sizes = sorted({int(v) for v in g["n_test"].dropna()})
+    label = f", n = {sizes[0]}" if len(sizes) == 1 else f", n = {sizes[0]}–{sizes[-1]}"
+    return label, {"type": "data", "array": [hoeffding_halfwidth(v) for v in g["n_test"]], "thickness": 1}
+
+
 def _mark_current(fig: go.Figure) -> None:
     """The sidebar's ε as a named line, and an x range showing it and every plotted point."""
     xs = [v for t in fig.data if t.x is not None for v in t.x if v is not None]
@@ -54,12 +64,14 @@ else:
             g = _finite(grp)
             curves[str(name)] = g
             current = name == s.model
+            n_label, bars = _n_and_bars(g)
             fig.add_trace(
                 go.Scatter(
                     x=g["epsilon"],
                     y=g["accuracy"],
+                    error_y=bars,
                     mode="lines+markers",
-                    name=f"{name} (PTR)",
+                    name=f"{name} (PTR{n_label})",
                     line={"width": 4 if current else 1.5},
                     opacity=1.0 if current else 0.6,
                 )
@@ -70,12 +82,14 @@ else:
         for name, grp in t2[t2["method"] != "Adversarial"].groupby("method", sort=True):
             g = _finite(grp)
             curves[str(name)] = g
+            n_label, bars = _n_and_bars(g)
             fig.add_trace(
                 go.Scatter(
                     x=g["epsilon"],
                     y=g["accuracy"],
+                    error_y=bars,
                     mode="lines+markers",
-                    name=f"{name} (ε-LDP)",
+                    name=f"{name} (ε-LDP{n_label})",
                     line={"dash": "dash"},
                 )
             )
@@ -92,6 +106,8 @@ else:
     )
     data = pd.concat([d.assign(method=k) for k, d in curves.items()], ignore_index=True) if curves else None
     ui.chart(fig, name=f"accuracy-vs-epsilon-{dataset}", data=data)
+    st.caption("Error bars: 95 % interval of each accuracy (Hoeffding, over the n test images named in the "
+               "legend).")
     if t1 is not None:
         informal = t1[~t1["epsilon"].apply(lambda e: math.isfinite(float(e)))]
         if not informal.empty:

@@ -26,7 +26,11 @@ def test_charts_mark_the_current_epsilon_and_follow_the_slider(results) -> None:
     assert len(specs) == 2  # accuracy vs ε, release rate vs ε
     acc = json.loads(specs[0])
     names = {t["name"] for t in acc["data"]}
-    assert {"ARL-C-N (PTR)", "Encoder (PTR)", "LDP-Image (ε-LDP)", "LDP-Embedding (ε-LDP)"} <= names
+    assert {"ARL-C-N (PTR, n = 360)", "Encoder (PTR, n = 360)", "LDP-Image (ε-LDP, n = 360)",
+            "LDP-Embedding (ε-LDP, n = 360)"} <= names
+    # each point carries its 95 % Hoeffding half-width at n = 360: sqrt(ln(40) / 720)
+    bars = [t["error_y"]["array"] for t in acc["data"] if "(PTR" in t.get("name", "")]
+    assert bars and all(abs(b - 0.0715782) < 1e-6 for arr in bars for b in arr)
     assert acc["layout"]["xaxis"]["title"]["text"].startswith("ε") and acc["layout"]["yaxis"]["title"]["text"]
     assert _vline_x(specs[0]) == [1.0]
     at.select_slider(key="w_epsilon").set_value(5.0).run()
