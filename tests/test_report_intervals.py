@@ -45,3 +45,20 @@ def test_t_interval_covers_a_bounded_metric_at_moderate_n() -> None:
     half = np.array([t_halfwidth(np.std(d), n) for d in draws])
     misses = int(np.sum(np.abs(draws.mean(axis=1) - a / (a + b)) > half))
     assert misses <= 280
+
+
+def test_like_for_like_table_puts_the_paper_its_calibration_and_ours_side_by_side() -> None:
+    import pandas as pd
+
+    from privcore.experiments.report import render_table1_like_for_like
+
+    t1 = pd.DataFrame({"obfuscator": "C", "epsilon": [1.0, 2.0, 5.0, 10.0], "accuracy": 0.5, "n_test": 10000})
+    cal = pd.DataFrame({"obfuscator": "C", "calibration": ["paper-text"] * 4 + ["corrected"],
+                        "epsilon": [1.0, 2.0, 5.0, 10.0, 1.0], "accuracy_mean": 0.25, "n_test": 1000,
+                        "n_draws": 10})
+    text = render_table1_like_for_like(t1, cal, "fashion-mnist")
+    lines = [ln for ln in text.splitlines() if ln.startswith("| C |")]
+    assert len(lines) == 3
+    assert "paper" in lines[0] and "0.158" in lines[0]  # the paper's FMNIST C at ε = 1
+    assert "0.250 ±0.043" in lines[1] and "1000 × 10 draws" in lines[1]  # sqrt(ln 40 / 2000) = 0.043
+    assert "0.500 ±0.014" in lines[2] and lines[2].endswith("| 10000 |")

@@ -106,6 +106,42 @@ def render_table1(frame: Any, dataset: str, column: str = "accuracy") -> str:
     return _n_note(frame, "n_test", "test images per cell") + _table(header, rows)
 
 
+def render_table1_like_for_like(table1: Any, calibration: Any, dataset: str) -> str:
+    """Per obfuscator: the paper's row, ours under the paper's calibration Lap(Δp/ε) (noise only, no
+    ⊥; ``calibration``'s ``paper-text`` rows) and ours under PTR with Lap(Δp·R/ε) (``table1``)."""
+    ref = paper.TABLE1.get(PAPER_DATASET.get(dataset, ""), {})
+    epss = [e for e in paper.TABLE1_COLUMNS if not math.isinf(e)]
+    header = ["obfuscator", "row"] + [f"ε = {e:g}" for e in epss] + ["n"]
+    rows = []
+    for name in dict.fromkeys([*paper.TABLE1["MNIST"], *table1["obfuscator"]]):
+        if name not in set(table1["obfuscator"]):
+            continue
+        if name in ref:
+            rows.append([name, "paper (its recipe, Lap(Δp/ε), PTR)"]
+                        + [f"{ref[name][k + 1]:.3f}" for k in range(len(epss))] + ["–"])
+        cal = None if calibration is None else calibration[
+            (calibration["obfuscator"] == name) & (calibration["calibration"] == "paper-text")]
+        if cal is not None and not cal.empty:
+            cells = [name, "ours, the paper's Lap(Δp/ε), noise only"]
+            for e in epss:
+                row = _lookup(cal, epsilon=e)
+                cells.append("–" if row is None else
+                             f"{_fmt(row['accuracy_mean'])} ±{hoeffding_halfwidth(row['n_test']):.3f}")
+            cells.append(f"{int(cal['n_test'].max())} × {int(cal['n_draws'].max())} draws")
+            rows.append(cells)
+        cells = [name, "ours, PTR with Lap(Δp·R/ε)"]
+        n = "–"
+        for e in epss:
+            row = _lookup(table1, obfuscator=name, epsilon=e)
+            cells.append("–" if row is None else
+                         f"{_fmt(row['accuracy'])} ±{hoeffding_halfwidth(row['n_test']):.3f}")
+            n = str(int(row["n_test"])) if row is not None else n
+        rows.append([*cells, n])
+    note = ("Accuracy with ⊥ as a uniform guess; ± is a 95 % Hoeffding half-width over the n test images. "
+            "The noise-only rows skip PTR's test (every image released) and average the noise draws.\n\n")
+    return note + _table(header, rows)
+
+
 def _n_note(frame: Any, column: str, what: str) -> str:
     """A line stating the sample sizes and what ± means (Hoeffding, 95 %)."""
     if column not in frame:
@@ -275,6 +311,13 @@ def render_report(
         "Table 1 — same releases, classifier fine-tuned on training releases (ours [release rate] (paper))",
         lambda f: render_table1(f, dataset, "accuracy_refit"),
     )
+    if only is None or "table1" in only:
+        t1, cal = res / "table1.csv", res / "calibration.csv"
+        if t1.is_file():
+            body = render_table1_like_for_like(pd.read_csv(t1), pd.read_csv(cal) if cal.is_file() else None,
+                                               dataset)
+            title = "Table 1 like for like: the paper, ours under its calibration, ours under PTR"
+            parts.append(f"### {title}\n\n{body}\n")
     section(
         "calibration",
         "Table 1's release noise under other calibrations (noise only, no ⊥; accuracy (Laplace scale b))",
