@@ -211,7 +211,8 @@ def test_local_executor_on_two_processes_matches_in_process_exactly(tmp_path: Pa
 
 def test_compute_phis_records_how_each_point_was_decided(tmp_path: Path) -> None:
     from privcore.experiments.ptr_common import compute_phis, compute_phis_detailed, ptr_setup
-    from privcore.lipschitz import Certifier, cached_phi
+    from privcore.lipschitz import Certifier
+    from privcore.mechanisms import cached_phi
 
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)

@@ -21,7 +21,6 @@ from privcore.lipschitz import (
     Certifier,
     LipschitzCache,
     ReluNetwork,
-    cached_phi,
     certify_batch,
     default_cache_dir,
     local_lipschitz,
@@ -35,7 +34,8 @@ from privcore.lipschitz.cache import (
     _checksum,
     rotate_secret,
 )
-from privcore.lipschitz.certifier import _phi_key, certificate_from_dict, certificate_key
+from privcore.lipschitz.certifier import certificate_from_dict, certificate_key
+from privcore.mechanisms.phi_cache import cached_phi, phi_key
 from tests._nets import random_net
 
 
@@ -113,7 +113,7 @@ def test_forged_phi_with_a_recomputed_plain_checksum_is_refused_reported_and_rec
     kw = dict(radius=0.1, delta_p=10.0, r_max=0.5, tol=0.05)
     good = cached_phi(net, z, certifier=Certifier(), cache=tmp_path, **kw)
     assert good.phi < 99.0
-    key_json = _canonical(_phi_key(net.digest, z, certifier=Certifier(), **kw))
+    key_json = _canonical(phi_key(net.digest, z, certifier=Certifier(), **kw))
     db_path = tmp_path / "cache.sqlite3"
     ident, value = _phi_row(db_path)
     forged = json.dumps(dict(json.loads(value), phi=99.0))
