@@ -377,18 +377,24 @@ def test_batch_on_two_workers_matches_sequential_and_fills_the_cache(tmp_path: P
     net = random_net(3, (5, 6, 4))
     centers = np.random.default_rng(0).standard_normal((5, 5))
     seq = certify_batch(net, centers, 0.3, workers=1, progress=False)
-    par = certify_batch(net, centers, 0.3, workers=2, progress=False, cache=tmp_path)
+    par = certify_batch(net, centers, 0.3, Certifier(time_limit=None, cache=tmp_path), workers=2,
+                        progress=False)
     assert [c.upper for c in par] == pytest.approx([c.upper for c in seq], rel=1e-9)
     assert all(c.exact for c in par)
     cache = LipschitzCache(tmp_path)
     hits_before = cache.hits
-    again = certify_batch(net, centers, 0.3, workers=2, progress=False, cache=cache)
+    again = certify_batch(net, centers, 0.3, Certifier(time_limit=None, cache=cache), workers=2,
+                          progress=False)
     assert cache.hits - hits_before == len(centers)
     assert [asdict(c) for c in again] == [asdict(c) for c in par]
-    lp = certify_batch(net, centers, 0.3, certifier="lp", workers=1, progress=False)
+    lp = certify_batch(net, centers, 0.3, Certifier(kind="lp"), workers=1, progress=False)
     assert all(a.upper >= b.upper * (1 - 1e-7) for a, b in zip(lp, seq, strict=True))
     with pytest.raises(ValueError, match="shape"):
         certify_batch(net, np.zeros((2, 3)), 0.3, progress=False)
+    with pytest.raises(TypeError, match=r"Certifier\(kind='exact'"):  # a kind string is not a Certifier
+        certify_batch(net, centers, 0.3, "lp", progress=False)
+    with pytest.raises(TypeError, match=r"\['cache', 'solver'\].*one Certifier"):  # nor are its keywords
+        certify_batch(net, centers, 0.3, solver="highs", cache=tmp_path, progress=False)
 
 
 def test_the_cli_reaches_rotation_purge_and_info(tmp_path: Path) -> None:
