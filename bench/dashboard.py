@@ -47,8 +47,9 @@ def main() -> None:
 
     from streamlit.testing.v1 import AppTest
 
-    from privcore.lipschitz.certifier import Certifier, cached_phi
+    from privcore.lipschitz.certifier import Certifier
     from privcore.mechanisms import propose_test_release
+    from privcore.mechanisms.phi_cache import cached_phi
     from privlens import ui
     from privlens.image import samples
     from privlens.session import DELTA_GRID, EPSILON_GRID

@@ -198,7 +198,7 @@ def run_config(
     if given is None:
         train = rng.standard_normal((n_train, net.in_dim))
         test = rng.standard_normal((n_test, net.in_dim))
-        certs = certify_batch(net, train, radius, workers=2, time_limit=time_limit, progress=False)
+        certs = certify_batch(net, train, radius, Certifier(time_limit=time_limit), workers=2, progress=False)
         values = np.array([c.upper for c in certs])
         delta_p = float(values.mean() + n_sigma * values.std(ddof=1))
         rule = f"μ+{n_sigma:g}σ"

@@ -152,7 +152,8 @@ def certify(
     """φ(z) and L(f, B(z, R)) for one image (posthoc Alg. 1). ``radius`` defaults to the model's
     R; the search range is :func:`ptr_search_range` sized for ``epsilon_min``/``delta_min``
     (default the dashboard's smallest, 0.1 and 1e-10). ``cache``: privcore's φ cache."""
-    from privcore.lipschitz.certifier import Certifier, cached_phi
+    from privcore.lipschitz.certifier import Certifier
+    from privcore.mechanisms.phi_cache import cached_phi
     from privcore.mechanisms.search_range import DEFAULT_DELTA_MIN, DEFAULT_EPSILON_MIN, ptr_search_range
 
     check_choice("certifier", certifier, CERTIFIERS)

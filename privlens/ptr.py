@@ -22,8 +22,8 @@ import streamlit as st
 import torch
 
 from privcore.errors import CertificationError
-from privcore.lipschitz import Certifier, cached_phi
-from privcore.mechanisms import PhiResult, PTRResult, bisection_decisions, propose_test_release
+from privcore.lipschitz import Certifier
+from privcore.mechanisms import PhiResult, PTRResult, bisection_decisions, cached_phi, propose_test_release
 from privlens import ui
 from privlens.deployment import image_cache
 from privlens.image import CurrentImage

@@ -26,7 +26,7 @@ from privcore.executors import (
     executor_from_options,
     run_points,
 )
-from privcore.lipschitz import LipschitzCache, certify_batch, local_lipschitz
+from privcore.lipschitz import Certifier, LipschitzCache, certify_batch, local_lipschitz
 from privcore.lipschitz import batch as batch_mod
 from privcore.lipschitz.batch import certify_batch_detailed
 from tests._nets import random_net
@@ -155,9 +155,11 @@ def test_certify_batch_raises_listing_failed_points_after_caching_the_rest(
 
     monkeypatch.setattr(batch_mod, "local_lipschitz", failing)
     with pytest.raises(CertificationError, match=r"1 of 5 points .*indices \[3\].*solver crashed"):
-        certify_batch(net, centers, 0.2, workers=1, progress=False, cache=tmp_path)
+        certify_batch(net, centers, 0.2, Certifier(time_limit=None, cache=tmp_path), workers=1,
+                      progress=False)
     assert len(LipschitzCache(tmp_path)) == 4  # the others finished and are cached; 3 is not
-    out = certify_batch_detailed(net, centers, 0.2, workers=1, progress=False, cache=tmp_path)
+    out = certify_batch_detailed(net, centers, 0.2, Certifier(time_limit=None, cache=tmp_path), workers=1,
+                                 progress=False)
     assert list(out.failures) == [3] and out.certificates[3] is None
     assert out.n_cached == 4 and out.n_computed == 0
     assert all(c is not None and c.exact for i, c in enumerate(out.certificates) if i != 3)
@@ -187,10 +189,12 @@ def test_a_killed_job_resumes_from_the_cache_without_recomputing(
 
     ex = LocalExecutor(workers=1, chunk_size=3)
     with pytest.raises(Killed):
-        certify_batch(net, centers, 0.25, executor=ex, progress=kill_after_two_tasks, cache=tmp_path)
+        certify_batch(net, centers, 0.25, Certifier(time_limit=None, cache=tmp_path), executor=ex,
+                      progress=kill_after_two_tasks)
     assert len(calls) == 6 and len(LipschitzCache(tmp_path)) == 6
     calls.clear()
-    out = certify_batch_detailed(net, centers, 0.25, executor=ex, progress=False, cache=tmp_path)
+    out = certify_batch_detailed(net, centers, 0.25, Certifier(time_limit=None, cache=tmp_path), executor=ex,
+                                 progress=False)
     assert calls == [c.tobytes() for c in centers[6:]]  # only the three unfinished points were solved
     assert (out.n_cached, out.n_computed, out.failures) == (6, 3, {})
     assert [fields(c) for c in out.certificates] == [fields(c) for c in reference]
@@ -199,9 +203,11 @@ def test_a_killed_job_resumes_from_the_cache_without_recomputing(
 def test_local_executor_on_two_processes_matches_in_process_exactly(tmp_path: Path) -> None:
     net = random_net(4, (5, 12, 4))  # 12 hidden neurons
     centers = np.random.default_rng(4).standard_normal((6, 5))
-    one = certify_batch_detailed(net, centers, 0.3, workers=1, progress=False, solver="highs")
-    two = certify_batch_detailed(net, centers, 0.3, executor=LocalExecutor(workers=2, chunk_size=2),
-                                 progress=False, solver="highs", cache=tmp_path)
+    one = certify_batch_detailed(net, centers, 0.3, Certifier(solver="highs", time_limit=None), workers=1,
+                                 progress=False)
+    two = certify_batch_detailed(net, centers, 0.3,
+                                 Certifier(solver="highs", time_limit=None, cache=tmp_path),
+                                 executor=LocalExecutor(workers=2, chunk_size=2), progress=False)
     assert [fields(c) for c in two.certificates] == [fields(c) for c in one.certificates]
     assert two.solvers == {"highs": 6} and two.tasks == 3 and two.executor == "local"
     assert two.workers and all({"host", "gurobi", "gurobi_size_limit"} <= set(w) for w in two.workers)
@@ -211,7 +217,7 @@ def test_local_executor_on_two_processes_matches_in_process_exactly(tmp_path: Pa
 
 def test_compute_phis_records_how_each_point_was_decided(tmp_path: Path) -> None:
     from privcore.experiments.ptr_common import compute_phis, compute_phis_detailed, ptr_setup
-    from privcore.lipschitz import Certifier, cached_phi
+    from privcore.mechanisms import cached_phi
 
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
@@ -292,6 +298,15 @@ def work():
     ex = LocalExecutor(workers=2, chunk_size=2)
     print("done", run_points(operator.add, list(range(8)), executor=ex, shared=[]).results, flush=True)
 
+def certify():
+    import numpy as np
+    import torch
+    from privcore.lipschitz import Certifier, certify_batch
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.ReLU(), torch.nn.Linear(5, 2))
+    certs = certify_batch(net, np.zeros((4, 3)), 0.1, Certifier(kind="interval"), workers=2, progress=False)
+    print("certified", len(certs), flush=True)
+
 def isolated():
     ex = LocalExecutor(workers=2, chunk_size=1)
     list(ex.map_chunks(operator.add, [[1], [2]], shared=[], isolated=True))
@@ -318,6 +333,12 @@ def test_a_script_without_main_guard_runs_in_process_not_hanging(tmp_path: Path,
     assert out.stdout.count("done [0, 1, 2, 3, 4, 5, 6, 7]") == 1
     warned = "without a main guard" in out.stderr and str(script) in out.stderr
     assert warned is not guarded, out.stderr[-2000:]
+
+
+def test_certify_batch_with_a_certifier_from_an_unguarded_script(tmp_path: Path) -> None:
+    out, _ = _run_script(tmp_path, "certify()")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.count("certified 4") == 1 and "without a main guard" in out.stderr
 
 
 def test_isolated_work_from_an_unguarded_script_is_refused_with_the_fix(tmp_path: Path) -> None:

@@ -21,7 +21,6 @@ from privcore.lipschitz import (
     Certifier,
     LipschitzCache,
     ReluNetwork,
-    cached_phi,
     certify_batch,
     default_cache_dir,
     local_lipschitz,
@@ -35,7 +34,8 @@ from privcore.lipschitz.cache import (
     _checksum,
     rotate_secret,
 )
-from privcore.lipschitz.certifier import _phi_key, certificate_from_dict, certificate_key
+from privcore.lipschitz.certifier import certificate_from_dict, certificate_key
+from privcore.mechanisms.phi_cache import cached_phi, phi_key
 from tests._nets import random_net
 
 
@@ -113,7 +113,7 @@ def test_forged_phi_with_a_recomputed_plain_checksum_is_refused_reported_and_rec
     kw = dict(radius=0.1, delta_p=10.0, r_max=0.5, tol=0.05)
     good = cached_phi(net, z, certifier=Certifier(), cache=tmp_path, **kw)
     assert good.phi < 99.0
-    key_json = _canonical(_phi_key(net.digest, z, certifier=Certifier(), **kw))
+    key_json = _canonical(phi_key(net.digest, z, certifier=Certifier(), **kw))
     db_path = tmp_path / "cache.sqlite3"
     ident, value = _phi_row(db_path)
     forged = json.dumps(dict(json.loads(value), phi=99.0))
@@ -377,18 +377,24 @@ def test_batch_on_two_workers_matches_sequential_and_fills_the_cache(tmp_path: P
     net = random_net(3, (5, 6, 4))
     centers = np.random.default_rng(0).standard_normal((5, 5))
     seq = certify_batch(net, centers, 0.3, workers=1, progress=False)
-    par = certify_batch(net, centers, 0.3, workers=2, progress=False, cache=tmp_path)
+    par = certify_batch(net, centers, 0.3, Certifier(time_limit=None, cache=tmp_path), workers=2,
+                        progress=False)
     assert [c.upper for c in par] == pytest.approx([c.upper for c in seq], rel=1e-9)
     assert all(c.exact for c in par)
     cache = LipschitzCache(tmp_path)
     hits_before = cache.hits
-    again = certify_batch(net, centers, 0.3, workers=2, progress=False, cache=cache)
+    again = certify_batch(net, centers, 0.3, Certifier(time_limit=None, cache=cache), workers=2,
+                          progress=False)
     assert cache.hits - hits_before == len(centers)
     assert [asdict(c) for c in again] == [asdict(c) for c in par]
-    lp = certify_batch(net, centers, 0.3, certifier="lp", workers=1, progress=False)
+    lp = certify_batch(net, centers, 0.3, Certifier(kind="lp"), workers=1, progress=False)
     assert all(a.upper >= b.upper * (1 - 1e-7) for a, b in zip(lp, seq, strict=True))
     with pytest.raises(ValueError, match="shape"):
         certify_batch(net, np.zeros((2, 3)), 0.3, progress=False)
+    with pytest.raises(TypeError, match=r"Certifier\(kind='exact'"):  # a kind string is not a Certifier
+        certify_batch(net, centers, 0.3, "lp", progress=False)
+    with pytest.raises(TypeError, match=r"\['cache', 'solver'\].*one Certifier"):  # nor are its keywords
+        certify_batch(net, centers, 0.3, solver="highs", cache=tmp_path, progress=False)
 
 
 def test_the_cli_reaches_rotation_purge_and_info(tmp_path: Path) -> None:

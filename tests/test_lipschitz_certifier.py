@@ -14,7 +14,6 @@ from privcore.lipschitz import (
     ReluNetwork,
     as_network,
     build_milp,
-    cached_phi,
     interval_upper_bound,
     local_lipschitz,
     lp_upper_bound,
@@ -22,6 +21,7 @@ from privcore.lipschitz import (
 from privcore.lipschitz.backends import solve
 from privcore.lipschitz.bounds import box_around, forward_bounds
 from privcore.lipschitz.pattern_search import pattern_nearest_violation
+from privcore.mechanisms.phi_cache import cached_phi
 from privcore.mechanisms.ptr import compute_phi, propose_test_release
 from tests._nets import mip_value, random_net
 from tests._reference import brute_force_lipschitz

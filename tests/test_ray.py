@@ -21,7 +21,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from privcore.executors import JobProgress, LocalExecutor, RayExecutor, run_points  # noqa: E402
-from privcore.lipschitz import LipschitzCache, certify_batch  # noqa: E402
+from privcore.lipschitz import Certifier, LipschitzCache, certify_batch  # noqa: E402
 from privcore.lipschitz.batch import _certify_chunk, _Job, certify_batch_detailed  # noqa: E402
 from tests._nets import random_net  # noqa: E402
 
@@ -75,19 +75,18 @@ def test_certificates_through_ray_are_the_local_executors(
 ) -> None:
     net = random_net(7, dims)
     centers = np.random.default_rng(7).standard_normal((8, dims[0]))
-    local = certify_batch_detailed(net, centers, radius, executor=LocalExecutor(workers=1), solver=solver,
-                                   progress=False)
+    local = certify_batch_detailed(net, centers, radius, Certifier(solver=solver, time_limit=None),
+                                   executor=LocalExecutor(workers=1), progress=False)
     seen: list[JobProgress] = []
-    remote = certify_batch_detailed(net, centers, radius, executor=executor, solver=solver,
-                                    progress=seen.append, cache=tmp_path)
+    on_disk = Certifier(solver=solver, time_limit=None, cache=tmp_path)
+    remote = certify_batch_detailed(net, centers, radius, on_disk, executor=executor, progress=seen.append)
     assert [fields(c) for c in remote.certificates] == [fields(c) for c in local.certificates]
     assert remote.executor == "ray" and remote.failures == {} and remote.n_computed == 8
     assert remote.solvers == local.solvers and sum(remote.solvers.values()) == 8
     if solver == "highs":
         assert remote.solvers == {"highs": 8}
     # the solver that produced each certificate survives the cache, read by the driver ...
-    cached = certify_batch_detailed(net, centers, radius, executor=executor, solver=solver, progress=False,
-                                    cache=tmp_path)
+    cached = certify_batch_detailed(net, centers, radius, on_disk, executor=executor, progress=False)
     assert cached.n_cached == 8 and cached.n_computed == 0 and cached.tasks == 0
     assert [asdict(c) for c in cached.certificates] == [asdict(c) for c in remote.certificates]
     # ... and by the workers (the driver skips nothing when it has no cache of its own to read)
@@ -115,10 +114,12 @@ def test_a_killed_ray_job_resumes_from_the_cache(executor: RayExecutor, tmp_path
             raise Killed
 
     with pytest.raises(Killed):
-        certify_batch(net, centers, 0.4, executor=small, progress=kill, cache=tmp_path)
+        certify_batch(net, centers, 0.4, Certifier(time_limit=None, cache=tmp_path), executor=small,
+                      progress=kill)
     done_before = len(LipschitzCache(tmp_path))  # tasks running when killed may have finished
     assert 3 <= done_before < 16
-    out = certify_batch_detailed(net, centers, 0.4, executor=small, progress=False, cache=tmp_path)
+    out = certify_batch_detailed(net, centers, 0.4, Certifier(time_limit=None, cache=tmp_path),
+                                 executor=small, progress=False)
     assert out.failures == {} and out.n_cached == done_before
     assert out.n_computed == 16 - done_before  # solver calls of the second run: only what was missing
     assert [fields(c) for c in out.certificates] == [fields(c) for c in reference]

@@ -1,5 +1,6 @@
 """Structure rules of the library, read from the source: the Lipschitz engine's modules import each
-other without a cycle (function-level imports included), and privcore never imports Streamlit."""
+other without a cycle and never import the mechanisms (function-level imports included), and
+privcore never imports Streamlit."""
 
 from __future__ import annotations
 
@@ -52,6 +53,25 @@ def test_the_lipschitz_engine_has_no_import_cycle() -> None:
     assert len(graph) >= 15
     assert _cycles(graph) == []
     assert _cycles({"a": {"b"}, "b": {"a"}}) == [["a", "b", "a"]]  # the check itself finds one
+
+
+def test_the_lipschitz_engine_never_imports_the_mechanisms(tmp_path: Path) -> None:
+    """Mechanisms use the engine (φ, PTR), never the other way round: privcore.lipschitz has no
+    import of privcore.mechanisms anywhere, module level or inside a function, nor a lazy export
+    that names one."""
+    pkg = ROOT / "privcore" / "lipschitz"
+    offenders = {
+        str(p.relative_to(ROOT)): sorted(d for d in _imports(p) if d == "privcore.mechanisms"
+                                         or d.startswith("privcore.mechanisms."))
+        for p in pkg.rglob("*.py")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+    import privcore.lipschitz as lipschitz
+
+    assert "cached_phi" not in lipschitz.__all__
+    probe = tmp_path / "probe.py"  # the check sees an import inside a function
+    probe.write_text("def f():\n    from privcore.mechanisms.ptr import compute_phi\n", encoding="utf-8")
+    assert _imports(probe) == {"privcore.mechanisms.ptr"}
 
 
 def test_privcore_never_imports_streamlit() -> None:

@@ -128,7 +128,7 @@ def delta_p_at(
 
     The card's value is used when ``radius`` is the card's R (it came from more points).
     """
-    from privcore.lipschitz import certify_batch
+    from privcore.lipschitz import Certifier, certify_batch
     from privcore.train.delta_p import delta_p_statistics
 
     if pipe.delta_p is not None and math.isclose(radius, pipe.delta_p.radius):
@@ -139,9 +139,8 @@ def delta_p_at(
         copy.deepcopy(pipe.obfuscator).cpu(),
         z,
         radius,
-        certifier=certifier,
+        Certifier(kind=certifier, time_limit=None, cache=True),
         workers=workers if n > 32 else 1,
-        cache=True,
         progress=progress,
         executor=executor,
     )

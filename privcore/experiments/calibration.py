@@ -99,7 +99,7 @@ def run(ctx: RunContext) -> Any:
     from privcore.attacks.reconstruction import laplace_release_noise
     from privcore.data import load_dataset
     from privcore.experiments.table1 import VARIANTS
-    from privcore.lipschitz import certify_batch
+    from privcore.lipschitz import Certifier, certify_batch
     from privcore.nets.models import classify
     from privcore.train.delta_p import delta_p_statistics
 
@@ -137,13 +137,11 @@ def run(ctx: RunContext) -> Any:
         r, dp = pipe.radius, pipe.proposed_delta_p
         z = embed(pipe, ds.x_test[idx])
         zt = pipe.obfuscate(torch.as_tensor(z, dtype=torch.float32)).cpu()
-        kw = dict(
-            certifier="exact", workers=ctx.workers if len(z) > 32 else 1, cache=True, progress=False,
-            executor=ctx.executor,
-        )
-        train_linf = certify_batch(f_cpu, embed(pipe, ds.x_train[tidx]), r, output_norm="linf", **kw)
+        linf = Certifier(kind="exact", time_limit=None, cache=True, output_norm="linf")
+        kw = dict(workers=ctx.workers if len(z) > 32 else 1, progress=False, executor=ctx.executor)
+        train_linf = certify_batch(f_cpu, embed(pipe, ds.x_train[tidx]), r, linf, **kw)
         dp_linf = delta_p_statistics([c.upper for c in train_linf], n_sigma=3.0)["proposed"]
-        local_linf = np.array([c.upper for c in certify_batch(f_cpu, z, r, output_norm="linf", **kw)])
+        local_linf = np.array([c.upper for c in certify_batch(f_cpu, z, r, linf, **kw)])
         zt_train = pipe.obfuscate(torch.as_tensor(embed(pipe, x_refit), dtype=torch.float32)).cpu()
         scales = {
             "corrected": (np.full(len(z), dp * r), dp, True),

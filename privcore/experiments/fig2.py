@@ -78,7 +78,7 @@ def _figure(frame: Any, dataset: str) -> Any:
 def run(ctx: RunContext) -> Any:
     """Fig. 2 for one dataset; write ``fig2.csv`` + figure."""
     from privcore.data import get_spec, load_dataset
-    from privcore.lipschitz import certify_batch
+    from privcore.lipschitz import Certifier, certify_batch
 
     members = sweep_members(ctx.model_infos())
     if not members:
@@ -117,9 +117,8 @@ def run(ctx: RunContext) -> Any:
                 copy.deepcopy(pipe.obfuscator).cpu(),
                 z,
                 r,
-                certifier=ctx.certifier,
+                Certifier(kind=ctx.certifier, time_limit=None, cache=True),
                 workers=ctx.workers if len(z) > 32 else 1,
-                cache=True,
                 progress=False,
                 executor=ctx.executor,
             )

@@ -1,7 +1,7 @@
 """Shared steps of the posthoc-PTR experiments (Tables 1–6): embeddings, cached φ, batched releases.
 
 Everything a release needs goes through the library's own code path: φ(z) from
-:func:`privcore.lipschitz.cached_phi` (the persistent cache: φ depends on the model, z, R, Δp,
+:func:`privcore.mechanisms.cached_phi` (the persistent cache: φ depends on the model, z, R, Δp,
 R_max, tol and the certifier, never on ε or δ, so one solve serves every ε of a table and every
 later run), and each release from :func:`privcore.mechanisms.propose_test_release` with that φ.
 Only the noise is seeded (reproducible experiments); real releases use the OS CSPRNG.
@@ -128,7 +128,8 @@ class _PhiJob:
 def _phi_chunk(job: _PhiJob, chunk: list[np.ndarray]) -> list[tuple[Any, str, dict]]:
     """One task: φ of each embedding through the cache, with how its decisions were settled."""
     from privcore.executors import worker_solver_info
-    from privcore.lipschitz import Certifier, cached_phi
+    from privcore.lipschitz import Certifier
+    from privcore.mechanisms.phi_cache import cached_phi
 
     worker = worker_solver_info()
     out: list[tuple[Any, str, dict]] = []

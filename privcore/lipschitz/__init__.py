@@ -6,7 +6,8 @@ Public API (see each function's docstring for the paper and section it follows):
   HiGHS, or activation-pattern enumeration for the paper's small obfuscators; or the
   ``lp``/``interval`` relaxations).
 * :class:`Certifier` — the sensitivity oracle for posthoc PTR (``__call__`` and an exact
-  ``decide``), and :func:`cached_phi` — φ(z) through the persistent cache.
+  ``decide``); φ(z) through the persistent cache is
+  :func:`privcore.mechanisms.cached_phi` (this package never imports the mechanisms).
 * :func:`certify_batch` — many points on several cores with a progress bar.
 * Cheap bounds: :func:`interval_upper_bound`, :func:`global_upper_bound`,
   :func:`sampled_lower_bound`; :func:`operator_norm`; :func:`max_pattern_norm` — the largest
@@ -37,7 +38,6 @@ _EXPORTS: dict[str, str] = {
     "UnsupportedNetworkError": "network",
     "as_network": "network",
     "build_milp": "milp",
-    "cached_phi": "certifier",
     "certify_batch": "batch",
     "choose_solver": "backends",
     "decide_exact": "engine",

@@ -2,12 +2,14 @@
 
 Used to compute the Δp statistics μ + n·σ of L(f, N(z_i, R)) over training embeddings (posthoc
 PTR paper, Sec. 5). Only the scheduling is here; each certificate is :func:`local_lipschitz`
-whatever runs it. Points are split into chunks, one task per chunk (:mod:`privcore.executors`:
-local processes started with ``spawn`` — no solver thread pool or licence handle inherited through
-``fork`` — or Ray tasks), each solver single-threaded. The parsed network travels once per task;
-``solver="auto"`` is resolved inside the task, so a worker without a Gurobi licence uses HiGHS and
-every certificate records the solver that produced it. Solvers run single-threaded everywhere, so
-a certificate does not depend on which executor computed it.
+whatever runs it, with the settings of the :class:`~privcore.lipschitz.Certifier` passed in (kind,
+solver, time limit, norms, cache: one value, not a dozen keywords). Points are split into chunks,
+one task per chunk (:mod:`privcore.executors`: local processes started with ``spawn`` — no solver
+thread pool or licence handle inherited through ``fork`` — or Ray tasks), each solver
+single-threaded. The parsed network travels once per task; ``solver="auto"`` is resolved inside
+the task, so a worker without a Gurobi licence uses HiGHS and every certificate records the
+solver that produced it. Solvers run single-threaded everywhere, so a certificate does not depend
+on which executor computed it.
 
 Cache: the driver skips the points already cached; each task looks a point up again (another job
 or node may have certified it) and writes every exact certificate as soon as it is computed, so a
@@ -34,12 +36,11 @@ from privcore.executors import (
     run_points,
     worker_solver_info,
 )
-from privcore.lipschitz.backends import SOLVERS
-from privcore.lipschitz.cache import LipschitzCache, resolve_cache
-from privcore.lipschitz.certifier import certificate_key, load_certificate, store_certificate
-from privcore.lipschitz.engine import CERTIFIERS, Certificate, local_lipschitz
+from privcore.lipschitz.cache import LipschitzCache
+from privcore.lipschitz.certifier import Certifier, certificate_key, load_certificate, store_certificate
+from privcore.lipschitz.engine import Certificate, local_lipschitz
 from privcore.lipschitz.network import ReluNetwork, as_network
-from privcore.validation import check_choice, check_finite_array, check_int, check_nonnegative, check_positive
+from privcore.validation import check_finite_array, check_int, check_nonnegative
 
 __all__ = ["BatchOutcome", "certify_batch", "certify_batch_detailed"]
 
@@ -105,30 +106,39 @@ class BatchOutcome:
     executor: str
 
 
+def _settings(certifier: Any, legacy: dict[str, Any], caller: str) -> Certifier:
+    """The batch's :class:`Certifier` (default: exact, ``solver="auto"``, no time limit, no cache),
+    refusing anything else with an error that says what to pass instead."""
+    hint = (
+        f"{caller} takes the certifier's settings as one Certifier, e.g. "
+        f"{caller}(net, centers, radius, Certifier(kind='exact', time_limit=60, cache=True))"
+    )
+    if legacy:
+        raise TypeError(f"{caller}() got unexpected keyword argument(s) {sorted(legacy)}: {hint}")
+    if certifier is None:
+        return Certifier(time_limit=None)
+    if not isinstance(certifier, Certifier):
+        raise TypeError(f"certifier must be a privcore.lipschitz.Certifier, got {certifier!r}: {hint}")
+    return certifier
+
+
 def certify_batch_detailed(
     net: Any,
     centers: Any,
     radius: float,
+    certifier: Certifier | None = None,
     *,
-    certifier: str = "exact",
-    solver: str = "auto",
     workers: int = 2,
-    time_limit: float | None = None,
     progress: bool | ProgressCallback = True,
-    cache: Any = None,
-    input_norm: str = "linf",
-    output_norm: str = "l1",
     executor: Executor | None = None,
+    **legacy: Any,
 ) -> BatchOutcome:
     """Like :func:`certify_batch` but returns a :class:`BatchOutcome` instead of raising on
     points that failed (the Δp statistics of posthoc PTR Sec. 5 need every point; a caller that can
     live with gaps reads ``failures``)."""
-    check_choice("certifier", certifier, CERTIFIERS)
-    check_choice("solver", solver, SOLVERS)
+    cert = _settings(certifier, legacy, "certify_batch_detailed")
     workers = check_int("workers", workers, minimum=1)
     r = check_nonnegative("radius", radius)
-    if time_limit is not None:
-        time_limit = check_positive("time_limit", time_limit)
     parsed: ReluNetwork = as_network(net)
     pts = check_finite_array("centers", centers)
     if pts.ndim == 1:
@@ -136,21 +146,24 @@ def certify_batch_detailed(
     if pts.ndim != 2 or pts.shape[1] != parsed.in_dim:
         raise ValueError(f"centers must have shape (n, {parsed.in_dim}), got {pts.shape}")
     ex: Executor = executor if executor is not None else LocalExecutor(workers=workers)
-    store = resolve_cache(cache)
-    norms = dict(input_norm=input_norm, output_norm=output_norm)
+    store: LipschitzCache | None = cert.cache
+    norms = cert.norms
+    kind = cert.kind
     results: list[Certificate | None] = [None] * len(pts)
     todo: list[int] = []
     for i, c in enumerate(pts):
         if store is not None:
-            key = certificate_key(parsed.digest, c, r, kind=certifier, **norms)
-            hit = load_certificate(store, key, digest=parsed.digest, radius=r, kind=certifier, **norms)
+            key = certificate_key(parsed.digest, c, r, kind=kind, **norms)
+            hit = load_certificate(store, key, digest=parsed.digest, radius=r, kind=kind, **norms)
             if hit is not None:
                 results[i] = hit
                 continue
         todo.append(i)
     # one solver thread per task, wherever it runs: the executor provides the parallelism, and a
     # multi-threaded MILP may end on a bound a few ulp apart, which would make results depend on it
-    kw: dict[str, Any] = dict(certifier=certifier, solver=solver, time_limit=time_limit, threads=1, **norms)
+    kw: dict[str, Any] = dict(
+        certifier=kind, solver=cert.solver, time_limit=cert.time_limit, threads=1, **norms
+    )
     job = _Job(net=parsed, radius=r, kw=kw, cache=store)
     items = [np.array(pts[i]) for i in todo]
     skipped = len(pts) - len(todo)
@@ -189,30 +202,31 @@ def certify_batch(
     net: Any,
     centers: Any,
     radius: float,
+    certifier: Certifier | None = None,
     *,
-    certifier: str = "exact",
-    solver: str = "auto",
     workers: int = 2,
-    time_limit: float | None = None,
     progress: bool | ProgressCallback = True,
-    cache: Any = None,
-    input_norm: str = "linf",
-    output_norm: str = "l1",
     executor: Executor | None = None,
+    **legacy: Any,
 ) -> list[Certificate]:
-    """One :class:`Certificate` per row of ``centers`` (same order), ``certifier`` ∈ exact/lp/interval
-    (LipMIP, Jordan & Dimakis 2020; used for posthoc PTR's Δp, Sec. 5).
+    """One :class:`Certificate` per row of ``centers`` (same order), with ``certifier``'s kind
+    (exact/lp/interval), solver, time limit, norms and cache (LipMIP, Jordan & Dimakis 2020; used
+    for posthoc PTR's Δp, Sec. 5). Default ``Certifier(time_limit=None)``: exact, no time limit, no
+    cache. Solvers run single-threaded in every task whatever ``certifier.threads`` says (results
+    must not depend on the executor).
 
     ``executor`` runs the tasks (default ``LocalExecutor(workers=workers)``: ``workers`` processes,
     1 = in this process; or a :class:`~privcore.executors.RayExecutor`). A time-out yields a
     certificate with ``exact=False`` whose ``upper`` is still a proven bound. Exact results are
-    stored in / read from ``cache`` (None, True, a directory or a LipschitzCache). ``progress``:
-    True for a bar, or a callback receiving :class:`~privcore.executors.JobProgress`. Points that
-    fail every retry raise :class:`CertificationError` naming their indices after the rest finished.
+    stored in / read from the certifier's cache. ``progress``: True for a bar, or a callback
+    receiving :class:`~privcore.executors.JobProgress`. Points that fail every retry raise
+    :class:`CertificationError` naming their indices after the rest finished. Anything but a
+    Certifier (a kind as a string, the old ``solver=``/``cache=``/… keywords) raises TypeError
+    saying what to pass.
     """
+    cert = _settings(certifier, legacy, "certify_batch")
     out = certify_batch_detailed(
-        net, centers, radius, certifier=certifier, solver=solver, workers=workers, time_limit=time_limit,
-        progress=progress, cache=cache, input_norm=input_norm, output_norm=output_norm, executor=executor,
+        net, centers, radius, cert, workers=workers, progress=progress, executor=executor
     )
     if out.failures:
         idx = sorted(out.failures)
@@ -221,6 +235,6 @@ def certify_batch(
             f"{len(idx)} of {len(out.certificates)} points could not be certified after retries "
             f"(indices {idx}; first error: {first}); nothing is reported for them, the other "
             f"{len(out.certificates) - len(idx)} certificates are done"
-            + (" and cached" if cache not in (None, False) else "")
+            + (" and cached" if cert.cache is not None else "")
         )
     return [c for c in out.certificates if c is not None]

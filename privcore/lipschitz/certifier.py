@@ -1,4 +1,4 @@
-"""The sensitivity oracle for PTR: ``Certifier(kind="exact" | "lp" | "interval")``, and cached φ.
+"""The sensitivity oracle for PTR: ``Certifier(kind="exact" | "lp" | "interval")``.
 
 A certifier is chosen *before* the query (DESIGN.md, "certifier choice"):
 
@@ -25,10 +25,11 @@ data): a time-out raises :class:`~privcore.errors.CertificationError` and the qu
   sampling that could skip it, and a memo fact from L must never stand in for a value of U.)
   The interval bound is computed directly (it is cheaper than anything that could skip it).
 
-Cached certificates and φ (:mod:`privcore.lipschitz.cache`) are keyed by an HMAC of the model
-digest, the centre's exact bytes and the parameters, and hold no point of the ball (a
-certificate's ``argmax`` is dropped before it is stored or returned, so a certificate is the same
-whether it was computed or read back; φ's centre comes from the query).
+Cached certificates (:mod:`privcore.lipschitz.cache`) are keyed by an HMAC of the model digest,
+the centre's exact bytes and the parameters, and hold no point of the ball (a certificate's
+``argmax`` is dropped before it is stored or returned, so a certificate is the same whether it
+was computed or read back). φ through the same cache is a mechanism's job:
+:func:`privcore.mechanisms.phi_cache.cached_phi` takes a :class:`Certifier`.
 
 A memo per (model, centre, norms) remembers what was learnt, per certifier instance and so per
 kind — never across kinds: an upper fact (r, u) means U(r) ≤ u and so U(r') ≤ τ for every
@@ -69,7 +70,7 @@ from privcore.validation import check_choice, check_finite_array, check_in_range
 
 __all__ = [
     "Certifier",
-    "cached_phi",
+    "center_hex",
     "certificate_from_dict",
     "certificate_key",
     "load_certificate",
@@ -139,7 +140,7 @@ def _center_bytes(center: np.ndarray) -> bytes:
     return np.ascontiguousarray(center, dtype="<f8").tobytes()
 
 
-def _center_hex(center: np.ndarray) -> str:
+def center_hex(center: np.ndarray) -> str:
     """The centre's exact float64 bytes: part of a cache key, which the cache only ever stores as a
     keyed hash (HMAC under the installation secret), so no key spells out or fingerprints an
     embedding for anyone without the secret."""
@@ -152,7 +153,7 @@ def certificate_key(
     """Cache key of a certificate: model hash, the exact centre bytes, radius, norms, kind."""
     return {
         "model": digest,
-        "center": _center_hex(np.asarray(center, dtype=np.float64).reshape(-1)),
+        "center": center_hex(np.asarray(center, dtype=np.float64).reshape(-1)),
         "radius": float(radius),
         "input_norm": input_norm,
         "output_norm": output_norm,
@@ -334,75 +335,3 @@ class Certifier:
     def clear_memo(self) -> None:
         """Forget what was learnt (the persistent cache is untouched)."""
         self._memo.clear()
-
-
-def _phi_key(digest: str, z: np.ndarray, *, radius: float, delta_p: float, r_max: float, tol: float,
-             certifier: Certifier) -> dict:
-    return {
-        "model": digest,
-        "center": _center_hex(z),
-        "radius": float(radius),
-        "delta_p": float(delta_p),
-        "r_max": float(r_max),
-        "tol": float(tol),
-        "input_norm": certifier.input_norm,
-        "output_norm": certifier.output_norm,
-        "certifier": certifier.kind,
-    }
-
-
-def _phi_value(res: Any) -> dict:
-    """What the cache stores of a PhiResult: everything but the centre (the query supplies it)."""
-    value = asdict(res)
-    del value["center"]
-    return value
-
-
-def cached_phi(
-    f: Any,
-    z: Any,
-    *,
-    radius: float,
-    delta_p: float,
-    r_max: float,
-    tol: float,
-    certifier: Certifier,
-    cache: Any = True,
-) -> Any:
-    """φ(z) of posthoc PTR through the persistent cache (key: model hash, z bytes, R, Δp, R_max,
-    tol, norms, certifier kind — stored only as an HMAC); on a miss
-    :func:`privcore.mechanisms.ptr.compute_phi` with ``certifier`` as the oracle. φ never depends
-    on ε or δ (DESIGN.md), so one entry serves every slider position. The stored value holds no
-    embedding: a hit is rebuilt with ``z`` as its centre, and must carry this model's digest, this
-    certifier's kind and norms and this grid (else it is deleted and recomputed, never trusted)."""
-    from privcore.mechanisms.ptr import PhiResult, compute_phi
-
-    if not isinstance(certifier, Certifier):
-        raise TypeError(f"certifier must be a privcore.lipschitz.Certifier, got {type(certifier).__name__}")
-    net = as_network(f)
-    zz = check_finite_array("z", z).reshape(-1)
-    store = resolve_cache(cache)
-    key = _phi_key(net.digest, zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol, certifier=certifier)
-    if store is not None:
-        hit = store.get("phi", key)
-        if hit is not None:
-            try:
-                res = PhiResult(
-                    **{
-                        **hit,
-                        "evaluations": tuple((float(a), bool(b)) for a, b in hit["evaluations"]),
-                        "center": tuple(float(v) for v in zz),
-                    }
-                )
-                if res.matches(z=zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol,
-                               model_digest=net.digest, certifier=certifier.kind, **certifier.norms):
-                    return res
-            except (TypeError, ValueError, KeyError):
-                pass
-            store.delete("phi", key)
-    # the parsed network stands in for f: the oracle is all compute_phi evaluates, and parsing once
-    # spares a model hash per decision (its digest is f's model_hash)
-    res = compute_phi(net, zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol, lipschitz=certifier)
-    if store is not None:
-        store.put("phi", key, _phi_value(res))
-    return res

@@ -17,6 +17,7 @@ from privcore.mechanisms.gaussian_calibration import (
 from privcore.mechanisms.guarantee import ANY_METRIC, Guarantee, Neighbourhood, Norm, Space
 from privcore.mechanisms.inference import GaussInput, GaussOutput, LapOutput
 from privcore.mechanisms.ldp import LDPEmbedding, LDPImage
+from privcore.mechanisms.phi_cache import cached_phi
 from privcore.mechanisms.ptr import (
     DecidingSensitivityOracle,
     PhiResult,
@@ -64,6 +65,7 @@ __all__ = [
     "analytic_gaussian_delta",
     "analytic_gaussian_sigma",
     "bisection_decisions",
+    "cached_phi",
     "cks_zcdp_delta",
     "classic_gaussian_sigma",
     "compute_phi",

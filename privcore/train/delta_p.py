@@ -70,7 +70,7 @@ def compute_delta_p(
     card is left unchanged (Δp needs every point). Each certificate goes into ``cache`` (privcore's
     Lipschitz cache by default; None/False: none) as it is done, so a rerun after an interruption
     solves only the points still missing."""
-    from privcore.lipschitz import certify_batch
+    from privcore.lipschitz import Certifier, certify_batch
     from privcore.train.embedder import dataset_from_card
 
     n = check_int("n", n, minimum=2)
@@ -94,13 +94,10 @@ def compute_delta_p(
         f,
         z.numpy(),
         r,
-        certifier=certifier,
-        solver=solver,
+        Certifier(kind=certifier, solver=solver, time_limit=time_limit, cache=cache),
         workers=workers,
-        time_limit=time_limit,
         progress=progress,
         executor=executor,
-        cache=cache,
     )
     uppers = [c.upper for c in certs]
     stats = delta_p_statistics(uppers, n_sigma=n_sigma)

@@ -1,0 +1,96 @@
+"""φ(z) of posthoc PTR through the persistent cache: :func:`cached_phi`.
+
+φ is a mechanism's quantity (:func:`privcore.mechanisms.ptr.compute_phi`) evaluated with a
+Lipschitz oracle, so its cache lives here, on the mechanisms side, and takes a
+:class:`~privcore.lipschitz.Certifier`; :mod:`privcore.lipschitz` never imports the mechanisms.
+The entries share the certificates' authenticated store (:mod:`privcore.lipschitz.cache`, kind
+``"phi"``): keys are HMACs of the model digest, the centre's exact bytes and the parameters, and
+a value holds no point of the ball.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from privcore.lipschitz.cache import resolve_cache
+from privcore.lipschitz.certifier import Certifier, center_hex
+from privcore.lipschitz.network import as_network
+from privcore.mechanisms.ptr import PhiResult, compute_phi
+from privcore.validation import check_finite_array
+
+__all__ = ["cached_phi", "phi_key"]
+
+
+def phi_key(digest: str, z: np.ndarray, *, radius: float, delta_p: float, r_max: float, tol: float,
+            certifier: Certifier) -> dict:
+    """Cache key of φ: model digest, z's exact bytes, R, Δp, R_max, tol, norms, certifier kind
+    (the cache stores only its HMAC)."""
+    return {
+        "model": digest,
+        "center": center_hex(z),
+        "radius": float(radius),
+        "delta_p": float(delta_p),
+        "r_max": float(r_max),
+        "tol": float(tol),
+        "input_norm": certifier.input_norm,
+        "output_norm": certifier.output_norm,
+        "certifier": certifier.kind,
+    }
+
+
+def _phi_value(res: PhiResult) -> dict:
+    """What the cache stores of a PhiResult: everything but the centre (the query supplies it)."""
+    value = asdict(res)
+    del value["center"]
+    return value
+
+
+def cached_phi(
+    f: Any,
+    z: Any,
+    *,
+    radius: float,
+    delta_p: float,
+    r_max: float,
+    tol: float,
+    certifier: Certifier,
+    cache: Any = True,
+) -> PhiResult:
+    """φ(z) of posthoc PTR through the persistent cache (key: model hash, z bytes, R, Δp, R_max,
+    tol, norms, certifier kind — stored only as an HMAC); on a miss
+    :func:`~privcore.mechanisms.ptr.compute_phi` with ``certifier`` as the oracle. φ never depends
+    on ε or δ (DESIGN.md), so one entry serves every slider position. The stored value holds no
+    embedding: a hit is rebuilt with ``z`` as its centre, and must carry this model's digest, this
+    certifier's kind and norms and this grid (else it is deleted and recomputed, never trusted)."""
+    if not isinstance(certifier, Certifier):
+        raise TypeError(f"certifier must be a privcore.lipschitz.Certifier, got {type(certifier).__name__}")
+    net = as_network(f)
+    zz = check_finite_array("z", z).reshape(-1)
+    store = resolve_cache(cache)
+    key = phi_key(net.digest, zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol, certifier=certifier)
+    if store is not None:
+        hit = store.get("phi", key)
+        if hit is not None:
+            try:
+                res = PhiResult(
+                    **{
+                        **hit,
+                        "evaluations": tuple((float(a), bool(b)) for a, b in hit["evaluations"]),
+                        "center": tuple(float(v) for v in zz),
+                    }
+                )
+                if res.matches(z=zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol,
+                               model_digest=net.digest, certifier=certifier.kind, **certifier.norms):
+                    return res
+            except (TypeError, ValueError, KeyError):
+                pass
+            store.delete("phi", key)
+    # the parsed network stands in for f: the oracle is all compute_phi evaluates, and parsing once
+    # spares a model hash per decision (its digest is f's model_hash)
+    res = compute_phi(net, zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol, lipschitz=certifier)
+    if store is not None:
+        store.put("phi", key, _phi_value(res))
+    return res
