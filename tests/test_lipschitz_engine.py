@@ -281,3 +281,34 @@ def test_relaxed_certifiers_are_capped_by_the_global_pattern_bound(kind: str) ->
         prev = u
     plain = interval_upper_bound if kind == "interval" else lp_upper_bound
     assert plain(net, center, 100.0) > G  # the cap matters at large radii
+
+
+def test_plain_sequential_chains_are_read_without_torch_fx(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch.fx patches nn.Module.__call__ process-wide while tracing, which broke the dashboard's
+    module calls in other threads; plain (nested) Sequential chains never trace, custom modules do."""
+    import torch.fx
+
+    from privcore.lipschitz.network import as_network
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(),
+                              torch.nn.Sequential(torch.nn.Identity(), torch.nn.Linear(4, 2)))
+
+    class Custom(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(3, 4), torch.nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(torch.relu(self.a(x)))
+
+    custom = Custom()
+    traced = []
+    real = torch.fx.symbolic_trace
+    monkeypatch.setattr(torch.fx, "symbolic_trace", lambda m, *a, **k: traced.append(m) or real(m, *a, **k))
+    parsed = as_network(net)
+    assert traced == [] and [w.shape for w in parsed.weights] == [(4, 3), (2, 4)]
+    x = torch.randn(5, 3, dtype=torch.float64)
+    np.testing.assert_allclose(parsed.forward(x.numpy()), net.double()(x).detach().numpy(), atol=1e-12)
+    as_network(custom)
+    assert traced == [custom]  # anything but a plain chain still goes through fx

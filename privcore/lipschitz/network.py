@@ -207,14 +207,45 @@ def as_network(net: Any) -> ReluNetwork:
     return parsed
 
 
+def _affine_op(sub: Any) -> tuple[str, Any]:
+    w = sub.weight.detach().cpu().double().numpy()
+    b = sub.bias.detach().cpu().double().numpy() if sub.bias is not None else np.zeros(w.shape[0])
+    return ("affine", (w, b))
+
+
+def _sequential_ops(module: Any) -> list[tuple[str, Any]] | None:
+    """The ops of a plain (possibly nested) ``nn.Sequential`` of Linear/ReLU/Identity layers, read
+    from its children; None for anything else, which then goes through torch.fx. Plain chains are
+    read without fx because tracing patches ``nn.Module.__call__`` process-wide while it runs,
+    which breaks module calls in other threads (the dashboard's)."""
+    import torch
+
+    if isinstance(module, torch.nn.Linear):
+        return [_affine_op(module)]
+    if isinstance(module, torch.nn.ReLU):
+        return [("relu", None)]
+    if isinstance(module, torch.nn.Identity):
+        return []
+    if type(module) is not torch.nn.Sequential:  # a subclass may override forward
+        return None
+    ops: list[tuple[str, Any]] = []
+    for child in module:
+        sub = _sequential_ops(child)
+        if sub is None:
+            return None
+        ops.extend(sub)
+    return ops
+
+
 def _parse_module(module: Any, digest: str) -> ReluNetwork:
     import torch
     import torch.fx as fx
     import torch.nn.functional as F
 
     relu_functions = {torch.relu, F.relu, torch.relu_, torch.nn.functional.relu}
-    if isinstance(module, torch.nn.Linear | torch.nn.ReLU | torch.nn.Identity):
-        module = torch.nn.Sequential(module)  # a bare leaf module: trace it as a one-layer chain
+    plain = _sequential_ops(module)
+    if plain is not None:
+        return _finish_parse(module, plain, digest)
     try:
         graph = fx.symbolic_trace(module).graph
     except Exception as exc:
@@ -244,13 +275,7 @@ def _parse_module(module: Any, digest: str) -> ReluNetwork:
         if node.op == "call_module":
             sub = module.get_submodule(node.target)
             if isinstance(sub, torch.nn.Linear):
-                w = sub.weight.detach().cpu().double().numpy()
-                b = (
-                    sub.bias.detach().cpu().double().numpy()
-                    if sub.bias is not None
-                    else np.zeros(w.shape[0])
-                )
-                ops.append(("affine", (w, b)))
+                ops.append(_affine_op(sub))
             elif isinstance(sub, torch.nn.ReLU):
                 ops.append(("relu", None))
             elif isinstance(sub, torch.nn.Identity):
@@ -270,6 +295,10 @@ def _parse_module(module: Any, digest: str) -> ReluNetwork:
                 "Linear layers and ReLU activations"
             )
         previous = node
+    return _finish_parse(module, ops, digest)
+
+
+def _finish_parse(module: Any, ops: list[tuple[str, Any]], digest: str) -> ReluNetwork:
     weights, biases = _normalise(ops, type(module).__name__)
     parsed = ReluNetwork.from_arrays(weights, biases, digest=digest)
     _check_equivalent(module, parsed)
