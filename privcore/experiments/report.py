@@ -117,7 +117,10 @@ def render_table1_like_for_like(table1: Any, calibration: Any, dataset: str) -> 
         if name not in set(table1["obfuscator"]):
             continue
         if name in ref:
-            rows.append([name, "paper (its recipe, Lap(Δp/ε), PTR)"]
+            column = PAPER_DATASET.get(dataset, "")
+            same = column.lower().replace("fmnist", "fashion-mnist") == dataset
+            other = "" if same else f"{column}, not {dataset}; "
+            rows.append([name, f"paper ({other}its recipe, Lap(Δp/ε), PTR)"]
                         + [f"{ref[name][k + 1]:.3f}" for k in range(len(epss))] + ["–"])
         cal = None if calibration is None else calibration[
             (calibration["obfuscator"] == name) & (calibration["calibration"] == "paper-text")]
