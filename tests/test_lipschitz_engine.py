@@ -312,3 +312,43 @@ def test_plain_sequential_chains_are_read_without_torch_fx(monkeypatch: pytest.M
     np.testing.assert_allclose(parsed.forward(x.numpy()), net.double()(x).detach().numpy(), atol=1e-12)
     as_network(custom)
     assert traced == [custom]  # anything but a plain chain still goes through fx
+
+
+def test_the_plain_chain_reader_never_certifies_a_forward_it_does_not_compute() -> None:
+    """A Linear subclass whose forward differs from Linear's only where the equivalence check does
+    not probe (far from the origin) used to be read as its weights; fx refuses it. Hooks (which
+    neither reader sees) and a forward set on the instance are refused too."""
+    from privcore.lipschitz.network import UnsupportedNetworkError, as_network
+
+    class Gated(torch.nn.Linear):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:  # doubles its output for |x|∞ > 20
+            y = super().forward(x)
+            return y * (1 + (x.abs().amax(dim=-1, keepdim=True) > 20).to(y.dtype))
+
+    def doubling(m: torch.nn.Module, inputs: tuple, out: torch.Tensor) -> torch.Tensor:
+        return out * (1 + (inputs[0].abs().amax(dim=-1, keepdim=True) > 20).to(out.dtype))
+
+    torch.manual_seed(0)
+    with pytest.raises(UnsupportedNetworkError):
+        as_network(torch.nn.Sequential(Gated(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2)))
+
+    hooked = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    as_network(hooked)  # parsed and memoised without a hook ...
+    handle = hooked[0].register_forward_hook(doubling)
+    with pytest.raises(UnsupportedNetworkError, match=r"'0'.*forward hook"):
+        as_network(hooked)  # ... and refused once one is added (the memo does not stand in)
+    handle.remove()
+    as_network(hooked)
+
+    handle = torch.nn.modules.module.register_module_forward_hook(doubling)
+    try:
+        with pytest.raises(UnsupportedNetworkError, match="global"):
+            as_network(torch.nn.Sequential(torch.nn.Linear(3, 2)))
+    finally:
+        handle.remove()
+
+    patched = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    plain_forward = patched.forward
+    patched.forward = lambda x: 2 * plain_forward(x) if x.abs().max() > 20 else plain_forward(x)
+    with pytest.raises(UnsupportedNetworkError, match="forward set on the instance"):
+        as_network(patched)

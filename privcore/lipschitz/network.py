@@ -198,6 +198,7 @@ def as_network(net: Any) -> ReluNetwork:
         raise UnsupportedNetworkError(
             f"net must be a torch.nn.Module made of Linear and ReLU layers, got {type(net).__name__}"
         )
+    _refuse_hooks(net)  # checked on every call: hooks are not part of the digest the memo keys on
     digest = model_hash(net)
     hit = _MEMO.get(net, digest)
     if hit is not None:
@@ -205,6 +206,33 @@ def as_network(net: Any) -> ReluNetwork:
     parsed = _parse_module(net, digest)
     _MEMO.put(net, digest, parsed)
     return parsed
+
+
+def _refuse_hooks(net: Any) -> None:
+    """Forward hooks and a ``forward`` assigned on an instance can change what a module computes
+    where the equivalence check never probes, and neither the chain reader nor torch.fx sees them:
+    refuse them on ``net`` or any submodule, and global hooks (``register_module_forward_hook``)."""
+    from torch.nn.modules import module as torch_module
+
+    if getattr(torch_module, "_global_forward_hooks", None) or getattr(
+        torch_module, "_global_forward_pre_hooks", None
+    ):
+        raise UnsupportedNetworkError(
+            "a global torch forward hook is registered; it could change what the network computes, "
+            "so its Lipschitz constant cannot be certified (remove the hook first)"
+        )
+    for name, sub in net.named_modules():
+        if "forward" in vars(sub):  # torch.fx traces type(sub).forward and never sees this one
+            raise UnsupportedNetworkError(
+                f"layer {name or '<root>'!r} ({type(sub).__name__}) has a forward set on the instance; "
+                "it cannot be parsed, so its Lipschitz constant cannot be certified"
+            )
+        if getattr(sub, "_forward_hooks", None) or getattr(sub, "_forward_pre_hooks", None):
+            raise UnsupportedNetworkError(
+                f"layer {name or '<root>'!r} ({type(sub).__name__}) has a forward hook; hooks can change "
+                "what the network computes, so its Lipschitz constant cannot be certified "
+                "(remove the hook first)"
+            )
 
 
 def _affine_op(sub: Any) -> tuple[str, Any]:
@@ -220,11 +248,13 @@ def _sequential_ops(module: Any) -> list[tuple[str, Any]] | None:
     which breaks module calls in other threads (the dashboard's)."""
     import torch
 
-    if isinstance(module, torch.nn.Linear):
+    # exact types' own forward only: a subclass may override forward (fx traces into it and refuses
+    # what it cannot model; reading its weights here would certify a map it does not compute)
+    if isinstance(module, torch.nn.Linear) and type(module).forward is torch.nn.Linear.forward:
         return [_affine_op(module)]
-    if isinstance(module, torch.nn.ReLU):
+    if isinstance(module, torch.nn.ReLU) and type(module).forward is torch.nn.ReLU.forward:
         return [("relu", None)]
-    if isinstance(module, torch.nn.Identity):
+    if isinstance(module, torch.nn.Identity) and type(module).forward is torch.nn.Identity.forward:
         return []
     if type(module) is not torch.nn.Sequential:  # a subclass may override forward
         return None
