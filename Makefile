@@ -13,8 +13,9 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 TORCH_BUILD ?= auto
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
-# the probe for a GPU (overridable so that tests can pretend either way)
-NVIDIA_SMI ?= nvidia-smi
+# the probe for an NVIDIA GPU: nvidia-smi, or the driver's /proc entry where nvidia-smi is not on PATH
+# (overridable so that tests can pretend either way)
+GPU_PROBE ?= nvidia-smi -L >/dev/null 2>&1 || test -e /proc/driver/nvidia/version
 PIP_INSTALL = $(PY) -m pip install --quiet
 PORT ?= 8501
 # loopback only by default; HOST=0.0.0.0 (every interface) is an explicit opt-in: the dashboard has no login
@@ -43,7 +44,8 @@ install: $(STAMP)
 $(STAMP): requirements.txt requirements-cuda.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	@build=$$($(MAKE) -s --no-print-directory torch-build) || exit 2; echo "torch: $$build build"; \
+	@set -e; build=$$($(MAKE) -s --no-print-directory -f $(firstword $(MAKEFILE_LIST)) torch-build) || exit 2; \
+	echo "torch: $$build build"; \
 	if [ "$$build" = cpu ]; then $(PIP_INSTALL) --extra-index-url $(TORCH_INDEX) -r requirements.txt; \
 	else $(PIP_INSTALL) -r requirements.txt -r requirements-cuda.txt; fi; \
 	echo $$build > $(VENV)/.torch-build
@@ -55,7 +57,7 @@ $(STAMP): requirements.txt requirements-cuda.txt pyproject.toml
 torch-build:
 	@case "$(TORCH_BUILD)" in \
 	  cpu|cuda) echo $(TORCH_BUILD);; \
-	  auto) if $(NVIDIA_SMI) -L >/dev/null 2>&1; then echo cuda; \
+	  auto) if { $(GPU_PROBE); } >/dev/null 2>&1; then echo cuda; \
 	    elif $(PYTHON) -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + '/torch/', timeout=5)" \
 	      "$(TORCH_INDEX)" >/dev/null 2>&1; then echo cpu; \
 	    else echo "note: no NVIDIA GPU, but $(TORCH_INDEX) is not reachable: taking PyPI's CUDA build of" \
