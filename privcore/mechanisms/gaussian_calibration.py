@@ -73,7 +73,11 @@ def classic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float) 
             f'got {epsilon!r}; use calibration="analytic" (Balle & Wang 2018), valid for every ε > 0'
         )
     params = f"epsilon={epsilon!r}, delta={delta!r}, sensitivity={sensitivity!r}"
-    return _sigma(math.sqrt(2.0 * math.log(1.25 / dlt)) / eps, sens, params)
+    # 1.25/δ, log, sqrt and /ε each round to nearest (relative error ≤ 2⁻⁵³; log and sqrt damp the
+    # error they inherit): widen by 2·2⁻⁵² ≥ 4·2⁻⁵³ and round the product up, so that σ is never below
+    # √(2 ln(1.25/δ))·Δ/ε (what the theorem needs)
+    ratio = math.sqrt(2.0 * math.log(1.25 / dlt)) / eps
+    return _sigma(ratio * (1.0 + 2.0 * sys.float_info.epsilon), sens, params, round_up=True)
 
 
 def _log_analytic_delta(ratio: float, eps: float) -> float:
