@@ -126,6 +126,13 @@ def embedder_cmd(
     width: int = typer.Option(None),
     beta: float = typer.Option(None, help="β of the β-VAE (paper: 5)"),
     kl_warmup: int = typer.Option(None, "--kl-warmup", help="epochs over which the KL weight ramps 0 → β"),
+    validation_fraction: float = typer.Option(
+        0.0,
+        "--validation-fraction",
+        help="hold out this stratified fraction of the training set as validation (0 = none); the "
+        "obfuscator, Δp, classifier and attacker trained on this embedder then train on the rest",
+    ),
+    validation_seed: int = typer.Option(0, "--validation-seed", help="seed of the validation split"),
     device: str = _DEVICE,
     seed: int = _SEED,
     models_dir: Path = _MODELS,
@@ -134,12 +141,20 @@ def embedder_cmd(
     progress: bool = _PROGRESS,
     resume: bool = _RESUME,
 ) -> None:
-    """Train the β-VAE embedder (posthoc-PTR App. E)."""
+    """Train the β-VAE embedder (posthoc-PTR App. E); with --validation-fraction on the training
+    set minus a held-out validation split (its card's "test" metrics are then validation metrics)."""
     from privcore.train.embedder import train_embedder
     from privcore.train.recipes import embedder_recipe
 
     mdir = _setup(models_dir, threads)
     ds = _load(dataset, data_root)
+    if validation_fraction:
+        from privcore.data import validation_split
+
+        try:
+            ds = validation_split(ds, fraction=validation_fraction, seed=validation_seed).dataset
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from exc
     rec = embedder_recipe(
         dataset,
         epochs=epochs,

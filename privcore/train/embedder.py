@@ -46,16 +46,20 @@ def dataset_card(ds: Dataset) -> dict[str, Any]:
 
 
 def dataset_from_card(dcard: dict[str, Any]) -> Dataset:
-    """Reload the exact data a card was trained on (loader options and any recorded subset) and
-    check its fingerprint (ValueError when the data on this machine differ)."""
-    from privcore.data import load_dataset
+    """Reload the exact data a card was trained on (loader options, any recorded subset, then any
+    validation split: :func:`privcore.data.validation_split`) and check its fingerprint
+    (ValueError when the data on this machine differ)."""
+    from privcore.data import load_dataset, validation_split
 
     opts = dict(dcard.get("options") or {})
     subset = opts.pop("subset", None)
+    validation = opts.pop("validation", None)
     root = opts.pop("root", None)
     ds = load_dataset(dcard["name"], root=root, **opts)
     if subset:
         ds = ds.subset(**subset)
+    if validation:
+        ds = validation_split(ds, fraction=validation["fraction"], seed=validation["seed"]).dataset
     if ds.fingerprint != dcard["fingerprint"]:
         raise ValueError(
             f"the {dcard['name']!r} data on this machine differ from the data the checkpoint was trained on "
