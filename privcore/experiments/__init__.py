@@ -14,6 +14,7 @@ every CSV: ``data/results/README.md``. Our numbers beside the papers': ``docs/RE
 ``ip``        inference-privacy paper Figs 3–5 and its CIFAR table
 ``audit``     empirical privacy audit of every mechanism (lower bounds on ε)
 ``calibration``  Table 1's release noise under the paper's and the authors' code's calibrations
+``select``    issue 15: the ARL-C-N release margin and classifier schedule chosen on validation
 ============  ==================================================================================
 """
 
@@ -28,6 +29,7 @@ from privcore.experiments.runner import DEFAULT_RESULTS_DIR, ResultTable, RunCon
 __all__ = [
     "DEFAULT_RESULTS_DIR",
     "EXPERIMENTS",
+    "NOT_IN_ALL",
     "ResultTable",
     "RunContext",
     "get_experiment",
@@ -45,7 +47,10 @@ EXPERIMENTS: dict[str, str] = {
     "table1": "table1",
     "attack": "attack",
     "calibration": "calibration",
+    "select": "select",
 }
+#: Experiments that ``all`` leaves out: they train models (run them by name).
+NOT_IN_ALL: frozenset[str] = frozenset({"select"})
 
 
 def get_experiment(name: str) -> Callable[[RunContext], Any]:

@@ -29,7 +29,10 @@ experiment_app = typer.Typer(
 @experiment_app.callback(invoke_without_command=True)
 def experiment(
     name: Annotated[
-        str, typer.Argument(help="table1, table2, attack, fig2, fig3, fig4, ip, audit, all, or report")
+        str,
+        typer.Argument(
+            help="table1, table2, attack, fig2, fig3, fig4, ip, audit, calibration, select, all, or report"
+        ),
     ],
     dataset: Annotated[
         str,
@@ -67,7 +70,7 @@ def experiment(
 ) -> None:
     """Run one experiment (or ``all``) for one dataset and print where its results are."""
     from privcore.executors import RayExecutor, executor_from_options
-    from privcore.experiments import EXPERIMENTS, run_experiment
+    from privcore.experiments import EXPERIMENTS, NOT_IN_ALL, run_experiment
     from privcore.experiments.runner import DEFAULT_RESULTS_DIR, RunContext, default_command
 
     if tiny and quick:
@@ -92,7 +95,7 @@ def experiment(
             atomic_write_text(report_file, text + "\n")
             typer.echo(f"wrote {report_file}")
         return
-    names = list(EXPERIMENTS) if name == "all" else [name]
+    names = [n for n in EXPERIMENTS if n not in NOT_IN_ALL] if name == "all" else [name]
     if name != "all" and name not in EXPERIMENTS:
         raise typer.BadParameter(f"NAME must be one of {', '.join(EXPERIMENTS)}, all or report, got {name!r}")
     mode = "tiny" if tiny else ("quick" if quick else "full")
