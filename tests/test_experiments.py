@@ -281,3 +281,36 @@ def test_a_quick_or_tiny_run_never_writes_the_committed_results(
     assert (tmp_path / "quick" / "digits" / "table2.csv").is_file()
     assert "committed results are untouched" in result.output
     assert (committed.read_bytes() if committed.exists() else None) == before
+
+
+def test_select_tiny_chooses_on_validation_and_reads_the_test_set_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 15: candidates train on training-minus-validation into the select cache (not models/),
+    one candidate per choice is selected, and only the selected pair has test rows."""
+    from privcore.cli import app
+
+    monkeypatch.setenv("PRIVCORE_SELECT_DIR", str(tmp_path / "cache"))
+    args = ["experiment", "select", "--dataset", "digits", "--tiny", "--out", str(tmp_path / "out"),
+            "--certifier", "interval", "--workers", "1", "--no-progress"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    frame = pd.read_csv(tmp_path / "out" / "digits" / "select.csv")
+    assert list(frame.columns) == documented_columns("select")
+    meta = json.loads((tmp_path / "out" / "digits" / "select.json").read_text())
+    split = meta["config"]["validation_split"]
+    assert split["fraction"] == 0.1 and split["n_fit"] + split["n_val"] == split["n_train_total"]
+    assert len(split["held_out_sha256"]) == 64 and meta["complete"] is True
+    for choice in ("release_margin", "classifier_schedule"):
+        part = frame[frame["choice"] == choice]
+        assert (part["split"] == "validation").all()
+        assert part[part["selected"]]["candidate"].nunique() == 1
+    test = frame[frame["split"] == "test"]
+    assert (test["choice"] == "final").all() and test["selected"].all() and test["candidate"].nunique() == 1
+    assert ((frame["accuracy_lo"] <= frame["accuracy"]) & (frame["accuracy"] <= frame["accuracy_hi"])).all()
+    sel = meta["notes"]["selected"]
+    assert test["release_margin"].iloc[0] == sel["release_margin"]
+    cards = list((tmp_path / "cache").rglob("obfuscator-ARL-C-N.json"))
+    assert len(cards) == 2
+    card = json.loads(cards[0].read_text())
+    assert card["dataset"]["n_train"] == split["n_fit"] and card["dataset"]["options"]["validation"]

@@ -103,13 +103,14 @@ def _plan(ctx: RunContext) -> dict[str, Any]:
         "schedules": ctx.pick(full=SCHEDULES, quick=((15, "constant"), (30, "cosine")),
                               tiny=((1, "constant"), (2, "cosine"))),
         "epsilons": ctx.pick(full=EPSILONS, quick=EPSILONS, tiny=(1.0, 5.0)),
-        "n_val": ctx.pick(full=None, quick=500, tiny=30),
-        "n_test": ctx.n_test(full=None, quick=1000, tiny=20),
-        "delta_p_n": ctx.pick(full=300, quick=100, tiny=8),
+        "n_val": ctx.pick(full=None, quick=500, tiny=8),
+        "n_test": ctx.n_test(full=None, quick=1000, tiny=6),
+        "delta_p_n": ctx.pick(full=300, quick=100, tiny=3),
         "grid_steps": ctx.pick(full=32, quick=32, tiny=4),
-        "embedder": {"epochs": 2} if tiny else {},
-        "obfuscator": {"warmup_epochs": 1, "epochs": 1, "classifier_refit_epochs": 1} if tiny else {},
-        "classifier": ctx.pick(full={}, quick={"epochs": 30}, tiny={"epochs": 2}),
+        "embedder": {"epochs": 1, "batch_size": 512} if tiny else {},
+        "obfuscator": {"warmup_epochs": 0, "epochs": 1, "classifier_refit_epochs": 1, "batch_size": 512}
+        if tiny else {},
+        "classifier": ctx.pick(full={}, quick={"epochs": 30}, tiny={"epochs": 2, "batch_size": 512}),
     }
     return plan
 
@@ -324,19 +325,21 @@ def run(ctx: RunContext) -> Any:
     # the one read of the test set
     name = f"{_margin_name(margin)},{_schedule_name(schedule)}"
     if not table.done(choice="final", candidate=name, split="test", epsilon=plan["epsilons"][-1]):
-        rows = _score(ctx, final, ds.x_test[test_idx], ds.y_test[test_idx].numpy(), plan=plan, split="test",
-                      seed_key="final")
-        _add(table, rows, choice="final", candidate=name, release_margin=margin, classifier_epochs=schedule[0],
-             classifier_schedule=schedule[1], selected=True)
+        x_test, y_test = ds.x_test[test_idx], ds.y_test[test_idx].numpy()
+        rows = _score(ctx, final, x_test, y_test, plan=plan, split="test", seed_key="final")
+        _add(table, rows, choice="final", candidate=name, release_margin=margin,
+             classifier_epochs=schedule[0], classifier_schedule=schedule[1], selected=True)
     notes.update({
-        "selected": {"release_margin": margin, "classifier_epochs": schedule[0], "classifier_schedule": schedule[1]},
+        "selected": {"release_margin": margin, "classifier_epochs": schedule[0],
+                     "classifier_schedule": schedule[1]},
         "final_checkpoints": {"obfuscator": str(stem), "classifier": str(cstem),
                               "classifier_sha256": final.cards["classifier"]["weights"]["sha256"]},
         "test_set": "read once, for the selected pair only (rows with split = test)",
         "validation_split": rec,
     })
     out = table.frame()
-    return table.finish(figures=save_figure(_figure(out, ctx.dataset), ctx.dataset_dir / "select"), notes=notes)
+    figures = save_figure(_figure(out, ctx.dataset), ctx.dataset_dir / "select")
+    return table.finish(figures=figures, notes=notes)
 
 
 def _figure(frame: Any, dataset: str) -> Any:
@@ -351,7 +354,8 @@ def _figure(frame: Any, dataset: str) -> Any:
             part = part.sort_values("epsilon")
             sel = str(part["selected"].iloc[0]) == "True"
             fig.add_trace(go.Scatter(
-                x=part["epsilon"], y=part["accuracy"], mode="lines+markers", name=f"{cand}{' *' if sel else ''}",
+                x=part["epsilon"], y=part["accuracy"], mode="lines+markers",
+                name=f"{cand}{' *' if sel else ''}",
                 line={"width": 3 if sel else 1},
                 error_y={"type": "data", "symmetric": False, "array": part["accuracy_hi"] - part["accuracy"],
                          "arrayminus": part["accuracy"] - part["accuracy_lo"]},
