@@ -346,7 +346,7 @@ def _figure(frame: Any, dataset: str) -> Any:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    titles = ("(A) release margin, validation", "(B) classifier schedule, validation", "selected pair, test")
+    titles = ("A: margin (validation)", "B: schedule (validation)", "selected (test)")
     fig = make_subplots(rows=1, cols=3, subplot_titles=titles, shared_yaxes=True)
     finite = frame[np.isfinite(frame["epsilon"])]
     for col, choice in enumerate(("release_margin", "classifier_schedule", "final"), start=1):
