@@ -362,6 +362,7 @@ def _figure(frame: Any, dataset: str) -> Any:
             ), row=1, col=col)
     fig.update_xaxes(title_text="ε", type="log")
     fig.update_yaxes(title_text="accuracy (⊥ = uniform guess)", row=1, col=1)
+    fig.update_annotations(font_size=13)
     fig.update_layout(title=f"Validation-only selection ({dataset}, ARL-C-N; * = selected)",
-                      template="plotly_white", height=430)
+                      template="plotly_white", height=430, width=1300)
     return fig
