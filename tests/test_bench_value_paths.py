@@ -29,7 +29,10 @@ def value_paths():
 
 @pytest.mark.parametrize("output_norm", ["l1", "linf"])
 @pytest.mark.parametrize(
-    ("dims", "radius"), [((3, 5, 4, 2), 0.5), ((4, 6, 6, 3), 1.5), ((3, 4, 4, 4, 2), 1.0)]
+    ("dims", "radius"),
+    [((3, 5, 4, 2), 0.5),  # the larger two run with `make test-slow` (the default suite has 5 minutes)
+     pytest.param((4, 6, 6, 3), 1.5, marks=pytest.mark.slow),
+     pytest.param((3, 4, 4, 4, 2), 1.0, marks=pytest.mark.slow)],
 )
 def test_region_bnb_brackets_the_brute_force_value(value_paths, dims, radius, output_norm) -> None:
     for seed in range(2):
