@@ -119,7 +119,6 @@ def test_installed_dashboard_answers(installed, tmp_path: Path) -> None:
         proc.wait(timeout=30)
 
 
-@pytest.mark.slow
 def test_installed_dashboard_renders_its_home_page(installed, tmp_path: Path) -> None:
     _, env = installed
     code = (
