@@ -205,8 +205,10 @@ def render_attack(frame: Any, dataset: str, metric: str) -> str:
         rows.append(cells)
     if f"{metric}_lo" in frame:
         note = ("n = released images the attacker reconstructed in that cell (⊥ gives it nothing); [lo, hi] "
-                "is a 95 % percentile-bootstrap interval of the mean (2 000 resamples). The last row is the "
-                "floor: the training mean image as the guess, on all evaluated test images.\n\n")
+                "is a 95 % percentile-bootstrap interval of the mean (2 000 resamples of those images; it "
+                "covers the choice of images, not the one noise draw per image or the one seeded attacker). "
+                "The last row is the floor: the training mean image as the guess, on all evaluated test "
+                "images (each cell's floor on its own released images is `<metric>_floor` in the CSV).\n\n")
     elif "n_eval" in frame:
         note = ("n = released images the attacker reconstructed in that cell (⊥ gives it nothing); ± is the "
                 "half-width of a 95 % Student-t interval from the cell's mean, standard deviation and n.\n\n")
