@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from privcore.experiments.report import hoeffding_halfwidth
+from privcore.experiments import hoeffding_halfwidth
 from privlens import charts, ptr, ui
 from privlens.image import current_image
 from privlens.session import load_results, release_probability, smallest_epsilon

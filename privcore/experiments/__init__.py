@@ -24,6 +24,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from privcore.experiments.report import hoeffding_halfwidth
 from privcore.experiments.runner import DEFAULT_RESULTS_DIR, ResultTable, RunContext
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "ResultTable",
     "RunContext",
     "get_experiment",
+    "hoeffding_halfwidth",
     "run_experiment",
 ]
 
