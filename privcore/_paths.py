@@ -32,17 +32,22 @@ def models_dir() -> Path:
     return Path(str(resources.files("privcore").joinpath("_models")))
 
 
-def cache_dir() -> Path:
-    """``$PRIVLENS_CACHE_DIR``, else ``<checkout>/.cache/lipschitz``, else
-    ``$XDG_CACHE_HOME/privlens/lipschitz`` (``~/.cache`` when unset)."""
-    env = os.environ.get("PRIVLENS_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
+def cache_subdir(name: str, env: str) -> Path:
+    """``$<env>``, else ``<checkout>/.cache/<name>`` (git-ignored), else ``$XDG_CACHE_HOME/privlens/<name>``
+    (``~/.cache`` when unset): where each of privcore's caches lives."""
+    value = os.environ.get(env)
+    if value:
+        return Path(value).expanduser()
     root = checkout_root()
     if root is not None:
-        return root / ".cache" / "lipschitz"
+        return root / ".cache" / name
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "privlens" / "lipschitz"
+    return Path(base).expanduser() / "privlens" / name
+
+
+def cache_dir() -> Path:
+    """The Lipschitz cache: ``$PRIVLENS_CACHE_DIR``, else ``.cache/lipschitz`` (:func:`cache_subdir`)."""
+    return cache_subdir("lipschitz", "PRIVLENS_CACHE_DIR")
 
 
 def results_dir() -> Path:
@@ -53,13 +58,6 @@ def results_dir() -> Path:
 
 def quick_results_dir() -> Path:
     """Where ``--quick``/``--tiny`` experiments write unless told otherwise, so they never overwrite
-    the committed full results: ``$PRIVCORE_QUICK_RESULTS_DIR``, else ``<checkout>/.cache/results-quick``
-    (git-ignored), else ``$XDG_CACHE_HOME/privlens/results-quick``."""
-    env = os.environ.get("PRIVCORE_QUICK_RESULTS_DIR")
-    if env:
-        return Path(env).expanduser()
-    root = checkout_root()
-    if root is not None:
-        return root / ".cache" / "results-quick"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "privlens" / "results-quick"
+    the committed full results: ``$PRIVCORE_QUICK_RESULTS_DIR``, else ``.cache/results-quick``
+    (:func:`cache_subdir`)."""
+    return cache_subdir("results-quick", "PRIVCORE_QUICK_RESULTS_DIR")

@@ -9,7 +9,6 @@ stopped, and nothing is trained twice.
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -27,18 +26,10 @@ __all__ = [
 
 
 def select_cache_root() -> Path:
-    """``$PRIVCORE_SELECT_DIR``, else ``<checkout>/.cache/select`` (git-ignored), else
-    ``$XDG_CACHE_HOME/privlens/select``."""
-    from privcore._paths import checkout_root
+    """``$PRIVCORE_SELECT_DIR``, else ``.cache/select`` (:func:`privcore._paths.cache_subdir`)."""
+    from privcore._paths import cache_subdir
 
-    env = os.environ.get("PRIVCORE_SELECT_DIR")
-    if env:
-        return Path(env).expanduser()
-    root = checkout_root()
-    if root is not None:
-        return root / ".cache" / "select"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "privlens" / "select"
+    return cache_subdir("select", "PRIVCORE_SELECT_DIR")
 
 
 def _card(stem: Path) -> dict[str, Any] | None:
