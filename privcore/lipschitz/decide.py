@@ -13,9 +13,11 @@ global_patterns       pass if no activation pattern at all has ‖J_D‖ > τ
                       (:mod:`~privcore.lipschitz.pattern_bnb`, once per model and τ): every radius.
 box_patterns          pass if no pattern the box's stable neurons allow has ‖J_D‖ > τ
                       (enumerated, or read from a realised-pattern table).
-split                 too many unstable neurons to enumerate and no sampled witness: the same
-                      bound on sub-boxes (:mod:`~privcore.lipschitz.splitting`, ≤ ``SPLIT_SECONDS``);
-                      a cover by cleared sub-boxes passes, a float64-verified point fails.
+split                 too many unstable neurons to enumerate and no sampled witness: input
+                      splitting (:mod:`~privcore.lipschitz.splitting`, ≤ ``SPLIT_SECONDS``), each
+                      sub-box bounded per vertex pair by CROWN-style bounds on the Clarke Jacobian
+                      (:mod:`~privcore.lipschitz.clarke`); a cover by cleared sub-boxes passes, a
+                      float64-verified point fails.
 nearest_violation     the exact distance d* from z to the nearest region with ‖J_D‖ > τ (region
                       LPs, pruned by the sampled witness): r < d* passes, r ≥ d* fails, for every
                       r ≤ radius (returned as facts); a radius inside the LP tolerance band of d*

@@ -1,21 +1,25 @@
-"""Decide "L(f, B(z, r)) ≤ τ?" by splitting the box: branch and bound over the input.
+"""Decide "L(f, B(z, r)) ≤ τ?" by splitting the box: a batched branch and bound over the input.
 
 The local Lipschitz constant over a box is the largest generalised-Jacobian norm over its points
 (Jordan & Dimakis, NeurIPS 2020, Thm. 3.2), so over a union of closed sub-boxes it is the largest
-of theirs. Each sub-box gets, cheapest first,
+of theirs, and ``‖J‖ = max cᵀ J s`` over vertex pairs (c, s). A sub-box keeps the pairs it has not
+cleared yet; a batch of the open sub-boxes gets, cheapest first,
 
-* a certified upper bound: interval propagation, then the largest ``‖J_D‖`` over the patterns its
-  own stable neurons allow (:func:`~privcore.lipschitz.pattern_bnb.max_pattern_norm`; a smaller
-  box fixes more neurons, so the bound falls as boxes shrink). ``≤ τ`` clears the sub-box;
-* a witness: the best pattern that bound found, if its region has an interior point in the
-  sub-box (one LP), and the Jacobian norms at sampled points of the sub-box, each re-evaluated in
-  float64 at a point where the network is affine. One witness ``> τ`` fails the whole decision;
+* certified bounds per open pair (:mod:`~privcore.lipschitz.clarke`: CROWN pre-activation bounds,
+  then the interval and linear bounds on ``cᵀ J s``). A pair whose bound is ``≤ τ`` is cleared for
+  the sub-box and everything inside it, so children inherit only the open pairs (and their parent's
+  pre-activation bounds, which they tighten). A sub-box with no open pair is cleared;
+* with few unstable neurons left, the largest ``‖J_D‖`` over the patterns its stable neurons allow
+  (:func:`~privcore.lipschitz.pattern_bnb.max_pattern_norm`, exact over them); ``≤ τ`` clears it;
+* a witness: Jacobian norms at its centre and at sampled points (and at an interior point of the
+  best pattern found, by one LP), each re-evaluated in float64 where the network is affine. One
+  witness ``> τ`` fails the whole decision;
 * otherwise it is halved along its most influential coordinate (width × ℓ1 norm of the first
-  layer's column), the open sub-box with the largest bound first.
+  layer's column over its unstable neurons), the open sub-boxes with the largest bounds first.
 
 Every answer is exact (a pass is a cover of the box by cleared sub-boxes, a fail a point of the box
 whose Jacobian norm exceeds τ); when the budget runs out the search returns None and the caller
-goes on to the MILP. This is what decides wide networks (8→32→32→8), where LipMIP's bound stalls.
+goes on to the MILP.
 """
 
 from __future__ import annotations
@@ -26,11 +30,12 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
-from privcore.lipschitz.bounds import box_around, forward_bounds, interval_upper_bound, jacobian_norms
+from privcore.lipschitz.bounds import box_around, jacobian_norms
+from privcore.lipschitz.clarke import ClarkeBounds, clarke_bounds, single_threaded
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.pattern_bnb import max_pattern_norm
-from privcore.lipschitz.patterns import stable_masks
 from privcore.lipschitz.regions import strict_point_for_pattern
 from privcore.validation import check_finite_array, check_nonnegative, check_real
 
@@ -38,8 +43,14 @@ __all__ = ["SplitResult", "split_decide"]
 
 #: nodes of the per-sub-box pattern branch and bound
 _BOX_NODES = 200_000
+#: a sub-box with at most this many unstable neurons also gets the exact pattern bound
+_PATTERN_UNSTABLE = 12
 #: random points sampled per sub-box for a witness
-_SAMPLES = 16
+_SAMPLES = 4
+#: (sub-box, pair) bounds computed together
+_BATCH_PAIRS = 1 << 17
+#: sub-boxes processed together
+_BATCH_BOXES = 64
 
 
 @dataclass(frozen=True)
@@ -54,26 +65,104 @@ class SplitResult:
     boxes: int
 
 
-def _witness(
-    net: ReluNetwork,
-    lo: np.ndarray,
-    hi: np.ndarray,
-    pattern: np.ndarray | None,
-    rng: np.random.Generator,
-    input_norm: str,
-    output_norm: str,
-) -> tuple[float, np.ndarray | None]:
-    pts = [(lo + hi) / 2.0, *(lo + (hi - lo) * rng.random((_SAMPLES, lo.size)))]
-    if pattern is not None:
-        layers = [d.astype(np.float64) for d in net.split_pattern(pattern)]
-        strict = strict_point_for_pattern(net, lo, hi, layers)
-        if strict is not None:
-            pts.append(strict)
-    pts = np.array(pts)
-    vals, ok = jacobian_norms(net, pts, input_norm=input_norm, output_norm=output_norm)
-    vals = np.where(ok, vals, -np.inf)
-    i = int(np.argmax(vals))
-    return float(vals[i]), pts[i]
+@dataclass(eq=False)
+class _Box:
+    lo: np.ndarray
+    hi: np.ndarray
+    parent: tuple[list[torch.Tensor], list[torch.Tensor]] | None  # its enclosing box's bounds, (1, n_l) each
+    pairs: torch.Tensor | None  # open pairs (None: all)
+
+
+def _pattern_witness(net: ReluNetwork, box: _Box, pattern: np.ndarray | None) -> list[np.ndarray]:
+    if pattern is None:
+        return []
+    layers = [d.astype(np.float64) for d in net.split_pattern(pattern)]
+    strict = strict_point_for_pattern(net, box.lo, box.hi, layers)
+    return [] if strict is None else [strict]
+
+
+class _Search:
+    def __init__(self, net: ReluNetwork, cb: ClarkeBounds, tau: float, norms: dict, rng: np.random.Generator):
+        self.net, self.cb, self.tau, self.norms, self.rng = net, cb, tau, norms, rng
+        paths, acc = [], np.eye(net.in_dim)
+        for w in net.weights[:-1]:
+            acc = np.abs(w) @ acc
+            paths.append(acc)
+        self.reach = np.vstack(paths)  # |W_l|…|W_1|: how far each input moves each hidden neuron
+        self.cleared = -math.inf
+
+    def bounds(self, boxes: list[_Box]) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor],
+                                                 list[torch.Tensor]]:
+        """Pre-activation bounds of a batch, and per box its open pairs and their bounds."""
+        dev = self.cb.device
+        lo = torch.tensor(np.array([b.lo for b in boxes]), dtype=torch.float64, device=dev)
+        hi = torch.tensor(np.array([b.hi for b in boxes]), dtype=torch.float64, device=dev)
+        parent = None
+        if all(b.parent is not None for b in boxes):
+            n_layers = len(boxes[0].parent[0])
+            parent = ([torch.cat([b.parent[0][k] for b in boxes]) for k in range(n_layers)],
+                      [torch.cat([b.parent[1][k] for b in boxes]) for k in range(n_layers)])
+        lows, ups = self.cb.preactivation_bounds(lo, hi, parent)
+        all_pairs = torch.arange(self.cb.n_pairs, device=dev)
+        pairs = [all_pairs if b.pairs is None else b.pairs for b in boxes]
+        node = torch.cat([torch.full((p.numel(),), i, device=dev, dtype=torch.long)
+                          for i, p in enumerate(pairs)])
+        flat = torch.cat(pairs)
+        values = torch.cat([self.cb.pair_bounds(lows, ups, node[s:s + _BATCH_PAIRS], flat[s:s + _BATCH_PAIRS],
+                                                    self.tau)
+                            for s in range(0, flat.numel(), _BATCH_PAIRS)]) if flat.numel() else flat.double()
+        sizes = [p.numel() for p in pairs]
+        return lows, ups, list(torch.split(flat, sizes)), list(torch.split(values, sizes))
+
+    def step(self, boxes: list[_Box]) -> tuple[list[tuple[float, _Box]], tuple[float, np.ndarray] | None]:
+        """Process a batch: the children to push (with priorities), or a witness above τ."""
+        lows, ups, pairs, values = self.bounds(boxes)
+        children: list[tuple[float, _Box]] = []
+        open_boxes = []
+        for i, box in enumerate(boxes):
+            keep = values[i] > self.tau
+            settled = values[i][~keep]
+            if settled.numel():
+                self.cleared = max(self.cleared, float(settled.max()))
+            if not bool(keep.any()):
+                continue
+            upper = float(values[i][keep].max())
+            states = [(lows[k][i] > 0, ups[k][i] < 0) for k in range(len(lows))]
+            n_unstable = sum(int((~(a | b)).sum()) for a, b in states)
+            pattern = None
+            if n_unstable <= _PATTERN_UNSTABLE:
+                on = np.concatenate([a.cpu().numpy() for a, _ in states])
+                off = np.concatenate([b.cpu().numpy() for _, b in states])
+                res = max_pattern_norm(self.net, threshold=self.tau, on=on, off=off, max_nodes=_BOX_NODES,
+                                       **self.norms)
+                if res is not None:
+                    if res.upper <= self.tau:
+                        self.cleared = max(self.cleared, res.upper)
+                        continue
+                    pattern = res.pattern if res.lower > self.tau else None
+            open_boxes.append((i, box, upper, pattern, pairs[i][keep], states))
+        if not open_boxes:
+            return [], None
+        pts = []
+        for _, box, _, pattern, _, _ in open_boxes:
+            sampled = box.lo + (box.hi - box.lo) * self.rng.random((_SAMPLES, box.lo.size))
+            pts += [(box.lo + box.hi) / 2.0, *sampled, *_pattern_witness(self.net, box, pattern)]
+        vals, ok = jacobian_norms(self.net, np.array(pts), **self.norms)
+        vals = np.where(ok, vals, -np.inf)
+        k = int(np.argmax(vals))
+        if vals[k] > self.tau:
+            return [], (float(vals[k]), np.asarray(pts[k]))
+        for i, box, upper, _, open_pairs, states in open_boxes:
+            unstable = np.concatenate([(~(a | b)).cpu().numpy() for a, b in states])
+            reach = self.reach[unstable].sum(axis=0)
+            j = int(np.argmax((box.hi - box.lo) * (reach + 1e-12)))
+            mid = (box.lo[j] + box.hi[j]) / 2.0
+            left_hi, right_lo = box.hi.copy(), box.lo.copy()
+            left_hi[j], right_lo[j] = mid, mid
+            parent = ([x[i:i + 1] for x in lows], [x[i:i + 1] for x in ups])
+            for lo, hi in ((box.lo, left_hi), (right_lo, box.hi)):
+                children.append((upper, _Box(lo=lo, hi=hi, parent=parent, pairs=open_pairs)))
+        return children, None
 
 
 def split_decide(
@@ -84,53 +173,50 @@ def split_decide(
     *,
     input_norm: str = "linf",
     output_norm: str = "l1",
-    max_boxes: int = 2000,
+    max_boxes: int = 200_000,
     max_seconds: float = 10.0,
     seed: int = 0,
+    device: str | None = None,
 ) -> SplitResult | None:
     """Exactly decide ``L(f, B(center, radius)) ≤ threshold`` by input splitting (module docstring),
-    or None when ``max_boxes`` sub-boxes or ``max_seconds`` did not settle it. ``seed`` drives only
-    where witnesses are sampled, never a pass."""
+    or None when ``max_boxes`` sub-boxes or ``max_seconds`` did not settle it, or the norm has too
+    many vertex pairs (:data:`~privcore.lipschitz.clarke.MAX_PAIRS`). ``seed`` drives only where
+    witnesses are sampled, never a pass; ``device`` is where the bounds run (None: CUDA when present)."""
     center = check_finite_array("center", center).reshape(-1)
     if center.shape[0] != net.in_dim:
         raise ValueError(f"center must have the input dimension {net.in_dim}, got {center.shape[0]}")
     radius = check_nonnegative("radius", radius)
     threshold = check_real("threshold", threshold)
-    if max_seconds <= 0 or max_boxes <= 0:
+    if max_seconds <= 0 or max_boxes <= 0 or len(net.weights) < 2:
         return None
-    start = time.perf_counter()
-    rng = np.random.default_rng(seed)
     norms = dict(input_norm=input_norm, output_norm=output_norm)
-    reach = np.abs(net.weights[0]).sum(axis=0)
+    cb = clarke_bounds(net, device=device, **norms)
+    if cb is None:
+        return None
+    with single_threaded(cb.device):
+        return _split(net, cb, center, radius, threshold, norms, max_boxes, max_seconds, seed)
+
+
+def _split(net: ReluNetwork, cb: ClarkeBounds, center: np.ndarray, radius: float, threshold: float,
+           norms: dict, max_boxes: int, max_seconds: float, seed: int) -> SplitResult | None:
+    start = time.perf_counter()
+    search = _Search(net, cb, threshold, norms, np.random.default_rng(seed))
     lo, hi = box_around(center, radius)
-    heap: list[tuple[float, int, np.ndarray, np.ndarray]] = [(-math.inf, 0, lo, hi)]
-    cleared, count, tick = -math.inf, 0, 1
+    heap: list[tuple[float, int, _Box]] = [(-math.inf, 0, _Box(lo=lo, hi=hi, parent=None, pairs=None))]
+    count, tick = 0, 1
     while heap:
         if count >= max_boxes or time.perf_counter() - start > max_seconds:
             return None
-        _, _, lo, hi = heapq.heappop(heap)
-        count += 1
-        fwd = forward_bounds(net, lo, hi)
-        upper = interval_upper_bound(net, lo, 0.0, fwd=fwd, **norms)  # the sub-box's bounds, via fwd
-        pattern = None
-        if upper > threshold:
-            on, off = stable_masks(fwd)
-            res = max_pattern_norm(net, threshold=threshold, on=on, off=off, max_nodes=_BOX_NODES, **norms)
-            if res is not None:
-                upper = min(upper, res.upper)
-                pattern = res.pattern if res.lower > threshold else None
-        if upper <= threshold:
-            cleared = max(cleared, upper)
-            continue
-        value, point = _witness(net, lo, hi, pattern, rng, **norms)
-        if value > threshold:
-            return SplitResult(passed=False, upper=math.inf, lower=value, point=point, boxes=count)
-        j = int(np.argmax((hi - lo) * reach))
-        mid = (lo[j] + hi[j]) / 2.0
-        left_hi, right_lo = hi.copy(), lo.copy()
-        left_hi[j], right_lo[j] = mid, mid
-        priority = -upper if math.isfinite(upper) else -math.inf
-        for box in ((lo, left_hi), (right_lo, hi)):
-            heapq.heappush(heap, (priority, tick, *box))
+        batch, n_pairs = [], 0
+        while heap and len(batch) < _BATCH_BOXES and n_pairs < _BATCH_PAIRS:
+            box = heapq.heappop(heap)[2]
+            batch.append(box)
+            n_pairs += cb.n_pairs if box.pairs is None else box.pairs.numel()
+        count += len(batch)
+        children, witness = search.step(batch)
+        if witness is not None:
+            return SplitResult(passed=False, upper=math.inf, lower=witness[0], point=witness[1], boxes=count)
+        for upper, child in children:
+            heapq.heappush(heap, (-upper, tick, child))
             tick += 1
-    return SplitResult(passed=True, upper=cleared, lower=0.0, point=None, boxes=count)
+    return SplitResult(passed=True, upper=search.cleared, lower=0.0, point=None, boxes=count)

@@ -1,0 +1,152 @@
+"""Bounds on the Clarke Jacobian per vertex pair (clarke) and the input splitting built on them.
+
+Soundness against brute force over every activation pattern whose closed region meets the box
+(tiny nets, every norm pair, depths 1–3), CROWN pre-activation bounds against sampled points,
+exactness where no neuron is unstable, and split decisions against the brute-force value."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from privcore.lipschitz.bounds import box_around, operator_norm
+from privcore.lipschitz.clarke import clarke_bounds, single_threaded
+from privcore.lipschitz.network import ReluNetwork
+from privcore.lipschitz.splitting import split_decide
+from tests._reference import brute_force_lipschitz, pattern_region_feasible
+
+NORMS = (("linf", "l1"), ("l1", "l1"), ("linf", "linf"), ("l1", "linf"))
+
+
+def random_net(rng: np.random.Generator, dims: list[int]) -> ReluNetwork:
+    ws = [rng.standard_normal((dims[i + 1], dims[i])) / math.sqrt(dims[i]) for i in range(len(dims) - 1)]
+    bs = [0.3 * rng.standard_normal(dims[i + 1]) for i in range(len(dims) - 1)]
+    return ReluNetwork.from_arrays(ws, bs)
+
+
+def realised_jacobians(net: ReluNetwork, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Jacobians of every pattern whose closed region meets the box (brute force, LP each)."""
+    jacs = []
+    for bits in itertools.product((0.0, 1.0), repeat=net.n_hidden):
+        layers = net.split_pattern(np.array(bits))
+        if pattern_region_feasible(net, lo, hi, layers):
+            jacs.append(net.jacobians(np.zeros((1, net.in_dim)), layers)[0])
+    return np.stack(jacs)
+
+
+def vertices(net: ReluNetwork, input_norm: str, output_norm: str) -> tuple[np.ndarray, np.ndarray]:
+    from privcore.lipschitz.bounds import _sign_vectors
+
+    d, m = net.in_dim, net.out_dim
+    S = np.array(_sign_vectors(d)) if input_norm == "linf" else np.eye(d)
+    C = np.vstack([_sign_vectors(m), -np.array(_sign_vectors(m))]) if output_norm == "l1" else np.vstack(
+        [np.eye(m), -np.eye(m)])
+    return S, C
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_pair_bounds_cover_every_realised_pattern(seed: int) -> None:
+    """Per pair (c, s) the bound is ≥ cᵀ J_D s for every pattern D realised in the box, so their max
+    is ≥ the brute-force L; pre-activation bounds contain sampled pre-activations."""
+    rng = np.random.default_rng(seed)
+    depth = 1 + seed % 3
+    hidden = [int(w) for w in rng.integers(2, 5, size=depth)]
+    dims = [int(rng.integers(2, 5)), *hidden, int(rng.integers(1, 4))]
+    net = random_net(rng, dims)
+    center = rng.standard_normal(dims[0])
+    radius = float(rng.choice([0.1, 0.5, 1.5]))
+    lo, hi = box_around(center, radius)
+    jacs = realised_jacobians(net, lo, hi)
+    pts = lo + (hi - lo) * rng.random((2000, dims[0]))
+    pre = net.preactivations(pts)
+    for input_norm, output_norm in NORMS:
+        cb = clarke_bounds(net, input_norm=input_norm, output_norm=output_norm, device="cpu")
+        box = (torch.tensor(lo[None]), torch.tensor(hi[None]))
+        lows, ups = cb.preactivation_bounds(*box)
+        for z, low, up in zip(pre, lows, ups, strict=True):
+            assert np.all(z >= low.numpy()[0]) and np.all(z <= up.numpy()[0])
+        pairs = torch.arange(cb.n_pairs)
+        bound = cb.pair_bounds(lows, ups, torch.zeros_like(pairs), pairs).numpy()
+        interval = cb.pair_bounds(lows, ups, torch.zeros_like(pairs), pairs, threshold=math.inf).numpy()
+        assert np.all(bound <= interval)
+        S, C = vertices(net, input_norm, output_norm)
+        n_s = S.shape[0]
+        ids = np.arange(cb.n_pairs)
+        values = np.einsum("pm,jmd,pd->pj", C[ids // n_s], jacs, S[ids % n_s])
+        assert np.all(values.max(axis=1) <= bound + 1e-12), (dims, input_norm, output_norm)
+        truth = brute_force_lipschitz(net, center, radius, input_norm=input_norm, output_norm=output_norm)
+        assert bound.max() >= truth - 1e-12
+
+
+@pytest.mark.parametrize("input_norm,output_norm", NORMS)
+def test_exact_where_every_neuron_is_stable(input_norm: str, output_norm: str) -> None:
+    """With no unstable neuron the bound is the constant Jacobian's norm (up to the 1e-9 margin)."""
+    rng = np.random.default_rng(7)
+    net = random_net(rng, [3, 5, 5, 2])
+    center = rng.standard_normal(3)
+    lo, hi = box_around(center, 1e-6)
+    cb = clarke_bounds(net, input_norm=input_norm, output_norm=output_norm, device="cpu")
+    lows, ups = cb.preactivation_bounds(torch.tensor(lo[None]), torch.tensor(hi[None]))
+    assert all(bool(((lw > 0) | (up < 0)).all()) for lw, up in zip(lows, ups, strict=True))
+    pairs = torch.arange(cb.n_pairs)
+    bound = float(cb.pair_bounds(lows, ups, torch.zeros_like(pairs), pairs).max())
+    jac = net.jacobians(center[None])[0]
+    value = float(operator_norm(jac, input_norm=input_norm, output_norm=output_norm))
+    assert value <= bound <= value + 1e-6
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_split_decisions_match_brute_force(seed: int) -> None:
+    """split_decide on both sides of the brute-force L (depth 3, ℓ∞→ℓ∞ and ℓ∞→ℓ1): a pass is ≤ τ,
+    a fail a verified point of the box above τ."""
+    rng = np.random.default_rng(300 + seed)
+    net = random_net(rng, [3, 4, 4, 4, 2])
+    center = rng.standard_normal(3)
+    radius = float(rng.choice([0.4, 1.2]))
+    lo, hi = box_around(center, radius)
+    for output_norm in ("linf", "l1"):
+        truth = brute_force_lipschitz(net, center, radius, output_norm=output_norm)
+        for tau in (truth * 0.98, truth * 1.02):
+            res = split_decide(net, center, radius, tau, output_norm=output_norm, max_seconds=60.0,
+                               device="cpu")
+            assert res is not None and res.passed == (truth <= tau)
+            if res.passed:
+                assert res.upper <= tau
+            else:
+                assert np.all(res.point >= lo) and np.all(res.point <= hi) and res.lower > tau
+
+
+def test_single_threaded_restores_torch_threads() -> None:
+    before = torch.get_num_threads()
+    with single_threaded(torch.device("cpu")):
+        assert torch.get_num_threads() == 1
+        with single_threaded(torch.device("cpu")):
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+
+
+def test_too_many_pairs_is_refused() -> None:
+    net = random_net(np.random.default_rng(0), [20, 4, 20])
+    assert clarke_bounds(net, input_norm="linf", output_norm="l1", device="cpu") is None
+    assert split_decide(net, np.zeros(20), 0.1, 1.0) is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_matches_cpu() -> None:
+    rng = np.random.default_rng(3)
+    net = random_net(rng, [4, 6, 6, 3])
+    lo, hi = box_around(rng.standard_normal(4), 0.7)
+    out = []
+    for dev in ("cpu", "cuda"):
+        cb = clarke_bounds(net, input_norm="linf", output_norm="l1", device=dev)
+        box = (torch.tensor(lo[None], device=cb.device), torch.tensor(hi[None], device=cb.device))
+        lows, ups = cb.preactivation_bounds(*box)
+        pairs = torch.arange(cb.n_pairs, device=cb.device)
+        out.append(cb.pair_bounds(lows, ups, torch.zeros_like(pairs), pairs).cpu().numpy())
+    np.testing.assert_allclose(out[0], out[1], rtol=1e-9)
+
