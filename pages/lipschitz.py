@@ -15,9 +15,8 @@ from privcore.lipschitz import (
     Certifier,
     as_network,
     global_upper_bound,
-    interval_upper_bound,
-    lp_upper_bound,
     max_pattern_norm,
+    relaxed_upper_bound,
 )
 from privlens import ptr, ui
 from privlens.image import require_image
@@ -66,8 +65,8 @@ def _certify_radii() -> pd.DataFrame:
                 "status": c.status,
                 "unstable": c.n_unstable,
                 "solve_seconds": c.seconds,
-                "lp_upper": lp_upper_bound(net, z, r),
-                "interval_upper": interval_upper_bound(net, z, r),
+                "lp_upper": relaxed_upper_bound(net, z, r, kind="lp"),
+                "interval_upper": relaxed_upper_bound(net, z, r, kind="interval"),
             }
             rows.append(row)
             bar.progress(
@@ -110,7 +109,7 @@ fig.add_trace(
         x=table["radius"],
         y=table["lp_upper"],
         mode="lines",
-        name="LP relaxation (upper)",
+        name="lp certifier's U (upper)",
         line={"dash": "dash"},
     )
 )
@@ -119,7 +118,7 @@ fig.add_trace(
         x=table["radius"],
         y=table["interval_upper"],
         mode="lines",
-        name="interval bound (upper)",
+        name="interval certifier's U (upper)",
         line={"dash": "longdash"},
     )
 )

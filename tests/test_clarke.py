@@ -150,3 +150,28 @@ def test_cuda_matches_cpu() -> None:
         out.append(cb.pair_bounds(lows, ups, torch.zeros_like(pairs), pairs).cpu().numpy())
     np.testing.assert_allclose(out[0], out[1], rtol=1e-9)
 
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pair_interval_bound_is_monotone_and_tighter(seed: int) -> None:
+    """The lp/interval certifiers' new term: non-increasing along nested balls (random sub-balls of
+    random balls, also off-centre), never above the interval Jacobian bound's ball, and ≥ L."""
+    from privcore.lipschitz.ball import Ball
+    from privcore.lipschitz.bounds import interval_upper_bound
+    from privcore.lipschitz.clarke import pair_interval_bound
+
+    rng = np.random.default_rng(500 + seed)
+    net = random_net(rng, [3, 6, 6, 2] if seed % 2 else [4, 5, 5, 5, 3])
+    for input_norm, output_norm in NORMS:
+        kw = dict(input_norm=input_norm, output_norm=output_norm)
+        center = rng.standard_normal(net.in_dim)
+        radius = float(rng.uniform(0.2, 2.0))
+        outer = pair_interval_bound(net, center, radius, **kw)
+        for _ in range(5):
+            inner_r = radius * float(rng.uniform(0.05, 1.0))
+            shift = rng.uniform(-1, 1, net.in_dim) * (radius - inner_r)
+            inner = pair_interval_bound(net, center + shift, inner_r, **kw)
+            assert inner <= outer
+        ball = Ball.of(net, center, radius, **kw)
+        assert ball.relaxed_interval == min(interval_upper_bound(net, center, radius, **kw), outer)
+        if net.n_hidden <= 14:
+            assert outer >= brute_force_lipschitz(net, center, radius, **kw) - 1e-12

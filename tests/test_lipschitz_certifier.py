@@ -93,6 +93,7 @@ def test_relaxed_kinds_decide_their_own_value(kind: str) -> None:
     """For lp/interval, decide == [U_kind ≤ τ] (never [L ≤ τ]) with U_kind = min(relaxation, G): with
     τ between L and U_kind the relaxation fails although the exact constant passes; at large radii
     the global pattern bound G caps U (and τ ≥ G passes every ball)."""
+    from privcore.lipschitz.ball import Ball
     from privcore.lipschitz.engine import global_bound, relaxed_upper_bound
 
     rng = np.random.default_rng(3)
@@ -102,7 +103,8 @@ def test_relaxed_kinds_decide_their_own_value(kind: str) -> None:
         center = rng.standard_normal(dims[0])
         for r in (0.1, 0.4, 20.0):
             u = relaxed_upper_bound(net, center, r, kind=kind)
-            plain = lp_upper_bound(net, center, r) if kind == "lp" else interval_upper_bound(net, center, r)
+            ball = Ball.of(net, center, r)
+            plain = lp_upper_bound(net, center, r) if kind == "lp" else ball.relaxed_interval
             assert u == min(plain, global_bound(net))
             capped += u < plain
             exact = local_lipschitz(net, center, r).upper

@@ -186,7 +186,7 @@ def test_certificate_reports_model_size_and_solver() -> None:
     assert auto.solver == "enumeration" and auto.exact
     assert auto.upper == pytest.approx(cert.upper, rel=1e-6)
     interval = local_lipschitz(net, center, 0.5, certifier="interval")
-    assert interval.solver == "interval" and interval.upper >= cert.upper
+    assert interval.solver == "interval" and interval.upper >= auto.upper  # the exact value (enumeration)
     with pytest.raises(ValueError, match="input_norm"):
         local_lipschitz(net, center, 0.5, input_norm="l2")
     with pytest.raises(ValueError, match="radius"):

@@ -9,8 +9,10 @@ Public API (see each function's docstring for the paper and section it follows):
   ``decide``); φ(z) through the persistent cache is
   :func:`privcore.mechanisms.cached_phi` (this package never imports the mechanisms).
 * :func:`certify_batch` — many points on several cores with a progress bar.
-* Cheap bounds: :func:`interval_upper_bound`, :func:`global_upper_bound`,
-  :func:`sampled_lower_bound`; :func:`operator_norm`; :func:`max_pattern_norm` — the largest
+* Cheap bounds: :func:`interval_upper_bound`, :func:`pair_interval_bound` (per vertex pair, CROWN-style
+  bounds of :mod:`privcore.lipschitz.clarke`), :func:`global_upper_bound`, :func:`sampled_lower_bound`;
+  :func:`relaxed_upper_bound` — the ``lp``/``interval`` certifiers' U; :func:`operator_norm`;
+  :func:`max_pattern_norm` — the largest
   Jacobian norm over activation patterns (branch and bound; a certified global bound, or per box
   with its stable neurons fixed).
 * :func:`as_network` / :class:`ReluNetwork` — parse a Linear/ReLU torch module (refuses anything
@@ -51,6 +53,8 @@ _EXPORTS: dict[str, str] = {
     "max_pattern_norm": "pattern_bnb",
     "model_hash": "network",
     "operator_norm": "bounds",
+    "pair_interval_bound": "clarke",
+    "relaxed_upper_bound": "engine",
     "sampled_lower_bound": "bounds",
 }
 

@@ -49,17 +49,16 @@ import numpy as np
 
 from privcore.errors import CertificationError
 from privcore.lipschitz.backends import SOLVERS
+from privcore.lipschitz.ball import Ball
 from privcore.lipschitz.bounds import (
     INPUT_NORMS,
     OUTPUT_NORMS,
-    box_around,
-    forward_bounds,
-    interval_upper_bound,
 )
 from privcore.lipschitz.cache import LipschitzCache, resolve_cache
 from privcore.lipschitz.engine import (
     CERTIFIERS,
     MAX_RADIUS,
+    RELAXATION_VERSION,
     Certificate,
     decide_exact,
     local_lipschitz,
@@ -150,8 +149,9 @@ def center_hex(center: np.ndarray) -> str:
 def certificate_key(
     digest: str, center: np.ndarray, radius: float, *, kind: str, input_norm: str, output_norm: str
 ) -> dict:
-    """Cache key of a certificate: model hash, the exact centre bytes, radius, norms, kind."""
-    return {
+    """Cache key of a certificate: model hash, the exact centre bytes, radius, norms, kind (and, for
+    the ``lp``/``interval`` relaxations, :data:`~privcore.lipschitz.engine.RELAXATION_VERSION`)."""
+    key = {
         "model": digest,
         "center": center_hex(np.asarray(center, dtype=np.float64).reshape(-1)),
         "radius": float(radius),
@@ -159,6 +159,9 @@ def certificate_key(
         "output_norm": output_norm,
         "certifier": kind,
     }
+    if kind != "exact":
+        key["relaxation"] = RELAXATION_VERSION
+    return key
 
 
 def certificate_from_dict(d: dict) -> Certificate:
@@ -318,8 +321,7 @@ class Certifier:
             self._memo.count("interval")
             return u <= tau
         # lp
-        fwd = forward_bounds(net, *box_around(c, r))
-        u_int = interval_upper_bound(net, c, r, fwd=fwd, **self.norms)
+        u_int = Ball.of(net, c, r, **self.norms).relaxed_interval
         if u_int <= tau:
             facts.add_upper(r, u_int)
             self._memo.count("interval")

@@ -39,6 +39,7 @@ __all__ = [
     "ENGINE_SOLVERS",
     "MAX_PREACTIVATION",
     "MAX_RADIUS",
+    "RELAXATION_VERSION",
     "Certificate",
     "Decision",
     "decide_exact",
@@ -50,6 +51,9 @@ __all__ = [
 ]
 
 CERTIFIERS = ("exact", "lp", "interval")
+#: the definition of the ``lp``/``interval`` certifiers' U, part of their cache keys: a φ from one U
+#: must never meet a φ from another (2: the interval term includes the per-pair interval bound)
+RELAXATION_VERSION = 2
 #: "enumeration" is the exact activation-pattern search of :mod:`privcore.lipschitz.pattern_search`
 ENGINE_SOLVERS = (*SOLVERS, "enumeration")
 
@@ -92,12 +96,13 @@ def lp_upper_bound(
     solver: str = "highs",
 ) -> float:
     """The ``lp`` certifier's value: ``min(LP relaxation of LipMIP with interval big-M, interval
-    bound)``. Both terms are monotone under ball inclusion (see :mod:`privcore.lipschitz.milp`),
+    bound)`` (:attr:`~privcore.lipschitz.ball.Ball.relaxed_interval`). Both terms are monotone under
+    ball inclusion (see :mod:`privcore.lipschitz.milp`),
     hence so is their minimum. The relaxation is built without the MILP's sign fix (which picks
     a coordinate depending on the ball and would break the inclusion argument) and without any
     tightening. Raises CertificationError if the LP is not solved."""
     ball = Ball.of(net, center, radius, input_norm=input_norm, output_norm=output_norm)
-    net, c, r, fwd, interval = ball.net, ball.center, ball.radius, ball.fwd, ball.interval
+    net, c, r, fwd, interval = ball.net, ball.center, ball.radius, ball.fwd, ball.relaxed_interval
     if fwd.n_unstable == 0:
         return interval
     milp = build_milp(net, c, r, input_norm=input_norm, output_norm=output_norm, fwd=fwd,
@@ -136,7 +141,7 @@ def relaxed_upper_bound(
     ball = Ball.of(net, center, radius, input_norm=input_norm, output_norm=output_norm)
     net, norms = ball.net, ball.norms.kwargs
     if kind == "interval":
-        u = ball.interval
+        u = ball.relaxed_interval
     else:
         u = lp_upper_bound(net, ball.center, ball.radius, solver=solver, **norms)
     return min(u, global_bound(net, **norms))
@@ -188,8 +193,8 @@ def local_lipschitz(
             value = ball.closed_form()
             return done(upper=value, lower=min(lower.value, value), exact=True, solver="closed-form",
                         status="optimal", argmax=argmax)
-        return done(upper=min(interval, global_bound(net, **norms)), lower=lower.value, exact=True,
-                    solver="interval", status="optimal", argmax=argmax)
+        return done(upper=min(ball.relaxed_interval, global_bound(net, **norms)), lower=lower.value,
+                    exact=True, solver="interval", status="optimal", argmax=argmax)
     if certifier == "exact" and solver in ("auto", "enumeration"):
         pv = pattern_value(net, c, r, fwd, **norms)
         if pv is not None:
@@ -205,10 +210,11 @@ def local_lipschitz(
         size = dict(n_variables=milp.n_variables, n_constraints=milp.n_constraints)
         lp_solver = "highs" if solver in ("auto", "enumeration") else solver
         res = solve(milp, solver=lp_solver, relax=True, time_limit=time_limit, threads=threads)
+        relaxed = ball.relaxed_interval
         if res.status != "optimal":
-            return done(upper=interval, lower=lower.value, exact=False, solver=res.solver, status=res.status,
+            return done(upper=relaxed, lower=lower.value, exact=False, solver=res.solver, status=res.status,
                         argmax=argmax, **size)
-        return done(upper=min(interval, res.upper, global_bound(net, **norms)), lower=lower.value, exact=True,
+        return done(upper=min(relaxed, res.upper, global_bound(net, **norms)), lower=lower.value, exact=True,
                     solver=res.solver, status=res.status, argmax=argmax, **size)
     if fwd.n_unstable >= TIGHTEN_MIN_UNSTABLE:
         # at most half the time limit on tightening, so the MILP keeps the other half

@@ -17,6 +17,7 @@ import numpy as np
 
 from privcore.lipschitz.cache import resolve_cache
 from privcore.lipschitz.certifier import Certifier, center_hex
+from privcore.lipschitz.engine import RELAXATION_VERSION
 from privcore.lipschitz.network import as_network
 from privcore.mechanisms.ptr import PhiResult, compute_phi
 from privcore.validation import check_finite_array
@@ -26,8 +27,8 @@ __all__ = ["cached_phi", "phi_key"]
 
 def phi_key(digest: str, z: np.ndarray, *, radius: float, delta_p: float, r_max: float, tol: float,
             certifier: Certifier) -> dict:
-    """Cache key of φ: model digest, z's exact bytes, R, Δp, R_max, tol, norms, certifier kind
-    (the cache stores only its HMAC)."""
+    """Cache key of φ: model digest, z's exact bytes, R, Δp, R_max, tol, norms, certifier kind and, for
+    a relaxation, its version (the cache stores only its HMAC)."""
     return {
         "model": digest,
         "center": center_hex(z),
@@ -38,6 +39,7 @@ def phi_key(digest: str, z: np.ndarray, *, radius: float, delta_p: float, r_max:
         "input_norm": certifier.input_norm,
         "output_norm": certifier.output_norm,
         "certifier": certifier.kind,
+        **({} if certifier.kind == "exact" else {"relaxation": RELAXATION_VERSION}),
     }
 
 
