@@ -70,16 +70,24 @@ def test_pair_bounds_cover_every_realised_pattern(seed: int) -> None:
         for z, low, up in zip(pre, lows, ups, strict=True):
             assert np.all(z >= low.numpy()[0]) and np.all(z <= up.numpy()[0])
         pairs = torch.arange(cb.n_pairs)
-        bound = cb.pair_bounds(lows, ups, torch.zeros_like(pairs), pairs).numpy()
-        interval = cb.pair_bounds(lows, ups, torch.zeros_like(pairs), pairs, threshold=math.inf).numpy()
-        assert np.all(bound <= interval)
         S, C = vertices(net, input_norm, output_norm)
         n_s = S.shape[0]
         ids = np.arange(cb.n_pairs)
-        values = np.einsum("pm,jmd,pd->pj", C[ids // n_s], jacs, S[ids % n_s])
-        assert np.all(values.max(axis=1) <= bound + 1e-12), (dims, input_norm, output_norm)
+        for threshold in (-math.inf, math.inf):  # the linear bound where it applies; the interval bound alone
+            bound = cb.pair_bounds(lows, ups, torch.zeros_like(pairs), pairs, threshold).numpy()
+            values = np.einsum("pm,jmd,pd->pj", C[ids // n_s], jacs, S[ids % n_s])
+            assert np.all(values.max(axis=1) <= bound + 1e-12), (dims, input_norm, output_norm)
         truth = brute_force_lipschitz(net, center, radius, input_norm=input_norm, output_norm=output_norm)
         assert bound.max() >= truth - 1e-12
+        # a half of the box, its bounds intersected with the whole box's (as the split search does)
+        child_hi = hi.copy()
+        child_hi[0] = (lo[0] + hi[0]) / 2.0
+        c_lows, c_ups = cb.preactivation_bounds(torch.tensor(lo[None]), torch.tensor(child_hi[None]),
+                                                ([x for x in lows], [x for x in ups]))
+        child_jacs = realised_jacobians(net, lo, child_hi)
+        child = cb.pair_bounds(c_lows, c_ups, torch.zeros_like(pairs), pairs).numpy()
+        child_values = np.einsum("pm,jmd,pd->pj", C[ids // n_s], child_jacs, S[ids % n_s])
+        assert np.all(child_values.max(axis=1) <= child + 1e-12)
 
 
 @pytest.mark.parametrize("input_norm,output_norm", NORMS)
@@ -110,7 +118,7 @@ def test_split_decisions_match_brute_force(seed: int) -> None:
     lo, hi = box_around(center, radius)
     for output_norm in ("linf", "l1"):
         truth = brute_force_lipschitz(net, center, radius, output_norm=output_norm)
-        for tau in (truth * 0.98, truth * 1.02):
+        for tau in (truth * (1 - 1e-6), truth * (1 + 1e-6)):
             res = split_decide(net, center, radius, tau, output_norm=output_norm, max_seconds=60.0,
                                device="cpu")
             assert res is not None and res.passed == (truth <= tau)
@@ -152,11 +160,9 @@ def test_cuda_matches_cpu() -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_pair_interval_bound_is_monotone_and_tighter(seed: int) -> None:
-    """The lp/interval certifiers' new term: non-increasing along nested balls (random sub-balls of
-    random balls, also off-centre), never above the interval Jacobian bound's ball, and ≥ L."""
-    from privcore.lipschitz.ball import Ball
-    from privcore.lipschitz.bounds import interval_upper_bound
+def test_pair_interval_bound_is_monotone_under_inclusion(seed: int) -> None:
+    """The lp/interval certifiers' interval term never increases from a ball to a ball inside it —
+    including sub-balls that share a face with it (where rounding used to flip a neuron) — and is ≥ L."""
     from privcore.lipschitz.clarke import pair_interval_bound
 
     rng = np.random.default_rng(500 + seed)
@@ -166,12 +172,50 @@ def test_pair_interval_bound_is_monotone_and_tighter(seed: int) -> None:
         center = rng.standard_normal(net.in_dim)
         radius = float(rng.uniform(0.2, 2.0))
         outer = pair_interval_bound(net, center, radius, **kw)
-        for _ in range(5):
+        lo, hi = box_around(center, radius)
+        for _ in range(8):
             inner_r = radius * float(rng.uniform(0.05, 1.0))
-            shift = rng.uniform(-1, 1, net.in_dim) * (radius - inner_r)
-            inner = pair_interval_bound(net, center + shift, inner_r, **kw)
-            assert inner <= outer
-        ball = Ball.of(net, center, radius, **kw)
-        assert ball.relaxed_interval == min(interval_upper_bound(net, center, radius, **kw), outer)
+            face = rng.choice([-1.0, 0.0, 1.0], size=net.in_dim)  # flush against a face, or anywhere
+            free = rng.uniform(-1, 1, net.in_dim)
+            shift = np.where(face != 0, face, free) * (radius - inner_r)
+            inner_c = center + shift
+            if not (np.all(inner_c - inner_r >= lo) and np.all(inner_c + inner_r <= hi)):
+                continue
+            assert pair_interval_bound(net, inner_c, inner_r, **kw) <= outer
         if net.n_hidden <= 14:
             assert outer >= brute_force_lipschitz(net, center, radius, **kw) - 1e-12
+
+
+def test_pair_interval_bound_monotone_where_rounding_flipped_a_neuron() -> None:
+    """A review's counterexample: with midpoint-radius propagation the ball inside flipped a neuron to
+    unstable and its bound jumped from 1 to 2; endpoint arithmetic keeps it at 1."""
+    from privcore.lipschitz.clarke import pair_interval_bound
+
+    net = ReluNetwork.from_arrays(
+        [np.array([[1.0, 0], [1, 0], [0, 1], [0, 1]]), np.array([[-1.0, 1, 1, 0], [0, 0, -1, 1]])],
+        [np.array([1.4065751235826989, 10, 0, 10]), np.zeros(2)])
+    outer = pair_interval_bound(net, np.array([-0.5172250370120439, 0.0]), 0.8893500789443546,
+                                input_norm="linf", output_norm="l1")
+    inner = pair_interval_bound(net, np.array([-1.1799427594596046, 0.0]), 0.2266323564967939,
+                                input_norm="linf", output_norm="l1")
+    assert inner <= outer < 1.0 + 1e-6
+
+
+def test_relaxed_certifiers_pinned_and_versioned() -> None:
+    """The lp/interval certifiers' U on a fixed net, pinned: if this changes, U changed, and
+    RELAXATION_VERSION (part of every lp/interval cache key) must be bumped with it."""
+    from privcore.lipschitz.certifier import certificate_key
+    from privcore.lipschitz.engine import RELAXATION_VERSION, relaxed_upper_bound
+
+    net = random_net(np.random.default_rng(42), [4, 6, 6, 3])
+    z = np.linspace(-0.5, 0.5, 4)
+    got = (relaxed_upper_bound(net, z, 0.3, kind="interval"), relaxed_upper_bound(net, z, 0.3, kind="lp"))
+    assert RELAXATION_VERSION == 2, "update the pinned values below with the new version"
+    assert got == pytest.approx(PINNED, rel=1e-12), f"U changed to {got!r}: bump RELAXATION_VERSION"
+    norms = dict(input_norm="linf", output_norm="l1")
+    for kind in ("lp", "interval"):
+        assert certificate_key(net.digest, z, 0.3, kind=kind, **norms)["relaxation"] == 2
+    assert "relaxation" not in certificate_key(net.digest, z, 0.3, kind="exact", **norms)
+
+
+PINNED = (1.2066271030443403, 1.2066271030443403)

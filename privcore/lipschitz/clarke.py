@@ -46,13 +46,13 @@ __all__ = ["MAX_PAIRS", "ClarkeBounds", "clarke_bounds", "pair_interval_bound", 
 MAX_PAIRS = 1 << 18
 _SAFETY = 1e-9
 _DT = torch.float64
-_THREADS_LOCK = threading.Lock()
-_THREADS_USERS = [0, 1]  # searches running, torch's thread count before the first of them
+_THREADS = threading.local()  # per thread: nesting depth, torch's thread count before the outermost
 
 
 @contextmanager
 def single_threaded(device: torch.device) -> Iterator[None]:
-    """Run torch's CPU kernels on one thread while a search runs (restored when the last one ends).
+    """Run torch's CPU kernels on one thread while a search runs in this thread (restored when its
+    outermost search ends; torch's OpenMP thread count is per thread).
 
     The engine parallelises across images (executors), one solver thread each; torch's intra-op pool
     on these small tensors only spins against the other workers (measured 100× slower on a loaded
@@ -60,18 +60,17 @@ def single_threaded(device: torch.device) -> Iterator[None]:
     if device.type != "cpu":
         yield
         return
-    with _THREADS_LOCK:
-        if _THREADS_USERS[0] == 0:
-            _THREADS_USERS[1] = torch.get_num_threads()
-            torch.set_num_threads(1)
-        _THREADS_USERS[0] += 1
+    depth = getattr(_THREADS, "depth", 0)
+    if depth == 0:
+        _THREADS.saved = torch.get_num_threads()
+        torch.set_num_threads(1)
+    _THREADS.depth = depth + 1
     try:
         yield
     finally:
-        with _THREADS_LOCK:
-            _THREADS_USERS[0] -= 1
-            if _THREADS_USERS[0] == 0:
-                torch.set_num_threads(_THREADS_USERS[1])
+        _THREADS.depth = depth
+        if depth == 0:
+            torch.set_num_threads(_THREADS.saved)
 
 
 @dataclass(frozen=True, eq=False)
@@ -249,24 +248,72 @@ def clarke_bounds(net: ReluNetwork, *, input_norm: str, output_norm: str,
     return out
 
 
+def _affine_endpoints(w: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``[Σ_j min(w_kj·lo_j, w_kj·hi_j), Σ_j max(…)]`` for the rows of ``lo``/``hi`` (``(…, n_in)``),
+    summed term by term in a fixed order: every rounded step is monotone in ``lo`` and ``hi``."""
+    low = np.zeros((*lo.shape[:-1], w.shape[0]))
+    high = np.zeros_like(low)
+    for j in range(w.shape[1]):
+        col = w[:, j]
+        a, b = col * lo[..., j : j + 1], col * hi[..., j : j + 1]
+        low = low + np.minimum(a, b)
+        high = high + np.maximum(a, b)
+    return low, high
+
+
 def pair_interval_bound(net: ReluNetwork, center: np.ndarray, radius: float, *, input_norm: str,
                         output_norm: str) -> float | None:
     """``max over vertex pairs`` of the interval bound on ``cᵀ J s`` over ``B(center, radius)``, with
-    interval-propagation pre-activation bounds; None past :data:`MAX_PAIRS` pairs.
+    interval-propagation pre-activation bounds; None past :data:`MAX_PAIRS` pairs or without a hidden layer.
 
-    Certified (module docstring), and monotone under ball inclusion: a sub-box's propagated intervals
-    (and their margins, which grow with ``max |x|`` over the box) lie inside the box's, so it fixes at
-    least the same neurons; every interval of a pair's forward pass is then nested in the box's, and
-    the last step's maximum over a smaller interval is smaller. So the ``lp`` and ``interval``
-    certifiers may use it (DESIGN.md, "Certifier choice")."""
-    cb = clarke_bounds(net, input_norm=input_norm, output_norm=output_norm)
-    if cb is None or len(net.weights) < 2:
+    Certified (module docstring), and monotone under ball inclusion *in floating point*, so the ``lp``
+    and ``interval`` certifiers may use it (DESIGN.md, "Certifier choice"). Every step is evaluated in
+    endpoint form, float64 on the CPU, summed in a fixed order, so each rounded operation is monotone
+    in its inputs: the box ``fl(z ± r)`` of a ball inside another is inside the other's; its
+    pre-activation intervals, and the margins (which grow with ``max |x|`` over the box), are nested
+    in the box's, so it fixes at least the same neurons with the same signs; a pair's bound depends on
+    the box only through those signs, and every interval of its forward pass is then nested too."""
+    if len(net.weights) < 2:
         return None
-    c = torch.tensor(np.asarray(center, dtype=np.float64).reshape(1, -1), device=cb.device)
-    with single_threaded(cb.device):
-        lows, ups = cb.preactivation_bounds(c - radius, c + radius, crown=False)
-        pairs = torch.arange(cb.n_pairs, device=cb.device)
-        return float(cb.pair_bounds(lows, ups, torch.zeros_like(pairs), pairs, threshold=np.inf).max())
+    d, m = net.in_dim, net.out_dim
+    n_s = (1 << (d - 1)) if input_norm == "linf" else d
+    n_c = (1 << m) if output_norm == "l1" else 2 * m
+    if n_s * n_c > MAX_PAIRS:
+        return None
+    lo = np.asarray(center, dtype=np.float64).reshape(-1) - radius
+    hi = np.asarray(center, dtype=np.float64).reshape(-1) + radius
+    mag = np.maximum(np.abs(lo), np.abs(hi))
+    states = []
+    for layer, (w, b) in enumerate(zip(net.weights[:-1], net.biases[:-1], strict=True)):
+        low, high = _affine_endpoints(w, lo, hi)
+        low, high = low + b, high + b
+        mag = _affine_endpoints(np.abs(w), mag, mag)[1] + np.abs(b)
+        margin = _SAFETY * (layer + 2) * (1.0 + mag)
+        low, high = low - margin, high + margin
+        states.append((low > 0, high < 0))
+        lo, hi = np.maximum(low, 0.0), np.maximum(high, 0.0)
+    S = np.array(_sign_vectors(d)) if input_norm == "linf" else np.eye(d)
+    if output_norm == "l1":
+        half = np.array(_sign_vectors(m))
+        C = np.vstack([half, -half])
+    else:
+        C = np.vstack([np.eye(m), -np.eye(m)])
+    v = _affine_endpoints(net.weights[0], S, S)[0]  # W_1 s, the same for every box
+    tlo = thi = v
+    for layer, (act, ina) in enumerate(states):
+        if layer:
+            tlo, thi = _affine_endpoints(net.weights[layer], tlo, thi)
+        tlo = np.where(act, tlo, np.where(ina, 0.0, np.minimum(tlo, 0.0)))
+        thi = np.where(act, thi, np.where(ina, 0.0, np.maximum(thi, 0.0)))
+    a = C @ net.weights[-1]  # W_Lᵀ c, the same for every box
+    total = np.zeros((n_c, n_s))
+    for k in range(a.shape[1]):
+        ak = a[:, k : k + 1]
+        total = total + np.maximum(ak * tlo[None, :, k], ak * thi[None, :, k])
+    path = np.ones(d)
+    for w in net.weights:
+        path = np.abs(w) @ path
+    return float(total.max()) + _SAFETY * (len(net.weights) + 2) * (1.0 + float(path.sum()))
 
 
 def _build(net: ReluNetwork, input_norm: str, output_norm: str, dev: torch.device) -> ClarkeBounds | None:

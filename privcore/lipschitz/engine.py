@@ -188,13 +188,14 @@ def local_lipschitz(
         return Certificate(seconds=time.perf_counter() - start, **base, **kw)
 
     argmax = None if lower.point is None else tuple(float(v) for v in lower.point)
-    if certifier == "interval" or (fwd.n_unstable == 0 and solver == "auto"):
-        if fwd.n_unstable == 0:
-            value = ball.closed_form()
-            return done(upper=value, lower=min(lower.value, value), exact=True, solver="closed-form",
-                        status="optimal", argmax=argmax)
+    if certifier == "interval" or (certifier == "lp" and fwd.n_unstable == 0):
+        # the relaxations' U exactly as relaxed_upper_bound defines it (one definition, cached as such)
         return done(upper=min(ball.relaxed_interval, global_bound(net, **norms)), lower=lower.value,
                     exact=True, solver="interval", status="optimal", argmax=argmax)
+    if fwd.n_unstable == 0 and solver == "auto":
+        value = ball.closed_form()
+        return done(upper=value, lower=min(lower.value, value), exact=True, solver="closed-form",
+                    status="optimal", argmax=argmax)
     if certifier == "exact" and solver in ("auto", "enumeration"):
         pv = pattern_value(net, c, r, fwd, **norms)
         if pv is not None:

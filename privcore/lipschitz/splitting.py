@@ -12,8 +12,8 @@ cleared yet; a batch of the open sub-boxes gets, cheapest first,
 * with few unstable neurons left, the largest ``‖J_D‖`` over the patterns its stable neurons allow
   (:func:`~privcore.lipschitz.pattern_bnb.max_pattern_norm`, exact over them); ``≤ τ`` clears it;
 * a witness: Jacobian norms at its centre and at sampled points (and at an interior point of the
-  best pattern found, by one LP), each re-evaluated in float64 where the network is affine. One
-  witness ``> τ`` fails the whole decision;
+  best pattern found, by one LP), each re-evaluated in float64 where the network is affine, at a
+  point of the ball itself, and deflated by 1e-12. One witness ``> τ`` fails the whole decision;
 * otherwise it is halved along its most influential coordinate (width × ℓ1 norm of the first
   layer's column over its unstable neurons), the open sub-boxes with the largest bounds first.
 
@@ -81,9 +81,15 @@ def _pattern_witness(net: ReluNetwork, box: _Box, pattern: np.ndarray | None) ->
     return [] if strict is None else [strict]
 
 
+class _OutOfTime(Exception):
+    """The budget ran out inside a batch (never a decision)."""
+
+
 class _Search:
-    def __init__(self, net: ReluNetwork, cb: ClarkeBounds, tau: float, norms: dict, rng: np.random.Generator):
+    def __init__(self, net: ReluNetwork, cb: ClarkeBounds, tau: float, norms: dict, rng: np.random.Generator,
+                 *, center: np.ndarray, radius: float, deadline: float):
         self.net, self.cb, self.tau, self.norms, self.rng = net, cb, tau, norms, rng
+        self.center, self.radius, self.deadline = center, radius, deadline
         paths, acc = [], np.eye(net.in_dim)
         for w in net.weights[:-1]:
             acc = np.abs(w) @ acc
@@ -103,16 +109,16 @@ class _Search:
             parent = ([torch.cat([b.parent[0][k] for b in boxes]) for k in range(n_layers)],
                       [torch.cat([b.parent[1][k] for b in boxes]) for k in range(n_layers)])
         lows, ups = self.cb.preactivation_bounds(lo, hi, parent)
-        all_pairs = torch.arange(self.cb.n_pairs, device=dev)
+        all_pairs = torch.arange(self.cb.n_pairs, device=dev, dtype=torch.int32)
         pairs = [all_pairs if b.pairs is None else b.pairs for b in boxes]
         node = torch.cat([torch.full((p.numel(),), i, device=dev, dtype=torch.long)
                           for i, p in enumerate(pairs)])
-        flat = torch.cat(pairs)
+        flat = torch.cat(pairs).long()
         values = torch.cat([self.cb.pair_bounds(lows, ups, node[s:s + _BATCH_PAIRS], flat[s:s + _BATCH_PAIRS],
                                                     self.tau)
                             for s in range(0, flat.numel(), _BATCH_PAIRS)]) if flat.numel() else flat.double()
         sizes = [p.numel() for p in pairs]
-        return lows, ups, list(torch.split(flat, sizes)), list(torch.split(values, sizes))
+        return lows, ups, list(torch.split(flat.int(), sizes)), list(torch.split(values, sizes))
 
     def step(self, boxes: list[_Box]) -> tuple[list[tuple[float, _Box]], tuple[float, np.ndarray] | None]:
         """Process a batch: the children to push (with priorities), or a witness above τ."""
@@ -120,12 +126,14 @@ class _Search:
         children: list[tuple[float, _Box]] = []
         open_boxes = []
         for i, box in enumerate(boxes):
-            keep = values[i] > self.tau
+            keep = ~(values[i] <= self.tau)  # a NaN bound never clears a pair
             settled = values[i][~keep]
             if settled.numel():
                 self.cleared = max(self.cleared, float(settled.max()))
             if not bool(keep.any()):
                 continue
+            if time.perf_counter() > self.deadline:
+                raise _OutOfTime
             upper = float(values[i][keep].max())
             states = [(lows[k][i] > 0, ups[k][i] < 0) for k in range(len(lows))]
             n_unstable = sum(int((~(a | b)).sum()) for a, b in states)
@@ -147,11 +155,13 @@ class _Search:
         for _, box, _, pattern, _, _ in open_boxes:
             sampled = box.lo + (box.hi - box.lo) * self.rng.random((_SAMPLES, box.lo.size))
             pts += [(box.lo + box.hi) / 2.0, *sampled, *_pattern_witness(self.net, box, pattern)]
-        vals, ok = jacobian_norms(self.net, np.array(pts), **self.norms)
-        vals = np.where(ok, vals, -np.inf)
+        pts = np.array(pts)
+        vals, ok = jacobian_norms(self.net, pts, **self.norms)
+        inside = np.max(np.abs(pts - self.center), axis=1) <= self.radius  # the ball, not only fl(z ± r)
+        vals = np.where(ok & inside, vals * (1.0 - 1e-12), -np.inf)  # a lower bound that survives rounding
         k = int(np.argmax(vals))
         if vals[k] > self.tau:
-            return [], (float(vals[k]), np.asarray(pts[k]))
+            return [], (float(vals[k]), pts[k])
         for i, box, upper, _, open_pairs, states in open_boxes:
             unstable = np.concatenate([(~(a | b)).cpu().numpy() for a, b in states])
             reach = self.reach[unstable].sum(axis=0)
@@ -200,7 +210,8 @@ def split_decide(
 def _split(net: ReluNetwork, cb: ClarkeBounds, center: np.ndarray, radius: float, threshold: float,
            norms: dict, max_boxes: int, max_seconds: float, seed: int) -> SplitResult | None:
     start = time.perf_counter()
-    search = _Search(net, cb, threshold, norms, np.random.default_rng(seed))
+    search = _Search(net, cb, threshold, norms, np.random.default_rng(seed), center=center, radius=radius,
+                     deadline=start + max_seconds)
     lo, hi = box_around(center, radius)
     heap: list[tuple[float, int, _Box]] = [(-math.inf, 0, _Box(lo=lo, hi=hi, parent=None, pairs=None))]
     count, tick = 0, 1
@@ -213,7 +224,10 @@ def _split(net: ReluNetwork, cb: ClarkeBounds, center: np.ndarray, radius: float
             batch.append(box)
             n_pairs += cb.n_pairs if box.pairs is None else box.pairs.numel()
         count += len(batch)
-        children, witness = search.step(batch)
+        try:
+            children, witness = search.step(batch)
+        except _OutOfTime:
+            return None
         if witness is not None:
             return SplitResult(passed=False, upper=math.inf, lower=witness[0], point=witness[1], boxes=count)
         for upper, child in children:
