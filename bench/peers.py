@@ -1,4 +1,4 @@
-"""Side by side with the peer: exact local Lipschitz values, our engine against LipMIP (not a test).
+"""Side by side with the peers: exact local Lipschitz values, ours against LipMIP and LipBaB (not a test).
 
 LipMIP (Jordan & Dimakis, NeurIPS 2020; github.com/revbucket/lipMIP, MIT licence) is not part of
 this project and is never committed or built here: pass a checkout of it with ``--lipmip DIR`` (its
@@ -7,6 +7,13 @@ none). It is run unmodified, so the comparison uses the norm both support: ℓ�
 on the output, i.e. LipMIP's ``c_vector='l1Ball1'`` (the dual ℓ1 ball) against
 ``local_lipschitz(input_norm="linf", output_norm="linf")``. The product's default ℓ∞→ℓ1 needs
 c ∈ [−1, 1]^m, which unmodified LipMIP does not offer.
+
+LipBaB (Bhowmick et al., 2021; github.com/pyrobits/LipBaB) is a notebook-style script: pass a checkout
+with ``--lipbab DIR``. Its definitions (cells 1–10) are executed unmodified; its last two cells (which
+load a saved net and run the search) are replaced by a driver that sets the same globals for our net
+and box and runs the same loop (``af = 1``, the exact setting) with the time limit its commented-out
+line describes. It needs ``cvxopt`` (GLPK LPs): ``pip install --target DIR cvxopt`` and put DIR on
+``PYTHONPATH``. Its ``pnorm = inf`` is the ℓ∞→ℓ∞ operator norm, the norm compared here.
 
 For each untrained net of the grid (He-initialised, seeded; latent z ~ N(0, I), the β-VAE prior) and
 each radius (R = 0.2 and 5R), ``--n`` centres are certified by both, in alternating order, each
@@ -24,6 +31,7 @@ The load average is printed before and after: absolute seconds move with it; rat
 
     .venv/bin/python bench/peers.py --lipmip /path/to/lipMIP --quick      # 3 nets, 4 centres
     .venv/bin/python bench/peers.py --lipmip /path/to/lipMIP              # the full grid, 8 centres
+    PYTHONPATH=/path/to/cvxopt .venv/bin/python bench/peers.py --lipmip DIR --lipbab /path/to/LipBaB
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import argparse
 import contextlib
 import io
 import itertools
+import math
 import os
 import statistics
 import sys
@@ -97,6 +106,65 @@ class LipMIPPeer:
         return float(res.value), "TIME LIMIT" not in out.getvalue() and seconds < limit, seconds
 
 
+class LipBaBPeer:
+    """LipBaB from a checkout: its cells 1–10 unmodified, driven like its cell 12 with a time limit."""
+
+    def __init__(self, directory: Path) -> None:
+        source = (directory / "LipBaB.py").read_text()
+        cut = source.index("# In[11]:")  # cell 11 loads a saved net; cell 12 runs the search
+        self._definitions = compile(source[:cut], str(directory / "LipBaB.py"), "exec")
+
+    def value(
+        self, seq: torch.nn.Sequential, z: np.ndarray, r: float, limit: float
+    ) -> tuple[float, bool, float]:
+        from collections import deque
+        from queue import PriorityQueue
+
+        ns: dict = {}
+        exec(self._definitions, ns)  # the peer's own definitions, read from its checkout
+        linears = [m for m in seq if isinstance(m, torch.nn.Linear)]
+        ns["weights"] = [None, *(m.weight.detach().double().numpy().tolist() for m in linears)]
+        ns["biases"] = [None, *(m.bias.detach().double().numpy().tolist() for m in linears)]
+        sizes = [linears[0].in_features, *(m.out_features for m in linears)]
+        ns.update(L=len(sizes) - 1, X=[0] * sizes[0], act_pat=[[[1, 1] for _ in range(e)] for e in sizes],
+                  bnds=[[float(c - r), float(c + r)] for c in z], output_bounds=[], ast_neurons=deque(),
+                  var=[], pcnt=0, pq=PriorityQueue(), pnorm=np.inf, glb=0.0)
+        start = time.perf_counter()
+        ns["var"].extend([b[0], b[1]] for b in ns["bnds"])
+        hc: list[list] = [[], []]
+        for i, (lo, hi) in enumerate(ns["bnds"]):
+            for sign, bound in ((-1.0, -lo), (1.0, hi)):
+                row = [0.0] * sizes[0]
+                row[i] = sign
+                hc[0].append(row)
+                hc[1].append(bound)
+        ns["symprop"]()
+        p = ns["LipNet"]()
+        ns["pcnt"] += 1
+        p.H, p.ast_ns = hc, deque(ns["ast_neurons"])
+        p.actvp = [[list(v) for v in layer] for layer in ns["act_pat"]]
+        p.tev = [np.identity(sizes[0]), np.zeros(sizes[0])]
+        ns["linprop"](p)
+        p.Lub = ns["lip_bound"](p)
+        ns["pq"].put((-p.Lub, ns["pcnt"], p))
+        if len(p.ast_ns) == 0:
+            ns["glb"] = p.Lub
+        value, exact = math.inf, False
+        while time.perf_counter() - start < limit:
+            if ns["pq"].empty():
+                value, exact = ns["glb"], True
+                break
+            tp = ns["pq"].get()[2]
+            value = tp.Lub
+            if tp.Lub <= ns["glb"]:  # af = 1
+                exact = True
+                break
+            ns["branch"](tp, -1)
+            ns["branch"](tp, 1)
+        seconds = time.perf_counter() - start
+        return float(value), exact and seconds < limit, seconds
+
+
 def ours(seq: torch.nn.Sequential, z: np.ndarray, r: float, limit: float) -> tuple[float, bool, float]:
     start = time.perf_counter()
     cert = local_lipschitz(seq, z, r, input_norm="linf", output_norm="linf", time_limit=limit, threads=1)
@@ -108,23 +176,15 @@ def load() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
-def setting(peer: LipMIPPeer, widths: tuple[int, ...], r: float, n: int, limit: float) -> None:
+def setting(peers: dict, widths: tuple[int, ...], r: float, n: int, limit: float) -> None:
     seq = untrained(widths)
     rng = np.random.default_rng(1)
     rows = []
     for i in range(n):
         z = rng.standard_normal(widths[0])
-        runs = [("lipmip", peer.value), ("ours", ours)]
-        got = dict((name, fn(seq, z, r, limit)) for name, fn in (runs if i % 2 == 0 else runs[::-1]))
-        rows.append(got)
-    both = [g for g in rows if g["lipmip"][1] and g["ours"][1]]
-    ratios = sorted(g["lipmip"][2] / max(g["ours"][2], 1e-6) for g in both)
-    # over every centre we decided, a LipMIP time-out counted at the limit: a lower bound on the ratio
-    floor = sorted(g["lipmip"][2] / max(g["ours"][2], 1e-6) for g in rows if g["ours"][1])
-    diffs = [abs(g["lipmip"][0] - g["ours"][0]) / max(abs(g["ours"][0]), 1e-12) for g in both]
-    diff = max(diffs, default=0.0)
-    decided = {k: sum(g[k][1] for g in rows) for k in ("lipmip", "ours")}
-    med = {k: statistics.median(g[k][2] for g in rows) for k in ("lipmip", "ours")}
+        runs = [*peers.items(), ("ours", ours)]
+        k = i % len(runs)  # rotate who goes first
+        rows.append({name: fn(seq, z, r, limit) for name, fn in runs[k:] + runs[:k]})
     arch = "→".join(map(str, widths))
 
     def summary(xs: list[float]) -> str:
@@ -132,36 +192,54 @@ def setting(peer: LipMIPPeer, widths: tuple[int, ...], r: float, n: int, limit: 
             return "—"
         return f"median {statistics.median(xs):.1f}× p90 {float(np.quantile(xs, 0.9)):.1f}× min {xs[0]:.1f}×"
 
-    print(
-        f"{arch:>16} r={r:<4g} decided ≤{limit:g}s: "
-        f"LipMIP {decided['lipmip']}/{n}, ours {decided['ours']}/{n}"
-        f" | median s: LipMIP {med['lipmip']:.3f}, ours {med['ours']:.3f}"
-        f" | ratio, both decided: {summary(ratios)} | ratio ≥, ours decided: {summary(floor)}"
-        f" | max rel. diff {diff:.1e}",
-        flush=True,
-    )
-    if diff > 1e-3:
-        print(f"{'':>16} WARNING: values differ by more than 1e-3 on {arch} r={r:g}", flush=True)
+    for name in peers:
+        both = [g for g in rows if g[name][1] and g["ours"][1]]
+        ratios = sorted(g[name][2] / max(g["ours"][2], 1e-6) for g in both)
+        # over every centre we decided, a peer time-out counted at the limit: a lower bound on the ratio
+        floor = sorted(g[name][2] / max(g["ours"][2], 1e-6) for g in rows if g["ours"][1])
+        diffs = [abs(g[name][0] - g["ours"][0]) / max(abs(g["ours"][0]), 1e-12) for g in both]
+        diff = max(diffs, default=0.0)
+        decided = {k: sum(g[k][1] for g in rows) for k in (name, "ours")}
+        med = {k: statistics.median(g[k][2] for g in rows) for k in (name, "ours")}
+        print(
+            f"{arch:>16} r={r:<4g} {name:>6} decided ≤{limit:g}s: "
+            f"{name} {decided[name]}/{n}, ours {decided['ours']}/{n}"
+            f" | median s: {name} {med[name]:.3f}, ours {med['ours']:.3f}"
+            f" | ratio, both decided: {summary(ratios)} | ratio ≥, ours decided: {summary(floor)}"
+            f" | max rel. diff {diff:.1e}",
+            flush=True,
+        )
+        if diff > 1e-3:
+            print(f"{'':>16} WARNING: values differ by more than 1e-3 on {arch} r={r:g} ({name})", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--lipmip", type=Path, required=True, help="a checkout of revbucket/lipMIP")
+    parser.add_argument("--lipmip", type=Path, default=None, help="a checkout of revbucket/lipMIP")
+    parser.add_argument("--lipbab", type=Path, default=None, help="a checkout of pyrobits/LipBaB")
     parser.add_argument("--quick", action="store_true", help="3 nets, 4 centres")
     parser.add_argument("--n", type=int, default=None, help="centres per setting (default 8, quick 4)")
     parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per certificate (default 10)")
     args = parser.parse_args()
-    if not (args.lipmip / "lipMIP.py").is_file():
+    if args.lipmip is None and args.lipbab is None:
+        parser.error("name at least one peer: --lipmip DIR and/or --lipbab DIR")
+    if args.lipmip is not None and not (args.lipmip / "lipMIP.py").is_file():
         parser.error(f"--lipmip {args.lipmip}: no lipMIP.py there (a checkout of revbucket/lipMIP)")
+    if args.lipbab is not None and not (args.lipbab / "LipBaB.py").is_file():
+        parser.error(f"--lipbab {args.lipbab}: no LipBaB.py there (a checkout of pyrobits/LipBaB)")
     n = args.n or (4 if args.quick else 8)
-    peer = LipMIPPeer(args.lipmip)
+    peers = {}
+    if args.lipmip is not None:
+        peers["lipmip"] = LipMIPPeer(args.lipmip).value
+    if args.lipbab is not None:
+        peers["lipbab"] = LipBaBPeer(args.lipbab).value
     print(f"load before: {load()} | ℓ∞→ℓ∞, {n} centres, {args.time_limit:g} s limit, 1 thread each",
           flush=True)
     for widths in QUICK_GRID if args.quick else GRID:
         for r in (R, 5 * R):
-            setting(peer, widths, r, n, args.time_limit)
+            setting(peers, widths, r, n, args.time_limit)
     print(f"load after: {load()}")
 
 
