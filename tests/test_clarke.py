@@ -48,13 +48,13 @@ def vertices(net: ReluNetwork, input_norm: str, output_norm: str) -> tuple[np.nd
     return S, C
 
 
-@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("seed", range(8))
 def test_pair_bounds_cover_every_realised_pattern(seed: int) -> None:
     """Per pair (c, s) the bound is ≥ cᵀ J_D s for every pattern D realised in the box, so their max
     is ≥ the brute-force L; pre-activation bounds contain sampled pre-activations."""
     rng = np.random.default_rng(seed)
     depth = 1 + seed % 3
-    hidden = [int(w) for w in rng.integers(2, 5, size=depth)]
+    hidden = [int(w) for w in rng.integers(2, 5 if depth < 3 else 4, size=depth)]  # ≤ 9 neurons at depth 3
     dims = [int(rng.integers(2, 5)), *hidden, int(rng.integers(1, 4))]
     net = random_net(rng, dims)
     center = rng.standard_normal(dims[0])
@@ -159,14 +159,14 @@ def test_cuda_matches_cpu() -> None:
     np.testing.assert_allclose(out[0], out[1], rtol=1e-9)
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(4))
 def test_pair_interval_bound_is_monotone_under_inclusion(seed: int) -> None:
     """The lp/interval certifiers' interval term never increases from a ball to a ball inside it —
     including sub-balls that share a face with it (where rounding used to flip a neuron) — and is ≥ L."""
     from privcore.lipschitz.clarke import pair_interval_bound
 
     rng = np.random.default_rng(500 + seed)
-    net = random_net(rng, [3, 6, 6, 2] if seed % 2 else [4, 5, 5, 5, 3])
+    net = random_net(rng, [3, 5, 5, 2] if seed % 2 else [4, 5, 5, 5, 3])
     for input_norm, output_norm in NORMS:
         kw = dict(input_norm=input_norm, output_norm=output_norm)
         center = rng.standard_normal(net.in_dim)
