@@ -136,3 +136,46 @@ def test_finish_drops_a_setting_written_twice(tmp_path) -> None:
     df = t.finish()
     assert len(df) == 1
     assert json.loads(path.with_suffix(".json").read_text())["duplicates_removed"] == 1
+
+
+def test_parts_resume_one_part_at_a_time(tmp_path) -> None:
+    """With Parts, adding an obfuscator keeps the others' rows; a part whose settings changed is
+    redone alone; a change to the shared config starts over."""
+    from privcore.experiments.runner import Parts
+
+    cols = ("obfuscator", "epsilon", "accuracy")
+    parts = Parts(column="obfuscator", names="variants", fields=("weights",))
+    path = tmp_path / "t.csv"
+
+    def table(variants, weights, shared=1, command="first"):
+        config = {"n": shared, "variants": variants, "weights": weights}
+        return ResultTable(path, columns=cols, key=("obfuscator", "epsilon"), config=config,
+                           command=command, parts=parts)
+
+    t = table(["A", "B"], {"A": "a1", "B": "b1"})
+    for v in ("A", "B"):
+        t.add({"obfuscator": v, "epsilon": 1.0, "accuracy": 0.5})
+    t.finish()
+    added = table(["C"], {"C": "c1"}, command="add C")
+    assert added.resumed and added.done(obfuscator="A", epsilon=1.0)
+    assert not added.done(obfuscator="C", epsilon=1.0)
+    added.add({"obfuscator": "C", "epsilon": 1.0, "accuracy": 0.7})
+    added.finish()
+    meta = json.loads(path.with_suffix(".json").read_text())
+    assert meta["command"] == "first" and meta["config"]["variants"] == ["A", "B", "C"]
+    assert meta["config"]["weights"] == {"A": "a1", "B": "b1", "C": "c1"}
+    assert [a["parts"] for a in meta["added"]] == [["C"]] and meta["added"][0]["command"] == "add C"
+    # the same parts again: a plain resume, nothing redone or recorded as added
+    again = table(["A", "B", "C"], {"A": "a1", "B": "b1", "C": "c1"})
+    assert all(again.done(obfuscator=v, epsilon=1.0) for v in "ABC")
+    assert len(json.loads(path.with_suffix(".json").read_text())["added"]) == 1
+    # B retrained: only B's rows go
+    redo = table(["B"], {"B": "b2"}, command="redo B")
+    assert redo.done(obfuscator="A", epsilon=1.0) and redo.done(obfuscator="C", epsilon=1.0)
+    assert not redo.done(obfuscator="B", epsilon=1.0)
+    assert sorted(pd.read_csv(path)["obfuscator"]) == ["A", "C"]
+    # another shared setting: start over
+    other = table(["A"], {"A": "a1"}, shared=2)
+    assert not other.resumed and len(pd.read_csv(path)) == 0
+    with pytest.raises(ValueError, match="parts column"):
+        ResultTable(tmp_path / "u.csv", columns=("x",), key=("x",), config={}, parts=parts)

@@ -26,7 +26,7 @@ import shlex
 import subprocess
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +45,7 @@ except ImportError:  # pragma: no cover - Windows
 
 __all__ = [
     "DEFAULT_RESULTS_DIR",
+    "Parts",
     "PngExportWarning",
     "Progress",
     "ResultTable",
@@ -137,12 +138,49 @@ def _versions() -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True)
+class Parts:
+    """How a table's config splits into independent parts (e.g. one per obfuscator), so that a run
+    adds or redoes one part's rows and keeps the others'.
+
+    ``column``: the CSV column naming a row's part; ``names``: the config field listing this run's
+    parts; ``fields``: the config fields that map a part's name to its own settings (weights, Δp…).
+    Everything else in the config is shared by all parts."""
+
+    column: str
+    names: str
+    fields: tuple[str, ...]
+
+    def shared(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The config without the per-part fields."""
+        return {k: v for k, v in config.items() if k != self.names and k not in self.fields}
+
+    def of(self, config: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+        """Part ``name``'s settings in ``config`` (None when the config does not list it)."""
+        if name not in (config.get(self.names) or ()):
+            return None
+        return {f: (config.get(f) or {}).get(name) for f in self.fields}
+
+    def merge(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+        """``new`` with the parts only ``old`` lists kept (their rows stay in the table)."""
+        names = list(dict.fromkeys([*(old.get(self.names) or ()), *(new.get(self.names) or ())]))
+        merged = {**dict(new), self.names: names}
+        for f in self.fields:
+            merged[f] = {**(old.get(f) or {}), **(new.get(f) or {})}
+        return merged
+
+
 class ResultTable:
     """An append-only CSV of one experiment with resume, written atomically (module docstring).
 
     ``columns`` fixes the CSV header; ``key`` names the columns that identify a setting. ``config``
     (JSON-able) is everything that changes the numbers; its hash decides whether an existing file
     is resumed (same hash) or replaced (different hash, or ``fresh=True``).
+
+    With ``parts`` (:class:`Parts`) only the shared config must match to resume: a part whose own
+    settings changed has its rows dropped and recomputed, a new part is added, and the rows of
+    parts this run does not list are kept with their recorded settings (``meta["added"]`` names
+    the commands that added or redid parts of an existing table).
     """
 
     def __init__(
@@ -154,6 +192,7 @@ class ResultTable:
         config: Mapping[str, Any],
         command: str = "",
         fresh: bool = False,
+        parts: Parts | None = None,
     ) -> None:
         self.path = Path(path)
         self.meta_path = self.path.with_suffix(".json")
@@ -162,19 +201,37 @@ class ResultTable:
         missing = [k for k in self.key if k not in self.columns]
         if missing or len(set(self.columns)) != len(self.columns):
             raise ValueError(f"key columns {missing} are not among the columns, or a column repeats")
+        if parts is not None and parts.column not in self.columns:
+            raise ValueError(f"parts column {parts.column!r} is not among the columns")
+        self.parts = parts
         self.config = dict(config)
         self.config_hash = _config_hash(self.config)
         self._done: set[tuple[str, ...]] = set()
         self._idx = [self.columns.index(k) for k in self.key]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         resumed = False
+        redo: set[str] = set()  # parts whose rows are (re)computed by this run
+        meta: dict[str, Any] = {}
         if not fresh and self.path.is_file() and self.meta_path.is_file():
             try:
                 meta = json.loads(self.meta_path.read_text())
             except (OSError, json.JSONDecodeError):
                 meta = {}
-            if meta.get("config_hash") == self.config_hash and tuple(meta.get("columns", ())) == self.columns:
-                resumed = self._load_existing()
+            same_columns = tuple(meta.get("columns", ())) == self.columns
+            if parts is None:
+                if meta.get("config_hash") == self.config_hash and same_columns:
+                    resumed = self._load_existing()
+            elif same_columns and isinstance(meta.get("config"), dict):
+                old = meta["config"]
+                if _config_hash(parts.shared(old)) == _config_hash(parts.shared(self.config)):
+                    redo = {
+                        n for n in self.config.get(parts.names) or ()
+                        if parts.of(old, n) != parts.of(self.config, n)
+                    }
+                    resumed = self._load_existing(drop=redo)
+                    if resumed:
+                        self.config = parts.merge(old, self.config)
+                        self.config_hash = _config_hash(self.config)
         if not resumed:
             self._write_rows([])
             self.meta = {
@@ -193,10 +250,21 @@ class ResultTable:
                 "figures": [],
             }
         else:
-            self.meta = json.loads(self.meta_path.read_text())
+            self.meta = meta
             self.meta["resumed"] = _utc_now()
             self.meta["complete"] = False
             self.meta["rows"] = len(self._done)
+            if parts is not None:
+                self.meta["config"], self.meta["config_hash"] = self.config, self.config_hash
+                if redo:
+                    self.meta.setdefault("added", []).append(
+                        {
+                            "command": command,
+                            "git_revision": _git_revision(),
+                            "parts": [n for n in self.config[parts.names] if n in redo],
+                            "started": _utc_now(),
+                        }
+                    )
         self.resumed = resumed
         self._write_meta()
 
@@ -223,12 +291,17 @@ class ResultTable:
             w.writerow(self.columns)
             w.writerows(rows)
 
-    def _load_existing(self) -> bool:
+    def _load_existing(self, drop: Collection[str] = ()) -> bool:
+        """Resume from the CSV on disk, without any torn trailing line and without the rows of
+        the parts in ``drop``; False when there is no usable CSV."""
         with _directory_lock(self.path.parent):
             rows = self._read_rows()
             if rows is None:
                 return False
-            self._write_rows(rows)  # without any torn trailing line
+            if drop and self.parts is not None:
+                col = self.columns.index(self.parts.column)
+                rows = [r for r in rows if r[col] not in drop]
+            self._write_rows(rows)
         self._done = {tuple(r[i] for i in self._idx) for r in rows}
         return True
 
@@ -434,9 +507,16 @@ class RunContext:
         return self.out_dir / self.dataset
 
     def table(
-        self, name: str, *, columns: Sequence[str], key: Sequence[str], config: Mapping[str, Any]
+        self,
+        name: str,
+        *,
+        columns: Sequence[str],
+        key: Sequence[str],
+        config: Mapping[str, Any],
+        parts: Parts | None = None,
     ) -> ResultTable:
-        """The resumable table ``<out_dir>/<dataset>/<name>.csv`` for this run."""
+        """The resumable table ``<out_dir>/<dataset>/<name>.csv`` for this run (``parts``: see
+        :class:`ResultTable`)."""
         full_config = {"dataset": self.dataset, "mode": self.mode, "seed": self.seed, **dict(config)}
         return ResultTable(
             self.dataset_dir / f"{name}.csv",
@@ -445,6 +525,7 @@ class RunContext:
             config=full_config,
             command=self.command or default_command(),
             fresh=self.fresh,
+            parts=parts,
         )
 
     def pipeline(self, obfuscator: str = "ARL-C-N"):  # -> privcore.pipeline.Pipeline
