@@ -241,7 +241,12 @@ def load_pipeline(
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """One checkpoint as its card describes it (no weights loaded)."""
+    """One checkpoint as its card describes it (no weights loaded).
+
+    Obfuscators come in two roles: release models (the Table-1 variants, their paper-recipe twins
+    ``<variant>-paper`` and any other obfuscator trained by name), shipped with Δp, a release
+    classifier and an attacker and offered for releases; and the α-sweep members ``ARL-alpha<α>``
+    (:attr:`fig2_only`), which only Fig. 2 reads (no Δp, classifier or attacker)."""
 
     dataset: str
     kind: str
@@ -249,6 +254,11 @@ class ModelInfo:
     path: Path
     metrics: Mapping[str, Any]
     card: Mapping[str, Any]
+
+    @property
+    def fig2_only(self) -> bool:
+        """True for an α-sweep obfuscator (its recipe's ``sweep``): Fig. 2 only, never released."""
+        return self.kind == "obfuscator" and bool((self.card.get("recipe") or {}).get("sweep"))
 
 
 def list_models(models_dir: str | os.PathLike[str] | None = None) -> list[ModelInfo]:

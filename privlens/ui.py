@@ -101,7 +101,8 @@ def fmt_num(v: float) -> str:
 
 
 def catalogue() -> dict[str, tuple[str, ...]]:
-    """Obfuscator names per dataset from the shipped model cards (``models/<dataset>/``); digits always."""
+    """Obfuscator names per dataset from the shipped model cards (``models/<dataset>/``), the α-sweep
+    members of Fig. 2 left out; digits always."""
     return _catalogue(models_dir())
 
 
@@ -119,6 +120,7 @@ def _catalogue(directory: str) -> dict[str, tuple[str, ...]]:
     for m in infos:
         if (
             m.kind == "obfuscator"
+            and not m.fig2_only  # α-sweep members exist for Fig. 2 only: no Δp, never released
             and m.dataset in embedders
             and m.name not in models.setdefault(m.dataset, [])
         ):

@@ -156,6 +156,27 @@ def test_table1_row_does_not_depend_on_which_other_variants_ran(shipped: Path, t
     pd.testing.assert_frame_equal(same, alone.reset_index(drop=True))  # noise seeds and numbers alike
 
 
+def test_table1_adds_one_obfuscator_and_keeps_the_others_rows(shipped: Path, tmp_path: Path) -> None:
+    """Each obfuscator is a part of the table: --obfuscators C-N after a run of ARL-C-N adds C-N's
+    rows, leaves ARL-C-N's as they were and records the second run as an addition."""
+    from privcore.cli import app
+
+    out = tmp_path / "results"
+    for chosen in ("ARL-C-N", "C-N"):
+        args = ["experiment", "table1", "--dataset", "digits", "--tiny", "--out", str(out), "--no-progress",
+                "--obfuscators", chosen]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output + repr(result.exception)
+        if chosen == "ARL-C-N":
+            first = pd.read_csv(out / "digits" / "table1.csv")
+    both = pd.read_csv(out / "digits" / "table1.csv")
+    assert list(dict.fromkeys(both["obfuscator"])) == ["ARL-C-N", "C-N"]
+    pd.testing.assert_frame_equal(both[both["obfuscator"] == "ARL-C-N"].reset_index(drop=True), first)
+    meta = json.loads((out / "digits" / "table1.json").read_text())
+    assert meta["config"]["variants"] == ["ARL-C-N", "C-N"] and meta["complete"]
+    assert [a["parts"] for a in meta["added"]] == [["C-N"]]
+
+
 def test_table2_tiny(out: Path, shipped: Path) -> None:
     frame = _run_cli("table2", out)
     assert set(frame["method"]) == {"LDP-Image", "LDP-Embedding", "Adversarial"}

@@ -13,6 +13,7 @@ from privcore.errors import DatasetUnavailableError
 from privcore.nets.checkpoint import card_path, load_checkpoint
 from privcore.pipeline import default_models_dir, list_models, load_ip_models, load_pipeline
 from privcore.train.embedder import dataset_from_card
+from privcore.train.recipes import PAPER_WEIGHTS, parse_obfuscator_name
 
 MODELS = default_models_dir()
 SHIPPED = [m for m in list_models(MODELS) if m.dataset in ("digits", "fashion-mnist")]
@@ -35,9 +36,13 @@ def test_models_directory_is_small_and_complete() -> None:
         assert ("embedder", "embedder") in have
         for v in REQUIRED:
             assert ("obfuscator", v) in have and ("attacker", f"attacker-{v}") in have, (ds, v)
-        for kind, name in have:  # every shipped obfuscator has its noise-aware release classifier
-            if kind == "obfuscator":
-                assert ("release-classifier", f"classifier-{name}") in have, (ds, name)
+        # The rule for obfuscators: every release model (the eight, a paper-recipe twin
+        # <variant>-paper, any other) ships with its noise-aware release classifier and attacker;
+        # the α-sweep members (ARL-alpha<α>) are Fig. 2's alone and ship without them.
+        for m in SHIPPED:
+            if m.dataset == ds and m.kind == "obfuscator" and not m.fig2_only:
+                assert ("release-classifier", f"classifier-{m.name}") in have, (ds, m.name)
+                assert ("attacker", f"attacker-{m.name}") in have, (ds, m.name)
         for ip in ("ip-cnn", "ip-cnn-gauss-input", "ip-lipschitz-l1", "ip-lipschitz-l2"):
             assert ("ip-classifier", ip) in have, (ds, ip)
 
@@ -49,7 +54,9 @@ def test_shipped_checkpoint_loads_with_current_code_and_has_a_full_card(info: ob
     assert card["command"].startswith("python -m privcore train "), card["command"]
     assert card["device"] == "cpu" and card["seed"] == 0
     assert len(card["dataset"]["fingerprint"]) == 64 and card["dataset"]["name"] == info.dataset
-    if card["kind"] == "obfuscator":
+    if card["kind"] == "obfuscator" and info.fig2_only:
+        assert card["recipe"]["sweep"] and card["name"] == f"ARL-alpha{card['recipe']['alpha']:g}"
+    elif card["kind"] == "obfuscator":
         dp = card["delta_p"]
         assert dp["n"] >= 100 and dp["all_exact"] and dp["input_norm"] == "linf" and dp["output_norm"] == "l1"
         assert dp["proposed"] == pytest.approx(dp["mu"] + dp["n_sigma"] * dp["sigma"])
@@ -58,6 +65,14 @@ def test_shipped_checkpoint_loads_with_current_code_and_has_a_full_card(info: ob
         cert = card["certification"]
         assert {"seconds_mean", "seconds_max"} <= set(cert) and cert["n"] == dp["n"] and cert["machine"]
         assert all(isinstance(m, (torch.nn.Linear, torch.nn.ReLU)) for m in ck["obfuscator"])
+        variant, mode = parse_obfuscator_name(card["name"])
+        assert card["variant"] == variant
+        if mode == "paper":  # labelled as the paper's recipe, trained with App. E's weights
+            loss = card["loss"]
+            assert card["recipe"]["noise_mode"] == "paper" and loss["paper_weights"] is True
+            assert loss["sigma"] == PAPER_WEIGHTS["sigma"]
+            for k in ("alpha", "lambda", "margin"):  # the terms the variant has, at App. E's weights
+                assert loss.get(k, 0.0) in (0.0, PAPER_WEIGHTS[k]), k
     if card["kind"] == "release-classifier":
         obf = load_checkpoint(info.path.with_name(card["obfuscator"]["file"]))
         assert card["obfuscator"]["sha256"] == obf.card["weights"]["sha256"]
@@ -73,6 +88,10 @@ def test_recorded_accuracies_are_what_the_weights_give(dataset: str) -> None:
         p = load_pipeline(dataset, m.name, models_dir=MODELS, device="cpu")
         pred = torch.cat([p.predict(ds.x_test[i : i + 2000]) for i in range(0, ds.x_test.shape[0], 2000)])
         acc = float((pred == ds.y_test).float().mean())
+        if m.fig2_only:  # no release classifier: the obfuscator's own head, as its card recorded
+            assert p.classifier_source == "obfuscator", m.name
+            assert acc == pytest.approx(m.card["metrics"]["test_accuracy"], abs=1e-6), m.name
+            continue
         # ε = ∞ accuracy of the pipeline as shipped: through its release classifier
         assert p.classifier_source == "release-classifier", m.name
         assert acc == pytest.approx(p.cards["classifier"]["metrics"]["test_accuracy"], abs=1e-6), m.name

@@ -62,3 +62,27 @@ def test_like_for_like_table_puts_the_paper_its_calibration_and_ours_side_by_sid
     assert "paper" in lines[0] and "0.158" in lines[0]  # the paper's FMNIST C at ε = 1
     assert "0.250 ±0.043" in lines[1] and "1000 × 10 draws" in lines[1]  # sqrt(ln 40 / 2000) = 0.043
     assert "0.500 ±0.014" in lines[2] and lines[2].endswith("| 10000 |")
+
+
+def test_like_for_like_puts_the_paper_recipe_twin_after_its_variant() -> None:
+    import pandas as pd
+
+    from privcore.experiments.report import render_table1, render_table1_like_for_like
+
+    eps = [1.0, 2.0, 5.0, 10.0]
+    t1 = pd.DataFrame({"obfuscator": ["ARL-C-N-paper"] * 4 + ["ARL-C-N"] * 4, "epsilon": eps * 2,
+                       "accuracy": [0.1] * 4 + [0.5] * 4, "release_rate": 1.0, "n_test": 10000})
+    cal = pd.DataFrame({"obfuscator": "ARL-C-N-paper", "calibration": "paper-text", "epsilon": eps,
+                        "accuracy_mean": 0.11, "n_test": 1000, "n_draws": 10})
+    text = render_table1_like_for_like(t1, cal, "fashion-mnist")
+    rows = [ln for ln in text.splitlines() if ln.startswith("| ARL-C-N")]
+    assert len(rows) == 4  # the paper's row once, ours, then the twin's two rows
+    assert rows[0].startswith("| ARL-C-N | paper") and "0.371" in rows[0]
+    assert rows[1].startswith("| ARL-C-N | ours, PTR") and "0.500" in rows[1]
+    assert rows[2].startswith("| ARL-C-N-paper | ours, the paper's recipe") and "noise only" in rows[2]
+    assert rows[3].startswith("| ARL-C-N-paper | ours, the paper's recipe") and "0.100 ±0.014" in rows[3]
+    assert "App. E" in text
+    table = render_table1(t1.assign(epsilon=eps * 2), "fashion-mnist")
+    names = [ln.split("|")[1].strip() for ln in table.splitlines() if ln.startswith("| ARL")]
+    assert names == ["ARL-C-N", "ARL-C-N-paper"] and "(0.371)" in table.split("ARL-C-N-paper")[1]
+

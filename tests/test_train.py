@@ -76,6 +76,31 @@ def test_variant_names_map_to_the_papers_regularisers() -> None:
         obfuscator_recipe("digits", "ARL-X")
 
 
+def test_the_papers_recipe_ships_under_its_own_name_with_app_e_weights() -> None:
+    from privcore.train.recipes import PAPER_WEIGHTS, parse_obfuscator_name, table1_order
+
+    paper = obfuscator_recipe("fashion-mnist", "ARL-C-N-paper")
+    assert paper == obfuscator_recipe("fashion-mnist", "ARL-C-N", noise_mode="paper")
+    assert paper.name == "ARL-C-N-paper" and paper.variant == "ARL-C-N" and paper.noise_mode == "paper"
+    assert paper.contrastive_units == "raw"  # no release-noise units: the paper's contrastive term
+    terms = paper.loss_terms()
+    assert terms["paper_weights"] is True and "release_weight" not in terms
+    assert {k: terms[k] for k in PAPER_WEIGHTS} == PAPER_WEIGHTS == {
+        "alpha": 0.99, "sigma": 0.01, "lambda": 1.0, "margin": 25.0}
+    ours = obfuscator_recipe("fashion-mnist", "ARL-C-N")
+    assert ours.name == "ARL-C-N" and ours.loss_terms()["paper_weights"] is False
+    assert obfuscator_recipe("digits", "ARL").loss_terms()["paper_weights"] is True  # no N: same recipe
+    assert obfuscator_recipe("digits", "ARL", alpha=0.5).loss_terms()["paper_weights"] is False
+    assert parse_obfuscator_name("N-paper") == ("N", "paper") and parse_obfuscator_name("C") == ("C", None)
+    for bad in ("C-paper", "ARL-C-N-paper-paper", "ARL-alpha0.5"):
+        with pytest.raises(ValueError, match="variant must be one of"):
+            parse_obfuscator_name(bad)
+    with pytest.raises(ValueError, match="contradicts"):
+        obfuscator_recipe("digits", "ARL-C-N-paper", noise_mode="release")
+    names = ["ARL-alpha0.5", "ARL-C-N-paper", "ARL-C-N", "Encoder", "N-paper"]
+    assert table1_order(names) == ["Encoder", "N-paper", "ARL-C-N", "ARL-C-N-paper"]
+
+
 def test_contrastive_loss_formula_on_a_hand_example() -> None:
     z = torch.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]])
     y = torch.tensor([0, 0, 1])

@@ -98,18 +98,13 @@ def run(ctx: RunContext) -> Any:
 
     from privcore.attacks.reconstruction import laplace_release_noise
     from privcore.data import load_dataset
-    from privcore.experiments.table1 import VARIANTS
+    from privcore.experiments.table1 import PARTS, table1_obfuscators
     from privcore.lipschitz import Certifier, certify_batch
     from privcore.nets.models import classify
     from privcore.train.delta_p import delta_p_statistics
 
     infos = {m.name: m for m in ctx.model_infos() if m.kind == "obfuscator"}
-    variants = [v for v in VARIANTS if v in infos]
-    if ctx.options.get("obfuscators"):
-        wanted = {v.strip() for v in str(ctx.options["obfuscators"]).split(",")}
-        variants = [v for v in variants if v in wanted]
-    if ctx.mode == "tiny":
-        variants = variants[-1:]
+    variants = table1_obfuscators(ctx, infos)
     ds = load_dataset(ctx.dataset)
     n_test = ctx.n_test(full=None if ds.x_test.shape[0] <= 1000 else 1000, quick=100, tiny=4)
     n_train = ctx.pick(full=200, quick=50, tiny=4)
@@ -126,7 +121,7 @@ def run(ctx: RunContext) -> Any:
         "weights": {v: infos[v].card["weights"]["sha256"] for v in variants},
         "classifiers": ctx.classifier_weights(variants),
     }
-    table = ctx.table("calibration", columns=COLUMNS, key=KEY, config=config)
+    table = ctx.table("calibration", columns=COLUMNS, key=KEY, config=config, parts=PARTS)
     for v in variants:
         if all(
             table.done(obfuscator=v, calibration=c, epsilon=e) for c in CALIBRATIONS for e in EPSILONS

@@ -68,7 +68,27 @@ def _provenance(results: Path, name: str) -> str:
     mode = meta.get("config", {}).get("mode", "?")
     done = "complete" if meta.get("complete") else "INCOMPLETE"
     rows, rev = meta.get("rows", "?"), meta.get("git_revision", "?")
-    return f"`{meta.get('command', '')}` ({mode} mode, {rows} rows, {done}, git {rev})"
+    out = f"`{meta.get('command', '')}` ({mode} mode, {rows} rows, {done}, git {rev})"
+    for added in meta.get("added") or ():  # parts added or redone later (runner.Parts)
+        out += (f"; the rows of {', '.join(added.get('parts', []))} by `{added.get('command', '')}` "
+                f"(git {added.get('git_revision', '?')})")
+    return out
+
+
+def _order(names: Any) -> list[str]:
+    """Obfuscator names in Table 1's order (each variant, then its paper-recipe twin), others after."""
+    from privcore.train.recipes import table1_order
+
+    names = list(dict.fromkeys(names))
+    first = table1_order(names)
+    return first + [n for n in names if n not in first]
+
+
+def _paper_ref(ref: dict[str, Any], name: str) -> Any:
+    """The paper's Table-1 row for an obfuscator name (a paper-recipe twin reads its variant's)."""
+    from privcore.train.recipes import PAPER_RECIPE_SUFFIX
+
+    return ref.get(name, ref.get(name.removesuffix(PAPER_RECIPE_SUFFIX)))
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -89,10 +109,9 @@ def render_table1(frame: Any, dataset: str, column: str = "accuracy") -> str:
     ref = paper.TABLE1.get(PAPER_DATASET.get(dataset, ""), {})
     header = ["obfuscator"] + ["Informal" if math.isinf(e) else f"ε = {e:g}" for e in paper.TABLE1_COLUMNS]
     rows = []
-    for name in dict.fromkeys([*paper.TABLE1["MNIST"], *frame["obfuscator"]]):
-        if name not in set(frame["obfuscator"]):
-            continue
+    for name in _order(frame["obfuscator"]):
         cells = [name]
+        theirs_row = _paper_ref(ref, name)
         for k, e in enumerate(paper.TABLE1_COLUMNS):
             row = _lookup(frame, obfuscator=name, epsilon=e)
             ours = "–" if row is None else _fmt(row[column])
@@ -100,7 +119,7 @@ def render_table1(frame: Any, dataset: str, column: str = "accuracy") -> str:
                 ours += f" ±{hoeffding_halfwidth(row['n_test']):.3f}"
             if row is not None and not math.isinf(e):
                 ours += f" [{row['release_rate']:.0%}]"
-            theirs = f" ({ref[name][k]:.3f})" if name in ref else ""
+            theirs = f" ({theirs_row[k]:.3f})" if theirs_row is not None else ""
             cells.append(ours + theirs)
         rows.append(cells)
     return _n_note(frame, "n_test", "test images per cell") + _table(header, rows)
@@ -112,27 +131,32 @@ def render_table1_like_for_like(table1: Any, calibration: Any, dataset: str) -> 
     ref = paper.TABLE1.get(PAPER_DATASET.get(dataset, ""), {})
     epss = [e for e in paper.TABLE1_COLUMNS if not math.isinf(e)]
     header = ["obfuscator", "row"] + [f"ε = {e:g}" for e in epss] + ["n"]
+    from privcore.train.recipes import PAPER_RECIPE_SUFFIX
+
     rows = []
-    for name in dict.fromkeys([*paper.TABLE1["MNIST"], *table1["obfuscator"]]):
-        if name not in set(table1["obfuscator"]):
-            continue
-        if name in ref:
+    names = _order(table1["obfuscator"])
+    for name in names:
+        twin = name.endswith(PAPER_RECIPE_SUFFIX)
+        recipe = "the paper's recipe (σ = 0.01 N), " if twin else ""
+        theirs = _paper_ref(ref, name)
+        # the paper's row once per variant: before the variant, or before a twin shown alone
+        if theirs is not None and not (twin and name.removesuffix(PAPER_RECIPE_SUFFIX) in names):
             column = PAPER_DATASET.get(dataset, "")
             same = column.lower().replace("fmnist", "fashion-mnist") == dataset
             other = "" if same else f"{column}, not {dataset}; "
             rows.append([name, f"paper ({other}its recipe, Lap(Δp/ε), PTR)"]
-                        + [f"{ref[name][k + 1]:.3f}" for k in range(len(epss))] + ["–"])
+                        + [f"{theirs[k + 1]:.3f}" for k in range(len(epss))] + ["–"])
         cal = None if calibration is None else calibration[
             (calibration["obfuscator"] == name) & (calibration["calibration"] == "paper-text")]
         if cal is not None and not cal.empty:
-            cells = [name, "ours, the paper's Lap(Δp/ε), noise only"]
+            cells = [name, f"ours, {recipe}the paper's Lap(Δp/ε), noise only"]
             for e in epss:
                 row = _lookup(cal, epsilon=e)
                 cells.append("–" if row is None else
                              f"{_fmt(row['accuracy_mean'])} ±{hoeffding_halfwidth(row['n_test']):.3f}")
             cells.append(f"{int(cal['n_test'].max())} × {int(cal['n_draws'].max())} draws")
             rows.append(cells)
-        cells = [name, "ours, PTR with Lap(Δp·R/ε)"]
+        cells = [name, f"ours, {recipe}PTR with Lap(Δp·R/ε)"]
         n = "–"
         for e in epss:
             row = _lookup(table1, obfuscator=name, epsilon=e)
@@ -141,7 +165,12 @@ def render_table1_like_for_like(table1: Any, calibration: Any, dataset: str) -> 
             n = str(int(row["n_test"])) if row is not None else n
         rows.append([*cells, n])
     note = ("Accuracy with ⊥ as a uniform guess; ± is a 95 % Hoeffding half-width over the n test images. "
-            "The noise-only rows skip PTR's test (every image released) and average the noise draws.\n\n")
+            "The noise-only rows skip PTR's test (every image released) and average the noise draws.")
+    if any(n.endswith(PAPER_RECIPE_SUFFIX) for n in names):
+        note += (" `<variant>-paper` is that variant trained with the paper's own recipe (App. E: α = 0.99, "
+                 "Lap(σ = 0.01) noise regulariser, λ = 1, margin 25), beside our release-aware N; the "
+                 "paper's row above it applies to both.")
+    note += "\n\n"
     return note + _table(header, rows)
 
 

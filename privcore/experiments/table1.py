@@ -1,7 +1,8 @@
 """``experiment table1``: posthoc paper Table 1 — test accuracy of the obfuscators under PTR.
 
-For every obfuscator variant shipped for the dataset (the paper's eight: Encoder, ARL, C, N,
-ARL-C, ARL-N, C-N, ARL-C-N; whichever exist), on a seeded test subsample:
+For every Table-1 obfuscator shipped for the dataset (the paper's eight: Encoder, ARL, C, N,
+ARL-C, ARL-N, C-N, ARL-C-N, and the paper-recipe twins ``<variant>-paper`` of the N variants;
+whichever exist, :func:`privcore.train.recipes.table1_order`), on a seeded test subsample:
 
 * ``epsilon = inf`` ("Informal"): classifier(f(g(x))) with no noise and no test;
 * ε ∈ {1, 2, 5, 10}: the full extended PTR (Algorithm 1 with DESIGN.md's corrections) with the
@@ -15,7 +16,9 @@ ARL-C, ARL-N, C-N, ARL-C-N; whichever exist), on a seeded test subsample:
   post-processing, no privacy cost), ⊥ again a uniform guess.
 
 φ is computed once per (obfuscator, test point) through the persistent cache and reused for
-every ε (and by ``table2`` and the dashboard).
+every ε (and by ``table2`` and the dashboard). Each obfuscator is a part of the table
+(:class:`~privcore.experiments.runner.Parts`): ``--obfuscators NAME`` adds or redoes that
+obfuscator's rows and keeps the others'.
 """
 
 from __future__ import annotations
@@ -34,10 +37,11 @@ from privcore.experiments.ptr_common import (
     refit_plan,
     test_indices,
 )
-from privcore.experiments.runner import RunContext, save_figure
+from privcore.experiments.runner import Parts, RunContext, save_figure
 from privcore.experiments.seeds import row_seed
+from privcore.train.recipes import VARIANTS, table1_order
 
-__all__ = ["COLUMNS", "EPSILONS", "ptr_accuracy_rows", "run"]
+__all__ = ["COLUMNS", "EPSILONS", "PARTS", "VARIANTS", "ptr_accuracy_rows", "run", "table1_obfuscators"]
 
 COLUMNS = (
     "dataset",
@@ -59,7 +63,24 @@ COLUMNS = (
 )
 KEY = ("obfuscator", "epsilon")
 EPSILONS = (1.0, 2.0, 5.0, 10.0)
-VARIANTS = ("Encoder", "ARL", "C", "N", "ARL-C", "ARL-N", "C-N", "ARL-C-N")
+#: One part per obfuscator: its weights, release classifier and Δp (the rest of the config is shared).
+PARTS = Parts(column="obfuscator", names="variants", fields=("weights", "classifiers", "delta_p"))
+
+
+def table1_obfuscators(ctx: RunContext, infos: dict[str, Any]) -> list[str]:
+    """The Table-1 obfuscators among ``infos`` (name → card) that this run covers: all of them in
+    :func:`~privcore.train.recipes.table1_order`, or those ``--obfuscators`` names (ValueError for
+    a name not shipped); in tiny mode only the last (ARL-C-N when shipped) unless chosen."""
+    names = table1_order(infos)
+    if ctx.options.get("obfuscators"):
+        wanted = [v.strip() for v in str(ctx.options["obfuscators"]).split(",") if v.strip()]
+        unknown = [v for v in wanted if v not in names]
+        if unknown:
+            raise ValueError(f"obfuscators {unknown} are not shipped for {ctx.dataset}; have {names}")
+        return [v for v in names if v in wanted]
+    if ctx.mode == "tiny":
+        return [v for v in names if v in VARIANTS][-1:]  # ARL-C-N when shipped: the tests' smoke run
+    return names
 
 
 def _classify(pipe: Any, v: np.ndarray, scale: float = 0.0) -> np.ndarray:
@@ -214,15 +235,7 @@ def run(ctx: RunContext) -> Any:
     from privcore.data import load_dataset
 
     infos = {m.name: m for m in ctx.model_infos() if m.kind == "obfuscator"}
-    variants = [v for v in VARIANTS if v in infos]
-    if ctx.options.get("obfuscators"):
-        wanted = [v.strip() for v in str(ctx.options["obfuscators"]).split(",") if v.strip()]
-        unknown = [v for v in wanted if v not in infos]
-        if unknown:
-            raise ValueError(f"obfuscators {unknown} are not shipped for {ctx.dataset}; have {sorted(infos)}")
-        variants = [v for v in variants if v in wanted]
-    elif ctx.mode == "tiny":
-        variants = variants[-1:]  # ARL-C-N when shipped: the tests' smoke run (unless chosen)
+    variants = table1_obfuscators(ctx, infos)
     if not variants:
         raise FileNotFoundError(
             f"no Table-1 obfuscator for {ctx.dataset}: train them with "
@@ -242,7 +255,7 @@ def run(ctx: RunContext) -> Any:
         "delta_p": {v: (infos[v].card.get("delta_p") or {}).get("proposed") for v in variants},
         "refit": "fine-tuned on training releases (ptr_common.refit_plan)",
     }
-    table = ctx.table("table1", columns=COLUMNS, key=KEY, config=config)
+    table = ctx.table("table1", columns=COLUMNS, key=KEY, config=config, parts=PARTS)
     x, y = ds.x_test[idx], ds.y_test[idx].numpy()
     x_train, y_train, refit_epochs = refit_plan(ctx, ds)
     for v in variants:

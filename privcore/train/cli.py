@@ -183,7 +183,11 @@ def embedder_cmd(
 def obfuscator_cmd(
     ctx: typer.Context,
     dataset: str = _DATASET,
-    variant: str = typer.Option("ARL-C-N", help="Encoder, ARL, C, N, ARL-C, ARL-N, C-N or ARL-C-N (Table 1)"),
+    variant: str = typer.Option(
+        "ARL-C-N",
+        help="Encoder, ARL, C, N, ARL-C, ARL-N, C-N or ARL-C-N (Table 1); an N variant with the suffix "
+        "-paper (e.g. ARL-C-N-paper) is --noise paper, saved under that name",
+    ),
     alpha: float = typer.Option(
         None, help="ARL weight α (only with --variant ARL: an α-sweep member, Fig. 2)"
     ),
@@ -208,15 +212,18 @@ def obfuscator_cmd(
 
     mdir = _setup(models_dir, threads)
     ds = _load_for_embedder(mdir / dataset / "embedder", dataset, data_root)
-    rec = obfuscator_recipe(
-        dataset,
-        variant,
-        alpha=alpha,
-        epochs=epochs,
-        warmup_epochs=warmup_epochs,
-        classifier_refit_epochs=refit_epochs,
-        noise_mode=noise,
-    )
+    try:
+        rec = obfuscator_recipe(
+            dataset,
+            variant,
+            alpha=alpha,
+            epochs=epochs,
+            warmup_epochs=warmup_epochs,
+            classifier_refit_epochs=refit_epochs,
+            noise_mode=noise,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     _summary(
         train_obfuscator(
             ds,
@@ -499,7 +506,11 @@ def evaluate(
 @train_app.command("all")
 def all_cmd(
     dataset: str = _DATASET,
-    variants: str = typer.Option("Encoder,ARL,ARL-C-N", help="obfuscator variants to train (Table 1 names)"),
+    variants: str = typer.Option(
+        "Encoder,ARL,ARL-C-N",
+        help="obfuscators to train (Table 1 names; <N variant>-paper: the paper's σ = 0.01 noise "
+        "regulariser)",
+    ),
     ip_models: str = typer.Option(
         "cnn,lipschitz-l1,lipschitz-l2", "--ip-models", help="IP classifiers ('' = none)"
     ),

@@ -261,6 +261,7 @@ def train_obfuscator(
         "embedder": {"file": Path(emb_ck.path).name, "sha256": emb_ck.card["weights"]["sha256"]},
         "radius": {"value": spec.radius, "note": spec.radius_note, "input_norm": "linf", "output_norm": "l1"},
         "recipe": recipe.to_json(),
+        "loss": recipe.loss_terms(),
         "metrics": metrics,
         "delta_p": None,
         "seed": seed,

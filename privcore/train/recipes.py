@@ -31,6 +31,8 @@ from privcore.validation import (
 
 __all__ = [
     "ALPHA_SWEEP",
+    "PAPER_RECIPE_SUFFIX",
+    "PAPER_WEIGHTS",
     "VARIANTS",
     "AttackerRecipe",
     "EmbedderRecipe",
@@ -41,8 +43,10 @@ __all__ = [
     "embedder_recipe",
     "ip_recipe",
     "obfuscator_recipe",
+    "parse_obfuscator_name",
     "parse_variant",
     "release_classifier_recipe",
+    "table1_order",
 ]
 
 #: The eight obfuscator variants of Table 1, in the paper's order.
@@ -56,6 +60,17 @@ PAPER_ALPHA = 0.99
 PAPER_SIGMA = 0.01
 PAPER_LAMBDA = 1.0
 PAPER_MARGIN = 25.0
+#: The obfuscator's loss weights of App. E (posthoc-PTR paper): ARL α, noise regulariser
+#: Lap(σ), contrastive λ and margin. ``ObfuscatorRecipe.loss_terms`` states the ones in force.
+PAPER_WEIGHTS: dict[str, float] = {
+    "alpha": PAPER_ALPHA,
+    "sigma": PAPER_SIGMA,
+    "lambda": PAPER_LAMBDA,
+    "margin": PAPER_MARGIN,
+}
+#: Checkpoint-name suffix of an N variant trained with the paper's own noise regulariser
+#: (``noise_mode="paper"``): ``ARL-C-N-paper`` ships beside the release-aware ``ARL-C-N``.
+PAPER_RECIPE_SUFFIX = "-paper"
 
 
 def parse_variant(variant: str) -> tuple[bool, bool, bool]:
@@ -63,6 +78,32 @@ def parse_variant(variant: str) -> tuple[bool, bool, bool]:
     check_choice("variant", variant, VARIANTS)
     parts = set() if variant == "Encoder" else set(variant.split("-"))
     return "ARL" in parts, "C" in parts, "N" in parts
+
+
+def parse_obfuscator_name(name: str) -> tuple[str, str | None]:
+    """(Table-1 variant, ``noise_mode`` the name fixes or None) of a Table-1 checkpoint name:
+    ``"ARL-C-N"`` → ``("ARL-C-N", None)``, ``"ARL-C-N-paper"`` → ``("ARL-C-N", "paper")``. Only the
+    N variants have a paper-recipe twin (the others have no noise regulariser to differ in)."""
+    if name.endswith(PAPER_RECIPE_SUFFIX):
+        variant = name.removesuffix(PAPER_RECIPE_SUFFIX)
+        if variant in VARIANTS and parse_variant(variant)[2]:
+            return variant, "paper"
+        raise ValueError(
+            f"variant must be one of {', '.join(map(repr, VARIANTS))}, or an N variant with the suffix "
+            f"{PAPER_RECIPE_SUFFIX!r} (the paper's σ = {PAPER_SIGMA:g} noise regulariser), got {name!r}"
+        )
+    check_choice("variant", name, VARIANTS)
+    return name, None
+
+
+def table1_order(names: Any) -> list[str]:
+    """The Table-1 obfuscators among ``names`` in the paper's order, each variant followed by its
+    paper-recipe twin (``<variant>-paper``); other names (α-sweep members) are left out."""
+    have = set(names)
+    out: list[str] = []
+    for v in VARIANTS:
+        out += [n for n in (v, v + PAPER_RECIPE_SUFFIX) if n in have]
+    return out
 
 
 def _asdict(obj: Any) -> dict[str, Any]:
@@ -196,9 +237,55 @@ class ObfuscatorRecipe:
         check_positive("lr", self.lr)
 
     @property
+    def paper_noise(self) -> bool:
+        """True for an N variant trained with the paper's Lap(σ) noise regulariser."""
+        return self.noise and self.noise_mode == "paper"
+
+    @property
     def name(self) -> str:
-        """Checkpoint name: the variant, or ``ARL-alpha<α>`` for members of the Fig. 2 sweep."""
-        return f"ARL-alpha{self.alpha:g}" if self.sweep else self.variant
+        """Checkpoint name: the variant, ``<variant>-paper`` for an N variant trained with the
+        paper's noise regulariser, or ``ARL-alpha<α>`` for members of the Fig. 2 sweep."""
+        if self.sweep:
+            return f"ARL-alpha{self.alpha:g}"
+        return self.variant + (PAPER_RECIPE_SUFFIX if self.paper_noise else "")
+
+    def loss_terms(self) -> dict[str, Any]:
+        """The loss of f as trained, with only the terms and weights in force (for the card)."""
+        terms: dict[str, Any] = {
+            "formula": "(1 − α)·CE(h(f(z) + n), y) − α·MSE(a(f(z)), x) + λ·Contrastive(f(z), y; margin)",
+            "alpha": self.alpha,
+            "lambda": self.lam if self.contrastive else 0.0,
+        }
+        if self.contrastive:
+            terms["margin"] = self.margin
+            terms["contrastive_units"] = self.contrastive_units
+        if not self.noise:
+            terms["noise"] = "none (n = 0)"
+        elif self.noise_mode == "paper":
+            terms["noise"] = f"Lap(σ = {self.sigma:g}) i.i.d. per coordinate (posthoc-PTR App. E)"
+            terms["sigma"] = self.sigma
+        else:
+            terms["noise"] = (
+                "release-aware: Δ̂·R/ε·Lap(1), ε drawn from noise_epsilons (privcore.train.release_aware)"
+            )
+            terms["release_weight"] = self.release_weight
+            terms["release_margin"] = self.release_margin
+            terms["spread_weight"] = self.spread_weight
+        paper = {
+            "alpha": PAPER_ALPHA if parse_variant(self.variant)[0] else 0.0,
+            "lambda": PAPER_LAMBDA if self.contrastive else 0.0,
+        }
+        if self.contrastive:
+            paper["margin"] = PAPER_MARGIN
+        if self.paper_noise:
+            paper["sigma"] = PAPER_SIGMA
+        terms["paper_weights"] = (
+            not self.sweep
+            and (not self.noise or self.paper_noise)
+            and self.contrastive_units == "raw"
+            and all(terms[k] == v for k, v in paper.items())
+        )
+        return terms
 
     def to_json(self) -> dict[str, Any]:
         """Plain dict for the card."""
@@ -399,8 +486,15 @@ def embedder_recipe(dataset: str, **overrides: Any) -> EmbedderRecipe:
 def obfuscator_recipe(
     dataset: str, variant: str, *, alpha: float | None = None, **overrides: Any
 ) -> ObfuscatorRecipe:
-    """A Table-1 variant for ``dataset`` (or, with ``alpha`` given and variant ``"ARL"``, an α-sweep
-    member of Fig. 2); ``out_dim`` defaults to the latent size."""
+    """A Table-1 obfuscator for ``dataset`` (or, with ``alpha`` given and variant ``"ARL"``, an α-sweep
+    member of Fig. 2); ``out_dim`` defaults to the latent size. ``variant`` may be a checkpoint name
+    with the paper-recipe suffix (``"ARL-C-N-paper"``: ``noise_mode="paper"``)."""
+    variant, named_mode = parse_obfuscator_name(variant)
+    if named_mode is not None:
+        if overrides.get("noise_mode") not in (None, named_mode):
+            named = variant + PAPER_RECIPE_SUFFIX
+            raise ValueError(f"noise_mode {overrides['noise_mode']!r} contradicts the name {named!r}")
+        overrides = {**overrides, "noise_mode": named_mode}
     arl, con, noise = parse_variant(variant)
     spec = get_spec(dataset)
     release = noise and overrides.get("noise_mode") in (None, "release")
