@@ -86,3 +86,16 @@ def test_like_for_like_puts_the_paper_recipe_twin_after_its_variant() -> None:
     names = [ln.split("|")[1].strip() for ln in table.splitlines() if ln.startswith("| ARL")]
     assert names == ["ARL-C-N", "ARL-C-N-paper"] and "(0.371)" in table.split("ARL-C-N-paper")[1]
 
+
+def test_fig2_table_shows_n_and_the_bootstrap_interval() -> None:
+    import pandas as pd
+
+    from privcore.experiments.report import render_fig2
+
+    frame = pd.DataFrame({"obfuscator": ["ARL-alpha0.5", "Encoder"], "arl_alpha": [0.5, 0.0],
+                          "radius": 0.25, "lipschitz_mean": [2.0, 3.0], "lipschitz_std": 0.5,
+                          "lipschitz_lo": [1.9, 2.8], "lipschitz_hi": [2.1, 3.2], "n_points": 100,
+                          "n_inexact": 0})
+    text = render_fig2(frame)
+    rows = [ln for ln in text.splitlines() if ln.startswith("| Encoder") or ln.startswith("| ARL")]
+    assert rows[0].startswith("| Encoder | 0 | 3.000 [2.800, 3.200]") and "n = 100" in text

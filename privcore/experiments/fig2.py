@@ -4,8 +4,10 @@ For every shipped obfuscator with a known ARL weight (the α-sweep checkpoints `
 plus ``Encoder`` as α = 0 and ``ARL`` as α = 0.99 when the sweep lacks those values), certify
 L(f, B∞(z, r)) (ℓ∞ → ℓ1; the certifier chosen with ``--certifier``, exact LipMIP by default) at
 test embeddings for five radii r = R·{¼, ½, 1, 2, 4} around the dataset's R. The paper's claim:
-higher α → smaller constants and less growth with r. Certificates go through the persistent
-cache (:func:`privcore.lipschitz.certify_batch`).
+higher α → smaller constants and less growth with r. Each cell stores the mean over the
+``n_points`` test embeddings with a 95 % percentile-bootstrap interval (``lipschitz_lo``,
+``lipschitz_hi``; the same points for every model and radius). Certificates go through the
+persistent cache (:func:`privcore.lipschitz.certify_batch`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 
 from privcore.experiments.ptr_common import embed, test_indices
 from privcore.experiments.runner import RunContext, save_figure
+from privcore.experiments.seeds import row_seed
 
 __all__ = ["COLUMNS", "RADIUS_FACTORS", "run", "sweep_members"]
 
@@ -27,6 +30,8 @@ COLUMNS = (
     "radius",
     "lipschitz_mean",
     "lipschitz_std",
+    "lipschitz_lo",
+    "lipschitz_hi",
     "lipschitz_lower_mean",
     "n_points",
     "n_inexact",
@@ -62,13 +67,22 @@ def _figure(frame: Any, dataset: str) -> Any:
             x=[f"α = {a:g}" for a in part["arl_alpha"]],
             y=part["lipschitz_mean"],
             name=f"r = {r:g}",
-            error_y={"type": "data", "array": part["lipschitz_std"]},
+            error_y=(
+                {
+                    "type": "data",
+                    "symmetric": False,
+                    "array": part["lipschitz_hi"] - part["lipschitz_mean"],
+                    "arrayminus": part["lipschitz_mean"] - part["lipschitz_lo"],
+                }
+                if "lipschitz_lo" in part
+                else {"type": "data", "array": part["lipschitz_std"]}
+            ),
         )
     fig.update_layout(
         barmode="group",
         title=f"Fig. 2 ({dataset}): local Lipschitz constant vs ARL weight",
         xaxis={"categoryorder": "array", "categoryarray": labels},
-        yaxis_title="L(f, B∞(z, r)), ℓ∞→ℓ1 (mean ± sd over test points)",
+        yaxis_title="L(f, B∞(z, r)), ℓ∞→ℓ1 (mean over test points, 95 % bootstrap interval)",
         template="plotly_white",
         height=430,
     )
@@ -78,6 +92,7 @@ def _figure(frame: Any, dataset: str) -> Any:
 def run(ctx: RunContext) -> Any:
     """Fig. 2 for one dataset; write ``fig2.csv`` + figure."""
     from privcore.data import get_spec, load_dataset
+    from privcore.experiments.attack import bootstrap_interval
     from privcore.lipschitz import Certifier, certify_batch
 
     members = sweep_members(ctx.model_infos())
@@ -124,6 +139,7 @@ def run(ctx: RunContext) -> Any:
             )
             upper = np.array([c.upper for c in certs])
             lower = np.array([c.lower for c in certs])
+            lo, hi = bootstrap_interval(upper, seed=row_seed(ctx.seed, "fig2", name, r))
             table.add(
                 {
                     "dataset": ctx.dataset,
@@ -132,6 +148,8 @@ def run(ctx: RunContext) -> Any:
                     "radius": r,
                     "lipschitz_mean": float(upper.mean()),
                     "lipschitz_std": float(upper.std(ddof=1)) if len(upper) > 1 else 0.0,
+                    "lipschitz_lo": lo,
+                    "lipschitz_hi": hi,
                     "lipschitz_lower_mean": float(lower.mean()),
                     "n_points": len(certs),
                     "n_inexact": sum(not c.exact for c in certs),
