@@ -13,7 +13,7 @@ from privcore.errors import DatasetUnavailableError
 from privcore.nets.checkpoint import card_path, load_checkpoint
 from privcore.pipeline import default_models_dir, list_models, load_ip_models, load_pipeline
 from privcore.train.embedder import dataset_from_card
-from privcore.train.recipes import PAPER_WEIGHTS, parse_obfuscator_name
+from privcore.train.recipes import PAPER_RECIPE_SUFFIX, PAPER_WEIGHTS, parse_obfuscator_name
 
 MODELS = default_models_dir()
 SHIPPED = [m for m in list_models(MODELS) if m.dataset in ("digits", "fashion-mnist")]
@@ -29,13 +29,16 @@ def _data(card: dict) -> object:
 
 def test_models_directory_is_small_and_complete() -> None:
     total = sum(p.stat().st_size for p in MODELS.rglob("*") if p.is_file())
-    # eight Table-1 pipelines per dataset (Fashion-MNIST's attackers are ~0.9 MiB each) plus IP models
+    # nine Table-1 pipelines per dataset (Fashion-MNIST's attackers are ~0.9 MiB each), IP models,
+    # the digits α sweep
     assert total < 32 * 2**20, f"models/ holds {total / 2**20:.1f} MiB"
     for ds in ("digits", "fashion-mnist"):
         have = {(m.kind, m.name) for m in SHIPPED if m.dataset == ds}
         assert ("embedder", "embedder") in have
         for v in REQUIRED:
             assert ("obfuscator", v) in have and ("attacker", f"attacker-{v}") in have, (ds, v)
+        # issue 15: ARL-C-N with the paper's own recipe ships beside ours on both datasets
+        assert ("obfuscator", "ARL-C-N" + PAPER_RECIPE_SUFFIX) in have, ds
         # The rule for obfuscators: every release model (the eight, a paper-recipe twin
         # <variant>-paper, any other) ships with its noise-aware release classifier and attacker;
         # the α-sweep members (ARL-alpha<α>) are Fig. 2's alone and ship without them.
