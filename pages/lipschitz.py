@@ -184,6 +184,20 @@ if glob is not None and glob.complete:
         f"L(f, B(z, r)) ≤ G at every radius, {verdict}."
     )
 
+def _fig2_error_bars(g, *, extra: int) -> dict:
+    """The 95 % bootstrap interval of each bar's mean when the results store it, else ± sd; ``extra``
+    trailing bars (this model, one point) get none."""
+    pad = [0.0] * extra
+    if {"lipschitz_lo", "lipschitz_hi"} <= set(g.columns):
+        return {
+            "type": "data",
+            "symmetric": False,
+            "array": [*(g["lipschitz_hi"] - g["lipschitz_mean"]), *pad],
+            "arrayminus": [*(g["lipschitz_mean"] - g["lipschitz_lo"]), *pad],
+        }
+    return {"type": "data", "array": [*g["lipschitz_std"], *pad]}
+
+
 st.subheader("Role of adversarial training (posthoc Fig. 2)")
 fig2 = load_results(loaded.dataset, "fig2")
 if fig2 is None:
@@ -204,7 +218,7 @@ else:
                 x=[*names, *([mine] if not own.empty else [])],
                 y=[*g["lipschitz_mean"], *own["exact_upper"].iloc[:1]],
                 name=f"r = {r:g}",
-                error_y={"type": "data", "array": [*g["lipschitz_std"], *([0.0] if not own.empty else [])]},
+                error_y=_fig2_error_bars(g, extra=0 if own.empty else 1),
             )
         )
     n_points = sorted({int(v) for v in fig2["n_points"].dropna()}) if "n_points" in fig2 else []
@@ -212,7 +226,8 @@ else:
         barmode="group",
         title=f"Fig. 2 models (not {html.escape(loaded.model)}) vs ARL weight α — {loaded.dataset}",
         xaxis_title="obfuscator trained for Fig. 2 (ARL weight α); last: this model",
-        yaxis_title="mean certified L(f, B(z, r)) ± std",
+        yaxis_title="mean certified L(f, B(z, r)), "
+        + ("95 % interval" if "lipschitz_lo" in fig2 else "± std"),
         legend_title_text="radius",
         xaxis_type="category",
     )

@@ -189,6 +189,8 @@ def write_results(folder: Path) -> None:
             "radius": r,
             "lipschitz_mean": 3 * (1 - a) + r,
             "lipschitz_std": 0.2,
+            "lipschitz_lo": 3 * (1 - a) + r - 0.05,
+            "lipschitz_hi": 3 * (1 - a) + r + 0.05,
             "lipschitz_lower_mean": 2 * (1 - a),
             "n_points": 20,
             "certifier": "exact",

@@ -47,3 +47,9 @@ def test_fig2_bars_are_named_as_other_models_beside_this_one() -> None:
     assert {"model with α = 0", "model with α = 0.5", "model with α = 0.99"} <= names
     assert "ARL-C-N (this model, your image)" in names
     assert "other obfuscators" in texts(at)
+    # error bars: the stored 95 % bootstrap interval of each mean (± 0.05 here), none on this model's bar
+    assert "95 %" in fig2.layout.yaxis.title.text
+    for bars in fig2.data:
+        assert bars.error_y.symmetric is False
+        for name, up, down in zip(bars.x, bars.error_y.array, bars.error_y.arrayminus, strict=True):
+            assert (up, down) == ((0.0, 0.0) if "this model" in name else pytest.approx((0.05, 0.05)))
