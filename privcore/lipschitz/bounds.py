@@ -164,6 +164,26 @@ def _sign_vectors(n: int) -> np.ndarray:
     return out
 
 
+def dual_vertices(
+    in_dim: int, out_dim: int, *, input_norm: str, output_norm: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(S, C)`` with ``‖A‖ = max cᵀ A s`` over rows s of S and c of C: half the input ball's vertices
+    (s and −s give the same value) and all of the dual output ball's (``{±1}^m`` for ℓ1 output, ±e_k
+    for ℓ∞)."""
+    S = np.array(_sign_vectors(in_dim)) if input_norm == "linf" else np.eye(in_dim)
+    if output_norm == "l1":
+        half = np.array(_sign_vectors(out_dim))
+        return S, np.vstack([half, -half])
+    return S, np.vstack([np.eye(out_dim), -np.eye(out_dim)])
+
+
+def vertex_pair_count(in_dim: int, out_dim: int, *, input_norm: str, output_norm: str) -> int:
+    """``len(S) · len(C)`` of :func:`dual_vertices`, without building them."""
+    n_s = (1 << (in_dim - 1)) if input_norm == "linf" else in_dim
+    n_c = (1 << out_dim) if output_norm == "l1" else 2 * out_dim
+    return n_s * n_c
+
+
 def _inf_to_one(a: np.ndarray) -> np.ndarray:
     """Exact ``‖A‖_{∞→1} = max_{s ∈ {±1}^d} ‖A s‖₁`` for a stack of matrices ``(..., m, d)``."""
     m, d = a.shape[-2:]

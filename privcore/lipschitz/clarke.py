@@ -37,7 +37,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from privcore.lipschitz.bounds import _sign_vectors
+from privcore.lipschitz.bounds import dual_vertices, vertex_pair_count
 from privcore.lipschitz.network import ReluNetwork
 
 __all__ = ["MAX_PAIRS", "ClarkeBounds", "clarke_bounds", "pair_interval_bound", "single_threaded"]
@@ -273,12 +273,8 @@ def pair_interval_bound(net: ReluNetwork, center: np.ndarray, radius: float, *, 
     pre-activation intervals, and the margins (which grow with ``max |x|`` over the box), are nested
     in the box's, so it fixes at least the same neurons with the same signs; a pair's bound depends on
     the box only through those signs, and every interval of its forward pass is then nested too."""
-    if len(net.weights) < 2:
-        return None
-    d, m = net.in_dim, net.out_dim
-    n_s = (1 << (d - 1)) if input_norm == "linf" else d
-    n_c = (1 << m) if output_norm == "l1" else 2 * m
-    if n_s * n_c > MAX_PAIRS:
+    norms = dict(input_norm=input_norm, output_norm=output_norm)
+    if len(net.weights) < 2 or vertex_pair_count(net.in_dim, net.out_dim, **norms) > MAX_PAIRS:
         return None
     lo = np.asarray(center, dtype=np.float64).reshape(-1) - radius
     hi = np.asarray(center, dtype=np.float64).reshape(-1) + radius
@@ -292,12 +288,7 @@ def pair_interval_bound(net: ReluNetwork, center: np.ndarray, radius: float, *, 
         low, high = low - margin, high + margin
         states.append((low > 0, high < 0))
         lo, hi = np.maximum(low, 0.0), np.maximum(high, 0.0)
-    S = np.array(_sign_vectors(d)) if input_norm == "linf" else np.eye(d)
-    if output_norm == "l1":
-        half = np.array(_sign_vectors(m))
-        C = np.vstack([half, -half])
-    else:
-        C = np.vstack([np.eye(m), -np.eye(m)])
+    S, C = dual_vertices(net.in_dim, net.out_dim, **norms)
     v = _affine_endpoints(net.weights[0], S, S)[0]  # W_1 s, the same for every box
     tlo = thi = v
     for layer, (act, ina) in enumerate(states):
@@ -306,36 +297,31 @@ def pair_interval_bound(net: ReluNetwork, center: np.ndarray, radius: float, *, 
         tlo = np.where(act, tlo, np.where(ina, 0.0, np.minimum(tlo, 0.0)))
         thi = np.where(act, thi, np.where(ina, 0.0, np.maximum(thi, 0.0)))
     a = C @ net.weights[-1]  # W_Lᵀ c, the same for every box
-    total = np.zeros((n_c, n_s))
+    total = np.zeros((C.shape[0], S.shape[0]))
     for k in range(a.shape[1]):
         ak = a[:, k : k + 1]
         total = total + np.maximum(ak * tlo[None, :, k], ak * thi[None, :, k])
-    path = np.ones(d)
+    return float(total.max()) + _SAFETY * (len(net.weights) + 2) * (1.0 + _path_scale(net))
+
+
+def _path_scale(net: ReluNetwork) -> float:
+    """``1ᵀ|W_L|…|W_1|1``: bounds the magnitude of every term of a pair's bound (|c|, |s| ≤ 1)."""
+    path = np.ones(net.in_dim)
     for w in net.weights:
         path = np.abs(w) @ path
-    return float(total.max()) + _SAFETY * (len(net.weights) + 2) * (1.0 + float(path.sum()))
+    return float(path.sum())
 
 
 def _build(net: ReluNetwork, input_norm: str, output_norm: str, dev: torch.device) -> ClarkeBounds | None:
-    d, m = net.in_dim, net.out_dim
-    n_s = (1 << (d - 1)) if input_norm == "linf" else d
-    n_c = (1 << m) if output_norm == "l1" else 2 * m
-    if n_s * n_c > MAX_PAIRS:
+    norms = dict(input_norm=input_norm, output_norm=output_norm)
+    if vertex_pair_count(net.in_dim, net.out_dim, **norms) > MAX_PAIRS:
         return None
-    S = np.array(_sign_vectors(d)) if input_norm == "linf" else np.eye(d)
-    if output_norm == "l1":
-        half = np.array(_sign_vectors(m))
-        C = np.vstack([half, -half])
-    else:
-        C = np.vstack([np.eye(m), -np.eye(m)])
+    S, C = dual_vertices(net.in_dim, net.out_dim, **norms)
     weights = tuple(torch.tensor(w, dtype=_DT, device=dev) for w in net.weights)
     biases = tuple(torch.tensor(b, dtype=_DT, device=dev) for b in net.biases)
-    path = np.ones(d)
-    for w in net.weights:
-        path = np.abs(w) @ path
     return ClarkeBounds(
         net=net, device=dev, weights=weights, biases=biases,
         u1=torch.tensor(S @ net.weights[0].T, dtype=_DT, device=dev),
         a=torch.tensor(C @ net.weights[-1], dtype=_DT, device=dev),
-        scale=float(path.sum()),
+        scale=_path_scale(net),
     )

@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from privcore.lipschitz.bounds import INPUT_NORMS, OUTPUT_NORMS, _sign_vectors
+from privcore.lipschitz.bounds import INPUT_NORMS, OUTPUT_NORMS, dual_vertices
 from privcore.lipschitz.network import ReluNetwork, as_network
 from privcore.validation import check_choice, check_int, check_real
 
@@ -92,13 +92,7 @@ class PatternNormBound:
 
 def _vertex_pairs(net: ReluNetwork, input_norm: str, output_norm: str) -> tuple[np.ndarray, np.ndarray]:
     """``(U, A)``: ``U[p] = W_1 s_p`` and ``A[p] = W_Lᵀ c_p`` over all vertex pairs p."""
-    d, m = net.in_dim, net.out_dim
-    S = np.array(_sign_vectors(d)) if input_norm == "linf" else np.eye(d)
-    if output_norm == "l1":
-        signs = np.array(_sign_vectors(m))
-        C = np.vstack([signs, -signs])
-    else:
-        C = np.vstack([np.eye(m), -np.eye(m)])
+    S, C = dual_vertices(net.in_dim, net.out_dim, input_norm=input_norm, output_norm=output_norm)
     U = S @ net.weights[0].T  # (k_s, n_1)
     A = C @ net.weights[-1]  # (k_c, n_{L-1})
     ks, kc = U.shape[0], A.shape[0]
