@@ -163,7 +163,7 @@ def test_cuda_matches_cpu() -> None:
 def test_pair_interval_bound_is_monotone_under_inclusion(seed: int) -> None:
     """The lp/interval certifiers' interval term never increases from a ball to a ball inside it —
     including sub-balls that share a face with it (where rounding used to flip a neuron) — and is ≥ L."""
-    from privcore.lipschitz.clarke import pair_interval_bound
+    from privcore.lipschitz.pair_interval import pair_interval_bound
 
     rng = np.random.default_rng(500 + seed)
     net = random_net(rng, [3, 5, 5, 2] if seed % 2 else [4, 5, 5, 5, 3])
@@ -189,7 +189,7 @@ def test_pair_interval_bound_is_monotone_under_inclusion(seed: int) -> None:
 def test_pair_interval_bound_monotone_where_rounding_flipped_a_neuron() -> None:
     """A review's counterexample: with midpoint-radius propagation the ball inside flipped a neuron to
     unstable and its bound jumped from 1 to 2; endpoint arithmetic keeps it at 1."""
-    from privcore.lipschitz.clarke import pair_interval_bound
+    from privcore.lipschitz.pair_interval import pair_interval_bound
 
     net = ReluNetwork.from_arrays(
         [np.array([[1.0, 0], [1, 0], [0, 1], [0, 1]]), np.array([[-1.0, 1, 1, 0], [0, 0, -1, 1]])],

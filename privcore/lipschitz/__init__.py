@@ -53,7 +53,7 @@ _EXPORTS: dict[str, str] = {
     "max_pattern_norm": "pattern_bnb",
     "model_hash": "network",
     "operator_norm": "bounds",
-    "pair_interval_bound": "clarke",
+    "pair_interval_bound": "pair_interval",
     "relaxed_upper_bound": "engine",
     "sampled_lower_bound": "bounds",
 }

@@ -27,8 +27,8 @@ from privcore.lipschitz.bounds import (
     interval_upper_bound,
     operator_norm,
 )
-from privcore.lipschitz.clarke import pair_interval_bound
 from privcore.lipschitz.network import ReluNetwork, as_network
+from privcore.lipschitz.pair_interval import pair_interval_bound
 from privcore.validation import check_choice, check_finite_array, check_in_range
 
 __all__ = ["MAX_PREACTIVATION", "MAX_RADIUS", "Ball", "Norms"]
@@ -120,7 +120,7 @@ class Ball:
     @cached_property
     def relaxed_interval(self) -> float:
         """The interval term of the ``lp``/``interval`` certifiers: the largest per-vertex-pair interval
-        bound (:func:`~privcore.lipschitz.clarke.pair_interval_bound`: certified, monotone under ball
+        bound (:func:`~privcore.lipschitz.pair_interval.pair_interval_bound`: certified, monotone under ball
         inclusion also in floating point, often several times tighter than :attr:`interval`; a few
         milliseconds), or :attr:`interval` where the norm has too many vertex pairs."""
         pair = pair_interval_bound(self.net, self.center, self.radius, **self.norms.kwargs)

@@ -66,7 +66,6 @@ from privcore.lipschitz.pattern_search import (
     pattern_upper_bound,
 )
 from privcore.lipschitz.regions import verified_lower_bound
-from privcore.lipschitz.splitting import split_decide
 from privcore.lipschitz.tighten import tighten_bounds
 from privcore.validation import check_real
 
@@ -215,6 +214,8 @@ def _box_patterns(q: _Query) -> Decision | None:
 def _split(q: _Query) -> Decision | None:
     if q.box_pattern_bound is not None or q.witness is not None:
         return None
+    from privcore.lipschitz.splitting import split_decide  # torch, only when a ball is this wide
+
     budget = SPLIT_SECONDS if q.time_limit is None else min(SPLIT_SECONDS, q.time_limit / 2.0)
     split = split_decide(*q.args, q.tau, max_seconds=budget, **q.ball.norms.kwargs)
     if split is None:
