@@ -96,11 +96,10 @@ class ClarkeBounds:
 
     def preactivation_bounds(
         self, lo: torch.Tensor, hi: torch.Tensor,
-        parent: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None, *, crown: bool = True,
+        parent: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None,
     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Certified ``(lower, upper)`` per hidden layer, each ``(B, n_l)``, over the boxes ``[lo, hi]``
-        (``(B, d)``): CROWN ∩ interval propagation ∩ ``parent`` (bounds of enclosing boxes).
-        ``crown=False``: interval propagation alone, which is monotone under box inclusion."""
+        (``(B, d)``): CROWN ∩ interval propagation ∩ ``parent`` (bounds of enclosing boxes)."""
         mid, rad = (lo + hi) / 2.0, (hi - lo) / 2.0
         mag = mid.abs() + rad  # |x| over the box; a_l = |W_l| relu(a_{l-1}) + |b_l| bounds every term
         lows: list[torch.Tensor] = []
@@ -108,12 +107,9 @@ class ClarkeBounds:
         n_b = lo.shape[0]
         for layer, (w, b) in enumerate(zip(self.weights[:-1], self.biases[:-1], strict=True)):
             mag = mag @ self.abs_weights[layer].T + b.abs()
-            if layer == 0 or not crown:
-                prev_lo = lo if layer == 0 else lows[-1].clamp_min(0.0)
-                prev_hi = hi if layer == 0 else ups[-1].clamp_min(0.0)
-                pm, pr = (prev_lo + prev_hi) / 2.0, (prev_hi - prev_lo) / 2.0
-                c = pm @ w.T + b
-                r = pr @ self.abs_weights[layer].T
+            if layer == 0:
+                c = mid @ w.T + b
+                r = rad @ self.abs_weights[0].T
                 low, up = c - r, c + r
             else:
                 low, up = self._crown(layer, mid, rad, lows, ups, n_b)
