@@ -106,3 +106,21 @@ def test_release_and_certify_commands(tmp_path: Path, capsys, monkeypatch) -> No
     assert code == 2 and "epsilon must be in (0, ∞), got -1.0" in err
     code, err = _fails(["release", str(tmp_path / "none.png"), "--epsilon", "1", "--delta", "1e-5"], capsys)
     assert code == 1 and "file not found" in err
+
+
+def test_lab_fig5_and_train_write_their_files(tmp_path: Path, capsys) -> None:
+    """The lab's writing commands end to end (their progress bar and CSV writer once broke silently)."""
+    main(["lab", "fig5", "--out", str(tmp_path), "--runs", "1", "--ks", "1", "--mechanisms", "laplace",
+          "--queries", "mean", "--epochs", "1", "--num-eval", "20", "--threads", "1"])
+    import pandas as pd
+
+    runs = pd.read_csv(tmp_path / "fig5_runs.csv")
+    learned = runs[runs["method"] == "learned"]
+    assert set(learned["split"]) == {"train", "test"} and (learned["k"] == 1.0).all()
+    assert (learned["erl"] > 0).all() and (learned["certified_bound"] <= 1.0).all()
+    assert len(pd.read_csv(tmp_path / "fig5_summary.csv")) >= 2
+    assert (tmp_path / "fig5_command.txt").read_text().startswith("python -m privcore ")
+    main(["lab", "train", "--mechanism", "laplace", "--query", "mean", "--k", "1", "--epochs", "1",
+          "--out", str(tmp_path / "models"), "--threads", "1", "--no-verify"])
+    assert "certified layer product" in capsys.readouterr().out
+    assert sorted(p.suffix for p in (tmp_path / "models").iterdir()) == [".json", ".safetensors"]

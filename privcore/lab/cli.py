@@ -31,13 +31,13 @@ def _command() -> str:
     return "python -m privcore " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
 
-@contextmanager
 def _write_csv(frame, path: Path) -> None:  # frame: pandas.DataFrame
     """``frame.to_csv(path)`` atomically (a failed write leaves the previous file)."""
     with atomic_open(path, "w", newline="") as fh:
         frame.to_csv(fh, index=False)
 
 
+@contextmanager
 def _bar(description: str):  # yields a progress callback
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
