@@ -16,7 +16,7 @@ import torch
 from privcore.lipschitz.bounds import box_around, operator_norm
 from privcore.lipschitz.clarke import clarke_bounds, single_threaded
 from privcore.lipschitz.network import ReluNetwork
-from privcore.lipschitz.splitting import split_decide
+from privcore.lipschitz.splitting import split_decide, split_value
 from tests._reference import brute_force_lipschitz, pattern_region_feasible
 
 NORMS = (("linf", "l1"), ("l1", "l1"), ("linf", "linf"), ("l1", "linf"))
@@ -128,6 +128,27 @@ def test_split_decisions_match_brute_force(seed: int) -> None:
                 assert res.upper <= tau
             else:
                 assert np.all(res.point >= lo) and np.all(res.point <= hi) and res.lower > tau
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_split_value_brackets_the_brute_force_constant(seed: int) -> None:
+    """split_value maximising: complete means lower ≤ L ≤ upper ≤ lower·(1 + rtol) with a verified
+    witness in the box; a search stopped early still brackets L (upper certified, lower verified)."""
+    rng = np.random.default_rng(300 + seed)
+    net = random_net(rng, [3, 4, 4, 4, 2])
+    center = rng.standard_normal(3)
+    radius = float(rng.choice([0.4, 1.2]))
+    lo, hi = box_around(center, radius)
+    for output_norm in ("linf", "l1"):
+        truth = brute_force_lipschitz(net, center, radius, output_norm=output_norm)
+        res = split_value(net, center, radius, output_norm=output_norm, rtol=1e-6, max_seconds=60.0,
+                          device="cpu")
+        assert res is not None and res.complete
+        assert res.lower <= truth <= res.upper <= res.lower * (1 + 1e-6)
+        assert np.all(res.point >= lo) and np.all(res.point <= hi)
+        short = split_value(net, center, radius, output_norm=output_norm, max_boxes=3, device="cpu")
+        assert short is not None and short.lower <= truth <= short.upper
+        assert short.complete == (short.upper <= short.lower * (1 + 1e-6))
 
 
 def test_single_threaded_restores_torch_threads() -> None:

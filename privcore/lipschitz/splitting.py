@@ -39,7 +39,7 @@ from privcore.lipschitz.pattern_bnb import max_pattern_norm
 from privcore.lipschitz.regions import strict_point_for_pattern
 from privcore.validation import check_finite_array, check_nonnegative, check_real
 
-__all__ = ["SplitResult", "split_decide"]
+__all__ = ["SplitResult", "ValueResult", "split_decide", "split_value"]
 
 #: nodes of the per-sub-box pattern branch and bound
 _BOX_NODES = 200_000
@@ -65,6 +65,18 @@ class SplitResult:
     boxes: int
 
 
+@dataclass(frozen=True)
+class ValueResult:
+    """``lower ≤ L ≤ upper``: ``lower`` a Jacobian norm verified in float64 at ``point`` (None: no
+    witness), ``upper`` certified; ``complete`` when ``upper ≤ lower · (1 + rtol)`` was proven."""
+
+    upper: float
+    lower: float
+    point: np.ndarray | None
+    boxes: int
+    complete: bool
+
+
 @dataclass(eq=False)
 class _Box:
     lo: np.ndarray
@@ -87,9 +99,12 @@ class _OutOfTime(Exception):
 
 class _Search:
     def __init__(self, net: ReluNetwork, cb: ClarkeBounds, tau: float, norms: dict, rng: np.random.Generator,
-                 *, center: np.ndarray, radius: float, deadline: float):
+                 *, center: np.ndarray, radius: float, deadline: float, rtol: float | None = None):
         self.net, self.cb, self.tau, self.norms, self.rng = net, cb, tau, norms, rng
         self.center, self.radius, self.deadline = center, radius, deadline
+        # maximising (rtol set): τ follows the best verified witness, τ = lower · (1 + rtol)
+        self.rtol, self.lower, self.point = rtol, -math.inf, None
+        self.witness: tuple[float, np.ndarray] | None = None  # deciding: the point that failed τ
         paths, acc = [], np.eye(net.in_dim)
         for w in net.weights[:-1]:
             acc = np.abs(w) @ acc
@@ -161,8 +176,13 @@ class _Search:
         vals = np.where(ok & inside, vals * (1.0 - 1e-12), -np.inf)  # a lower bound that survives rounding
         k = int(np.argmax(vals))
         if vals[k] > self.tau:
-            return [], (float(vals[k]), pts[k])
+            if self.rtol is None:
+                return [], (float(vals[k]), pts[k])
+            self.raise_lower(float(vals[k]), pts[k])
         for i, box, upper, _, open_pairs, states in open_boxes:
+            if upper <= self.tau:  # maximising: cleared by a witness found since its bounds
+                self.cleared = max(self.cleared, upper)
+                continue
             unstable = np.concatenate([(~(a | b)).cpu().numpy() for a, b in states])
             reach = self.reach[unstable].sum(axis=0)
             j = int(np.argmax((box.hi - box.lo) * (reach + 1e-12)))
@@ -173,6 +193,12 @@ class _Search:
             for lo, hi in ((box.lo, left_hi), (right_lo, box.hi)):
                 children.append((upper, _Box(lo=lo, hi=hi, parent=parent, pairs=open_pairs)))
         return children, None
+
+    def raise_lower(self, value: float, point: np.ndarray | None) -> None:
+        """Maximising: a verified witness ``value`` at ``point``; τ moves up to ``value · (1 + rtol)``."""
+        if value > self.lower:
+            self.lower, self.point = value, point
+            self.tau = max(self.tau, value * (1.0 + self.rtol))
 
 
 def split_decide(
@@ -207,30 +233,97 @@ def split_decide(
         return _split(net, cb, center, radius, threshold, norms, max_boxes, max_seconds, seed)
 
 
-def _split(net: ReluNetwork, cb: ClarkeBounds, center: np.ndarray, radius: float, threshold: float,
-           norms: dict, max_boxes: int, max_seconds: float, seed: int) -> SplitResult | None:
+def split_value(
+    net: ReluNetwork,
+    center: np.ndarray,
+    radius: float,
+    *,
+    input_norm: str = "linf",
+    output_norm: str = "l1",
+    rtol: float = 1e-6,
+    lower: float = -math.inf,
+    point: np.ndarray | None = None,
+    max_boxes: int = 200_000,
+    max_seconds: float = 10.0,
+    seed: int = 0,
+    device: str | None = None,
+) -> ValueResult | None:
+    """``L(f, B(center, radius))`` by the same search maximising: the decision of
+    :func:`split_decide` at a moving threshold ``τ = lower · (1 + rtol)``, where ``lower`` is the
+    best float64-verified witness so far (start: ``lower`` at ``point``, a verified value the
+    caller has). A witness above τ raises it instead of ending the search; a pair cleared at an
+    earlier τ stays cleared (τ only grows). ``complete`` when every sub-box is cleared:
+    then ``lower ≤ L ≤ upper ≤ lower · (1 + rtol)``. Otherwise ``upper`` is still certified (the
+    largest bound of the sub-boxes left). None where :func:`split_decide` returns None for the
+    norm or net."""
+    center = check_finite_array("center", center).reshape(-1)
+    if center.shape[0] != net.in_dim:
+        raise ValueError(f"center must have the input dimension {net.in_dim}, got {center.shape[0]}")
+    radius = check_nonnegative("radius", radius)
+    rtol = check_nonnegative("rtol", rtol)
+    if max_seconds <= 0 or max_boxes <= 0 or len(net.weights) < 2:
+        return None
+    norms = dict(input_norm=input_norm, output_norm=output_norm)
+    cb = clarke_bounds(net, device=device, **norms)
+    if cb is None:
+        return None
     start = time.perf_counter()
-    search = _Search(net, cb, threshold, norms, np.random.default_rng(seed), center=center, radius=radius,
-                     deadline=start + max_seconds)
+    search = _Search(net, cb, -math.inf, norms, np.random.default_rng(seed), center=center, radius=radius,
+                     deadline=start + max_seconds, rtol=rtol)
+    if math.isfinite(lower):
+        search.raise_lower(float(lower), point)
+    with single_threaded(cb.device):
+        left, count = _run(search, center, radius, max_boxes, max_seconds, start)
+    upper = max(search.cleared, left)
+    return ValueResult(upper=max(upper, search.lower), lower=search.lower, point=search.point, boxes=count,
+                       complete=left == -math.inf)
+
+
+def _run(search: _Search, center: np.ndarray, radius: float, max_boxes: int, max_seconds: float,
+         start: float) -> tuple[float, int]:
+    """Best first over sub-boxes (largest bound first) until none is open, the budget runs out, or (deciding)
+    a witness fails τ. Returns the largest bound of the sub-boxes left open (+inf for the unexamined root,
+    -inf when none is) and the number examined; a failing witness is left in ``search.witness``."""
     lo, hi = box_around(center, radius)
     heap: list[tuple[float, int, _Box]] = [(-math.inf, 0, _Box(lo=lo, hi=hi, parent=None, pairs=None))]
     count, tick = 0, 1
     while heap:
         if count >= max_boxes or time.perf_counter() - start > max_seconds:
-            return None
-        batch, n_pairs = [], 0
+            return -heap[0][0], count
+        batch, n_pairs, left = [], 0, -math.inf
         while heap and len(batch) < _BATCH_BOXES and n_pairs < _BATCH_PAIRS:
-            box = heapq.heappop(heap)[2]
+            prio, _, box = heapq.heappop(heap)
+            if -prio <= search.tau:  # maximising: every pair of it is below a τ reached since
+                search.cleared = max(search.cleared, -prio)
+                continue
+            left = max(left, -prio)
             batch.append(box)
-            n_pairs += cb.n_pairs if box.pairs is None else box.pairs.numel()
+            n_pairs += search.cb.n_pairs if box.pairs is None else box.pairs.numel()
+        if not batch:
+            continue
         count += len(batch)
         try:
             children, witness = search.step(batch)
         except _OutOfTime:
-            return None
+            return max(left, -heap[0][0] if heap else -math.inf), count
         if witness is not None:
-            return SplitResult(passed=False, upper=math.inf, lower=witness[0], point=witness[1], boxes=count)
+            search.witness = witness
+            return math.inf, count
         for upper, child in children:
             heapq.heappush(heap, (-upper, tick, child))
             tick += 1
+    return -math.inf, count
+
+
+def _split(net: ReluNetwork, cb: ClarkeBounds, center: np.ndarray, radius: float, threshold: float,
+           norms: dict, max_boxes: int, max_seconds: float, seed: int) -> SplitResult | None:
+    start = time.perf_counter()
+    search = _Search(net, cb, threshold, norms, np.random.default_rng(seed), center=center, radius=radius,
+                     deadline=start + max_seconds)
+    left, count = _run(search, center, radius, max_boxes, max_seconds, start)
+    if search.witness is not None:
+        value, point = search.witness
+        return SplitResult(passed=False, upper=math.inf, lower=value, point=point, boxes=count)
+    if left != -math.inf:
+        return None
     return SplitResult(passed=True, upper=search.cleared, lower=0.0, point=None, boxes=count)
