@@ -3,7 +3,10 @@
 ``local_lipschitz`` is the engine's entry point (Jordan & Dimakis, NeurIPS 2020): it parses the
 network, bounds it over the box, and, for the exact certifier, either enumerates activation
 patterns (small networks: :mod:`privcore.lipschitz.pattern_search`) or solves LipMIP's MILP with Gurobi
-or HiGHS (after LP bound tightening when it is large). "L ≤ τ?" is answered by the chain of
+or HiGHS (after LP bound tightening when it is large); with a time limit the MILP has half of it and,
+where it does not finish, the decision chain's split step maximises for the rest
+(:func:`~privcore.lipschitz.splitting.split_value`, CROWN-style Clarke-Jacobian bounds after Shi
+et al., NeurIPS 2022), the bracket being the tighter of the two. "L ≤ τ?" is answered by the chain of
 :mod:`privcore.lipschitz.decide` (re-exported here), which backs the PTR oracle in
 :mod:`privcore.lipschitz.certifier`. Both take the query as a :class:`~privcore.lipschitz.ball.Ball`.
 
@@ -63,8 +66,9 @@ class Certificate:
 
     ``upper`` is what mechanisms use: a proven bound (the solver's dual bound on a time-out,
     never its incumbent). ``exact`` is True when ``upper`` is the certifier's exact value (the
-    MILP solved to optimality, or the closed form; for ``lp``/``interval`` the relaxation's
-    value itself). ``solver`` says what ran ("gurobi", "highs", "closed-form", "interval");
+    MILP solved to optimality, the split search complete, or the closed form; for
+    ``lp``/``interval`` the relaxation's value itself). ``solver`` says what answered ("gurobi",
+    "highs", "closed-form", "interval", "enumeration", "split");
     ``status`` is the solver's status; the model size is reported as unstable neurons,
     variables and constraints (0 when no MILP was built).
     """
@@ -162,7 +166,9 @@ def local_lipschitz(
     """Local Lipschitz constant of a ReLU network over the ℓ∞ box ``B(center, radius)``.
 
     ``certifier="exact"``: LipMIP (Jordan & Dimakis 2020) solved to optimality (relative gap
-    1e-6); on a time-out ``exact=False`` and ``upper`` is the solver's proven bound.
+    1e-6). With ``time_limit`` and ``solver="auto"`` the MILP has half the limit and input
+    splitting maximises in the rest where it did not finish (exact when its bracket closes to 1e-6);
+    on a time-out ``exact=False``, ``upper`` the smaller proven bound, ``lower`` the larger verified one.
     ``"lp"``/``"interval"``: the monotone relaxations of DESIGN.md (``upper`` is their value).
     ``net`` is a torch module made of Linear and ReLU layers (anything else is refused) or a
     :class:`~privcore.lipschitz.network.ReluNetwork`. ``solver`` is "auto" (Gurobi when the
@@ -217,16 +223,19 @@ def local_lipschitz(
                         argmax=argmax, **size)
         return done(upper=min(relaxed, res.upper, global_bound(net, **norms)), lower=lower.value, exact=True,
                     solver=res.solver, status=res.status, argmax=argmax, **size)
+    # with a time limit, the MILP (and its tightening) has half of it; where it does not finish, the
+    # split step's maximum (the decision chain's input splitting, maximising) has the rest
+    milp_limit = time_limit / 2.0 if time_limit is not None and solver == "auto" else time_limit
     if fwd.n_unstable >= TIGHTEN_MIN_UNSTABLE:
-        # at most half the time limit on tightening, so the MILP keeps the other half
-        deadline = None if time_limit is None else start + time_limit / 2.0
+        # at most half the MILP's time on tightening, so the MILP keeps the other half
+        deadline = None if milp_limit is None else start + milp_limit / 2.0
         tight = tighten_bounds(net, c, r, fwd, objective_cap=interval, deadline=deadline, **norms)
         milp = build_milp(net, c, r, fwd=tight.fwd, signal_bounds=tight.signal, objective_cap=interval,
                           **norms)
     else:
         milp = build_milp(net, c, r, fwd=fwd, objective_cap=interval, **norms)
     size = dict(n_variables=milp.n_variables, n_constraints=milp.n_constraints)
-    remaining = None if time_limit is None else max(1e-3, time_limit - (time.perf_counter() - start))
+    remaining = None if milp_limit is None else max(1e-3, milp_limit - (time.perf_counter() - start))
     res = solve(milp, solver=solver, time_limit=remaining, mip_gap=MIP_GAP, threads=threads)
     upper = min(res.upper, interval) if math.isfinite(res.upper) else interval
     best_lower, best_arg = lower.value, lower.point
@@ -235,13 +244,32 @@ def local_lipschitz(
         v, p = verified_lower_bound(net, c, r, cand, **norms)
         if v > best_lower:
             best_lower, best_arg = v, p
-    exact = res.status == "optimal"
+    exact, how, status = res.status == "optimal", res.solver, res.status
+    if not exact and time_limit is not None and solver == "auto":
+        split = _split_value(ball, best_lower, best_arg, start + time_limit - time.perf_counter())
+        if split is not None:
+            upper = min(upper, split.upper)
+            if split.lower > best_lower:
+                best_lower, best_arg = split.lower, split.point
+            if split.complete:
+                exact, how, status = True, "split", "optimal"
     return done(
         upper=upper,
         lower=min(best_lower, upper),
         exact=exact,
-        solver=res.solver,
-        status=res.status,
+        solver=how,
+        status=status,
         argmax=None if best_arg is None else tuple(float(v) for v in best_arg),
         **size,
     )
+
+
+def _split_value(ball: Ball, lower: float, point: Any, seconds: float) -> Any:
+    """The split step's maximum (:func:`~privcore.lipschitz.splitting.split_value`) within ``seconds``,
+    from the verified ``lower`` at ``point``; None without time or where it does not apply."""
+    if seconds <= 0.0:
+        return None
+    from privcore.lipschitz.splitting import split_value  # torch, only for balls the MILP did not finish
+
+    return split_value(ball.net, ball.center, ball.radius, lower=lower, point=point, rtol=MIP_GAP,
+                       max_seconds=seconds, **ball.norms.kwargs)
