@@ -109,16 +109,24 @@ if st.button("Release once (OS randomness)", key="lab_release"):
 st.subheader("Expected response loss against k (Fig. 5)")
 curves = fig5_curves()
 if curves.empty:
-    st.warning("data/results/lab/fig5_summary.csv is missing; run `python -m privcore lab fig5 --quick`.")
+    st.warning("data/results/lab/fig5_summary.csv is missing; run `python -m privcore lab fig5` "
+               "(the full sweep; `--quick` writes to the untracked quick-results directory).")
 else:
     sub = curves[(curves["mechanism"] == kind) & (curves["query"] == query)]
     fig5 = go.Figure()
     colours = {"train": "#1f77b4", "test": "#ff7f0e"}
     learned = sub[sub["method"] == "learned"].sort_values("k")
     for split, grp in learned.groupby("split"):
+        runs = int(grp["runs"].max())
+        if "erl_ci_high" in grp:  # the 95 % t-interval over training seeds
+            bars = {"type": "data", "array": (grp["erl_ci_high"] - grp["erl_mean"]).fillna(0).to_numpy(),
+                    "arrayminus": (grp["erl_mean"] - grp["erl_ci_low"]).fillna(0).to_numpy()}
+            label = f"learned, {split} (mean of n = {runs} runs, 95 % interval)"
+        else:
+            bars = {"type": "data", "array": grp["erl_std"].fillna(0).to_numpy()}
+            label = f"learned, {split} (mean ± sd of n = {runs} runs)"
         fig5.add_trace(go.Scatter(x=grp["k"], y=grp["erl_mean"], mode="lines+markers",
-                                  name=f"learned, {split}", line_color=colours.get(str(split)),
-                                  error_y={"type": "data", "array": grp["erl_std"].fillna(0).to_numpy()}))
+                                  name=label, line_color=colours.get(str(split)), error_y=bars))
         best = grp[grp["best_k"]]
         fig5.add_trace(go.Scatter(x=best["k"], y=best["erl_mean"], mode="markers", name=f"best k ({split})",
                                   marker={"size": 16, "symbol": "circle-open",

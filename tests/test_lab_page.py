@@ -67,7 +67,7 @@ def test_fig5_reference_lines_are_named_traces_on_the_log_axes(app: AppTest) -> 
     # no annotation left to float on the log y axis (the labels are legend entries now)
     assert not fig5.layout.annotations
     blind = next(t for t in fig5.data if t.name == "data-blind (train)")
-    learned = next(t for t in fig5.data if t.name == "learned, train")
+    learned = next(t for t in fig5.data if t.name.startswith("learned, train (mean"))
     assert list(blind.x) == [min(learned.x), max(learned.x)] and blind.y[0] == blind.y[1]
     (truth,) = [a for a in laws.layout.annotations if a.text.startswith("true ")]
     assert truth.x == laws.layout.shapes[0].x0  # a linear axis: label and line in the same coordinates

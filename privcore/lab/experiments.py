@@ -192,11 +192,19 @@ def _save(res: TrainResult, directory: Path, metrics: dict[str, float], baseline
 
 def fig5_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Mean and standard deviation of the ERL over runs per (mechanism, method, query, k, split),
-    with ``best_k`` marking the k of lowest mean ERL on the training distribution (Fig. 5's
-    blue circle)."""
+    the 95 % Student-t interval of the mean over the ``runs`` seeds (``erl_ci_low``/``erl_ci_high``;
+    empty for one run: each run's ERL is exact, the spread is over training seeds), and ``best_k``
+    marking the k of lowest mean ERL on the training distribution (Fig. 5's blue circle)."""
+    from scipy.stats import t as student_t
+
     keys = ["mechanism", "method", "baseline", "query", "loss", "k", "epsilon", "split"]
     g = df.groupby(keys, dropna=False)["erl"]
     out = g.agg(erl_mean="mean", erl_std="std", runs="count").reset_index()
+    n = out["runs"].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        quantile = student_t.ppf(0.975, np.maximum(n - 1, 1))
+        half = np.where(n > 1, quantile * out["erl_std"] / np.sqrt(n), np.nan)
+    out["erl_ci_low"], out["erl_ci_high"] = out["erl_mean"] - half, out["erl_mean"] + half
     out["best_k"] = False
     learned_train = out[(out.method == "learned") & (out.split == "train")]
     for (mech, query), grp in learned_train.groupby(["mechanism", "query"]):
