@@ -1,15 +1,19 @@
-"""Exact values L(f, B(z, r)) two ways, per centre, in one run (issue 17's value target; not a test).
+"""Exact values L(f, B(z, r)) several ways, per centre, in one run (issue 17's value target; not a test).
 
-* ``old``: :func:`privcore.lipschitz.local_lipschitz` as shipped (closed form, pattern enumeration,
-  else LipMIP's MILP on Gurobi/HiGHS), one solver thread, ``--limit`` seconds.
+* ``milp``: LipMIP's MILP alone (:func:`privcore.lipschitz.local_lipschitz` with ``solver="gurobi"``:
+  no enumeration, no splitting), one solver thread, ``--limit`` seconds.
+* ``chain``: ``local_lipschitz`` as shipped (closed form, pattern enumeration, else the MILP for half
+  the limit and, where it does not finish, the split step maximising for the rest,
+  :func:`~privcore.lipschitz.splitting.split_value`), same limit.
 * ``bnb``: a branch and bound over activation patterns with region feasibility, built only from the
   engine's decision pieces (:func:`~privcore.lipschitz.max_pattern_norm` as the node bound, region
-  LPs as the feasibility test, float64-verified Jacobians as the lower bound), same limit. A
-  candidate for "the value API is the same chain"; measured here before it may replace ``old``.
+  LPs as the feasibility test, float64-verified Jacobians as the lower bound), same limit; an
+  earlier candidate, kept for comparison (``--ways milp,chain,bnb``).
 
-Both report a bracket ``lower ≤ L ≤ upper``: ``upper`` certified, ``lower`` a Jacobian norm verified
-in float64 at a point of the ball; "exact" means ``upper ≤ lower·(1 + 1e-6)``. Nets are
-``bench/peers.py``'s untrained He-initialised MLPs (seed 0), centres z ~ N(0, I) (seed 0).
+Each reports a bracket ``lower ≤ L ≤ upper``: ``upper`` certified, ``lower`` a Jacobian norm verified
+in float64 at a point of the ball; "exact" means ``upper ≤ lower·(1 + 1e-6)`` within the limit. Nets
+are ``bench/peers.py``'s untrained He-initialised MLPs (seed 0), centres z ~ N(0, I) (seed 0); the
+ways alternate order per centre.
 
     .venv/bin/python bench/value_paths.py                       # 8→16→16→8 at r = 1, ℓ∞→ℓ1, 4 centres
     .venv/bin/python bench/value_paths.py --widths 8,10,10,8 --radius 1 --output-norm linf --n 3
@@ -184,32 +188,35 @@ def main() -> None:
     ap.add_argument("--output-norm", default="l1", choices=("l1", "linf"))
     ap.add_argument("--n", type=int, default=4, help="centres")
     ap.add_argument("--limit", type=float, default=30.0, help="seconds per value, each way")
+    ap.add_argument("--ways", default="milp,chain", help="comma-separated: milp, chain, bnb")
     args = ap.parse_args()
+    ways = [w.strip() for w in args.ways.split(",")]
     widths = tuple(int(w) for w in args.widths.split(","))
     net = as_network(untrained(widths, 0).double())
     rng = np.random.default_rng(0)
     norms = {"input_norm": "linf", "output_norm": args.output_norm}
     name = "→".join(map(str, widths))
     print(f"{name}, r = {args.radius:g}, ℓ∞→{args.output_norm}, limit {args.limit:g} s, load {load()}")
-    times: dict[str, list[float]] = {"old": [], "bnb": []}
+    times: dict[str, list[float]] = {w: [] for w in ways}
     for i in range(args.n):
         z = rng.standard_normal(widths[0])
-        order = ("old", "bnb") if i % 2 == 0 else ("bnb", "old")
+        order = ways if i % 2 == 0 else ways[::-1]
         row = {}
         for way in order:
-            if way == "old":
+            if way in ("milp", "chain"):
                 t = time.perf_counter()
-                c = local_lipschitz(net, z, args.radius, time_limit=args.limit, threads=1, **norms)
+                c = local_lipschitz(net, z, args.radius, time_limit=args.limit, threads=1,
+                                    solver="gurobi" if way == "milp" else "auto", **norms)
                 secs = time.perf_counter() - t
-                row[way] = (c.upper, c.lower, c.exact and secs < args.limit, secs)
+                row[way] = (c.upper, c.lower, c.exact and secs < args.limit * 1.05, secs)
             else:
                 b = region_bnb(net, z, args.radius, max_seconds=args.limit, **norms)
                 row[way] = (b.upper, b.lower, b.complete, b.seconds)
-        for way in ("old", "bnb"):
+        for way in ways:
             times[way].append(row[way][3] if row[way][2] else math.inf)
         print(f"  centre {i}: " + " | ".join(
             f"{w} [{row[w][1]:.6g}, {row[w][0]:.6g}] {'exact' if row[w][2] else 'open '} {row[w][3]:6.2f} s"
-            for w in ("old", "bnb")), flush=True)
+            for w in ways), flush=True)
     for way, ts in times.items():
         done = [t for t in ts if math.isfinite(t)]
         med = statistics.median(ts)
