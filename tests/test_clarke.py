@@ -109,15 +109,19 @@ def test_exact_where_every_neuron_is_stable(input_norm: str, output_norm: str) -
     assert value <= bound <= value + 1e-6
 
 
-@pytest.mark.parametrize("seed", [pytest.param(0, marks=pytest.mark.slow), 1, 2, 3])
-def test_split_decisions_match_brute_force(seed: int) -> None:
-    """split_decide on both sides of the brute-force L (depth 3, ℓ∞→ℓ∞ and ℓ∞→ℓ1): a pass is ≤ τ,
-    a fail a verified point of the box above τ."""
+def _depth3_case(seed: int) -> tuple[ReluNetwork, np.ndarray, float, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(300 + seed)
     net = random_net(rng, [3, 4, 4, 4, 2])
     center = rng.standard_normal(3)
     radius = float(rng.choice([0.4, 1.2]))
-    lo, hi = box_around(center, radius)
+    return net, center, radius, *box_around(center, radius)
+
+
+@pytest.mark.parametrize("seed", [pytest.param(0, marks=pytest.mark.slow), 1, 2, 3])
+def test_split_decisions_match_brute_force(seed: int) -> None:
+    """split_decide on both sides of the brute-force L (depth 3, ℓ∞→ℓ∞ and ℓ∞→ℓ1): a pass is ≤ τ,
+    a fail a verified point of the box above τ."""
+    net, center, radius, lo, hi = _depth3_case(seed)
     for output_norm in ("linf", "l1"):
         truth = brute_force_lipschitz(net, center, radius, output_norm=output_norm)
         for tau in (truth * (1 - 1e-6), truth * (1 + 1e-6)):
@@ -134,11 +138,7 @@ def test_split_decisions_match_brute_force(seed: int) -> None:
 def test_split_value_brackets_the_brute_force_constant(seed: int) -> None:
     """split_value maximising: complete means lower ≤ L ≤ upper ≤ lower·(1 + rtol) with a verified
     witness in the box; a search stopped early still brackets L (upper certified, lower verified)."""
-    rng = np.random.default_rng(300 + seed)
-    net = random_net(rng, [3, 4, 4, 4, 2])
-    center = rng.standard_normal(3)
-    radius = float(rng.choice([0.4, 1.2]))
-    lo, hi = box_around(center, radius)
+    net, center, radius, lo, hi = _depth3_case(seed)
     for output_norm in ("linf", "l1"):
         truth = brute_force_lipschitz(net, center, radius, output_norm=output_norm)
         res = split_value(net, center, radius, output_norm=output_norm, rtol=1e-6, max_seconds=60.0,

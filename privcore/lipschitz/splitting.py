@@ -218,15 +218,9 @@ def split_decide(
     or None when ``max_boxes`` sub-boxes or ``max_seconds`` did not settle it, or the norm has too
     many vertex pairs (:data:`~privcore.lipschitz.clarke.MAX_PAIRS`). ``seed`` drives only where
     witnesses are sampled, never a pass; ``device`` is where the bounds run (None: CUDA when present)."""
-    center = check_finite_array("center", center).reshape(-1)
-    if center.shape[0] != net.in_dim:
-        raise ValueError(f"center must have the input dimension {net.in_dim}, got {center.shape[0]}")
-    radius = check_nonnegative("radius", radius)
     threshold = check_real("threshold", threshold)
-    if max_seconds <= 0 or max_boxes <= 0 or len(net.weights) < 2:
-        return None
-    norms = dict(input_norm=input_norm, output_norm=output_norm)
-    cb = clarke_bounds(net, device=device, **norms)
+    center, radius, norms, cb = _prepare(net, center, radius, input_norm, output_norm, max_boxes, max_seconds,
+                                         device)
     if cb is None:
         return None
     with single_threaded(cb.device):
@@ -256,15 +250,10 @@ def split_value(
     then ``lower ≤ L ≤ upper ≤ lower · (1 + rtol)``. Otherwise ``upper`` is still certified (the
     largest bound of the sub-boxes left). None where :func:`split_decide` returns None for the
     norm or net."""
-    center = check_finite_array("center", center).reshape(-1)
-    if center.shape[0] != net.in_dim:
-        raise ValueError(f"center must have the input dimension {net.in_dim}, got {center.shape[0]}")
-    radius = check_nonnegative("radius", radius)
     rtol = check_nonnegative("rtol", rtol)
-    if max_seconds <= 0 or max_boxes <= 0 or len(net.weights) < 2:
-        return None
-    norms = dict(input_norm=input_norm, output_norm=output_norm)
-    cb = clarke_bounds(net, device=device, **norms)
+    lower = check_real("lower", lower)
+    center, radius, norms, cb = _prepare(net, center, radius, input_norm, output_norm, max_boxes, max_seconds,
+                                         device)
     if cb is None:
         return None
     start = time.perf_counter()
@@ -277,6 +266,21 @@ def split_value(
     upper = max(search.cleared, left)
     return ValueResult(upper=max(upper, search.lower), lower=search.lower, point=search.point, boxes=count,
                        complete=left == -math.inf)
+
+
+def _prepare(net: ReluNetwork, center: np.ndarray, radius: float, input_norm: str, output_norm: str,
+             max_boxes: int, max_seconds: float, device: str | None
+             ) -> tuple[np.ndarray, float, dict, ClarkeBounds | None]:
+    """Validated centre and radius, the norms, and the bound tensors (None: no budget, no hidden layer,
+    or too many vertex pairs)."""
+    center = check_finite_array("center", center).reshape(-1)
+    if center.shape[0] != net.in_dim:
+        raise ValueError(f"center must have the input dimension {net.in_dim}, got {center.shape[0]}")
+    radius = check_nonnegative("radius", radius)
+    norms = dict(input_norm=input_norm, output_norm=output_norm)
+    if max_seconds <= 0 or max_boxes <= 0 or len(net.weights) < 2:
+        return center, radius, norms, None
+    return center, radius, norms, clarke_bounds(net, device=device, **norms)
 
 
 def _run(search: _Search, center: np.ndarray, radius: float, max_boxes: int, max_seconds: float,
