@@ -46,6 +46,10 @@ def test_fig5_results_are_complete_and_consistent() -> None:
     summary = pd.read_csv(RESULTS / "fig5_summary.csv")
     best = summary[summary.best_k.astype(bool)]
     assert len(best) == 2 * 4 * 2  # one k per (mechanism, query), on both splits
+    rows = summary[summary.method == "learned"]
+    assert (rows.runs == 5).all()
+    assert np.all(rows.erl_ci_low <= rows.erl_mean) and np.all(rows.erl_mean <= rows.erl_ci_high)
+    assert "--quick" not in (RESULTS / "fig5_command.txt").read_text()  # the full setting is shipped
 
 
 @pytest.mark.parametrize("name", ["fig4_exponential-median-k10"])
