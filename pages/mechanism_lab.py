@@ -144,7 +144,9 @@ else:
     fig5.update_layout(height=420, margin={"t": 30}, legend={"orientation": "h", "y": -0.25})
     st.plotly_chart(fig5, width="stretch")
     st.caption("Train = 4-Gaussian mixtures (the training distribution), test = 2-Gaussian mixtures; "
-               "mean ± sd over runs; the open circle marks the k with the best training ERL. Expert: the "
+               "each point is the mean over training runs (seeds) with its 95 % t-interval (n in the "
+               "legend; each run's ERL is exact, averaged over fresh datasets); the open circle marks "
+               "the k with the best training ERL. Expert: the "
                "standard Laplace mechanism (mean, variance) or the exponential mechanism with quantile "
                "utility (median, 10th percentile). Data-blind: the best constant answer.")
 
