@@ -57,6 +57,8 @@ CERTIFIERS = ("exact", "lp", "interval")
 #: the definition of the ``lp``/``interval`` certifiers' U, part of their cache keys: a φ from one U
 #: must never meet a φ from another (2: the interval term includes the per-pair interval bound)
 RELAXATION_VERSION = 2
+#: with a time limit, the share of it the exact value's MILP gets before input splitting takes the rest
+MILP_SHARE = 0.5
 #: "enumeration" is the exact activation-pattern search of :mod:`privcore.lipschitz.pattern_search`
 ENGINE_SOLVERS = (*SOLVERS, "enumeration")
 
@@ -225,7 +227,7 @@ def local_lipschitz(
                     solver=res.solver, status=res.status, argmax=argmax, **size)
     # with a time limit, the MILP (and its tightening) has half of it; where it does not finish, the
     # split step's maximum (the decision chain's input splitting, maximising) has the rest
-    milp_limit = time_limit / 2.0 if time_limit is not None and solver == "auto" else time_limit
+    milp_limit = time_limit * MILP_SHARE if time_limit is not None and solver == "auto" else time_limit
     if fwd.n_unstable >= TIGHTEN_MIN_UNSTABLE:
         # at most half the MILP's time on tightening, so the MILP keeps the other half
         deadline = None if milp_limit is None else start + milp_limit / 2.0
