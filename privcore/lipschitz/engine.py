@@ -3,11 +3,11 @@
 ``local_lipschitz`` is the engine's entry point (Jordan & Dimakis, NeurIPS 2020): it parses the
 network, bounds it over the box, and, for the exact certifier, either enumerates activation
 patterns (small networks: :mod:`privcore.lipschitz.pattern_search`) or solves LipMIP's MILP with Gurobi
-or HiGHS (after LP bound tightening when it is large); with a time limit the MILP has half of it and,
-where it does not finish, the decision chain's split step maximises for the rest
-(:func:`~privcore.lipschitz.splitting.split_value`, CROWN-style Clarke-Jacobian bounds after Shi
-et al., NeurIPS 2022), the bracket being the tighter of the two. "L ≤ τ?" is answered by the chain of
-:mod:`privcore.lipschitz.decide` (re-exported here), which backs the PTR oracle in
+or HiGHS (after LP bound tightening when it is large); with a time limit the MILP has
+:data:`MILP_SHARE` of it and, where it does not finish, the decision chain's split step maximises
+for the rest (:func:`~privcore.lipschitz.splitting.split_value`, CROWN-style Clarke-Jacobian bounds
+after Shi et al., NeurIPS 2022), the bracket being the tighter of the two. "L ≤ τ?" is answered by
+the chain of :mod:`privcore.lipschitz.decide` (re-exported here), which backs the PTR oracle in
 :mod:`privcore.lipschitz.certifier`. Both take the query as a :class:`~privcore.lipschitz.ball.Ball`.
 
 Region and norms (DESIGN.md): the region is always the ℓ∞ box ``B(center, r) = [center − r,
@@ -168,7 +168,7 @@ def local_lipschitz(
     """Local Lipschitz constant of a ReLU network over the ℓ∞ box ``B(center, radius)``.
 
     ``certifier="exact"``: LipMIP (Jordan & Dimakis 2020) solved to optimality (relative gap
-    1e-6). With ``time_limit`` and ``solver="auto"`` the MILP has half the limit and input
+    1e-6). With ``time_limit`` and ``solver="auto"`` the MILP has :data:`MILP_SHARE` of it and input
     splitting maximises in the rest where it did not finish (exact when its bracket closes to 1e-6);
     on a time-out ``exact=False``, ``upper`` the smaller proven bound, ``lower`` the larger verified one.
     ``"lp"``/``"interval"``: the monotone relaxations of DESIGN.md (``upper`` is their value).
@@ -225,8 +225,8 @@ def local_lipschitz(
                         argmax=argmax, **size)
         return done(upper=min(relaxed, res.upper, global_bound(net, **norms)), lower=lower.value, exact=True,
                     solver=res.solver, status=res.status, argmax=argmax, **size)
-    # with a time limit, the MILP (and its tightening) has half of it; where it does not finish, the
-    # split step's maximum (the decision chain's input splitting, maximising) has the rest
+    # with a time limit, the MILP (and its tightening) has its share; where it does not finish, the
+    # split step's maximum has the rest
     milp_limit = time_limit * MILP_SHARE if time_limit is not None and solver == "auto" else time_limit
     if fwd.n_unstable >= TIGHTEN_MIN_UNSTABLE:
         # at most half the MILP's time on tightening, so the MILP keeps the other half
