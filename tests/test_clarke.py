@@ -151,6 +151,61 @@ def test_split_value_brackets_the_brute_force_constant(seed: int) -> None:
         assert short.complete == (short.upper <= short.lower * (1 + 1e-6))
 
 
+def _all_pattern_max(net: ReluNetwork, output_norm: str) -> float:
+    """max ‖J_D‖ over every 0/1 pattern, realised or not."""
+    bits = itertools.product((0.0, 1.0), repeat=net.n_hidden)
+    layers = [net.split_pattern(np.array(b)) for b in bits]
+    jacs = np.stack([net.jacobians(np.zeros((1, net.in_dim)), p)[0] for p in layers])
+    return float(np.max(operator_norm(jacs, input_norm="linf", output_norm=output_norm)))
+
+
+def test_split_value_exact_where_unrealised_patterns_dominate() -> None:
+    """Where the largest-norm patterns are not realised in the ball (L well below the all-pattern
+    maximum), the neuron splits and their region LPs must exclude them: the bracket closes on the
+    brute-force L, far below what any bound blind to realisability could prove."""
+    found = 0
+    for seed in range(40):
+        net, center, radius, *_ = _depth3_case(seed)
+        truth = brute_force_lipschitz(net, center, radius, output_norm="l1")
+        if truth > 0.8 * _all_pattern_max(net, "l1"):
+            continue
+        res = split_value(net, center, radius, output_norm="l1", rtol=1e-6, max_seconds=60.0, device="cpu")
+        assert res is not None and res.complete, seed
+        assert res.lower <= truth <= res.upper <= res.lower * (1 + 1e-6), seed
+        found += 1
+        if found == 3:
+            break
+    assert found == 3
+
+
+def test_polytope_in_box_against_sampling() -> None:
+    """polytope_in_box: known empty and touching cases, and on random polytopes its answer agrees with
+    a dense grid (a proven-empty polytope has no grid point; a returned point is in the box and the
+    polytope, up to 1e-9)."""
+    from privcore.lipschitz.regions import polytope_in_box
+
+    lo, hi = -np.ones(2), np.ones(2)
+    empty = polytope_in_box(np.array([[-1.0, 0.0], [1.0, 0.0]]), np.array([-0.5, 0.4]), lo, hi)
+    assert empty == (False, None)
+    assert not polytope_in_box(np.array([[-1.0, -1.0]]), np.array([-2.001]), lo, hi)[0]
+    meets, point = polytope_in_box(np.array([[-1.0, -1.0]]), np.array([-2.0]), lo, hi)  # one corner
+    assert meets and np.allclose(point, [1.0, 1.0])
+    rng = np.random.default_rng(7)
+    grid = np.stack(np.meshgrid(*[np.linspace(-1, 1, 81)] * 2), axis=-1).reshape(-1, 2)
+    outcomes = set()
+    for _ in range(60):
+        G, h = rng.standard_normal((3, 2)), rng.standard_normal(3) * 0.8
+        meets, point = polytope_in_box(G, h, lo, hi)
+        inside = np.all(grid @ G.T <= h, axis=1)
+        outcomes.add(meets)
+        if not meets:
+            assert not inside.any()
+        else:
+            assert point is not None and np.all(point >= lo) and np.all(point <= hi)
+            assert np.all(G @ point <= h + 1e-9 * (1 + np.abs(h)))
+    assert outcomes == {True, False}
+
+
 def test_single_threaded_restores_torch_threads() -> None:
     before = torch.get_num_threads()
     with single_threaded(torch.device("cpu")):

@@ -304,6 +304,45 @@ def _relaxed_region_lp(G: np.ndarray, h: np.ndarray):
     return solver
 
 
+def polytope_in_box(
+    G: np.ndarray, h: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> tuple[bool, np.ndarray | None]:
+    """Does ``{x ∈ [lo, hi] : G x ≤ h}`` meet the box? ``(False, None)`` only when HiGHS proves the
+    rows relaxed by ``1e-9·(1 + |h|)`` infeasible on the box (then the closed set is empty); else
+    ``(True, x)`` with ``x`` the box point maximising the smallest row margin normalised by the row's
+    ℓ1 norm (None when the LP was not solved: nothing is proven)."""
+    import highspy
+
+    d = G.shape[1]
+    if G.shape[0] == 0:
+        return True, (np.asarray(lo) + hi) / 2.0
+    norms = np.abs(G).sum(axis=1) + 1e-300
+    A = np.hstack([G, norms[:, None]])  # G x + η‖G_i‖₁ ≤ h, 0 ≤ η ≤ 1: maximise η
+    inf = highspy.kHighsInf
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = d + 1, G.shape[0]
+    lp.col_cost_ = np.r_[np.zeros(d), -1.0]
+    lp.col_lower_ = np.r_[lo, 0.0]
+    lp.col_upper_ = np.r_[hi, 1.0]
+    lp.row_lower_ = np.full(G.shape[0], -inf)
+    lp.row_upper_ = h + 1e-9 * (1.0 + np.abs(h))
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.start_ = np.arange(0, A.size + 1, d + 1, dtype=np.int32)
+    lp.a_matrix_.index_ = np.tile(np.arange(d + 1, dtype=np.int32), G.shape[0])
+    lp.a_matrix_.value_ = np.ascontiguousarray(A, dtype=np.float64).ravel()
+    solver = _highs()
+    solver.clearModel()
+    solver.passModel(lp)
+    solver.run()
+    status = solver.getModelStatus()
+    if status == highspy.HighsModelStatus.kInfeasible:
+        return False, None
+    if status != highspy.HighsModelStatus.kOptimal:
+        return True, None
+    x = np.asarray(solver.getSolution().col_value[:d], dtype=np.float64)
+    return True, np.clip(x, lo, hi)
+
+
 #: outward padding of a region's bounding box (relative), above the LPs' 1e-7 tolerances
 _BOX_PAD = 1e-6
 

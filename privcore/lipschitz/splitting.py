@@ -1,25 +1,36 @@
-"""Decide "L(f, B(z, r)) ≤ τ?" by splitting the box: a batched branch and bound over the input.
+"""Decide "L(f, B(z, r)) ≤ τ?" by a batched branch and bound over neurons and sub-boxes.
 
 The local Lipschitz constant over a box is the largest generalised-Jacobian norm over its points
-(Jordan & Dimakis, NeurIPS 2020, Thm. 3.2), so over a union of closed sub-boxes it is the largest
-of theirs, and ``‖J‖ = max cᵀ J s`` over vertex pairs (c, s). A sub-box keeps the pairs it has not
-cleared yet; a batch of the open sub-boxes gets, cheapest first,
+(Jordan & Dimakis, NeurIPS 2020, Thm. 3.2), ``‖J‖ = max cᵀ J s`` over vertex pairs (c, s), and
+``cᵀ J s`` is multilinear in the 0/1 pattern D. A node is a sub-box with some neurons *split*: on
+(the points where its pre-activation is ≥ 0, with D_j = 1) or off (≤ 0, D_j = 0). Splitting a
+node's neuron covers it by its two children (a point with z_j = 0 lies in both, and the Clarke
+hull's D_j ∈ [0, 1] needs only its ends, by multilinearity); halving its box covers it too. So
+the nodes left open always cover every (point, pattern) of the ball. A batch of open nodes gets,
+cheapest first (after Shi et al., NeurIPS 2022, whose branch and bound splits neurons):
 
-* certified bounds per open pair (:mod:`~privcore.lipschitz.clarke`: CROWN pre-activation bounds,
-  then the interval and linear bounds on ``cᵀ J s``). A pair whose bound is ``≤ τ`` is cleared for
-  the sub-box and everything inside it, so children inherit only the open pairs (and their parent's
-  pre-activation bounds, which they tighten). A sub-box with no open pair is cleared;
-* with few unstable neurons left, the largest ``‖J_D‖`` over the patterns its stable neurons allow
-  (:func:`~privcore.lipschitz.pattern_bnb.max_pattern_norm`, exact over them); ``≤ τ`` clears it;
-* a witness: Jacobian norms at its centre and at sampled points (and at an interior point of the
-  best pattern found, by one LP), each re-evaluated in float64 where the network is affine, at a
-  point of the ball itself, and deflated by 1e-12. One witness ``> τ`` fails the whole decision;
-* otherwise it is halved along its most influential coordinate (width × ℓ1 norm of the first
-  layer's column over its unstable neurons), the open sub-boxes with the largest bounds first.
+* certified pre-activation bounds on the node (:mod:`~privcore.lipschitz.clarke`: CROWN ∩ interval
+  ∩ the parent's bounds, in which a split neuron's bound sits at ±:data:`_TINY`, so it is active or
+  inactive and its ReLU is relaxed by the identity or zero: valid on the node's points). A split
+  neuron whose bounds contradict its side leaves no point: the node is dropped;
+* region feasibility: the split neurons' half-spaces, for every layer whose pre-activations are
+  affine on the node (each earlier neuron active or inactive there), are exact linear constraints on
+  x; one LP (:func:`~privcore.lipschitz.regions.polytope_in_box`, unless the parent's point satisfies
+  them strictly) drops the node when HiGHS proves them infeasible on the box even relaxed by 1e-9;
+* bounds per open pair (the interval and linear bounds on ``cᵀ J s``). A pair whose bound is ``≤ τ``
+  is cleared for the node and everything inside it, so children inherit only the open pairs. A node
+  with no open pair is cleared;
+* a witness: Jacobian norms at the node's centre, at sampled points and at its region LP's point,
+  each re-evaluated in float64 where the network is affine, at a point of the ball itself, and
+  deflated by 1e-12. One witness ``> τ`` fails the whole decision;
+* otherwise it is split: the unstable neuron of the first layer that has any (so deeper layers
+  become affine on the node sooner) with the largest ``influence × −l·u/(u − l)`` (how far its
+  0/1 entry moves cᵀJs, times its ReLU relaxation's gap), or, with no unstable neuron left, its
+  box along the most influential coordinate; nodes with the largest bounds first.
 
-Every answer is exact (a pass is a cover of the box by cleared sub-boxes, a fail a point of the box
-whose Jacobian norm exceeds τ); when the budget runs out the search returns None and the caller
-goes on to the MILP.
+Every answer is exact (a pass is a cover of the ball by cleared or empty nodes, a fail a point of
+the ball whose Jacobian norm exceeds τ); when the budget runs out the search returns None and the
+caller goes on to the MILP.
 """
 
 from __future__ import annotations
@@ -35,22 +46,21 @@ import torch
 from privcore.lipschitz.bounds import box_around, jacobian_norms
 from privcore.lipschitz.clarke import ClarkeBounds, clarke_bounds, single_threaded
 from privcore.lipschitz.network import ReluNetwork
-from privcore.lipschitz.pattern_bnb import max_pattern_norm
-from privcore.lipschitz.regions import strict_point_for_pattern
+from privcore.lipschitz.regions import polytope_in_box
 from privcore.validation import check_finite_array, check_nonnegative, check_real
 
 __all__ = ["SplitResult", "ValueResult", "split_decide", "split_value"]
 
-#: nodes of the per-sub-box pattern branch and bound
-_BOX_NODES = 200_000
-#: a sub-box with at most this many unstable neurons also gets the exact pattern bound
-_PATTERN_UNSTABLE = 12
 #: random points sampled per sub-box for a witness
 _SAMPLES = 4
 #: (sub-box, pair) bounds computed together
 _BATCH_PAIRS = 1 << 17
 #: sub-boxes processed together
-_BATCH_BOXES = 64
+_BATCH_BOXES = 32
+#: a split neuron's pre-activation bound is moved to ± this (the smallest subnormal), which marks it active
+#: or inactive; its only other use, the next layer's interval centre, moves by far less than the margins
+_TINY = 5e-324
+BRANCH = "neuron"
 
 
 @dataclass(frozen=True)
@@ -79,18 +89,15 @@ class ValueResult:
 
 @dataclass(eq=False)
 class _Box:
+    """A node: a sub-box, the neurons split on / off in it (None: none), its enclosing node's bounds
+    (which carry those splits), its open pairs, and a point of its region from an ancestor's LP."""
+
     lo: np.ndarray
     hi: np.ndarray
-    parent: tuple[list[torch.Tensor], list[torch.Tensor]] | None  # its enclosing box's bounds, (1, n_l) each
+    parent: tuple[list[torch.Tensor], list[torch.Tensor]] | None  # its enclosing node's bounds, (1, n_l) each
     pairs: torch.Tensor | None  # open pairs (None: all)
-
-
-def _pattern_witness(net: ReluNetwork, box: _Box, pattern: np.ndarray | None) -> list[np.ndarray]:
-    if pattern is None:
-        return []
-    layers = [d.astype(np.float64) for d in net.split_pattern(pattern)]
-    strict = strict_point_for_pattern(net, box.lo, box.hi, layers)
-    return [] if strict is None else [strict]
+    forced: tuple[np.ndarray, np.ndarray] | None = None
+    hint: np.ndarray | None = None
 
 
 class _OutOfTime(Exception):
@@ -110,11 +117,18 @@ class _Search:
             acc = np.abs(w) @ acc
             paths.append(acc)
         self.reach = np.vstack(paths)  # |W_l|…|W_1|: how far each input moves each hidden neuron
+        outs, acc = [], np.abs(net.weights[-1]).sum(axis=0)
+        for w in net.weights[-2:0:-1]:
+            outs.append(acc)
+            acc = acc @ np.abs(w)
+        outs.append(acc)
+        # how much a neuron's 0/1 entry of D can move cᵀJs: |W_L|…|W_{l+1}| 1 times |W_l|…|W_1| 1
+        self.influence = np.concatenate(outs[::-1]) * self.reach.sum(axis=1)
+        self.offsets = net.hidden_offsets
         self.cleared = -math.inf
 
-    def bounds(self, boxes: list[_Box]) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor],
-                                                 list[torch.Tensor]]:
-        """Pre-activation bounds of a batch, and per box its open pairs and their bounds."""
+    def preactivation(self, boxes: list[_Box]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Pre-activation bounds of a batch, each node's splits applied through its parent's bounds."""
         dev = self.cb.device
         lo = torch.tensor(np.array([b.lo for b in boxes]), dtype=torch.float64, device=dev)
         hi = torch.tensor(np.array([b.hi for b in boxes]), dtype=torch.float64, device=dev)
@@ -123,53 +137,85 @@ class _Search:
             n_layers = len(boxes[0].parent[0])
             parent = ([torch.cat([b.parent[0][k] for b in boxes]) for k in range(n_layers)],
                       [torch.cat([b.parent[1][k] for b in boxes]) for k in range(n_layers)])
-        lows, ups = self.cb.preactivation_bounds(lo, hi, parent)
+        return self.cb.preactivation_bounds(lo, hi, parent)
+
+    def pair_values(self, lows: list[torch.Tensor], ups: list[torch.Tensor], live: list[tuple[int, _Box]]
+                    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Per live node (index into the batch's bounds, node): its open pairs and their bounds."""
+        dev = self.cb.device
         all_pairs = torch.arange(self.cb.n_pairs, device=dev, dtype=torch.int32)
-        pairs = [all_pairs if b.pairs is None else b.pairs for b in boxes]
+        pairs = [all_pairs if b.pairs is None else b.pairs for _, b in live]
         node = torch.cat([torch.full((p.numel(),), i, device=dev, dtype=torch.long)
-                          for i, p in enumerate(pairs)])
+                          for (i, _), p in zip(live, pairs, strict=True)])
         flat = torch.cat(pairs).long()
         values = torch.cat([self.cb.pair_bounds(lows, ups, node[s:s + _BATCH_PAIRS], flat[s:s + _BATCH_PAIRS],
                                                     self.tau)
                             for s in range(0, flat.numel(), _BATCH_PAIRS)]) if flat.numel() else flat.double()
         sizes = [p.numel() for p in pairs]
-        return lows, ups, list(torch.split(flat.int(), sizes)), list(torch.split(values, sizes))
+        return list(torch.split(flat.int(), sizes)), list(torch.split(values, sizes))
+
+    def region(self, box: _Box, act: np.ndarray, ina: np.ndarray) -> tuple[bool, np.ndarray | None]:
+        """Does the node's region meet its box? The split neurons' half-spaces, for the layers whose
+        pre-activations are affine on the node (every earlier neuron active or inactive there), are
+        checked at the ancestor's point ``hint`` and, when it violates one, by one LP
+        (:func:`~privcore.lipschitz.regions.polytope_in_box`). Returns (meets, a point of it or None)."""
+        f_on, f_off = box.forced
+        offs = self.offsets
+        A, a = np.eye(self.net.in_dim), np.zeros(self.net.in_dim)
+        rows, rhs = [], []
+        for k, (w, b) in enumerate(zip(self.net.weights[:-1], self.net.biases[:-1], strict=True)):
+            P, p0 = w @ A, w @ a + b
+            sl = slice(offs[k], offs[k + 1])
+            fixed = f_on[sl] | f_off[sl]
+            s = np.where(f_on[sl], 1.0, -1.0)
+            rows.append(-(s[:, None] * P)[fixed])
+            rhs.append((s * p0)[fixed])
+            if not (act[sl] | ina[sl]).all():
+                break
+            d = act[sl].astype(np.float64)
+            A, a = d[:, None] * P, d * p0
+        G, h = np.vstack(rows), np.concatenate(rhs)
+        if box.hint is not None and bool(np.all(G @ box.hint < h)):
+            return True, box.hint
+        return polytope_in_box(G, h, box.lo, box.hi)
 
     def step(self, boxes: list[_Box]) -> tuple[list[tuple[float, _Box]], tuple[float, np.ndarray] | None]:
         """Process a batch: the children to push (with priorities), or a witness above τ."""
-        lows, ups, pairs, values = self.bounds(boxes)
-        children: list[tuple[float, _Box]] = []
-        open_boxes = []
+        lows, ups = self.preactivation(boxes)
+        live, points, states = [], [], []
         for i, box in enumerate(boxes):
-            keep = ~(values[i] <= self.tau)  # a NaN bound never clears a pair
-            settled = values[i][~keep]
+            act = np.concatenate([(x[i] > 0).cpu().numpy() for x in lows])
+            ina = np.concatenate([(x[i] < 0).cpu().numpy() for x in ups])
+            if (act & ina).any():
+                continue  # a split neuron's sign is impossible on the box: the node has no point
+            point = None
+            if box.forced is not None:
+                meets, point = self.region(box, act, ina)
+                if not meets:
+                    continue  # the split neurons' region misses the box
+            live.append((i, box))
+            points.append(point)
+            states.append((act, ina))
+        if not live:
+            return [], None
+        pairs, values = self.pair_values(lows, ups, live)
+        open_nodes = []
+        for n, (i, box) in enumerate(live):
+            keep = ~(values[n] <= self.tau)  # a NaN bound never clears a pair
+            settled = values[n][~keep]
             if settled.numel():
                 self.cleared = max(self.cleared, float(settled.max()))
             if not bool(keep.any()):
                 continue
             if time.perf_counter() > self.deadline:
                 raise _OutOfTime
-            upper = float(values[i][keep].max())
-            states = [(lows[k][i] > 0, ups[k][i] < 0) for k in range(len(lows))]
-            n_unstable = sum(int((~(a | b)).sum()) for a, b in states)
-            pattern = None
-            if n_unstable <= _PATTERN_UNSTABLE:
-                on = np.concatenate([a.cpu().numpy() for a, _ in states])
-                off = np.concatenate([b.cpu().numpy() for _, b in states])
-                res = max_pattern_norm(self.net, threshold=self.tau, on=on, off=off, max_nodes=_BOX_NODES,
-                                       **self.norms)
-                if res is not None:
-                    if res.upper <= self.tau:
-                        self.cleared = max(self.cleared, res.upper)
-                        continue
-                    pattern = res.pattern if res.lower > self.tau else None
-            open_boxes.append((i, box, upper, pattern, pairs[i][keep], states))
-        if not open_boxes:
+            open_nodes.append((i, box, float(values[n][keep].max()), pairs[n][keep], states[n], points[n]))
+        if not open_nodes:
             return [], None
         pts = []
-        for _, box, _, pattern, _, _ in open_boxes:
+        for _, box, _, _, _, point in open_nodes:
             sampled = box.lo + (box.hi - box.lo) * self.rng.random((_SAMPLES, box.lo.size))
-            pts += [(box.lo + box.hi) / 2.0, *sampled, *_pattern_witness(self.net, box, pattern)]
+            pts += [(box.lo + box.hi) / 2.0, *sampled] + ([] if point is None else [point])
         pts = np.array(pts)
         vals, ok = jacobian_norms(self.net, pts, **self.norms)
         inside = np.max(np.abs(pts - self.center), axis=1) <= self.radius  # the ball, not only fl(z ± r)
@@ -179,20 +225,57 @@ class _Search:
             if self.rtol is None:
                 return [], (float(vals[k]), pts[k])
             self.raise_lower(float(vals[k]), pts[k])
-        for i, box, upper, _, open_pairs, states in open_boxes:
+        children: list[tuple[float, _Box]] = []
+        for i, box, upper, open_pairs, (act, ina), point in open_nodes:
             if upper <= self.tau:  # maximising: cleared by a witness found since its bounds
                 self.cleared = max(self.cleared, upper)
                 continue
-            unstable = np.concatenate([(~(a | b)).cpu().numpy() for a, b in states])
-            reach = self.reach[unstable].sum(axis=0)
-            j = int(np.argmax((box.hi - box.lo) * (reach + 1e-12)))
-            mid = (box.lo[j] + box.hi[j]) / 2.0
-            left_hi, right_lo = box.hi.copy(), box.lo.copy()
-            left_hi[j], right_lo[j] = mid, mid
             parent = ([x[i:i + 1] for x in lows], [x[i:i + 1] for x in ups])
-            for lo, hi in ((box.lo, left_hi), (right_lo, box.hi)):
-                children.append((upper, _Box(lo=lo, hi=hi, parent=parent, pairs=open_pairs)))
+            unstable = ~(act | ina)
+            kids = self.split_neuron(box, unstable, lows, ups, i, parent, point) if unstable.any() else None
+            if kids is None:
+                kids = self.split_input(box, unstable, parent)
+            children += [(upper, _Box(lo=lo, hi=hi, parent=par, pairs=open_pairs, forced=forced, hint=hint))
+                         for lo, hi, par, forced, hint in kids]
         return children, None
+
+    def split_neuron(self, box: _Box, unstable: np.ndarray, lows: list[torch.Tensor], ups: list[torch.Tensor],
+                     i: int, parent: tuple[list[torch.Tensor], list[torch.Tensor]], point: np.ndarray | None
+                     ) -> list[tuple]:
+        """Two children splitting one unstable neuron of the first layer that has any (so the next
+        layer's pre-activations become affine on the node sooner): the one whose 0/1 entry moves
+        ``cᵀJs`` most, weighted by the gap ``−l·u/(u − l)`` of its ReLU's chord relaxation."""
+        offs = self.offsets
+        layer = int(np.searchsorted(offs, int(np.flatnonzero(unstable)[0]), side="right")) - 1
+        sl = slice(offs[layer], offs[layer + 1])
+        lo, up = lows[layer][i].cpu().numpy(), ups[layer][i].cpu().numpy()
+        gap = -lo * up / np.maximum(up - lo, 1e-300)
+        j = int(np.argmax(np.where(unstable[sl], self.influence[sl] * gap, -np.inf)))
+        n = self.net.n_hidden
+        f_on, f_off = box.forced or (np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
+        kids = []
+        for side in (True, False):
+            pl, pu = [x.clone() for x in parent[0]], [x.clone() for x in parent[1]]
+            on, off = f_on.copy(), f_off.copy()
+            if side:  # z_j ≥ 0 with D_j = 1
+                pl[layer][0, j] = max(float(pl[layer][0, j]), _TINY)
+                on[offs[layer] + j] = True
+            else:  # z_j ≤ 0 with D_j = 0
+                pu[layer][0, j] = min(float(pu[layer][0, j]), -_TINY)
+                off[offs[layer] + j] = True
+            kids.append((box.lo, box.hi, (pl, pu), (on, off), point))
+        return kids
+
+    def split_input(self, box: _Box, unstable: np.ndarray,
+                    parent: tuple[list[torch.Tensor], list[torch.Tensor]]) -> list[tuple]:
+        """Two halves of the box along its most influential coordinate (width × ℓ1 norm of the first
+        layer's column over the unstable neurons)."""
+        reach = self.reach[unstable].sum(axis=0)
+        j = int(np.argmax((box.hi - box.lo) * (reach + 1e-12)))
+        mid = (box.lo[j] + box.hi[j]) / 2.0
+        left_hi, right_lo = box.hi.copy(), box.lo.copy()
+        left_hi[j], right_lo[j] = mid, mid
+        return [(lo, hi, parent, box.forced, None) for lo, hi in ((box.lo, left_hi), (right_lo, box.hi))]
 
     def raise_lower(self, value: float, point: np.ndarray | None) -> None:
         """Maximising: a verified witness ``value`` at ``point``; τ moves up to ``value · (1 + rtol)``."""
