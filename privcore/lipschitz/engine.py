@@ -3,10 +3,11 @@
 ``local_lipschitz`` is the engine's entry point (Jordan & Dimakis, NeurIPS 2020): it parses the
 network, bounds it over the box, and, for the exact certifier, either enumerates activation
 patterns (small networks: :mod:`privcore.lipschitz.pattern_search`) or solves LipMIP's MILP with Gurobi
-or HiGHS (after LP bound tightening when it is large); with a time limit the MILP has
-:data:`MILP_SHARE` of it and, where it does not finish, the decision chain's split step maximises
-for the rest (:func:`~privcore.lipschitz.splitting.split_value`, CROWN-style Clarke-Jacobian bounds
-after Shi et al., NeurIPS 2022), the bracket being the tighter of the two. "L ≤ τ?" is answered by
+or HiGHS (after LP bound tightening when it is large); with a time limit the decision chain's split
+step maximises first, for :data:`SPLIT_SHARE` of it (:func:`~privcore.lipschitz.splitting.split_value`:
+a branch and bound over neurons and sub-boxes on CROWN-style Clarke-Jacobian bounds after Shi et
+al., NeurIPS 2022), and where it does not finish the MILP has the rest, the bracket being the tighter
+of the two. "L ≤ τ?" is answered by
 the chain of :mod:`privcore.lipschitz.decide` (re-exported here), which backs the PTR oracle in
 :mod:`privcore.lipschitz.certifier`. Both take the query as a :class:`~privcore.lipschitz.ball.Ball`.
 
@@ -57,8 +58,8 @@ CERTIFIERS = ("exact", "lp", "interval")
 #: the definition of the ``lp``/``interval`` certifiers' U, part of their cache keys: a φ from one U
 #: must never meet a φ from another (2: the interval term includes the per-pair interval bound)
 RELAXATION_VERSION = 2
-#: with a time limit, the share of it the exact value's MILP gets before input splitting takes the rest
-MILP_SHARE = 0.5
+#: with a time limit, the share of it the split step's maximum gets before the MILP takes the rest
+SPLIT_SHARE = 0.5
 #: "enumeration" is the exact activation-pattern search of :mod:`privcore.lipschitz.pattern_search`
 ENGINE_SOLVERS = (*SOLVERS, "enumeration")
 
@@ -168,9 +169,10 @@ def local_lipschitz(
     """Local Lipschitz constant of a ReLU network over the ℓ∞ box ``B(center, radius)``.
 
     ``certifier="exact"``: LipMIP (Jordan & Dimakis 2020) solved to optimality (relative gap
-    1e-6). With ``time_limit`` and ``solver="auto"`` the MILP has :data:`MILP_SHARE` of it and input
-    splitting maximises in the rest where it did not finish (exact when its bracket closes to 1e-6);
-    on a time-out ``exact=False``, ``upper`` the smaller proven bound, ``lower`` the larger verified one.
+    1e-6). With ``time_limit`` and ``solver="auto"`` the split step maximises first, for
+    :data:`SPLIT_SHARE` of it (``solver="split"`` when its bracket closes to 1e-6), then the MILP has
+    the rest; on a time-out ``exact=False``, ``upper`` the smaller proven bound, ``lower`` the larger
+    verified one.
     ``"lp"``/``"interval"``: the monotone relaxations of DESIGN.md (``upper`` is their value).
     ``net`` is a torch module made of Linear and ReLU layers (anything else is refused) or a
     :class:`~privcore.lipschitz.network.ReluNetwork`. ``solver`` is "auto" (Gurobi when the
@@ -225,42 +227,42 @@ def local_lipschitz(
                         argmax=argmax, **size)
         return done(upper=min(relaxed, res.upper, global_bound(net, **norms)), lower=lower.value, exact=True,
                     solver=res.solver, status=res.status, argmax=argmax, **size)
-    # with a time limit, the MILP (and its tightening) has its share; where it does not finish, the
-    # split step's maximum has the rest
-    milp_limit = time_limit * MILP_SHARE if time_limit is not None and solver == "auto" else time_limit
+    split, best_lower, best_arg = None, lower.value, lower.point
+    if time_limit is not None and solver == "auto":  # the split step's maximum first, for its share
+        split = _split_value(ball, best_lower, best_arg, time_limit * SPLIT_SHARE)
+        if split is not None:
+            if split.lower > best_lower:
+                best_lower, best_arg = split.lower, split.point
+            if split.complete:
+                arg = None if best_arg is None else tuple(float(v) for v in best_arg)
+                return done(upper=split.upper, lower=min(best_lower, split.upper), exact=True, solver="split",
+                            status="optimal", argmax=arg)
+    milp_limit = None if time_limit is None else max(1e-3, time_limit - (time.perf_counter() - start))
     if fwd.n_unstable >= TIGHTEN_MIN_UNSTABLE:
         # at most half the MILP's time on tightening, so the MILP keeps the other half
-        deadline = None if milp_limit is None else start + milp_limit / 2.0
+        deadline = None if milp_limit is None else time.perf_counter() + milp_limit / 2.0
         tight = tighten_bounds(net, c, r, fwd, objective_cap=interval, deadline=deadline, **norms)
         milp = build_milp(net, c, r, fwd=tight.fwd, signal_bounds=tight.signal, objective_cap=interval,
                           **norms)
     else:
         milp = build_milp(net, c, r, fwd=fwd, objective_cap=interval, **norms)
     size = dict(n_variables=milp.n_variables, n_constraints=milp.n_constraints)
-    remaining = None if milp_limit is None else max(1e-3, milp_limit - (time.perf_counter() - start))
+    remaining = None if time_limit is None else max(1e-3, time_limit - (time.perf_counter() - start))
     res = solve(milp, solver=solver, time_limit=remaining, mip_gap=MIP_GAP, threads=threads)
     upper = min(res.upper, interval) if math.isfinite(res.upper) else interval
-    best_lower, best_arg = lower.value, lower.point
+    if split is not None:
+        upper = min(upper, split.upper)
     if res.solution is not None:
         cand = [(res.solution[milp.x_index], milp.pattern(res.solution))]
         v, p = verified_lower_bound(net, c, r, cand, **norms)
         if v > best_lower:
             best_lower, best_arg = v, p
-    exact, how, status = res.status == "optimal", res.solver, res.status
-    if not exact and time_limit is not None and solver == "auto":
-        split = _split_value(ball, best_lower, best_arg, start + time_limit - time.perf_counter())
-        if split is not None:
-            upper = min(upper, split.upper)
-            if split.lower > best_lower:
-                best_lower, best_arg = split.lower, split.point
-            if split.complete:
-                exact, how, status = True, "split", "optimal"
     return done(
         upper=upper,
         lower=min(best_lower, upper),
-        exact=exact,
-        solver=how,
-        status=status,
+        exact=res.status == "optimal",
+        solver=res.solver,
+        status=res.status,
         argmax=None if best_arg is None else tuple(float(v) for v in best_arg),
         **size,
     )
@@ -271,7 +273,7 @@ def _split_value(ball: Ball, lower: float, point: Any, seconds: float) -> Any:
     from the verified ``lower`` at ``point``; None without time or where it does not apply."""
     if seconds <= 0.0:
         return None
-    from privcore.lipschitz.splitting import split_value  # torch, only for balls the MILP did not finish
+    from privcore.lipschitz.splitting import split_value  # torch, only for balls with unstable neurons
 
     return split_value(ball.net, ball.center, ball.radius, lower=lower, point=point, rtol=MIP_GAP,
                        max_seconds=seconds, **ball.norms.kwargs)
