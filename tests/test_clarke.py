@@ -178,6 +178,26 @@ def test_split_value_exact_where_unrealised_patterns_dominate() -> None:
     assert found == 3
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_ascend_witness_is_a_lower_bound_and_climbs(seed: int) -> None:
+    """The pattern hill climb returns a float64-verified norm at a point of the box: never above the
+    brute-force L, never below its start's."""
+    from privcore.lipschitz.bounds import jacobian_norms
+    from privcore.lipschitz.regions import ascend_witness
+
+    net, center, radius, lo, hi = _depth3_case(seed)
+    for output_norm in ("linf", "l1"):
+        truth = brute_force_lipschitz(net, center, radius, output_norm=output_norm)
+        start = np.random.default_rng(seed).uniform(lo, hi, size=(2, 3))
+        value, point = ascend_witness(net, lo, hi, start, input_norm="linf", output_norm=output_norm)
+        first, ok = jacobian_norms(net, start, output_norm=output_norm)
+        assert value <= truth
+        assert value >= float(np.max(np.where(ok, first, -np.inf))) * (1 - 1e-9)
+        assert np.all(point >= lo) and np.all(point <= hi)
+        again, good = jacobian_norms(net, point[None], output_norm=output_norm)
+        assert good[0] and value <= again[0]
+
+
 def test_polytope_in_box_against_sampling() -> None:
     """polytope_in_box: known empty and touching cases, and on random polytopes its answer agrees with
     a dense grid (a proven-empty polytope has no grid point; a returned point is in the box and the

@@ -43,16 +43,19 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from privcore.lipschitz.bounds import box_around, jacobian_norms
+from privcore.lipschitz.bounds import box_around, jacobian_norms, sampled_lower_bound
 from privcore.lipschitz.clarke import ClarkeBounds, clarke_bounds, single_threaded
 from privcore.lipschitz.network import ReluNetwork
-from privcore.lipschitz.regions import polytope_in_box
+from privcore.lipschitz.regions import ascend_witness, polytope_in_box
 from privcore.validation import check_finite_array, check_nonnegative, check_real
 
 __all__ = ["SplitResult", "ValueResult", "split_decide", "split_value"]
 
 #: random points sampled per sub-box for a witness
 _SAMPLES = 4
+#: box vertices and uniform points sampled once for the hill climb's starts, and how many starts
+_CLIMB_SAMPLES = 64
+_CLIMB_STARTS = 4
 #: (sub-box, pair) bounds computed together
 _BATCH_PAIRS = 1 << 17
 #: sub-boxes processed together
@@ -277,6 +280,30 @@ class _Search:
         left_hi[j], right_lo[j] = mid, mid
         return [(lo, hi, parent, box.forced, None) for lo, hi in ((box.lo, left_hi), (right_lo, box.hi))]
 
+    def climb(self, lo: np.ndarray, hi: np.ndarray) -> None:
+        """Cheap evidence first: hill climbing over realised patterns
+        (:func:`~privcore.lipschitz.regions.ascend_witness`) from the sampled lower bound's point
+        (:func:`~privcore.lipschitz.bounds.sampled_lower_bound`, a local search in x) and the best of
+        further box vertices and uniform points. Deciding, a verified value above τ is the failing
+        witness; maximising, it raises the lower bound."""
+        d = lo.size
+        inner = self.radius * (1.0 - 1e-9)  # LP points sit on faces: keep them inside the ball after rounding
+        lo, hi = np.maximum(lo, self.center - inner), np.minimum(hi, self.center + inner)
+        pts = np.vstack([np.where(self.rng.random((_CLIMB_SAMPLES, d)) < 0.5, lo, hi),
+                         lo + (hi - lo) * self.rng.random((_CLIMB_SAMPLES, d))])
+        vals, ok = jacobian_norms(self.net, pts, **self.norms)
+        starts = pts[np.argsort(-np.where(ok, vals, -np.inf))[:_CLIMB_STARTS - 1]]
+        sampled = sampled_lower_bound(self.net, self.center, self.radius, **self.norms)
+        if sampled.point is not None:
+            starts = np.vstack([sampled.point[None], starts])
+        value, point = ascend_witness(self.net, lo, hi, starts, **self.norms)
+        if point is None or np.max(np.abs(point - self.center)) > self.radius:
+            return
+        if self.rtol is not None:
+            self.raise_lower(value, point)
+        elif value > self.tau:
+            self.witness = (value, point)
+
     def raise_lower(self, value: float, point: np.ndarray | None) -> None:
         """Maximising: a verified witness ``value`` at ``point``; τ moves up to ``value · (1 + rtol)``."""
         if value > self.lower:
@@ -393,6 +420,9 @@ def _run(search: _Search, center: np.ndarray, radius: float, max_boxes: int, max
             children, witness = search.step(batch)
         except _OutOfTime:
             return max(left, -heap[0][0] if heap else -math.inf), count
+        if witness is None and children and count == 1:  # the root's bounds did not settle it
+            search.climb(lo, hi)
+            witness = search.witness
         if witness is not None:
             search.witness = witness
             return math.inf, count
