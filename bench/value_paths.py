@@ -2,9 +2,9 @@
 
 * ``milp``: LipMIP's MILP alone (:func:`privcore.lipschitz.local_lipschitz` with ``solver="gurobi"``:
   no enumeration, no splitting), one solver thread, ``--limit`` seconds.
-* ``chain``: ``local_lipschitz`` as shipped (closed form, pattern enumeration, else the MILP for half
-  the limit and, where it does not finish, the split step maximising for the rest,
-  :func:`~privcore.lipschitz.splitting.split_value`), same limit.
+* ``chain``: ``local_lipschitz`` as shipped (closed form, pattern enumeration, else the split step
+  maximising for ``SPLIT_SHARE`` of the limit, :func:`~privcore.lipschitz.splitting.split_value`,
+  and where it does not finish the MILP for the rest), same limit.
 * ``bnb``: a branch and bound over activation patterns with region feasibility, built only from the
   engine's decision pieces (:func:`~privcore.lipschitz.max_pattern_norm` as the node bound, region
   LPs as the feasibility test, float64-verified Jacobians as the lower bound), same limit; an

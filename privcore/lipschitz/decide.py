@@ -13,10 +13,12 @@ global_patterns       pass if no activation pattern at all has ‖J_D‖ > τ
                       (:mod:`~privcore.lipschitz.pattern_bnb`, once per model and τ): every radius.
 box_patterns          pass if no pattern the box's stable neurons allow has ‖J_D‖ > τ
                       (enumerated, or read from a realised-pattern table).
-split                 too many unstable neurons to enumerate and no sampled witness: input
-                      splitting (:mod:`~privcore.lipschitz.splitting`, ≤ ``SPLIT_SECONDS``), each
-                      sub-box bounded per vertex pair by CROWN-style bounds on the Clarke Jacobian
-                      (:mod:`~privcore.lipschitz.clarke`); a cover by cleared sub-boxes passes, a
+split                 too many unstable neurons to enumerate and no sampled witness: a branch
+                      and bound over neurons and sub-boxes (:mod:`~privcore.lipschitz.splitting`,
+                      ≤ ``SPLIT_SECONDS``): a pattern hill climb for a witness, then nodes bounded
+                      per vertex pair by CROWN-style bounds on the Clarke Jacobian
+                      (:mod:`~privcore.lipschitz.clarke`) and dropped when their split neurons'
+                      region misses the box (LP); a cover by cleared or empty nodes passes, a
                       float64-verified point fails.
 nearest_violation     the exact distance d* from z to the nearest region with ‖J_D‖ > τ (region
                       LPs, pruned by the sampled witness): r < d* passes, r ≥ d* fails, for every
@@ -75,7 +77,7 @@ __all__ = ["MIP_GAP", "SPLIT_SECONDS", "STEPS", "TIGHTEN_MIN_UNSTABLE", "Decisio
 MIP_GAP = 1e-6
 #: the exact MILP first tightens its big-M constants by LP (OBBT) from this many unstable neurons
 TIGHTEN_MIN_UNSTABLE = 16
-#: seconds the input-splitting search may spend on a decision too wide to enumerate before it falls
+#: seconds the split search may spend on a decision too wide to enumerate before it falls
 #: through to LPs and the MILP (at most half the MILP's time limit)
 SPLIT_SECONDS = 10.0
 #: relative width of the band around a computed violation distance inside which a decision is

@@ -6,8 +6,10 @@ The local Lipschitz constant over a box is the largest generalised-Jacobian norm
 (the points where its pre-activation is ≥ 0, with D_j = 1) or off (≤ 0, D_j = 0). Splitting a
 node's neuron covers it by its two children (a point with z_j = 0 lies in both, and the Clarke
 hull's D_j ∈ [0, 1] needs only its ends, by multilinearity); halving its box covers it too. So
-the nodes left open always cover every (point, pattern) of the ball. A batch of open nodes gets,
-cheapest first (after Shi et al., NeurIPS 2022, whose branch and bound splits neurons):
+the nodes left open always cover every (point, pattern) of the ball. When the root's bounds do not
+settle the question, a hill climb over realised patterns looks for a witness first
+(:func:`~privcore.lipschitz.regions.ascend_witness`). Then a batch of open nodes gets, cheapest
+first (after Shi et al., NeurIPS 2022, whose branch and bound splits neurons):
 
 * certified pre-activation bounds on the node (:mod:`~privcore.lipschitz.clarke`: CROWN ∩ interval
   ∩ the parent's bounds, in which a split neuron's bound sits at ±:data:`_TINY`, so it is active or
@@ -324,8 +326,8 @@ def split_decide(
     seed: int = 0,
     device: str | None = None,
 ) -> SplitResult | None:
-    """Exactly decide ``L(f, B(center, radius)) ≤ threshold`` by input splitting (module docstring),
-    or None when ``max_boxes`` sub-boxes or ``max_seconds`` did not settle it, or the norm has too
+    """Exactly decide ``L(f, B(center, radius)) ≤ threshold`` by splitting neurons and the box (module
+    docstring), or None when ``max_boxes`` sub-boxes or ``max_seconds`` did not settle it, or the norm has too
     many vertex pairs (:data:`~privcore.lipschitz.clarke.MAX_PAIRS`). ``seed`` drives only where
     witnesses are sampled, never a pass; ``device`` is where the bounds run (None: CUDA when present)."""
     threshold = check_real("threshold", threshold)
