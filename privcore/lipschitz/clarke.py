@@ -90,6 +90,11 @@ class ClarkeBounds:
         """Number of vertex pairs."""
         return int(self.u1.shape[0] * self.a.shape[0])
 
+    @property
+    def pair_margin(self) -> float:
+        """What every pair bound is raised by against float64 rounding (module docstring)."""
+        return _SAFETY * (len(self.weights) + 2) * (1.0 + self.scale)
+
     @cached_property
     def abs_weights(self) -> tuple[torch.Tensor, ...]:
         return tuple(w.abs() for w in self.weights)
@@ -182,7 +187,7 @@ class ClarkeBounds:
         the interval bound, and where it exceeds ``threshold`` the smaller of it and the linear bound
         (module docstring)."""
         n_s = self.u1.shape[0]
-        margin = _SAFETY * (len(self.weights) + 2) * (1.0 + self.scale)
+        margin = self.pair_margin
         sig = self.signal_intervals(lows, ups)
         tlo, thi = sig[-1]
         mid, rad = (tlo + thi) / 2.0, (thi - tlo) / 2.0  # (B, n_s, n)

@@ -170,9 +170,9 @@ def local_lipschitz(
 
     ``certifier="exact"``: LipMIP (Jordan & Dimakis 2020) solved to optimality (relative gap
     1e-6). With ``time_limit`` and ``solver="auto"`` the split step maximises first, for
-    :data:`SPLIT_SHARE` of it (``solver="split"`` when its bracket closes to 1e-6), then the MILP has
-    the rest; on a time-out ``exact=False``, ``upper`` the smaller proven bound, ``lower`` the larger
-    verified one.
+    :data:`SPLIT_SHARE` of it (``solver="split"`` when its bracket closes to 1e-6 plus its bounds'
+    float64 margin, ``ValueResult.slack``), then the MILP has the rest; on a time-out
+    ``exact=False``, ``upper`` the smaller proven bound, ``lower`` the larger verified one.
     ``"lp"``/``"interval"``: the monotone relaxations of DESIGN.md (``upper`` is their value).
     ``net`` is a torch module made of Linear and ReLU layers (anything else is refused) or a
     :class:`~privcore.lipschitz.network.ReluNetwork`. ``solver`` is "auto" (Gurobi when the

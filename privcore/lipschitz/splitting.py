@@ -83,13 +83,15 @@ class SplitResult:
 @dataclass(frozen=True)
 class ValueResult:
     """``lower ≤ L ≤ upper``: ``lower`` a Jacobian norm verified in float64 at ``point`` (None: no
-    witness), ``upper`` certified; ``complete`` when ``upper ≤ lower · (1 + rtol)`` was proven."""
+    witness), ``upper`` certified; ``complete`` when ``upper ≤ lower · (1 + rtol) + slack`` was proven,
+    ``slack`` being the bounds' float64 safety margin (absolute)."""
 
     upper: float
     lower: float
     point: np.ndarray | None
     boxes: int
     complete: bool
+    slack: float = 0.0
 
 
 @dataclass(eq=False)
@@ -114,7 +116,7 @@ class _Search:
                  *, center: np.ndarray, radius: float, deadline: float, rtol: float | None = None):
         self.net, self.cb, self.tau, self.norms, self.rng = net, cb, tau, norms, rng
         self.center, self.radius, self.deadline = center, radius, deadline
-        # maximising (rtol set): τ follows the best verified witness, τ = lower · (1 + rtol)
+        # maximising (rtol set): τ follows the best verified witness, τ = lower · (1 + rtol) + slack
         self.rtol, self.lower, self.point = rtol, -math.inf, None
         self.witness: tuple[float, np.ndarray] | None = None  # deciding: the point that failed τ
         paths, acc = [], np.eye(net.in_dim)
@@ -307,10 +309,11 @@ class _Search:
             self.witness = (value, point)
 
     def raise_lower(self, value: float, point: np.ndarray | None) -> None:
-        """Maximising: a verified witness ``value`` at ``point``; τ moves up to ``value · (1 + rtol)``."""
+        """Maximising: a verified witness ``value`` at ``point``; τ moves up to ``value · (1 + rtol)``
+        plus the bounds' safety margin (no bound can come closer to a value than that margin)."""
         if value > self.lower:
             self.lower, self.point = value, point
-            self.tau = max(self.tau, value * (1.0 + self.rtol))
+            self.tau = max(self.tau, value * (1.0 + self.rtol) + self.cb.pair_margin)
 
 
 def split_decide(
@@ -355,13 +358,14 @@ def split_value(
     device: str | None = None,
 ) -> ValueResult | None:
     """``L(f, B(center, radius))`` by the same search maximising: the decision of
-    :func:`split_decide` at a moving threshold ``τ = lower · (1 + rtol)``, where ``lower`` is the
-    best float64-verified witness so far (start: ``lower`` at ``point``, a verified value the
-    caller has). A witness above τ raises it instead of ending the search; a pair cleared at an
-    earlier τ stays cleared (τ only grows). ``complete`` when every sub-box is cleared:
-    then ``lower ≤ L ≤ upper ≤ lower · (1 + rtol)``. Otherwise ``upper`` is still certified (the
-    largest bound of the sub-boxes left). None where :func:`split_decide` returns None for the
-    norm or net."""
+    :func:`split_decide` at a moving threshold ``τ = lower · (1 + rtol) + slack``, where ``lower``
+    is the best float64-verified witness so far (start: ``lower`` at ``point``, a verified value
+    the caller has). A witness above τ raises it instead of ending the search; a pair cleared at
+    an earlier τ stays cleared (τ only grows). ``complete`` when every sub-box is cleared: then
+    ``lower ≤ L ≤ upper ≤ lower · (1 + rtol) + slack``, ``slack`` the pair bounds' absolute float64
+    margin (:attr:`~privcore.lipschitz.clarke.ClarkeBounds.pair_margin`). Otherwise ``upper`` is
+    still certified (the largest bound of the sub-boxes left). None where :func:`split_decide`
+    returns None for the norm or net."""
     rtol = check_nonnegative("rtol", rtol)
     lower = check_real("lower", lower)
     center, radius, norms, cb = _prepare(net, center, radius, input_norm, output_norm, max_boxes, max_seconds,
@@ -377,7 +381,7 @@ def split_value(
         left, count = _run(search, center, radius, max_boxes, max_seconds, start)
     upper = max(search.cleared, left)
     return ValueResult(upper=max(upper, search.lower), lower=search.lower, point=search.point, boxes=count,
-                       complete=left == -math.inf)
+                       complete=left == -math.inf, slack=cb.pair_margin)
 
 
 def _prepare(net: ReluNetwork, center: np.ndarray, radius: float, input_norm: str, output_norm: str,
