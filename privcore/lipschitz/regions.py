@@ -210,20 +210,7 @@ def _distance_lp(
     A[k:, d] = -1.0
     rhs = np.concatenate([h, center, -center])
     lo, hi = box_around(center, radius)
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = d + 1, A.shape[0]
-    lp.col_cost_ = np.r_[np.zeros(d), 1.0]
-    lp.col_lower_ = np.r_[lo, 0.0]
-    lp.col_upper_ = np.r_[hi, radius]
-    lp.row_lower_ = np.full(A.shape[0], -highspy.kHighsInf)
-    lp.row_upper_ = rhs
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-    lp.a_matrix_.start_ = np.arange(0, A.size + 1, d + 1, dtype=np.int32)
-    lp.a_matrix_.index_ = np.tile(np.arange(d + 1, dtype=np.int32), A.shape[0])
-    lp.a_matrix_.value_ = A.ravel()
-    solver = _highs()
-    solver.clearModel()
-    solver.passModel(lp)
+    solver = _dense_lp(A, rhs, np.r_[np.zeros(d), 1.0], np.r_[lo, 0.0], np.r_[hi, radius])
     solver.run()
     status = solver.getModelStatus()
     if status == highspy.HighsModelStatus.kInfeasible:
@@ -344,17 +331,27 @@ def _relaxed_region_lp(G: np.ndarray, h: np.ndarray):
 
     d = G.shape[1]
     inf = highspy.kHighsInf
+    return _dense_lp(G, h + 1e-9 * (1.0 + np.abs(h)), np.zeros(d), np.full(d, -inf), np.full(d, inf))
+
+
+def _dense_lp(A: np.ndarray, row_upper: np.ndarray, cost: np.ndarray, col_lower: np.ndarray,
+              col_upper: np.ndarray):
+    """The thread's HiGHS holding ``min costᵀx : A x ≤ row_upper, col_lower ≤ x ≤ col_upper`` (dense
+    rows), ready to run."""
+    import highspy
+
+    n_rows, n_cols = A.shape
     lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = d, G.shape[0]
-    lp.col_cost_ = np.zeros(d)
-    lp.col_lower_ = np.full(d, -inf)
-    lp.col_upper_ = np.full(d, inf)
-    lp.row_lower_ = np.full(G.shape[0], -inf)
-    lp.row_upper_ = h + 1e-9 * (1.0 + np.abs(h))
+    lp.num_col_, lp.num_row_ = n_cols, n_rows
+    lp.col_cost_ = np.asarray(cost, dtype=np.float64)
+    lp.col_lower_ = np.asarray(col_lower, dtype=np.float64)
+    lp.col_upper_ = np.asarray(col_upper, dtype=np.float64)
+    lp.row_lower_ = np.full(n_rows, -highspy.kHighsInf)
+    lp.row_upper_ = np.asarray(row_upper, dtype=np.float64)
     lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-    lp.a_matrix_.start_ = np.arange(0, G.size + 1, d, dtype=np.int32)
-    lp.a_matrix_.index_ = np.tile(np.arange(d, dtype=np.int32), G.shape[0])
-    lp.a_matrix_.value_ = np.ascontiguousarray(G, dtype=np.float64).ravel()
+    lp.a_matrix_.start_ = np.arange(0, A.size + 1, n_cols, dtype=np.int32)
+    lp.a_matrix_.index_ = np.tile(np.arange(n_cols, dtype=np.int32), n_rows)
+    lp.a_matrix_.value_ = np.ascontiguousarray(A, dtype=np.float64).ravel()
     solver = _highs()
     solver.clearModel()
     solver.passModel(lp)
@@ -375,21 +372,8 @@ def polytope_in_box(
         return True, (np.asarray(lo) + hi) / 2.0
     norms = np.abs(G).sum(axis=1) + 1e-300
     A = np.hstack([G, norms[:, None]])  # G x + η‖G_i‖₁ ≤ h, 0 ≤ η ≤ 1: maximise η
-    inf = highspy.kHighsInf
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = d + 1, G.shape[0]
-    lp.col_cost_ = np.r_[np.zeros(d), -1.0]
-    lp.col_lower_ = np.r_[lo, 0.0]
-    lp.col_upper_ = np.r_[hi, 1.0]
-    lp.row_lower_ = np.full(G.shape[0], -inf)
-    lp.row_upper_ = h + 1e-9 * (1.0 + np.abs(h))
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-    lp.a_matrix_.start_ = np.arange(0, A.size + 1, d + 1, dtype=np.int32)
-    lp.a_matrix_.index_ = np.tile(np.arange(d + 1, dtype=np.int32), G.shape[0])
-    lp.a_matrix_.value_ = np.ascontiguousarray(A, dtype=np.float64).ravel()
-    solver = _highs()
-    solver.clearModel()
-    solver.passModel(lp)
+    relaxed = h + 1e-9 * (1.0 + np.abs(h))
+    solver = _dense_lp(A, relaxed, np.r_[np.zeros(d), -1.0], np.r_[lo, 0.0], np.r_[hi, 1.0])
     solver.run()
     status = solver.getModelStatus()
     if status == highspy.HighsModelStatus.kInfeasible:
