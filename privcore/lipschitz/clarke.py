@@ -96,6 +96,10 @@ class ClarkeBounds:
         return _SAFETY * (len(self.weights) + 2) * (1.0 + self.scale)
 
     @cached_property
+    def abs_a(self) -> torch.Tensor:
+        return self.a.abs()
+
+    @cached_property
     def abs_weights(self) -> tuple[torch.Tensor, ...]:
         return tuple(w.abs() for w in self.weights)
 
@@ -191,9 +195,11 @@ class ClarkeBounds:
         sig = self.signal_intervals(lows, ups)
         tlo, thi = sig[-1]
         mid, rad = (tlo + thi) / 2.0, (thi - tlo) / 2.0  # (B, n_s, n)
-        grid = mid @ self.a.T + rad @ self.a.abs().T  # (B, n_s, n_c): every pair of every box, one GEMM
         cid, sid = pair // n_s, pair % n_s
-        out = grid[node, sid, cid] + margin
+        if pair.numel() * 4 < mid.shape[0] * n_s * self.a.shape[0]:  # few open pairs: only theirs
+            out = (mid[node, sid] * self.a[cid]).sum(-1) + (rad[node, sid] * self.abs_a[cid]).sum(-1) + margin
+        else:  # (B, n_s, n_c): every pair of every box, one GEMM
+            out = (mid @ self.a.T + rad @ self.abs_a.T)[node, sid, cid] + margin
         hot = torch.nonzero(out > threshold).squeeze(-1)
         if hot.numel():
             linear = self._linear(lows, ups, sig, node[hot], sid[hot], cid[hot]) + margin
