@@ -1,4 +1,4 @@
-"""Decisions "L(f, B(z, r)) ≤ τ?" past paper size: input splitting on Clarke-Jacobian bounds beside
+"""Decisions "L(f, B(z, r)) ≤ τ?" past paper size: the split search on Clarke-Jacobian bounds beside
 LipMIP's MILP with early stops, per query, in one run (issue 17; not a test: it prints timings).
 
 For each net of the issue's grid (untrained, the product's PyTorch initialisation as in
@@ -6,8 +6,9 @@ For each net of the issue's grid (untrained, the product's PyTorch initialisatio
 τ = (1 + κ)·ℓ with ℓ the float64-verified sampled lower bound on L at that ball, so the truth is
 unknown to both and lies near τ (κ = 0.1 by default; the hard case for a pass). Each query is asked
 
-* ``split``: :func:`privcore.lipschitz.splitting.split_decide` (CROWN pre-activation bounds, the
-  interval and linear bounds per vertex pair of :mod:`privcore.lipschitz.clarke`), ``--limit`` s;
+* ``split``: :func:`privcore.lipschitz.splitting.split_decide` (a pattern hill climb for a witness,
+  then a branch and bound over neurons and sub-boxes: CROWN pre-activation bounds, the interval and
+  linear bounds per vertex pair of :mod:`privcore.lipschitz.clarke`, region LPs), ``--limit`` s;
 * ``milp``: the chain's last step alone, LipMIP's MILP (interval big-M) with early stops on Gurobi,
   one thread, ``--limit`` s (``decide_exact(steps=("milp",))``),
 

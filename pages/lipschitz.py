@@ -149,10 +149,10 @@ fig.update_layout(
 )
 ui.chart(fig, name=f"lipschitz-{loaded.dataset}", data=table)
 st.caption(
-    "Filled markers: the exact value (closed form, pattern enumeration, the MIP solved to optimality, or "
-    "input splitting closed to 1e-6; the solver column says which); open markers: a time-out, the "
-    "tighter proven bound of the MIP and of input splitting. The exact value lies between the lower and "
-    "upper curves."
+    "Filled markers: the exact value (closed form, pattern enumeration, the split search over neurons and "
+    "sub-boxes closed to 1e-6, or the MIP solved to optimality; the solver column says which); open "
+    "markers: a time-out, the tighter proven bound of the split search and of the MIP. The exact value "
+    "lies between the lower and upper curves."
 )
 show = table[
     [

@@ -1,4 +1,4 @@
-"""Bounds on the Clarke Jacobian per vertex pair (clarke) and the input splitting built on them.
+"""Bounds on the Clarke Jacobian per vertex pair (clarke) and the split search built on them.
 
 Soundness against brute force over every activation pattern whose closed region meets the box
 (tiny nets, every norm pair, depths 1–3), CROWN pre-activation bounds against sampled points,

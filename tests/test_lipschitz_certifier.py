@@ -46,7 +46,7 @@ def test_exact_decide_matches_brute_force_in_any_query_order() -> None:
 
 
 def test_exact_decide_through_the_milp_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A net too wide for enumeration: decisions come from input splitting, or (splitting switched
+    """A net too wide for enumeration: decisions come from the split search, or (splitting switched
     off) from cheap bounds or LipMIP with early stops, and agree with the full MILP's optimum on
     both sides of it."""
     net = random_net(3, (4, 12, 12, 3))
@@ -273,7 +273,7 @@ def test_milp_near_tie_is_not_failed_for_a_tolerance_artefact() -> None:
     assert Certifier().decide(net, z, radius, delta_p) is True  # enumeration
     plain = solve(build_milp(net, z, radius), solver="gurobi", mip_gap=1e-9)
     assert plain.upper > delta_p  # the artefact, with default tolerances
-    # the MILP's path alone: no pattern search or input splitting ahead of it
+    # the MILP's path alone: no pattern search or split search ahead of it
     steps = ("interval", "closed_form", "sampled", "lp", "lp_tightened", "milp")
     dec = decide.decide_exact(net, z, radius, delta_p, solver="gurobi", steps=steps)
     assert dec.passed and dec.how == "mip-strict"

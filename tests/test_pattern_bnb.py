@@ -1,4 +1,4 @@
-"""Branch and bound over activation patterns (pattern_bnb) and input splitting (splitting).
+"""Branch and bound over activation patterns (pattern_bnb) and the split search (splitting).
 
 Exactness against brute force over every pattern (tiny nets), soundness against sampled Jacobian
 norms, and the engine's decisions against LipMIP solved to optimality."""
