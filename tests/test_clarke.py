@@ -192,6 +192,34 @@ def test_ascend_witness_is_a_lower_bound_and_climbs(seed: int) -> None:
         assert good[0] and value <= again[0]
 
 
+def test_affine_range_contains_every_feasible_point() -> None:
+    """affine_range bounds P x + p0 over the polytope in the box: every grid point of the polytope lies
+    inside the bounds, and they are scipy's LP optima up to the padding (tight)."""
+    from scipy.optimize import linprog
+
+    from privcore.lipschitz.regions import affine_range
+
+    rng = np.random.default_rng(11)
+    lo, hi = -np.ones(2), np.ones(2)
+    grid = np.stack(np.meshgrid(*[np.linspace(-1, 1, 201)] * 2), axis=-1).reshape(-1, 2)
+    checked = 0
+    for _ in range(30):
+        G, h = rng.standard_normal((2, 2)), rng.standard_normal(2) * 0.5 + 0.3
+        inside = grid[np.all(grid @ G.T <= h, axis=1)]
+        if inside.shape[0] < 10:
+            continue
+        P, p0 = rng.standard_normal((3, 2)), rng.standard_normal(3)
+        low, up = affine_range(G, h, lo, hi, P, p0)
+        vals = inside @ P.T + p0
+        assert np.all(vals >= low[None]) and np.all(vals <= up[None])
+        for j in range(3):
+            best = [linprog(sign * P[j], A_ub=G, b_ub=h, bounds=list(zip(lo, hi, strict=True))).fun
+                    for sign in (1.0, -1.0)]
+            assert abs(low[j] - (best[0] + p0[j])) <= 1e-5 and abs(up[j] - (p0[j] - best[1])) <= 1e-5
+        checked += 1
+    assert checked >= 10
+
+
 def test_polytope_in_box_against_sampling() -> None:
     """polytope_in_box: known empty and touching cases, and on random polytopes its answer agrees with
     a dense grid (a proven-empty polytope has no grid point; a returned point is in the box and the

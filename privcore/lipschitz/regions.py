@@ -384,6 +384,31 @@ def polytope_in_box(
     return True, np.clip(x, lo, hi)
 
 
+def affine_range(G: np.ndarray, h: np.ndarray, lo: np.ndarray, hi: np.ndarray, P: np.ndarray, p0: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds on each ``P_j x + p0_j`` over ``{x ∈ [lo, hi] : G x ≤ h}`` (rows relaxed by 1e-9): two LPs
+    per row, warm-started, each optimum padded outwards by ``_BOX_PAD·(1 + |v|)``; ±inf where unsolved."""
+    import highspy
+
+    d = G.shape[1]
+    solver = _dense_lp(G, h + 1e-9 * (1.0 + np.abs(h)), np.zeros(d), lo, hi)
+    low, up = np.full(P.shape[0], -np.inf), np.full(P.shape[0], np.inf)
+    idx = np.arange(d, dtype=np.int32)
+    for j in range(P.shape[0]):
+        for sign in (1.0, -1.0):  # HiGHS minimises
+            solver.changeColsCost(d, idx, sign * P[j])
+            solver.run()
+            if solver.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+                continue
+            v = sign * float(solver.getInfo().objective_function_value) + p0[j]
+            pad = _BOX_PAD * (1.0 + abs(v))
+            if sign > 0:
+                low[j] = v - pad
+            else:
+                up[j] = v + pad
+    return low, up
+
+
 #: outward padding of a region's bounding box (relative), above the LPs' 1e-7 tolerances
 _BOX_PAD = 1e-6
 

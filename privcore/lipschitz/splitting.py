@@ -18,7 +18,9 @@ first (after Shi et al., NeurIPS 2022, whose branch and bound splits neurons):
 * region feasibility: the split neurons' half-spaces, for every layer whose pre-activations are
   affine on the node (each earlier neuron active or inactive there), are exact linear constraints on
   x; one LP (:func:`~privcore.lipschitz.regions.polytope_in_box`, unless the parent's point satisfies
-  them strictly) drops the node when HiGHS proves them infeasible on the box even relaxed by 1e-9;
+  them strictly) drops the node when HiGHS proves them infeasible on the box even relaxed by 1e-9.
+  Deciding, the unstable neurons of the first layer not yet affine get their exact range over that
+  polytope (two LPs each, optima padded by 1e-6 relative as in OBBT), intersected into the bounds;
 * bounds per open pair (the interval and linear bounds on ``cᵀ J s``). A pair whose bound is ``≤ τ``
   is cleared for the node and everything inside it, so children inherit only the open pairs. A node
   with no open pair is cleared;
@@ -48,11 +50,12 @@ import torch
 from privcore.lipschitz.bounds import box_around, jacobian_norms, sampled_lower_bound
 from privcore.lipschitz.clarke import ClarkeBounds, clarke_bounds, single_threaded
 from privcore.lipschitz.network import ReluNetwork
-from privcore.lipschitz.regions import ascend_witness, polytope_in_box
+from privcore.lipschitz.regions import affine_range, ascend_witness, polytope_in_box
 from privcore.validation import check_finite_array, check_nonnegative, check_real
 
 __all__ = ["SplitResult", "ValueResult", "split_decide", "split_value"]
 
+_DT = torch.float64
 #: random points sampled per sub-box for a witness
 _SAMPLES = 4
 #: box vertices and uniform points sampled once for the hill climb's starts, and how many starts
@@ -133,6 +136,7 @@ class _Search:
         self.influence = np.concatenate(outs[::-1]) * self.reach.sum(axis=1)
         self.offsets = net.hidden_offsets
         self.cleared = -math.inf
+        self.tighten = rtol is None  # LP-tightened bounds pay when deciding near τ (docs/ENGINE.md)
 
     def preactivation(self, boxes: list[_Box]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Pre-activation bounds of a batch, each node's splits applied through its parent's bounds."""
@@ -161,11 +165,12 @@ class _Search:
         sizes = [p.numel() for p in pairs]
         return list(torch.split(flat.int(), sizes)), list(torch.split(values, sizes))
 
-    def region(self, box: _Box, act: np.ndarray, ina: np.ndarray) -> tuple[bool, np.ndarray | None]:
+    def region(self, box: _Box, act: np.ndarray, ina: np.ndarray) -> tuple[bool, np.ndarray | None, tuple]:
         """Does the node's region meet its box? The split neurons' half-spaces, for the layers whose
         pre-activations are affine on the node (every earlier neuron active or inactive there), are
         checked at the ancestor's point ``hint`` and, when it violates one, by one LP
-        (:func:`~privcore.lipschitz.regions.polytope_in_box`). Returns (meets, a point of it or None)."""
+        (:func:`~privcore.lipschitz.regions.polytope_in_box`). Returns (meets, a point of it or None, and
+        the first layer not affine on the node with its affine map and the rows: ``(k, P, p0, G, h)``)."""
         f_on, f_off = box.forced
         offs = self.offsets
         A, a = np.eye(self.net.in_dim), np.zeros(self.net.in_dim)
@@ -182,9 +187,32 @@ class _Search:
             d = act[sl].astype(np.float64)
             A, a = d[:, None] * P, d * p0
         G, h = np.vstack(rows), np.concatenate(rhs)
+        rows_k = (k, P, p0, G, h)
         if box.hint is not None and bool(np.all(G @ box.hint < h)):
-            return True, box.hint
-        return polytope_in_box(G, h, box.lo, box.hi)
+            return True, box.hint, rows_k
+        return *polytope_in_box(G, h, box.lo, box.hi), rows_k
+
+    def tighten_layer(self, lows: list[torch.Tensor], ups: list[torch.Tensor], i: int, box: _Box,
+                      act: np.ndarray, ina: np.ndarray, rows: tuple) -> tuple[np.ndarray, np.ndarray] | None:
+        """Deciding: the unstable neurons of the node's first layer that is not affine on it get the
+        exact range of their affine pre-activation over the split half-spaces and the box (two LPs each,
+        :func:`~privcore.lipschitz.regions.affine_range`), intersected into the node's bounds (children
+        inherit them). Returns the new active / inactive masks, or None when a split is contradicted."""
+        k, P, p0, G, h = rows
+        sl = slice(self.offsets[k], self.offsets[k + 1])
+        free = ~(act[sl] | ina[sl])
+        if not free.any() or G.shape[0] == 0:
+            return act, ina
+        lo_k, up_k = affine_range(G, h, box.lo, box.hi, P[free], p0[free])
+        dev = lows[k].device
+        cols = torch.tensor(np.flatnonzero(free), device=dev)
+        lows[k][i, cols] = torch.maximum(lows[k][i, cols], torch.tensor(lo_k, dtype=_DT, device=dev))
+        ups[k][i, cols] = torch.minimum(ups[k][i, cols], torch.tensor(up_k, dtype=_DT, device=dev))
+        if bool((lows[k][i] > ups[k][i]).any()):
+            return None
+        act = np.concatenate([(x[i] > 0).cpu().numpy() for x in lows])
+        ina = np.concatenate([(x[i] < 0).cpu().numpy() for x in ups])
+        return act, ina
 
     def step(self, boxes: list[_Box]) -> tuple[list[tuple[float, _Box]], tuple[float, np.ndarray] | None]:
         """Process a batch: the children to push (with priorities), or a witness above τ."""
@@ -197,9 +225,14 @@ class _Search:
                 continue  # a split neuron's sign is impossible on the box: the node has no point
             point = None
             if box.forced is not None:
-                meets, point = self.region(box, act, ina)
+                meets, point, rows = self.region(box, act, ina)
                 if not meets:
                     continue  # the split neurons' region misses the box
+                if self.tighten:
+                    tightened = self.tighten_layer(lows, ups, i, box, act, ina, rows)
+                    if tightened is None:
+                        continue  # the tightened bounds contradict a split: no point
+                    act, ina = tightened
             live.append((i, box))
             points.append(point)
             states.append((act, ina))
