@@ -385,9 +385,10 @@ def polytope_in_box(
 
 
 def affine_range(G: np.ndarray, h: np.ndarray, lo: np.ndarray, hi: np.ndarray, P: np.ndarray, p0: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray]:
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Bounds on each ``P_j x + p0_j`` over ``{x ∈ [lo, hi] : G x ≤ h}`` (rows relaxed by 1e-9): two LPs
-    per row, warm-started, each optimum padded outwards by ``_BOX_PAD·(1 + |v|)``; ±inf where unsolved."""
+    per row, warm-started, each optimum padded outwards by ``_BOX_PAD·(1 + |v|)``; ±inf where unbounded
+    or unsolved. None when HiGHS proves the relaxed set empty (then so is the set)."""
     import highspy
 
     d = G.shape[1]
@@ -395,10 +396,13 @@ def affine_range(G: np.ndarray, h: np.ndarray, lo: np.ndarray, hi: np.ndarray, P
     low, up = np.full(P.shape[0], -np.inf), np.full(P.shape[0], np.inf)
     idx = np.arange(d, dtype=np.int32)
     for j in range(P.shape[0]):
-        for sign in (1.0, -1.0):  # HiGHS minimises
+        for sign in (1.0, -1.0):  # HiGHS minimises: P_j x, then −P_j x (warm-started from the last basis)
             solver.changeColsCost(d, idx, sign * P[j])
             solver.run()
-            if solver.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            status = solver.getModelStatus()
+            if status == highspy.HighsModelStatus.kInfeasible:
+                return None
+            if status != highspy.HighsModelStatus.kOptimal:
                 continue
             v = sign * float(solver.getInfo().objective_function_value) + p0[j]
             pad = _BOX_PAD * (1.0 + abs(v))
@@ -415,28 +419,7 @@ _BOX_PAD = 1e-6
 
 def _region_box(G: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """A box containing the region ``{x : G x ≤ h}`` (2d LPs min/max x_k on the relaxed region,
-    padded outwards by ``_BOX_PAD``; ±inf where unbounded or unclear), or None when the relaxed
-    region is empty (then so is the region)."""
-    import highspy
-
+    :func:`affine_range` with the identity, padded outwards by ``_BOX_PAD``; ±inf where unbounded or
+    unclear), or None when the relaxed region is empty (then so is the region)."""
     d = G.shape[1]
-    solver = _relaxed_region_lp(G, h)
-    lo, hi = np.full(d, -np.inf), np.full(d, np.inf)
-    optimal, infeasible = highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kInfeasible
-    for k in range(d):
-        if k:
-            solver.changeColCost(k - 1, 0.0)
-        for sign in (1.0, -1.0):  # HiGHS minimises: x_k, then −x_k (warm-started from the last basis)
-            solver.changeColCost(k, sign)
-            solver.run()
-            status = solver.getModelStatus()
-            if status == infeasible and k == 0 and sign > 0:
-                return None
-            if status == optimal:
-                v = sign * float(solver.getInfo().objective_function_value)
-                pad = _BOX_PAD * (1.0 + abs(v))
-                if sign > 0:
-                    lo[k] = v - pad
-                else:
-                    hi[k] = v + pad
-    return lo, hi
+    return affine_range(G, h, np.full(d, -np.inf), np.full(d, np.inf), np.eye(d), np.zeros(d))

@@ -203,7 +203,10 @@ class _Search:
         free = ~(act[sl] | ina[sl])
         if not free.any() or G.shape[0] == 0:
             return act, ina
-        lo_k, up_k = affine_range(G, h, box.lo, box.hi, P[free], p0[free])
+        ranges = affine_range(G, h, box.lo, box.hi, P[free], p0[free])
+        if ranges is None:
+            return None
+        lo_k, up_k = ranges
         dev = lows[k].device
         cols = torch.tensor(np.flatnonzero(free), device=dev)
         lows[k][i, cols] = torch.maximum(lows[k][i, cols], torch.tensor(lo_k, dtype=_DT, device=dev))
