@@ -68,7 +68,6 @@ _BATCH_BOXES = 32
 #: a split neuron's pre-activation bound is moved to ± this (the smallest subnormal), which marks it active
 #: or inactive; its only other use, the next layer's interval centre, moves by far less than the margins
 _TINY = 5e-324
-BRANCH = "neuron"
 
 
 @dataclass(frozen=True)
@@ -108,6 +107,12 @@ class _Box:
     pairs: torch.Tensor | None  # open pairs (None: all)
     forced: tuple[np.ndarray, np.ndarray] | None = None
     hint: np.ndarray | None = None
+
+
+def _states(lows: list[torch.Tensor], ups: list[torch.Tensor], i: int) -> tuple[np.ndarray, np.ndarray]:
+    """Node ``i``'s active and inactive masks over all hidden neurons (both set: contradictory bounds)."""
+    return (np.concatenate([(x[i] > 0).cpu().numpy() for x in lows]),
+            np.concatenate([(x[i] < 0).cpu().numpy() for x in ups]))
 
 
 class _OutOfTime(Exception):
@@ -213,17 +218,14 @@ class _Search:
         ups[k][i, cols] = torch.minimum(ups[k][i, cols], torch.tensor(up_k, dtype=_DT, device=dev))
         if bool((lows[k][i] > ups[k][i]).any()):
             return None
-        act = np.concatenate([(x[i] > 0).cpu().numpy() for x in lows])
-        ina = np.concatenate([(x[i] < 0).cpu().numpy() for x in ups])
-        return act, ina
+        return _states(lows, ups, i)
 
     def step(self, boxes: list[_Box]) -> tuple[list[tuple[float, _Box]], tuple[float, np.ndarray] | None]:
         """Process a batch: the children to push (with priorities), or a witness above τ."""
         lows, ups = self.preactivation(boxes)
         live, points, states = [], [], []
         for i, box in enumerate(boxes):
-            act = np.concatenate([(x[i] > 0).cpu().numpy() for x in lows])
-            ina = np.concatenate([(x[i] < 0).cpu().numpy() for x in ups])
+            act, ina = _states(lows, ups, i)
             if (act & ina).any():
                 continue  # a split neuron's sign is impossible on the box: the node has no point
             point = None
