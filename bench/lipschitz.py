@@ -59,6 +59,7 @@ from privcore.lipschitz import (
 )
 from privcore.lipschitz.backends import solve
 from privcore.lipschitz.network import ReluNetwork
+from privcore.lipschitz.norms import Norms
 from privcore.lipschitz.pattern_bnb import global_pattern_bound
 from privcore.lipschitz.pattern_search import nonempty_threshold_table
 from privcore.lipschitz.patterns import global_pattern_table, threshold_pattern_table
@@ -414,7 +415,7 @@ def main() -> None:
     trained = trained_obfuscators(specs, plan["n_test"])
     for name, net in nets:  # per-model precomputation, reported separately (amortised over images)
         t = time.perf_counter()
-        table = global_pattern_table(net, input_norm="linf", output_norm="l1")
+        table = global_pattern_table(net, Norms())
         if table is not None:
             secs = time.perf_counter() - t
             print(f"  {name}: pattern table of {table.codes.size} patterns in {secs:.3f} s "
@@ -427,8 +428,8 @@ def main() -> None:
                   f"{global_upper_bound(net):.2f}. A Δp ≥ G passes every radius without a solve")
     for name, net, _, delta_p, _ in trained:
         t = time.perf_counter()
-        above = threshold_pattern_table(net, delta_p, input_norm="linf", output_norm="l1")
-        table = nonempty_threshold_table(net, delta_p, input_norm="linf", output_norm="l1")
+        above = threshold_pattern_table(net, delta_p, Norms())
+        table = nonempty_threshold_table(net, delta_p, Norms())
         secs = time.perf_counter() - t
         found = (f"{len(above.codes)} patterns above Δp = {delta_p:.4g}, {len(table.codes)} of them realised "
                  "(non-empty region, with its bounding box),") if table is not None else "no pattern table"

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from privcore.lipschitz import local_lipschitz, max_pattern_norm, sampled_lower_bound
 from privcore.lipschitz.bounds import box_around, forward_bounds, jacobian_norms
 from privcore.lipschitz.network import ReluNetwork, as_network
+from privcore.lipschitz.norms import Norms
 from privcore.lipschitz.patterns import stable_masks
 from privcore.lipschitz.regions import strict_point_for_pattern
 
@@ -157,7 +158,7 @@ def region_bnb(net: ReluNetwork, center: np.ndarray, radius: float, *, input_nor
             pts = [p for p in (strict_point_for_pattern(net, lo, hi, layers),
                                _closest_point(net, layers, lo, hi)) if p is not None]
             if pts:
-                v, ok = jacobian_norms(net, np.array(pts), **norms)
+                v, ok = jacobian_norms(net, np.array(pts), Norms(input=input_norm, output=output_norm))
                 if ok.any():
                     best = max(best, float(v[ok].max()) * (1.0 - 1e-12))
         free = np.flatnonzero(~(on | off))

@@ -20,8 +20,9 @@ import itertools
 import numpy as np
 from scipy.optimize import linprog
 
-from privcore.lipschitz.bounds import box_around, operator_norm
+from privcore.lipschitz.bounds import box_around
 from privcore.lipschitz.network import ReluNetwork
+from privcore.lipschitz.norms import operator_norm
 
 __all__ = ["MAX_BRUTE_FORCE_NEURONS", "brute_force_lipschitz", "pattern_region_feasible"]
 

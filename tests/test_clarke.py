@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from privcore.lipschitz.bounds import box_around, operator_norm
+from privcore.lipschitz.bounds import box_around
 from privcore.lipschitz.clarke import clarke_bounds, single_threaded
 from privcore.lipschitz.network import ReluNetwork
+from privcore.lipschitz.norms import Norms, operator_norm
 from privcore.lipschitz.splitting import split_decide, split_value
 from tests._reference import brute_force_lipschitz, pattern_region_feasible
 
@@ -39,13 +40,8 @@ def realised_jacobians(net: ReluNetwork, lo: np.ndarray, hi: np.ndarray) -> np.n
 
 
 def vertices(net: ReluNetwork, input_norm: str, output_norm: str) -> tuple[np.ndarray, np.ndarray]:
-    from privcore.lipschitz.bounds import _sign_vectors
-
-    d, m = net.in_dim, net.out_dim
-    S = np.array(_sign_vectors(d)) if input_norm == "linf" else np.eye(d)
-    C = np.vstack([_sign_vectors(m), -np.array(_sign_vectors(m))]) if output_norm == "l1" else np.vstack(
-        [np.eye(m), -np.eye(m)])
-    return S, C
+    """The vertex pairs in the order of the bounds' pair ids."""
+    return Norms(input=input_norm, output=output_norm).dual_vertices(net.in_dim, net.out_dim)
 
 
 @pytest.mark.parametrize(
@@ -66,7 +62,7 @@ def test_pair_bounds_cover_every_realised_pattern(seed: int) -> None:
     pts = lo + (hi - lo) * rng.random((2000, dims[0]))
     pre = net.preactivations(pts)
     for input_norm, output_norm in NORMS:
-        cb = clarke_bounds(net, input_norm=input_norm, output_norm=output_norm, device="cpu")
+        cb = clarke_bounds(net, Norms(input=input_norm, output=output_norm), device="cpu")
         box = (torch.tensor(lo[None]), torch.tensor(hi[None]))
         lows, ups = cb.preactivation_bounds(*box)
         for z, low, up in zip(pre, lows, ups, strict=True):
@@ -99,7 +95,7 @@ def test_exact_where_every_neuron_is_stable(input_norm: str, output_norm: str) -
     net = random_net(rng, [3, 5, 5, 2])
     center = rng.standard_normal(3)
     lo, hi = box_around(center, 1e-6)
-    cb = clarke_bounds(net, input_norm=input_norm, output_norm=output_norm, device="cpu")
+    cb = clarke_bounds(net, Norms(input=input_norm, output=output_norm), device="cpu")
     lows, ups = cb.preactivation_bounds(torch.tensor(lo[None]), torch.tensor(hi[None]))
     assert all(bool(((lw > 0) | (up < 0)).all()) for lw, up in zip(lows, ups, strict=True))
     pairs = torch.arange(cb.n_pairs)
@@ -125,7 +121,7 @@ def test_split_decisions_match_brute_force(seed: int) -> None:
     for output_norm in ("linf", "l1"):
         truth = brute_force_lipschitz(net, center, radius, output_norm=output_norm)
         for tau in (truth * (1 - 1e-6), truth * (1 + 1e-6)):
-            res = split_decide(net, center, radius, tau, output_norm=output_norm, max_seconds=60.0,
+            res = split_decide(net, center, radius, tau, norms=Norms(output=output_norm), max_seconds=60.0,
                                device="cpu")
             assert res is not None and res.passed == (truth <= tau)
             if res.passed:
@@ -141,12 +137,12 @@ def test_split_value_brackets_the_brute_force_constant(seed: int) -> None:
     net, center, radius, lo, hi = _depth3_case(seed)
     for output_norm in ("linf", "l1"):
         truth = brute_force_lipschitz(net, center, radius, output_norm=output_norm)
-        res = split_value(net, center, radius, output_norm=output_norm, rtol=1e-6, max_seconds=60.0,
+        res = split_value(net, center, radius, norms=Norms(output=output_norm), rtol=1e-6, max_seconds=60.0,
                           device="cpu")
         assert res is not None and res.complete
         assert res.lower <= truth <= res.upper <= res.lower * (1 + 1e-6) + res.slack
         assert np.all(res.point >= lo) and np.all(res.point <= hi)
-        short = split_value(net, center, radius, output_norm=output_norm, max_boxes=3, device="cpu")
+        short = split_value(net, center, radius, norms=Norms(output=output_norm), max_boxes=3, device="cpu")
         assert short is not None and short.lower <= truth <= short.upper
         assert short.complete == (short.upper <= short.lower * (1 + 1e-6) + short.slack)
 
@@ -167,7 +163,7 @@ def test_split_value_exact_where_unrealised_patterns_dominate(seed: int) -> None
     net, center, radius, *_ = _depth3_case(seed)
     truth = brute_force_lipschitz(net, center, radius, output_norm="l1")
     assert 0.0 < truth <= 0.8 * _all_pattern_max(net, "l1")
-    res = split_value(net, center, radius, output_norm="l1", rtol=1e-6, max_seconds=60.0, device="cpu")
+    res = split_value(net, center, radius, rtol=1e-6, max_seconds=60.0, device="cpu")
     assert res is not None and res.complete
     assert res.lower <= truth <= res.upper <= res.lower * (1 + 1e-6) + res.slack
 
@@ -183,12 +179,12 @@ def test_ascend_witness_is_a_lower_bound_and_climbs(seed: int) -> None:
     for output_norm in ("linf", "l1"):
         truth = brute_force_lipschitz(net, center, radius, output_norm=output_norm)
         start = np.random.default_rng(seed).uniform(lo, hi, size=(2, 3))
-        value, point = ascend_witness(net, lo, hi, start, input_norm="linf", output_norm=output_norm)
-        first, ok = jacobian_norms(net, start, output_norm=output_norm)
+        value, point = ascend_witness(net, lo, hi, start, Norms(output=output_norm))
+        first, ok = jacobian_norms(net, start, Norms(output=output_norm))
         assert value <= truth
         assert value >= float(np.max(np.where(ok, first, -np.inf))) * (1 - 1e-9)
         assert np.all(point >= lo) and np.all(point <= hi)
-        again, good = jacobian_norms(net, point[None], output_norm=output_norm)
+        again, good = jacobian_norms(net, point[None], Norms(output=output_norm))
         assert good[0] and value <= again[0]
 
 
@@ -260,7 +256,7 @@ def test_single_threaded_restores_torch_threads() -> None:
 
 def test_too_many_pairs_is_refused() -> None:
     net = random_net(np.random.default_rng(0), [20, 4, 20])
-    assert clarke_bounds(net, input_norm="linf", output_norm="l1", device="cpu") is None
+    assert clarke_bounds(net, Norms(), device="cpu") is None
     assert split_decide(net, np.zeros(20), 0.1, 1.0) is None
 
 
@@ -271,7 +267,7 @@ def test_cuda_matches_cpu() -> None:
     lo, hi = box_around(rng.standard_normal(4), 0.7)
     out = []
     for dev in ("cpu", "cuda"):
-        cb = clarke_bounds(net, input_norm="linf", output_norm="l1", device=dev)
+        cb = clarke_bounds(net, Norms(), device=dev)
         box = (torch.tensor(lo[None], device=cb.device), torch.tensor(hi[None], device=cb.device))
         lows, ups = cb.preactivation_bounds(*box)
         pairs = torch.arange(cb.n_pairs, device=cb.device)
@@ -332,10 +328,10 @@ def test_relaxed_certifiers_pinned_and_versioned() -> None:
     got = (relaxed_upper_bound(net, z, 0.3, kind="interval"), relaxed_upper_bound(net, z, 0.3, kind="lp"))
     assert RELAXATION_VERSION == 2, "update the pinned values below with the new version"
     assert got == pytest.approx(PINNED, rel=1e-12), f"U changed to {got!r}: bump RELAXATION_VERSION"
-    norms = dict(input_norm="linf", output_norm="l1")
+    norms = Norms()
     for kind in ("lp", "interval"):
-        assert certificate_key(net.digest, z, 0.3, kind=kind, **norms)["relaxation"] == 2
-    assert "relaxation" not in certificate_key(net.digest, z, 0.3, kind="exact", **norms)
+        assert certificate_key(net.digest, z, 0.3, kind=kind, norms=norms)["relaxation"] == 2
+    assert "relaxation" not in certificate_key(net.digest, z, 0.3, kind="exact", norms=norms)
 
 
 PINNED = (1.2066271030443403, 1.2066271030443403)

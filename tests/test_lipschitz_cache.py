@@ -35,6 +35,7 @@ from privcore.lipschitz.cache import (
     rotate_secret,
 )
 from privcore.lipschitz.certifier import certificate_from_dict, certificate_key
+from privcore.lipschitz.norms import Norms
 from privcore.mechanisms.phi_cache import cached_phi, phi_key
 from tests._nets import random_net
 
@@ -57,7 +58,7 @@ def test_certificate_cache_round_trip_and_reuse(tmp_path: Path) -> None:
     first = cert.certify(net, center, 0.3)
     again = Certifier(cache=tmp_path).certify(net, center, 0.3)
     assert again == first  # the stored certificate, identical (seconds included)
-    key = certificate_key(net.digest, center, 0.3, kind="exact", input_norm="linf", output_norm="l1")
+    key = certificate_key(net.digest, center, 0.3, kind="exact", norms=Norms())
     assert certificate_from_dict(LipschitzCache(tmp_path).get("certificate", key)) == first
     db = sqlite3.connect(tmp_path / "cache.sqlite3")
     keys = " ".join(k for (k,) in db.execute("SELECT key FROM entries"))

@@ -20,6 +20,7 @@ from privcore.lipschitz import (
 )
 from privcore.lipschitz.backends import solve
 from privcore.lipschitz.bounds import box_around, forward_bounds
+from privcore.lipschitz.norms import Norms
 from privcore.lipschitz.pattern_search import pattern_nearest_violation
 from privcore.mechanisms.phi_cache import cached_phi
 from privcore.mechanisms.ptr import compute_phi, propose_test_release
@@ -77,7 +78,7 @@ def test_nearest_violation_settles_every_radius() -> None:
         center = rng.standard_normal(dims[0])
         tau = 1.02 * brute_force_lipschitz(net, center, 0.3)
         fwd = forward_bounds(net, *box_around(center, 2.0))
-        nv = pattern_nearest_violation(net, center, 2.0, tau, fwd, input_norm="linf", output_norm="l1")
+        nv = pattern_nearest_violation(net, center, 2.0, tau, fwd, Norms())
         assert nv is not None
         for r in np.linspace(0.05, 2.0, 12):
             if math.isfinite(nv.distance) and abs(r - nv.distance) < 1e-6:
@@ -236,10 +237,10 @@ def test_threshold_table_lists_exactly_the_patterns_above_the_threshold() -> Non
     for dims in [(4, 6, 5, 3), (3, 4, 4, 4, 2), (5, 8, 3)]:
         net = random_net(1, dims)
         for ni, no in [("linf", "l1"), ("linf", "linf"), ("l1", "l1"), ("l1", "linf")]:
-            full = global_pattern_table(net, input_norm=ni, output_norm=no)
+            full = global_pattern_table(net, Norms(input=ni, output=no))
             for q in (0.6, 0.95):
                 tau = float(np.quantile(full.norms, q))
-                part = threshold_pattern_table(net, tau, input_norm=ni, output_norm=no)
+                part = threshold_pattern_table(net, tau, Norms(input=ni, output=no))
                 assert set(part.codes.tolist()) == set(full.codes[full.norms > tau].tolist())
                 assert np.allclose(part.norms, full.norms[full.norms > tau])
                 assert part.floor == tau and np.all(part.norms > tau)

@@ -25,6 +25,7 @@ from privcore.lipschitz import (
     sampled_lower_bound,
 )
 from privcore.lipschitz.backends import solve
+from privcore.lipschitz.norms import Norms
 from tests._nets import random_net
 from tests._reference import brute_force_lipschitz
 
@@ -231,7 +232,7 @@ def test_lp_tightening_keeps_the_optimum_and_encloses_the_truth(monkeypatch: pyt
     center = rng.standard_normal(4)
     lo, hi = box_around(center, 0.5)
     fwd = forward_bounds(net, lo, hi)
-    tight = tighten_bounds(net, center, 0.5, fwd, input_norm="linf", output_norm="l1")
+    tight = tighten_bounds(net, center, 0.5, fwd, Norms())
     assert tight.fwd.n_unstable < fwd.n_unstable
     pts = rng.uniform(lo, hi, size=(3000, 4))
     for pre, low, up in zip(net.preactivations(pts), tight.fwd.lower, tight.fwd.upper, strict=True):
@@ -245,7 +246,7 @@ def test_lp_tightening_keeps_the_optimum_and_encloses_the_truth(monkeypatch: pyt
                       mip_gap=1e-9)
     assert tightened.upper == pytest.approx(plain.upper, rel=1e-6)
     # a deadline already past keeps the interval bounds (each bound is valid on its own)
-    untouched = tighten_bounds(net, center, 0.5, fwd, input_norm="linf", output_norm="l1", deadline=0.0)
+    untouched = tighten_bounds(net, center, 0.5, fwd, Norms(), deadline=0.0)
     assert untouched.n_lps == 0 and untouched.fwd.n_unstable == fwd.n_unstable
     for a, b in zip(untouched.fwd.upper, fwd.upper, strict=True):
         assert np.array_equal(a, b)

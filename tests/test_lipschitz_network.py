@@ -21,6 +21,7 @@ from privcore.lipschitz import (
     sampled_lower_bound,
 )
 from privcore.lipschitz.bounds import box_around, forward_bounds
+from privcore.lipschitz.norms import Norms
 
 
 class Functional(nn.Module):
@@ -159,10 +160,10 @@ def test_sampled_witness_is_a_verified_violation_in_the_ball() -> None:
         net = ReluNetwork.from_arrays(ws, bs)
         z, r = rng.standard_normal(4), 1.0
         tau = 0.9 * sampled_lower_bound(net, z, r, seed=seed).value
-        w = nearest_sampled_violation(net, z, r, tau)
+        w = nearest_sampled_violation(net, z, r, tau, Norms())
         if w is not None:
             found += 1
             assert w.norm > tau and np.max(np.abs(w.point - z)) <= w.distance + 1e-12 <= r + 1e-12
             assert operator_norm(net.jacobians(w.point[None])[0]) >= w.norm
-        assert nearest_sampled_violation(net, z, r, 1.01 * global_upper_bound(net)) is None
+        assert nearest_sampled_violation(net, z, r, 1.01 * global_upper_bound(net), Norms()) is None
     assert found >= 4

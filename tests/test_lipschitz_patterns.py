@@ -19,6 +19,7 @@ from privcore.lipschitz import Certifier, ReluNetwork, build_milp
 from privcore.lipschitz.backends import solve
 from privcore.lipschitz.bounds import box_around, forward_bounds, jacobian_norms
 from privcore.lipschitz.codes import to_bits
+from privcore.lipschitz.norms import Norms
 from privcore.lipschitz.pattern_search import nonempty_threshold_table, pattern_nearest_violation
 from privcore.lipschitz.pattern_store import (
     clear_pattern_tables,
@@ -66,10 +67,10 @@ def test_nonempty_table_keeps_exactly_the_realised_patterns_and_boxes_hold_them(
     rng = np.random.default_rng(0)
     for seed, dims in enumerate([(3, 5, 4, 2), (2, 4, 4, 3), (4, 6, 5, 2)]):
         net = random_net(10 + seed, dims)
-        full = threshold_pattern_table(net, 0.0, input_norm="linf", output_norm="l1")
+        full = threshold_pattern_table(net, 0.0, Norms())
         tau = float(np.quantile(full.norms, 0.5))
-        above = threshold_pattern_table(net, tau, input_norm="linf", output_norm="l1")
-        table = nonempty_threshold_table(net, tau, input_norm="linf", output_norm="l1")
+        above = threshold_pattern_table(net, tau, Norms())
+        table = nonempty_threshold_table(net, tau, Norms())
         wide = np.full(dims[0], 1e4)
         realised = {int(c) for c in above.codes
                     if pattern_region_feasible(net, -wide, wide, split(net, int(c)))}
@@ -82,7 +83,7 @@ def test_nonempty_table_keeps_exactly_the_realised_patterns_and_boxes_hold_them(
         bits = np.hstack([(p > 0) for p in pre]).astype(np.int64)
         codes = (bits << np.arange(net.n_hidden, dtype=np.int64)).sum(axis=1)
         position = {int(c): i for i, c in enumerate(table.codes)}
-        norms, _ = jacobian_norms(net, x)
+        norms, _ = jacobian_norms(net, x, Norms())
         hits = 0
         for xi, code, ok, v in zip(x, codes, strict, norms, strict=True):
             if not ok or v <= tau * (1 + 1e-9):
@@ -127,10 +128,10 @@ def test_nearest_violation_through_the_filtered_table_is_the_true_distance() -> 
     centers = np.random.default_rng(5).standard_normal((3, 3))
     values = [solve(build_milp(net, c, 0.2), solver="gurobi", mip_gap=1e-9).upper for c in centers]
     tau = 1.4 * max(values)  # one τ, as PTR uses one Δp for every image (65 patterns above it)
-    table = nonempty_threshold_table(net, tau, input_norm="linf", output_norm="l1")
+    table = nonempty_threshold_table(net, tau, Norms())
     for center in centers:
         fwd = forward_bounds(net, *box_around(center, 3.0))
-        nv = pattern_nearest_violation(net, center, 3.0, tau, fwd, input_norm="linf", output_norm="l1",
+        nv = pattern_nearest_violation(net, center, 3.0, tau, fwd, Norms(),
                                        max_lps=4096)
         assert nv is not None and np.isfinite(nv.distance)
         truth = min(reference_distance(net, int(c), center) for c in table.codes)
@@ -172,7 +173,7 @@ def _same_table(a, b) -> None:
 def _net_and_tau() -> tuple[ReluNetwork, float]:
     """A small net and a τ above which some realised patterns (and many empty ones) lie."""
     net = random_net(30, (3, 7, 7, 2))
-    norms, _ = jacobian_norms(net, np.random.default_rng(0).standard_normal((2000, 3)))
+    norms, _ = jacobian_norms(net, np.random.default_rng(0).standard_normal((2000, 3)), Norms())
     return net, float(np.quantile(norms, 0.8))
 
 
@@ -185,7 +186,7 @@ def test_lazy_regions_equal_the_eager_ones_and_the_disk_copy_equals_a_fresh_buil
     # the searches use the threshold table, as on the shipped (20-neuron) obfuscators
     monkeypatch.setattr("privcore.lipschitz.patterns.MAX_GLOBAL_NEURONS", 0)
     net, tau = _net_and_tau()
-    kw = dict(input_norm="linf", output_norm="l1")
+    kw = dict(norms=Norms())
     lazy = realised_pattern_table(net, tau, **kw)
     assert np.all(lazy.state == RegionMemo.UNKNOWN)
     center = np.random.default_rng(3).standard_normal(3)
@@ -246,7 +247,7 @@ def test_corrupt_or_tampered_stored_tables_are_rejected_and_rebuilt(
     matching checksum (a dropped pattern's norm below Δp, unsorted norms, a stale format), is
     never used: the table is rebuilt and equals a fresh build. A shipped file likewise."""
     net, tau = _net_and_tau()
-    kw = dict(input_norm="linf", output_norm="l1")
+    kw = dict(norms=Norms())
     good = nonempty_threshold_table(net, tau, **kw)
     db = tmp_path / "cache" / "cache.sqlite3"
     ident, value = _stored_value(db)
@@ -303,7 +304,7 @@ def test_phi_from_a_stored_partly_resolved_table_equals_the_milp_reference() -> 
 
     from privcore.lipschitz.pattern_store import _save_table
 
-    kw = dict(input_norm="linf", output_norm="l1")
+    kw = dict(norms=Norms())
     for seed in (31, 32):
         net = random_net(seed, (3, 9, 9, 2))
         zs = rng.standard_normal((3, 3))
@@ -341,7 +342,7 @@ def test_builder_and_warm_up_on_a_shipped_obfuscator(tmp_path: Path, monkeypatch
         shutil.copy(repo_models / f"obfuscator-ARL{suffix}", models / "digits" / f"obfuscator-ARL{suffix}")
     ((name, net, dp),) = shipped_obfuscators(models)
     assert name == "digits/ARL"
-    kw = dict(input_norm="linf", output_norm="l1")
+    kw = dict(norms=Norms())
     assert precompute_pattern_tables(models) == ["digits/ARL"]
     key = pattern_table_key(net, dp, **kw)
     assert LipschitzCache(tmp_path / "cache").get("pattern_table", key) is not None
@@ -375,7 +376,7 @@ def test_shipped_tables_load_complete_and_hold_every_sampled_violating_point(
     monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path / "empty-cache"))
     monkeypatch.delenv("PRIVCORE_MODELS_DIR")  # the repository's models/ and its shipped tables
     rng = np.random.default_rng(5)
-    kw = dict(input_norm="linf", output_norm="l1")
+    kw = dict(norms=Norms())
     shipped = shipped_obfuscators()
     assert {"digits/ARL-C-N", "fashion-mnist/ARL-C-N"} <= {name for name, _, _ in shipped}
     for name, net, dp in shipped:
@@ -390,7 +391,7 @@ def test_shipped_tables_load_complete_and_hold_every_sampled_violating_point(
         strict = np.all(np.hstack([np.abs(p) > 1e-9 for p in pre]), axis=1)
         bits = np.hstack([(p > 0) for p in pre]).astype(np.int64)
         codes = (bits << np.arange(net.n_hidden, dtype=np.int64)).sum(axis=1)
-        norms, _ = jacobian_norms(net, x)
+        norms, _ = jacobian_norms(net, x, Norms())
         position = {int(c): i for i, c in enumerate(table.codes)}
         hits = 0
         for xi, code, ok, v in zip(x, codes, strict, norms, strict=True):

@@ -12,8 +12,9 @@ import pytest
 
 from privcore.lipschitz import Certifier, build_milp, decide_exact
 from privcore.lipschitz.backends import solve
-from privcore.lipschitz.bounds import box_around, jacobian_norms, operator_norm
+from privcore.lipschitz.bounds import box_around, jacobian_norms
 from privcore.lipschitz.network import ReluNetwork
+from privcore.lipschitz.norms import Norms, operator_norm
 from privcore.lipschitz.pattern_bnb import global_pattern_bound, max_pattern_norm
 from privcore.lipschitz.patterns import global_pattern_table
 from privcore.lipschitz.splitting import split_decide
@@ -48,7 +49,7 @@ def test_equals_brute_force_over_all_patterns(seed: int) -> None:
     net = random_net(rng, dims)
     n = net.n_hidden
     for norms in NORMS:
-        table = global_pattern_table(net, input_norm=norms[0], output_norm=norms[1])
+        table = global_pattern_table(net, Norms(input=norms[0], output=norms[1]))
         bits = (table.codes[:, None] >> np.arange(n)) & 1
         on = rng.random(n) < 0.25
         off = (rng.random(n) < 0.25) & ~on
@@ -79,7 +80,7 @@ def test_wide_net_bound_is_sound_and_far_below_the_product_of_norms() -> None:
     res = max_pattern_norm(net)
     assert res.complete and res.upper == pytest.approx(res.lower, rel=1e-8)
     pts = 3.0 * rng.standard_normal((20000, 8))
-    vals, _ = jacobian_norms(net, pts)
+    vals, _ = jacobian_norms(net, pts, Norms())
     assert vals.max() <= res.upper
     assert pattern_norm(net, res.pattern, ("linf", "l1")) == pytest.approx(res.lower, rel=1e-9)
     product = math.prod(
@@ -119,7 +120,7 @@ def test_global_bound_decides_every_radius_of_a_wide_net() -> None:
     phi = compute_phi(net, z, radius=0.2, delta_p=g * 1.01, r_max=2.0, tol=1e-3, lipschitz=cert)
     assert phi.r_star == pytest.approx(2.0, abs=1e-3)
     assert set(cert.stats) <= {"global-patterns", "memo", "interval"}
-    at_center, ok = jacobian_norms(net, z[None])
+    at_center, ok = jacobian_norms(net, z[None], Norms())
     assert ok[0]
     dec = decide_exact(net, z, 0.01, at_center[0] * 0.9, time_limit=5.0)
     assert not dec.passed
@@ -144,5 +145,5 @@ def test_split_decisions_match_lipmip(seed: int) -> None:
             assert res.upper <= tau
         else:
             assert np.all(res.point >= lo) and np.all(res.point <= hi)
-            vals, ok = jacobian_norms(net, res.point[None])
+            vals, ok = jacobian_norms(net, res.point[None], Norms())
             assert ok[0] and vals[0] == pytest.approx(res.lower) and res.lower > tau

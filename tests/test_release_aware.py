@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from scipy import stats
 
 from privcore.lipschitz import local_lipschitz
-from privcore.lipschitz.bounds import operator_norm
+from privcore.lipschitz.norms import operator_norm
 from privcore.nets.blocks import relu_mlp
 from privcore.train.delta_p import delta_p_statistics
 from privcore.train.recipes import obfuscator_recipe

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from privcore.lipschitz import Certifier, ReluNetwork, local_lipschitz
-from privcore.lipschitz.bounds import box_around, forward_bounds, operator_norm
+from privcore.lipschitz.bounds import box_around, forward_bounds
 from privcore.lipschitz.codes import (
     FAST_BITS,
     codes_from_b64,
@@ -27,6 +27,7 @@ from privcore.lipschitz.codes import (
     pack,
     to_bits,
 )
+from privcore.lipschitz.norms import operator_norm
 from tests._reference import pattern_region_feasible
 
 RADIUS = 0.5

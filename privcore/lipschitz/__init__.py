@@ -52,7 +52,7 @@ _EXPORTS: dict[str, str] = {
     "lp_upper_bound": "engine",
     "max_pattern_norm": "pattern_bnb",
     "model_hash": "network",
-    "operator_norm": "bounds",
+    "operator_norm": "norms",
     "pair_interval_bound": "pair_interval",
     "relaxed_upper_bound": "engine",
     "sampled_lower_bound": "bounds",

@@ -6,8 +6,8 @@ or the decision "L(f, B) ≤ τ?" (:func:`~privcore.lipschitz.decide.decide_exac
 bounds on hidden pre-activations (IBP), the unstable neurons and the interval upper bound on L.
 
 Region and norms (DESIGN.md): the region is always the ℓ∞ box ``[center − r, center + r]``;
-:class:`Norms` only chooses the operator norm of the Jacobian: ℓ∞→ℓ1 (default; the product's
-d_X = ℓ∞, d_Y = ℓ1), ℓ∞→ℓ∞, ℓ1→ℓ1 or ℓ1→ℓ∞.
+:class:`~privcore.lipschitz.norms.Norms` only chooses the operator norm of the Jacobian: ℓ∞→ℓ1
+(default; the product's d_X = ℓ∞, d_Y = ℓ1), ℓ∞→ℓ∞, ℓ1→ℓ1 or ℓ1→ℓ∞.
 """
 
 from __future__ import annotations
@@ -18,20 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from privcore.lipschitz.bounds import (
-    INPUT_NORMS,
-    OUTPUT_NORMS,
-    ForwardBounds,
-    box_around,
-    forward_bounds,
-    interval_upper_bound,
-    operator_norm,
-)
+from privcore.lipschitz.bounds import ForwardBounds, box_around, forward_bounds, interval_upper_bound
 from privcore.lipschitz.network import ReluNetwork, as_network
+from privcore.lipschitz.norms import Norms
 from privcore.lipschitz.pair_interval import pair_interval_bound
-from privcore.validation import check_choice, check_finite_array, check_in_range
+from privcore.validation import check_finite_array, check_in_range
 
-__all__ = ["MAX_PREACTIVATION", "MAX_RADIUS", "Ball", "Norms"]
+__all__ = ["MAX_PREACTIVATION", "MAX_RADIUS", "Ball"]
 
 #: largest ball radius the engine accepts: latent balls live within a few units of the origin, and
 #: far larger boxes make interval bounds overflow float64
@@ -39,23 +32,6 @@ MAX_RADIUS = 1e6
 #: largest |pre-activation bound| over a box that the engine certifies on: HiGHS reads 1e20 as
 #: infinity, and big-M constants far above 1e12 swamp the solvers' feasibility tolerance
 MAX_PREACTIVATION = 1e12
-
-
-@dataclass(frozen=True)
-class Norms:
-    """The Jacobian's operator norm: ``input`` ∈ {"linf", "l1"}, ``output`` ∈ {"l1", "linf"}."""
-
-    input: str = "linf"
-    output: str = "l1"
-
-    def __post_init__(self) -> None:
-        check_choice("input_norm", self.input, INPUT_NORMS)
-        check_choice("output_norm", self.output, OUTPUT_NORMS)
-
-    @property
-    def kwargs(self) -> dict[str, str]:
-        """``input_norm=…, output_norm=…`` for the functions that take them as keywords."""
-        return {"input_norm": self.input, "output_norm": self.output}
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -132,4 +108,4 @@ class Ball:
             raise ValueError(f"closed form needs a box with no unstable neuron, got {self.n_unstable}")
         pats = [self.fwd.active(i).astype(np.float64) for i in range(len(self.net.weights) - 1)]
         jac = self.net.jacobians(np.zeros((1, self.net.in_dim)), pats)[0]
-        return float(operator_norm(jac, **self.norms.kwargs))
+        return float(self.norms.of(jac))

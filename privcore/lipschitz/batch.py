@@ -40,6 +40,7 @@ from privcore.lipschitz.cache import LipschitzCache
 from privcore.lipschitz.certifier import Certifier, certificate_key, load_certificate, store_certificate
 from privcore.lipschitz.engine import Certificate, local_lipschitz
 from privcore.lipschitz.network import ReluNetwork, as_network
+from privcore.lipschitz.norms import Norms
 from privcore.validation import check_finite_array, check_int, check_nonnegative
 
 __all__ = ["BatchOutcome", "certify_batch", "certify_batch_detailed"]
@@ -68,14 +69,14 @@ def _certify_chunk(job: _Job, chunk: list[np.ndarray]) -> list[_Point]:
     """One task: parse nothing (the network is parsed), certify each centre, cache exact results
     (certificates come back without ``argmax``, cached or not: see :func:`store_certificate`)."""
     worker = worker_solver_info()
-    norms = {"input_norm": job.kw["input_norm"], "output_norm": job.kw["output_norm"]}
+    norms = Norms(input=job.kw["input_norm"], output=job.kw["output_norm"])
     kind = job.kw["certifier"]
     out = []
     for c in chunk:
-        key = certificate_key(job.net.digest, c, job.radius, kind=kind, **norms)
+        key = certificate_key(job.net.digest, c, job.radius, kind=kind, norms=norms)
         if job.cache is not None:
             hit = load_certificate(job.cache, key, digest=job.net.digest, radius=job.radius, kind=kind,
-                                   **norms)
+                                   norms=norms)
             if hit is not None:
                 out.append(_Point(hit, False, worker))
                 continue
@@ -153,8 +154,8 @@ def certify_batch_detailed(
     todo: list[int] = []
     for i, c in enumerate(pts):
         if store is not None:
-            key = certificate_key(parsed.digest, c, r, kind=kind, **norms)
-            hit = load_certificate(store, key, digest=parsed.digest, radius=r, kind=kind, **norms)
+            key = certificate_key(parsed.digest, c, r, kind=kind, norms=norms)
+            hit = load_certificate(store, key, digest=parsed.digest, radius=r, kind=kind, norms=norms)
             if hit is not None:
                 results[i] = hit
                 continue
@@ -162,7 +163,7 @@ def certify_batch_detailed(
     # one solver thread per task, wherever it runs: the executor provides the parallelism, and a
     # multi-threaded MILP may end on a bound a few ulp apart, which would make results depend on it
     kw: dict[str, Any] = dict(
-        certifier=kind, solver=cert.solver, time_limit=cert.time_limit, threads=1, **norms
+        certifier=kind, solver=cert.solver, time_limit=cert.time_limit, threads=1, **norms.kwargs
     )
     job = _Job(net=parsed, radius=r, kw=kw, cache=store)
     items = [np.array(pts[i]) for i in todo]

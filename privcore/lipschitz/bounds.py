@@ -27,18 +27,16 @@ because every step is a monotone function of the box in floating point as well).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from privcore.lipschitz.network import ReluNetwork, as_network
-from privcore.validation import check_choice, check_finite_array, check_int, check_nonnegative
+from privcore.lipschitz.norms import Norms
+from privcore.validation import check_finite_array, check_int, check_nonnegative
 
 __all__ = [
-    "INPUT_NORMS",
-    "OUTPUT_NORMS",
     "BackwardBounds",
     "ForwardBounds",
     "LowerBound",
@@ -50,15 +48,8 @@ __all__ = [
     "interval_upper_bound",
     "jacobian_norms",
     "nearest_sampled_violation",
-    "operator_norm",
     "sampled_lower_bound",
 ]
-
-INPUT_NORMS = ("linf", "l1")
-OUTPUT_NORMS = ("l1", "linf")
-#: ∞→1 norms are computed exactly by enumerating sign vectors of the smaller side up to this size.
-MAX_EXACT_SIGN_DIM = 20
-
 
 def box_around(center: np.ndarray, radius: float) -> tuple[np.ndarray, np.ndarray]:
     """The ℓ∞ ball ``B(center, radius)`` as a box ``[center − r, center + r]``."""
@@ -123,13 +114,10 @@ class BackwardBounds:
     mid: tuple[np.ndarray, ...]
     rad: tuple[np.ndarray, ...]
 
-    def signal_bound(self, i: int, output_norm: str) -> np.ndarray:
+    def signal_bound(self, i: int, norms: Norms) -> np.ndarray:
         """``max |q_j|`` over the dual output set: ``q = M c``, ``c ∈ [-1,1]^m`` (output ℓ1) or
         ``‖c‖₁ ≤ 1`` (output ℓ∞), ``M`` in the interval matrix of layer ``i``."""
-        absmax = np.abs(self.mid[i]) + self.rad[i]
-        if output_norm == "l1":
-            return absmax.sum(axis=1)
-        return absmax.max(axis=1, initial=0.0)
+        return norms.dual_output_absmax(np.abs(self.mid[i]) + self.rad[i])
 
 
 def backward_bounds(net: ReluNetwork, fwd: ForwardBounds) -> BackwardBounds:
@@ -152,114 +140,6 @@ def backward_bounds(net: ReluNetwork, fwd: ForwardBounds) -> BackwardBounds:
     return BackwardBounds(mid=tuple(mids), rad=tuple(rads))
 
 
-@functools.lru_cache(maxsize=32)
-def _sign_vectors(n: int) -> np.ndarray:
-    """All sign vectors in {±1}^n with first entry +1 (the others are their negatives)."""
-    if n == 0:
-        return np.ones((1, 0))
-    codes = np.arange(1 << (n - 1), dtype=np.int64)
-    rest = 1.0 - 2.0 * ((codes[:, None] >> np.arange(n - 1, dtype=np.int64)) & 1)
-    out = np.hstack([np.ones((codes.shape[0], 1)), rest])
-    out.setflags(write=False)
-    return out
-
-
-def dual_vertices(
-    in_dim: int, out_dim: int, *, input_norm: str, output_norm: str
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(S, C)`` with ``‖A‖ = max cᵀ A s`` over rows s of S and c of C: half the input ball's vertices
-    (s and −s give the same value) and all of the dual output ball's (``{±1}^m`` for ℓ1 output, ±e_k
-    for ℓ∞)."""
-    S = np.array(_sign_vectors(in_dim)) if input_norm == "linf" else np.eye(in_dim)
-    if output_norm == "l1":
-        half = np.array(_sign_vectors(out_dim))
-        return S, np.vstack([half, -half])
-    return S, np.vstack([np.eye(out_dim), -np.eye(out_dim)])
-
-
-def vertex_pair_count(in_dim: int, out_dim: int, *, input_norm: str, output_norm: str) -> int:
-    """``len(S) · len(C)`` of :func:`dual_vertices`, without building them."""
-    n_s = (1 << (in_dim - 1)) if input_norm == "linf" else in_dim
-    n_c = (1 << out_dim) if output_norm == "l1" else 2 * out_dim
-    return n_s * n_c
-
-
-def _inf_to_one(a: np.ndarray) -> np.ndarray:
-    """Exact ``‖A‖_{∞→1} = max_{s ∈ {±1}^d} ‖A s‖₁`` for a stack of matrices ``(..., m, d)``."""
-    m, d = a.shape[-2:]
-    if min(m, d) > MAX_EXACT_SIGN_DIM:
-        raise ValueError(
-            f"exact ∞→1 norm needs min(rows, cols) ≤ {MAX_EXACT_SIGN_DIM}, got a {m}×{d} matrix"
-        )
-    if m < d:  # ‖A‖_{∞→1} = ‖Aᵀ‖_{∞→1}: enumerate over the smaller side
-        a = np.swapaxes(a, -1, -2)
-    lead = a.shape[:-2]
-    rows, k = a.shape[-2:]
-    flat = np.ascontiguousarray(a).reshape(-1, rows, k)
-    signs = _sign_vectors(k).T  # (k, 2^(k-1))
-    out = np.empty(flat.shape[0])
-    step = max(1, (1 << 22) // max(1, rows * signs.shape[1]))  # bounded scratch memory
-    for s in range(0, flat.shape[0], step):
-        block = flat[s : s + step]
-        prod = block.reshape(-1, k) @ signs  # one GEMM: (n·rows, 2^(k-1))
-        out[s : s + step] = np.abs(prod).reshape(block.shape[0], rows, -1).sum(axis=1).max(axis=1)
-    return out.reshape(lead)
-
-
-def operator_norm(a: np.ndarray, *, input_norm: str = "linf", output_norm: str = "l1") -> float | np.ndarray:
-    """Exact operator norm ``‖A‖_{p→q}`` for ``p ∈ {ℓ∞, ℓ1}``, ``q ∈ {ℓ1, ℓ∞}`` (stacks allowed).
-
-    ℓ1→ℓ1: max column ℓ1 norm; ℓ∞→ℓ∞: max row ℓ1 norm; ℓ1→ℓ∞: max |a_ij|; ℓ∞→ℓ1: max over
-    sign vectors (NP-hard in general; exact here by enumeration of the smaller side).
-    """
-    check_choice("input_norm", input_norm, INPUT_NORMS)
-    check_choice("output_norm", output_norm, OUTPUT_NORMS)
-    a = np.asarray(a, dtype=np.float64)
-    if a.shape[-1] == 0 or a.shape[-2] == 0:
-        res = np.zeros(a.shape[:-2])
-    elif input_norm == "l1" and output_norm == "l1":
-        res = np.abs(a).sum(axis=-2).max(axis=-1)
-    elif input_norm == "linf" and output_norm == "linf":
-        res = np.abs(a).sum(axis=-1).max(axis=-1)
-    elif input_norm == "l1" and output_norm == "linf":
-        res = np.abs(a).max(axis=(-1, -2))
-    else:
-        res = _inf_to_one(a)
-    return float(res) if np.ndim(res) == 0 else res
-
-
-def _operator_norm_upper(a: np.ndarray, input_norm: str, output_norm: str) -> float:
-    """The exact operator norm, or ``Σ|a_ij|`` (a valid ∞→1 upper bound) when that is too costly."""
-    if input_norm == "linf" and output_norm == "l1" and min(a.shape) > MAX_EXACT_SIGN_DIM:
-        return float(np.abs(a).sum())
-    return float(operator_norm(a, input_norm=input_norm, output_norm=output_norm))
-
-
-def _interval_matrix_norm(mid: np.ndarray, rad: np.ndarray, input_norm: str, output_norm: str) -> float:
-    """``max ‖J‖_{p→q}`` over all ``J`` with ``Jᵀ ∈ [mid − rad, mid + rad]`` (shape ``(d, m)``).
-
-    For a fixed dual pair (c, s) the maximum over the box is attained entrywise, so e.g. for
-    ∞→1 it equals ``‖midᵀ‖_{∞→1} + Σ rad`` — exact, not a further relaxation.
-    """
-    absmax = np.abs(mid) + rad
-    if mid.size == 0:
-        return 0.0
-    if input_norm == "linf" and output_norm == "l1":
-        if min(mid.shape) > MAX_EXACT_SIGN_DIM:
-            return float(absmax.sum())
-        return float(_inf_to_one(mid.T)) + float(rad.sum())
-    if input_norm == "linf" and output_norm == "linf":  # max over outputs k of Σ_j |J_kj|
-        return float(absmax.sum(axis=0).max())
-    if input_norm == "l1" and output_norm == "l1":  # max over inputs j of Σ_k |J_kj|
-        return float(absmax.sum(axis=1).max())
-    return float(absmax.max())
-
-
-def _check_norms(input_norm: str, output_norm: str) -> None:
-    check_choice("input_norm", input_norm, INPUT_NORMS)
-    check_choice("output_norm", output_norm, OUTPUT_NORMS)
-
-
 def interval_upper_bound(
     net: Any,
     center: np.ndarray,
@@ -272,30 +152,29 @@ def interval_upper_bound(
     """Upper bound on ``L(f, B(center, radius))`` by interval propagation of the Jacobian
     (Jordan & Dimakis 2020, §4); monotone under ball inclusion (see module docstring). ``net``
     may be a torch module made of Linear/ReLU layers."""
-    _check_norms(input_norm, output_norm)
+    norms = Norms(input=input_norm, output=output_norm)
     net = as_network(net)
     if fwd is None:
         fwd = forward_bounds(net, *box_around(center, radius))
     bwd = backward_bounds(net, fwd)
-    return _interval_matrix_norm(bwd.mid[0], bwd.rad[0], input_norm, output_norm)
+    return float(norms.of_interval(bwd.mid[0].T, bwd.rad[0].T))
 
 
 def global_upper_bound(net: Any, *, input_norm: str = "linf", output_norm: str = "l1") -> float:
     """Global Lipschitz upper bound: ``min_k ‖W_L‖_{k→q} ∏ ‖W_i‖_{k→k} ‖W_1‖_{p→k}`` over
     ``k ∈ {ℓ1, ℓ∞}`` (Szegedy et al. 2014; ReLU is 1-Lipschitz coordinatewise, so
     ``‖diag(ReLU')‖_{k→k} ≤ 1``). Independent of the ball, hence trivially monotone."""
-    _check_norms(input_norm, output_norm)
+    norms = Norms(input=input_norm, output=output_norm)
     ws = as_network(net).weights
     if len(ws) == 1:
-        return _operator_norm_upper(ws[0], input_norm, output_norm)
+        return norms.upper(ws[0])
     best = np.inf
-    for k in ("linf", "l1"):
-        # a "k→k" norm with k as both the input and the output norm; q/p as given at the ends.
-        first = _operator_norm_upper(ws[0], input_norm, "l1" if k == "l1" else "linf")
-        last = _operator_norm_upper(ws[-1], k, output_norm)
+    for k in ("linf", "l1"):  # the hidden layers' norm k→k; p and q as given at the ends
+        first = Norms(input=norms.input, output=k).upper(ws[0])
+        last = Norms(input=k, output=norms.output).upper(ws[-1])
         middle = 1.0
         for w in ws[1:-1]:
-            middle *= _operator_norm_upper(w, k, "l1" if k == "l1" else "linf")
+            middle *= Norms(input=k, output=k).upper(w)
         best = min(best, first * middle * last)
     return float(best)
 
@@ -313,9 +192,7 @@ class LowerBound:
 _LOWER_DEFLATE = 1e-12
 
 
-def jacobian_norms(
-    net: ReluNetwork, points: np.ndarray, *, input_norm: str = "linf", output_norm: str = "l1"
-) -> tuple[np.ndarray, np.ndarray]:
+def jacobian_norms(net: ReluNetwork, points: np.ndarray, norms: Norms) -> tuple[np.ndarray, np.ndarray]:
     """Jacobian norms at a batch of points, and a mask of the points where the network is
     affine in a neighbourhood (no pre-activation within rounding of 0), where the norm is a
     certified lower bound on the local Lipschitz constant of any box containing the point."""
@@ -327,8 +204,7 @@ def jacobian_norms(
         strict &= np.all(np.abs(z) > scale, axis=1)
     patterns = [(z > 0).astype(np.float64) for z in pre]
     jac = net.jacobians(pts, patterns)
-    norms = operator_norm(jac, input_norm=input_norm, output_norm=output_norm)
-    return np.atleast_1d(np.asarray(norms, dtype=np.float64)), strict
+    return np.atleast_1d(np.asarray(norms.of(jac), dtype=np.float64)), strict
 
 
 def sampled_lower_bound(
@@ -348,7 +224,7 @@ def sampled_lower_bound(
     Sampling is deterministic given ``seed`` (a lower bound is not a privacy parameter: any
     point of the box gives a valid one, so no secure randomness is needed here).
     """
-    _check_norms(input_norm, output_norm)
+    norms = Norms(input=input_norm, output=output_norm)
     net = as_network(net)
     center = check_finite_array("center", center).reshape(-1)
     radius = check_nonnegative("radius", radius)
@@ -368,7 +244,7 @@ def sampled_lower_bound(
 
     def evaluate(p: np.ndarray) -> np.ndarray:
         nonlocal best_val, best_pt, n_eval
-        vals, ok = jacobian_norms(net, p, input_norm=input_norm, output_norm=output_norm)
+        vals, ok = jacobian_norms(net, p, norms)
         n_eval += p.shape[0]
         vals = np.where(ok, vals, -np.inf)
         k = int(np.argmax(vals))
@@ -410,9 +286,8 @@ def nearest_sampled_violation(
     center: np.ndarray,
     radius: float,
     threshold: float,
+    norms: Norms,
     *,
-    input_norm: str = "linf",
-    output_norm: str = "l1",
     per_shell: int = 48,
     n_shells: int = 7,
     seed: int = 0,
@@ -425,7 +300,6 @@ def nearest_sampled_violation(
     bounds the distance to the nearest violation: used to prune the exact search of
     :mod:`privcore.lipschitz.patterns`, and a fail decision for every radius ≥ its distance.
     """
-    _check_norms(input_norm, output_norm)
     net = as_network(net)
     center = np.asarray(center, dtype=np.float64)
     rng = np.random.default_rng(seed)
@@ -438,7 +312,7 @@ def nearest_sampled_violation(
             center + rho * rng.choice((-1.0, 1.0), size=(half, d)),
             center + rng.uniform(-rho, rho, size=(per_shell - half, d)),
         ])
-        vals, ok = jacobian_norms(net, pts, input_norm=input_norm, output_norm=output_norm)
+        vals, ok = jacobian_norms(net, pts, norms)
         hit = ok & (vals * (1 - _LOWER_DEFLATE) > threshold)
         if hit.any():
             dist = np.max(np.abs(pts - center), axis=1)
@@ -449,7 +323,7 @@ def nearest_sampled_violation(
         return None
     ts = np.linspace(0.0, 1.0, 33)[1:]  # the violation may start before the sampled point
     seg = center + ts[:, None] * (best.point - center)
-    vals, ok = jacobian_norms(net, seg, input_norm=input_norm, output_norm=output_norm)
+    vals, ok = jacobian_norms(net, seg, norms)
     hit = np.flatnonzero(ok & (vals * (1 - _LOWER_DEFLATE) > threshold))
     if hit.size and ts[hit[0]] < 1.0:
         p = seg[hit[0]]

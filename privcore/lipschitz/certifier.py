@@ -50,10 +50,6 @@ import numpy as np
 from privcore.errors import CertificationError
 from privcore.lipschitz.backends import SOLVERS
 from privcore.lipschitz.ball import Ball
-from privcore.lipschitz.bounds import (
-    INPUT_NORMS,
-    OUTPUT_NORMS,
-)
 from privcore.lipschitz.cache import LipschitzCache, resolve_cache
 from privcore.lipschitz.engine import (
     CERTIFIERS,
@@ -65,6 +61,7 @@ from privcore.lipschitz.engine import (
     relaxed_upper_bound,
 )
 from privcore.lipschitz.network import ReluNetwork, as_network
+from privcore.lipschitz.norms import Norms
 from privcore.validation import check_choice, check_finite_array, check_in_range, check_int, check_positive
 
 __all__ = [
@@ -146,17 +143,15 @@ def center_hex(center: np.ndarray) -> str:
     return _center_bytes(center).hex()
 
 
-def certificate_key(
-    digest: str, center: np.ndarray, radius: float, *, kind: str, input_norm: str, output_norm: str
-) -> dict:
+def certificate_key(digest: str, center: np.ndarray, radius: float, *, kind: str, norms: Norms) -> dict:
     """Cache key of a certificate: model hash, the exact centre bytes, radius, norms, kind (and, for
     the ``lp``/``interval`` relaxations, :data:`~privcore.lipschitz.engine.RELAXATION_VERSION`)."""
     key = {
         "model": digest,
         "center": center_hex(np.asarray(center, dtype=np.float64).reshape(-1)),
         "radius": float(radius),
-        "input_norm": input_norm,
-        "output_norm": output_norm,
+        "input_norm": norms.input,
+        "output_norm": norms.output,
         "certifier": kind,
     }
     if kind != "exact":
@@ -173,8 +168,7 @@ def certificate_from_dict(d: dict) -> Certificate:
 
 
 def load_certificate(
-    cache: LipschitzCache, key: dict, *, digest: str, radius: float, kind: str, input_norm: str,
-    output_norm: str,
+    cache: LipschitzCache, key: dict, *, digest: str, radius: float, kind: str, norms: Norms
 ) -> Certificate | None:
     """The cached exact certificate for ``key`` if there is one and it is for exactly this model,
     radius, kind and norms (an authentic row that does not fit is deleted), else None."""
@@ -187,7 +181,7 @@ def load_certificate(
             cert.exact
             and cert.argmax is None
             and (cert.model_hash, cert.radius, cert.certifier) == (digest, radius, kind)
-            and (cert.input_norm, cert.output_norm) == (input_norm, output_norm)
+            and (cert.input_norm, cert.output_norm) == (norms.input, norms.output)
             and math.isfinite(cert.upper)
             and cert.lower <= cert.upper
         ):
@@ -230,8 +224,7 @@ class Certifier:
     def __post_init__(self) -> None:
         check_choice("kind", self.kind, CERTIFIERS)
         check_choice("solver", self.solver, SOLVERS)
-        check_choice("input_norm", self.input_norm, INPUT_NORMS)
-        check_choice("output_norm", self.output_norm, OUTPUT_NORMS)
+        Norms(input=self.input_norm, output=self.output_norm)  # validates both
         if self.time_limit is not None:
             object.__setattr__(self, "time_limit", check_positive("time_limit", self.time_limit))
         if self.threads is not None:
@@ -240,9 +233,9 @@ class Certifier:
 
     # -- helpers ------------------------------------------------------------------------------------
     @property
-    def norms(self) -> dict[str, str]:
-        """``{"input_norm": …, "output_norm": …}``."""
-        return {"input_norm": self.input_norm, "output_norm": self.output_norm}
+    def norms(self) -> Norms:
+        """The certifier's :class:`~privcore.lipschitz.norms.Norms`."""
+        return Norms(input=self.input_norm, output=self.output_norm)
 
     @property
     def stats(self) -> dict[str, int]:
@@ -264,15 +257,15 @@ class Certifier:
         ``argmax``, computed or cached alike: see the module docstring)."""
         net, c, r, facts = self._prepare(f, center, radius)
         cache: LipschitzCache | None = self.cache
-        key = certificate_key(net.digest, c, r, kind=self.kind, **self.norms)
+        key = certificate_key(net.digest, c, r, kind=self.kind, norms=self.norms)
         if cache is not None:
-            hit = load_certificate(cache, key, digest=net.digest, radius=r, kind=self.kind, **self.norms)
+            hit = load_certificate(cache, key, digest=net.digest, radius=r, kind=self.kind, norms=self.norms)
             if hit is not None:
                 self._learn(facts, hit)
                 return hit
         cert = local_lipschitz(
             net, c, r, solver=self.solver, time_limit=self.time_limit, certifier=self.kind,
-            threads=self.threads, **self.norms,
+            threads=self.threads, **self.norms.kwargs,
         )
         if cert.exact:
             self._learn(facts, cert)
@@ -304,7 +297,7 @@ class Certifier:
         if self.kind == "exact":
             dec = decide_exact(
                 net, c, r, tau, solver=self.solver, time_limit=self.time_limit, threads=self.threads,
-                **self.norms,
+                **self.norms.kwargs,
             )
             facts.add_upper(r, dec.upper)
             facts.add_lower(dec.lower_radius, dec.lower)
@@ -315,19 +308,20 @@ class Certifier:
             self._memo.count(dec.how)
             return dec.passed
         if self.kind == "interval":
-            u = relaxed_upper_bound(net, c, r, kind="interval", **self.norms)
+            u = relaxed_upper_bound(net, c, r, kind="interval", **self.norms.kwargs)
             facts.add_upper(r, u)
             facts.add_lower(r, u)
             self._memo.count("interval")
             return u <= tau
         # lp
-        u_int = Ball.of(net, c, r, **self.norms).relaxed_interval
+        u_int = Ball.of(net, c, r, **self.norms.kwargs).relaxed_interval
         if u_int <= tau:
             facts.add_upper(r, u_int)
             self._memo.count("interval")
             return True
         u = relaxed_upper_bound(
-            net, c, r, kind="lp", solver="highs" if self.solver == "auto" else self.solver, **self.norms
+            net, c, r, kind="lp", solver="highs" if self.solver == "auto" else self.solver,
+            **self.norms.kwargs,
         )
         facts.add_upper(r, u)
         facts.add_lower(r, u)

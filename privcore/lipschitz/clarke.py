@@ -37,8 +37,8 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from privcore.lipschitz.bounds import dual_vertices, vertex_pair_count
 from privcore.lipschitz.network import ReluNetwork
+from privcore.lipschitz.norms import Norms
 from privcore.lipschitz.pair_interval import _SAFETY, MAX_PAIRS, _path_scale
 
 __all__ = ["MAX_PAIRS", "ClarkeBounds", "clarke_bounds", "single_threaded"]
@@ -232,20 +232,20 @@ _MEMO_LOCK = threading.Lock()
 _MEMO_SIZE = 16
 
 
-def clarke_bounds(net: ReluNetwork, *, input_norm: str, output_norm: str,
-                  device: str | torch.device | None = None) -> ClarkeBounds | None:
+def clarke_bounds(net: ReluNetwork, norms: Norms, *, device: str | torch.device | None = None
+                  ) -> ClarkeBounds | None:
     """The tensors of :class:`ClarkeBounds` for ``net`` and the norm pair (``device`` None: CUDA when
     present, else CPU), or None when the norm has more than :data:`MAX_PAIRS` vertex pairs. Memoised
     per model hash, norms and device."""
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     dev = torch.device(device)
-    key = (net.digest, input_norm, output_norm, str(dev))
+    key = (net.digest, norms, str(dev))
     with _MEMO_LOCK:
         if key in _MEMO:
             _MEMO.move_to_end(key)
             return _MEMO[key]
-    out = _build(net, input_norm, output_norm, dev)
+    out = _build(net, norms, dev)
     with _MEMO_LOCK:
         _MEMO[key] = out
         while len(_MEMO) > _MEMO_SIZE:
@@ -253,11 +253,10 @@ def clarke_bounds(net: ReluNetwork, *, input_norm: str, output_norm: str,
     return out
 
 
-def _build(net: ReluNetwork, input_norm: str, output_norm: str, dev: torch.device) -> ClarkeBounds | None:
-    norms = dict(input_norm=input_norm, output_norm=output_norm)
-    if vertex_pair_count(net.in_dim, net.out_dim, **norms) > MAX_PAIRS:
+def _build(net: ReluNetwork, norms: Norms, dev: torch.device) -> ClarkeBounds | None:
+    if norms.pair_count(net.in_dim, net.out_dim) > MAX_PAIRS:
         return None
-    S, C = dual_vertices(net.in_dim, net.out_dim, **norms)
+    S, C = norms.dual_vertices(net.in_dim, net.out_dim)
     weights = tuple(torch.tensor(w, dtype=_DT, device=dev) for w in net.weights)
     biases = tuple(torch.tensor(b, dtype=_DT, device=dev) for b in net.biases)
     return ClarkeBounds(

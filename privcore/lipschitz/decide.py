@@ -163,14 +163,14 @@ class _Query:
         """max ‖J_D‖ over the patterns the box allows (None: too many to enumerate)."""
         b = self.ball
         realised = in_table_domain(b.center, b.radius)
-        return pattern_upper_bound(b.net, b.fwd, threshold=self.tau, realised=realised, **b.norms.kwargs)
+        return pattern_upper_bound(b.net, b.fwd, b.norms, threshold=self.tau, realised=realised)
 
     @cached_property
     def witness(self) -> Any:
         """The closest sampled point with a float64 Jacobian norm > τ (milliseconds), or None."""
         if not self.ball.n_unstable:
             return None
-        return nearest_sampled_violation(*self.args, self.tau, **self.ball.norms.kwargs)
+        return nearest_sampled_violation(*self.args, self.tau, self.ball.norms)
 
     @cached_property
     def sampled(self) -> Any:
@@ -199,7 +199,7 @@ def _closed_form(q: _Query) -> Decision | None:
 
 
 def _global_patterns(q: _Query) -> Decision | None:
-    glob = global_pattern_bound(q.ball.net, q.tau, **q.ball.norms.kwargs)
+    glob = global_pattern_bound(q.ball.net, q.tau, q.ball.norms)
     if glob is None or glob.upper > q.tau:
         return None
     return q.out(True, How.GLOBAL_PATTERNS, upper=min(q.upper, glob.upper), solver="enumeration",
@@ -219,7 +219,7 @@ def _split(q: _Query) -> Decision | None:
     from privcore.lipschitz.splitting import split_decide  # torch, only when a ball is this wide
 
     budget = SPLIT_SECONDS if q.time_limit is None else min(SPLIT_SECONDS, q.time_limit / 2.0)
-    split = split_decide(*q.args, q.tau, max_seconds=budget, **q.ball.norms.kwargs)
+    split = split_decide(*q.args, q.tau, norms=q.ball.norms, max_seconds=budget)
     if split is None:
         return None
     if split.passed:
@@ -234,7 +234,7 @@ def _split(q: _Query) -> Decision | None:
 def _nearest_violation(q: _Query) -> Decision | None:
     wit, radius = q.witness, q.ball.radius
     hint = None if wit is None else wit.distance
-    nv = pattern_nearest_violation(*q.args, q.tau, q.ball.fwd, max_lps=4096, hint=hint, **q.ball.norms.kwargs)
+    nv = pattern_nearest_violation(*q.args, q.tau, q.ball.fwd, q.ball.norms, max_lps=4096, hint=hint)
     if nv is None:  # the exact search is too large; a witness still settles it
         if wit is None:
             return None
@@ -257,7 +257,7 @@ def _nearest_violation(q: _Query) -> Decision | None:
 
 
 def _region_enumeration(q: _Query) -> Decision | None:
-    pat = pattern_decide(*q.args, q.tau, q.ball.fwd, **q.ball.norms.kwargs)
+    pat = pattern_decide(*q.args, q.tau, q.ball.fwd, q.ball.norms)
     if pat is None:
         return None
     return q.out(bool(pat.passed), How.ENUMERATION, upper=min(q.upper, pat.upper), lower=pat.lower,
@@ -294,7 +294,7 @@ def _lp_tightened(q: _Query) -> Decision | None:
     if b.n_unstable < TIGHTEN_MIN_UNSTABLE:
         return None
     deadline = None if q.time_limit is None else q.start + q.time_limit / 2.0
-    tight = tighten_bounds(*q.args, b.fwd, objective_cap=q.upper, deadline=deadline, **b.norms.kwargs)
+    tight = tighten_bounds(*q.args, b.fwd, b.norms, objective_cap=q.upper, deadline=deadline)
     q.milp = build_milp(*q.args, fwd=tight.fwd, signal_bounds=tight.signal, objective_cap=q.upper,
                         **b.norms.kwargs)
     return _relaxation(q, How.LP_TIGHTENED)
@@ -305,7 +305,7 @@ def _confirmed_incumbent(q: _Query, res: SolveResult, info: dict) -> Decision | 
     if res.solution is None or res.lower <= q.tau:
         return None
     cand = [(res.solution[q.milp.x_index], q.milp.pattern(res.solution))]
-    v, p = verified_lower_bound(*q.args, cand, **q.ball.norms.kwargs)
+    v, p = verified_lower_bound(*q.args, cand, q.ball.norms)
     if v <= q.tau:
         return None
     return q.out(False, How.MIP_INCUMBENT, upper=min(q.upper, res.upper), lower=v,

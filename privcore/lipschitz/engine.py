@@ -32,6 +32,7 @@ from privcore.lipschitz.decide import MIP_GAP, Decision, decide_exact
 from privcore.lipschitz.decide import TIGHTEN_MIN_UNSTABLE as TIGHTEN_MIN_UNSTABLE
 from privcore.lipschitz.milp import build_milp
 from privcore.lipschitz.network import ReluNetwork
+from privcore.lipschitz.norms import Norms
 from privcore.lipschitz.pattern_bnb import global_pattern_bound
 from privcore.lipschitz.pattern_search import pattern_value
 from privcore.lipschitz.regions import verified_lower_bound
@@ -127,7 +128,7 @@ def global_bound(net: ReluNetwork, *, input_norm: str = "linf", output_norm: str
     G bounds L(f, B) for every ball B and is one constant per model and norms, so ``min(U, G)`` keeps
     the inclusion monotonicity of any monotone U (DESIGN.md, "Certifier choice"): the ``lp`` and
     ``interval`` certifiers use it, and stay private."""
-    res = global_pattern_bound(net, None, input_norm=input_norm, output_norm=output_norm)
+    res = global_pattern_bound(net, None, Norms(input=input_norm, output=output_norm))
     return math.inf if res is None else float(res.upper)
 
 
@@ -188,9 +189,10 @@ def local_lipschitz(
         threads = check_int("threads", threads, minimum=1)
     ball = Ball.of(net, center, radius, input_norm=input_norm, output_norm=output_norm)
     net, c, r, fwd, interval = ball.net, ball.center, ball.radius, ball.fwd, ball.interval
-    norms = ball.norms.kwargs
-    lower = sampled_lower_bound(net, c, r, **norms)
-    base = dict(certifier=certifier, radius=r, n_unstable=fwd.n_unstable, model_hash=net.digest, **norms)
+    norms = ball.norms
+    lower = sampled_lower_bound(net, c, r, **norms.kwargs)
+    base = dict(certifier=certifier, radius=r, n_unstable=fwd.n_unstable, model_hash=net.digest,
+                **norms.kwargs)
 
     def done(**kw: Any) -> Certificate:
         kw.setdefault("n_variables", 0)
@@ -200,14 +202,14 @@ def local_lipschitz(
     argmax = None if lower.point is None else tuple(float(v) for v in lower.point)
     if certifier == "interval" or (certifier == "lp" and fwd.n_unstable == 0):
         # the relaxations' U exactly as relaxed_upper_bound defines it (one definition, cached as such)
-        return done(upper=min(ball.relaxed_interval, global_bound(net, **norms)), lower=lower.value,
+        return done(upper=min(ball.relaxed_interval, global_bound(net, **norms.kwargs)), lower=lower.value,
                     exact=True, solver="interval", status="optimal", argmax=argmax)
     if fwd.n_unstable == 0 and solver == "auto":
         value = ball.closed_form()
         return done(upper=value, lower=min(lower.value, value), exact=True, solver="closed-form",
                     status="optimal", argmax=argmax)
     if certifier == "exact" and solver in ("auto", "enumeration"):
-        pv = pattern_value(net, c, r, fwd, **norms)
+        pv = pattern_value(net, c, r, fwd, norms)
         if pv is not None:
             return done(upper=pv.value, lower=pv.value, exact=True, solver="enumeration", status="optimal",
                         argmax=tuple(float(v) for v in pv.point))
@@ -217,7 +219,7 @@ def local_lipschitz(
                 "unstable neurons whose search stays small; use 'auto', 'gurobi' or 'highs'"
             )
     if certifier == "lp":  # the plain relaxation (interval big-M), then the minimum with the interval bound
-        milp = build_milp(net, c, r, fwd=fwd, break_symmetry=False, **norms)
+        milp = build_milp(net, c, r, fwd=fwd, break_symmetry=False, **norms.kwargs)
         size = dict(n_variables=milp.n_variables, n_constraints=milp.n_constraints)
         lp_solver = "highs" if solver in ("auto", "enumeration") else solver
         res = solve(milp, solver=lp_solver, relax=True, time_limit=time_limit, threads=threads)
@@ -225,8 +227,9 @@ def local_lipschitz(
         if res.status != "optimal":
             return done(upper=relaxed, lower=lower.value, exact=False, solver=res.solver, status=res.status,
                         argmax=argmax, **size)
-        return done(upper=min(relaxed, res.upper, global_bound(net, **norms)), lower=lower.value, exact=True,
-                    solver=res.solver, status=res.status, argmax=argmax, **size)
+        upper = min(relaxed, res.upper, global_bound(net, **norms.kwargs))
+        return done(upper=upper, lower=lower.value, exact=True, solver=res.solver, status=res.status,
+                    argmax=argmax, **size)
     split, best_lower, best_arg = None, lower.value, lower.point
     if time_limit is not None and solver == "auto":  # the split step's maximum first, for its share
         split = _split_value(ball, best_lower, best_arg, time_limit * SPLIT_SHARE)
@@ -241,11 +244,11 @@ def local_lipschitz(
     if fwd.n_unstable >= TIGHTEN_MIN_UNSTABLE:
         # at most half the MILP's time on tightening, so the MILP keeps the other half
         deadline = None if milp_limit is None else time.perf_counter() + milp_limit / 2.0
-        tight = tighten_bounds(net, c, r, fwd, objective_cap=interval, deadline=deadline, **norms)
+        tight = tighten_bounds(net, c, r, fwd, norms, objective_cap=interval, deadline=deadline)
         milp = build_milp(net, c, r, fwd=tight.fwd, signal_bounds=tight.signal, objective_cap=interval,
-                          **norms)
+                          **norms.kwargs)
     else:
-        milp = build_milp(net, c, r, fwd=fwd, objective_cap=interval, **norms)
+        milp = build_milp(net, c, r, fwd=fwd, objective_cap=interval, **norms.kwargs)
     size = dict(n_variables=milp.n_variables, n_constraints=milp.n_constraints)
     remaining = None if time_limit is None else max(1e-3, time_limit - (time.perf_counter() - start))
     res = solve(milp, solver=solver, time_limit=remaining, mip_gap=MIP_GAP, threads=threads)
@@ -254,7 +257,7 @@ def local_lipschitz(
         upper = min(upper, split.upper)
     if res.solution is not None:
         cand = [(res.solution[milp.x_index], milp.pattern(res.solution))]
-        v, p = verified_lower_bound(net, c, r, cand, **norms)
+        v, p = verified_lower_bound(net, c, r, cand, norms)
         if v > best_lower:
             best_lower, best_arg = v, p
     return done(
@@ -276,4 +279,4 @@ def _split_value(ball: Ball, lower: float, point: Any, seconds: float) -> Any:
     from privcore.lipschitz.splitting import split_value  # torch, only for balls with unstable neurons
 
     return split_value(ball.net, ball.center, ball.radius, lower=lower, point=point, rtol=MIP_GAP,
-                       max_seconds=seconds, **ball.norms.kwargs)
+                       max_seconds=seconds, norms=ball.norms)

@@ -39,17 +39,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from privcore.lipschitz.bounds import (
-    INPUT_NORMS,
-    OUTPUT_NORMS,
     BackwardBounds,
     ForwardBounds,
-    _interval_matrix_norm,
     backward_bounds,
     box_around,
     forward_bounds,
 )
 from privcore.lipschitz.network import ReluNetwork
-from privcore.validation import check_choice
+from privcore.lipschitz.norms import Norms
 
 __all__ = ["LipschitzMILP", "build_milp"]
 
@@ -70,8 +67,7 @@ class LipschitzMILP:
     delta_index: tuple[np.ndarray, ...]
     unstable: tuple[np.ndarray, ...]
     n_unstable: int
-    input_norm: str
-    output_norm: str
+    norms: Norms
     trivial_upper: float
     pre_expr: tuple[tuple[sp.csr_matrix, np.ndarray], ...] = ()
     signal_expr: tuple[sp.csr_matrix, ...] = ()
@@ -159,8 +155,7 @@ def build_milp(
     signal before hidden layer ``i`` (index 0: ``|t| = |Jᵀc|``). ``objective_cap`` adds the valid
     cut ``objective ≤ cap`` for a cap known to bound L (e.g. the interval or pattern bound).
     """
-    check_choice("input_norm", input_norm, INPUT_NORMS)
-    check_choice("output_norm", output_norm, OUTPUT_NORMS)
+    norms = Norms(input=input_norm, output=output_norm)
     lo, hi = box_around(center, radius)
     if fwd is None:
         fwd = forward_bounds(net, lo, hi)
@@ -171,11 +166,11 @@ def build_milp(
     n_unst = int(sum(len(u) for u in unstable))
     d, m = net.in_dim, net.out_dim
     if signal_bounds is None:
-        signal_bounds = tuple(bwd.signal_bound(i, output_norm) for i in range(n_layers + 1))
+        signal_bounds = tuple(bwd.signal_bound(i, norms) for i in range(n_layers + 1))
     t_bound = signal_bounds[0]
     t_free = np.flatnonzero(t_bound > 0)
-    n_c = m if output_norm == "l1" else 2 * m
-    n_obj = 2 * len(t_free) if input_norm == "linf" else len(t_free) + 1
+    n_c = m if norms.output == "l1" else 2 * m
+    n_obj = 2 * len(t_free) if norms.input == "linf" else len(t_free) + 1
     b = _Builder(d + 3 * n_unst + n_c + n_obj)
 
     # ---- forward pass -------------------------------------------------------------------
@@ -207,7 +202,7 @@ def build_milp(
         post_c = np.where(act, pre_c, 0.0)
 
     # ---- backward pass through the generalized Jacobian ---------------------------------------
-    if output_norm == "l1":
+    if norms.output == "l1":
         cv = b.variables(-np.ones(m), np.ones(m))
         c_expr = b.unit(cv)
     else:
@@ -239,7 +234,7 @@ def build_milp(
     objective = np.zeros(b.n)
     tb = t_bound[t_free]
     t_f = t[t_free]
-    if input_norm == "linf":  # Σ_j |t_j|
+    if norms.input == "linf":  # Σ_j |t_j|
         s = b.variables(np.zeros(len(t_free)), tb)
         e_lo = np.zeros(len(t_free))
         if break_symmetry and len(t_free):  # (c, t) ↦ (−c, −t) is a symmetry: fix one sign
@@ -287,9 +282,8 @@ def build_milp(
         delta_index=tuple(deltas),
         unstable=unstable,
         n_unstable=n_unst,
-        input_norm=input_norm,
-        output_norm=output_norm,
-        trivial_upper=_interval_matrix_norm(bwd.mid[0], bwd.rad[0], input_norm, output_norm),
+        norms=norms,
+        trivial_upper=float(norms.of_interval(bwd.mid[0].T, bwd.rad[0].T)),
         pre_expr=tuple(pre_exprs),
         signal_expr=tuple(signal_exprs),
         active=tuple(fwd.active(i).copy() for i in range(n_layers)),

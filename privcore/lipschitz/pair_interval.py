@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from privcore.lipschitz.bounds import dual_vertices, vertex_pair_count
 from privcore.lipschitz.network import ReluNetwork
+from privcore.lipschitz.norms import Norms
 
 __all__ = ["MAX_PAIRS", "pair_interval_bound"]
 
@@ -49,8 +49,8 @@ def pair_interval_bound(net: ReluNetwork, center: np.ndarray, radius: float, *, 
     ``max |x|`` over the box), are nested in the box's, so it fixes at least the same neurons with
     the same signs; a pair's bound depends on the box only through those signs, and every interval
     of its forward pass is then nested too."""
-    norms = dict(input_norm=input_norm, output_norm=output_norm)
-    if len(net.weights) < 2 or vertex_pair_count(net.in_dim, net.out_dim, **norms) > MAX_PAIRS:
+    norms = Norms(input=input_norm, output=output_norm)
+    if len(net.weights) < 2 or norms.pair_count(net.in_dim, net.out_dim) > MAX_PAIRS:
         return None
     lo = np.asarray(center, dtype=np.float64).reshape(-1) - radius
     hi = np.asarray(center, dtype=np.float64).reshape(-1) + radius
@@ -64,7 +64,7 @@ def pair_interval_bound(net: ReluNetwork, center: np.ndarray, radius: float, *, 
         low, high = low - margin, high + margin
         states.append((low > 0, high < 0))
         lo, hi = np.maximum(low, 0.0), np.maximum(high, 0.0)
-    S, C = dual_vertices(net.in_dim, net.out_dim, **norms)
+    S, C = norms.dual_vertices(net.in_dim, net.out_dim)
     v = _affine_endpoints(net.weights[0], S, S)[0]  # W_1 s, the same for every box
     tlo = thi = v
     for layer, (act, ina) in enumerate(states):

@@ -47,9 +47,9 @@ from typing import Any
 
 import numpy as np
 
-from privcore.lipschitz.bounds import INPUT_NORMS, OUTPUT_NORMS, dual_vertices
 from privcore.lipschitz.network import ReluNetwork, as_network
-from privcore.validation import check_choice, check_int, check_real
+from privcore.lipschitz.norms import DEFAULT_NORMS, Norms
+from privcore.validation import check_int, check_real
 
 __all__ = ["MAX_PAIRS", "PatternNormBound", "global_pattern_bound", "max_pattern_norm"]
 
@@ -90,9 +90,9 @@ class PatternNormBound:
         return None
 
 
-def _vertex_pairs(net: ReluNetwork, input_norm: str, output_norm: str) -> tuple[np.ndarray, np.ndarray]:
+def _vertex_pairs(net: ReluNetwork, norms: Norms) -> tuple[np.ndarray, np.ndarray]:
     """``(U, A)``: ``U[p] = W_1 s_p`` and ``A[p] = W_Lᵀ c_p`` over all vertex pairs p."""
-    S, C = dual_vertices(net.in_dim, net.out_dim, input_norm=input_norm, output_norm=output_norm)
+    S, C = norms.dual_vertices(net.in_dim, net.out_dim)
     U = S @ net.weights[0].T  # (k_s, n_1)
     A = C @ net.weights[-1]  # (k_c, n_{L-1})
     ks, kc = U.shape[0], A.shape[0]
@@ -326,8 +326,7 @@ def max_pattern_norm(
     coordinate-ascent heuristic that finds a good first pattern, never the proof. ``net`` is a
     :class:`ReluNetwork` or a torch module of Linear and ReLU layers (:func:`as_network`).
     """
-    check_choice("input_norm", input_norm, INPUT_NORMS)
-    check_choice("output_norm", output_norm, OUTPUT_NORMS)
+    norms = Norms(input=input_norm, output=output_norm)
     if threshold is not None:
         threshold = check_real("threshold", threshold)
         if math.isnan(threshold):
@@ -340,11 +339,9 @@ def max_pattern_norm(
     off = np.zeros(n, dtype=bool) if off is None else np.asarray(off, dtype=bool)
     if on.shape != (n,) or off.shape != (n,) or (on & off).any():
         raise ValueError(f"on/off must be disjoint boolean masks over the {n} hidden neurons")
-    n_s = (1 << (net.in_dim - 1)) if input_norm == "linf" else net.in_dim
-    n_c = (1 << net.out_dim) if output_norm == "l1" else 2 * net.out_dim
-    if n_s * n_c > MAX_PAIRS:
+    if norms.pair_count(net.in_dim, net.out_dim) > MAX_PAIRS:
         return None
-    U, A = _vertex_pairs(net, input_norm, output_norm)
+    U, A = _vertex_pairs(net, norms)
     if len(net.weights) == 1:  # affine: one Jacobian
         g = float(np.einsum("pi,pi->p", A, U).max())
         return PatternNormBound(
@@ -398,23 +395,20 @@ _LOCK = threading.Lock()
 def global_pattern_bound(
     net: ReluNetwork,
     threshold: float | None,
+    norms: Norms = DEFAULT_NORMS,
     *,
-    input_norm: str = "linf",
-    output_norm: str = "l1",
     max_nodes: int = 2_000_000,
 ) -> PatternNormBound | None:
     """:func:`max_pattern_norm` with no neuron fixed, deciding ``G ≤ threshold`` (or, with ``threshold``
     None, bounding G itself), memoised per model hash, norms and threshold (PTR asks once per model and
     Δp: when it holds, every ball passes). The node budget keeps a first answer within seconds; an
     undecided result (``upper`` = inf) is remembered too."""
-    key = (net.digest, input_norm, output_norm, None if threshold is None else float(threshold))
+    key = (net.digest, norms, None if threshold is None else float(threshold))
     with _LOCK:
         if key in _MEMO:
             _MEMO.move_to_end(key)
             return _MEMO[key]
-    res = max_pattern_norm(
-        net, threshold=threshold, input_norm=input_norm, output_norm=output_norm, max_nodes=max_nodes
-    )
+    res = max_pattern_norm(net, threshold=threshold, max_nodes=max_nodes, **norms.kwargs)
     with _LOCK:
         _MEMO[key] = res
         while len(_MEMO) > 64:

@@ -21,6 +21,7 @@ import numpy as np
 from privcore.lipschitz.bounds import ForwardBounds
 from privcore.lipschitz.codes import to_bits
 from privcore.lipschitz.network import ReluNetwork
+from privcore.lipschitz.norms import Norms
 from privcore.lipschitz.pattern_store import _save_table, realised_pattern_table, resolve_regions
 from privcore.lipschitz.patterns import (
     _CHUNK,
@@ -165,9 +166,7 @@ def _candidates(table: PatternTable, fwd: ForwardBounds) -> PatternTable:
     return table.subset(np.flatnonzero(table.consistent(on, off)))
 
 
-def nonempty_threshold_table(
-    net: ReluNetwork, threshold: float, *, input_norm: str, output_norm: str
-) -> PatternTable | None:
+def nonempty_threshold_table(net: ReluNetwork, threshold: float, norms: Norms) -> PatternTable | None:
     """:func:`threshold_pattern_table` without the patterns whose region is empty in all of ℝ^d,
     with a bounding box of each remaining region: :func:`realised_pattern_table` with every
     region resolved up front (:func:`resolve_regions`).
@@ -177,10 +176,10 @@ def nonempty_threshold_table(
     Δp); an empty region meets no ball, so dropping it changes no decision and no bound. The
     searches do not need this eager form (they resolve what they reach); it serves tests, the
     benchmark and :func:`precompute_pattern_table`."""
-    table = realised_pattern_table(net, threshold, input_norm=input_norm, output_norm=output_norm)
+    table = realised_pattern_table(net, threshold, norms)
     if table is None:
         return None
-    resolve_regions(net, table, input_norm=input_norm, output_norm=output_norm)
+    resolve_regions(net, table, norms)
     return table.subset(np.flatnonzero(table.state != RegionMemo.EMPTY))
 
 
@@ -193,7 +192,7 @@ RESOLVE_AFTER = 8
 RESOLVE_STEP = 512
 
 
-def _searched(net: ReluNetwork, table: PatternTable, input_norm: str, output_norm: str) -> None:
+def _searched(net: ReluNetwork, table: PatternTable) -> None:
     """Count a search on ``table``'s region memo and, from the ``RESOLVE_AFTER``-th on, resolve the
     next ``RESOLVE_STEP`` unknown regions (one thread at a time; the others go on lazily)."""
     memo = table.regions
@@ -226,27 +225,25 @@ def in_table_domain(center: np.ndarray, radius: float) -> bool:
 
 
 def _table_for(
-    net: ReluNetwork, fwd: ForwardBounds, input_norm: str, output_norm: str, threshold: float | None = None,
-    realised: bool = True,
+    net: ReluNetwork, fwd: ForwardBounds, norms: Norms, threshold: float | None = None, realised: bool = True
 ) -> PatternTable | None:
     """The global table (small networks); for a decision at ``threshold`` the patterns above it,
     with their lazily resolved regions (computed once per model and threshold, then shared by every
     box; only when ``realised``, i.e. the box is inside :data:`TABLE_DOMAIN`); else the table of the
     box's unstable neurons."""
-    table = global_pattern_table(net, input_norm=input_norm, output_norm=output_norm)
+    table = global_pattern_table(net, norms)
     if table is None and threshold is not None and realised and len(net.weights) > 2:
-        table = realised_pattern_table(net, threshold, input_norm=input_norm, output_norm=output_norm)
+        table = realised_pattern_table(net, threshold, norms)
     if table is None:
-        table = box_pattern_table(net, fwd, input_norm=input_norm, output_norm=output_norm)
+        table = box_pattern_table(net, fwd, norms)
     return table
 
 
 def pattern_upper_bound(
     net: ReluNetwork,
     fwd: ForwardBounds,
+    norms: Norms,
     *,
-    input_norm: str,
-    output_norm: str,
     threshold: float | None = None,
     realised: bool = True,
 ) -> float | None:
@@ -254,11 +251,11 @@ def pattern_upper_bound(
     bound on L over the box, monotone under inclusion, without any LP (None if not enumerable).
     With a partial table for ``threshold``, a value ≤ threshold is only known to be ≤ its floor.
     ``realised=False`` (a box outside :data:`TABLE_DOMAIN`) keeps realised-pattern tables out."""
-    table = _table_for(net, fwd, input_norm, output_norm, threshold, realised)
+    table = _table_for(net, fwd, norms, threshold, realised)
     if table is None:
         return None
-    norms = _candidates(table, fwd).norms
-    return float(norms[0]) if norms.size else table.rest
+    values = _candidates(table, fwd).norms
+    return float(values[0]) if values.size else table.rest
 
 
 def pattern_decide(
@@ -267,21 +264,20 @@ def pattern_decide(
     radius: float,
     threshold: float,
     fwd: ForwardBounds,
+    norms: Norms,
     *,
-    input_norm: str,
-    output_norm: str,
     max_lps: int = 256,
 ) -> PatternResult | None:
     """Exactly decide ``L(f, B(center, radius)) ≤ threshold`` by enumeration (module docstring),
     or None when the network/box is too large or more than ``max_lps`` LPs would be needed."""
-    table = _table_for(net, fwd, input_norm, output_norm, threshold, in_table_domain(center, radius))
+    table = _table_for(net, fwd, norms, threshold, in_table_domain(center, radius))
     if table is None:
         return None
-    _searched(net, table, input_norm, output_norm)
+    _searched(net, table)
     cand = _candidates(table, fwd)
-    codes, norms = cand.codes, cand.norms
-    above = int(np.searchsorted(-norms, -threshold, side="left"))  # norms[:above] > threshold
-    top = float(norms[0]) if norms.size else table.rest
+    codes, values = cand.codes, cand.norms
+    above = int(np.searchsorted(-values, -threshold, side="left"))  # values[:above] > threshold
+    top = float(values[0]) if values.size else table.rest
     if above == 0:
         return PatternResult(passed=True, value=None, upper=top, lower=0.0, lower_radius=0.0, n_lps=0)
     scr = _screen(net, cand.subset(np.arange(above)), center, radius)
@@ -297,11 +293,11 @@ def pattern_decide(
             if hit is not None:
                 k = int(scr.idx[pos])
                 pattern = to_bits(codes[k : k + 1], table.n_hidden)[0]
-                return PatternResult(passed=False, value=None, upper=top, lower=float(norms[k]),
+                return PatternResult(passed=False, value=None, upper=top, lower=float(values[k]),
                                      lower_radius=hit[0], n_lps=count, pattern=pattern, point=hit[1])
     finally:
-        _save_table(net, table, input_norm=input_norm, output_norm=output_norm)
-    upper = float(norms[above]) if above < norms.size else table.rest
+        _save_table(net, table, norms)
+    upper = float(values[above]) if above < values.size else table.rest
     return PatternResult(passed=True, value=None, upper=upper, lower=0.0, lower_radius=0.0, n_lps=count)
 
 
@@ -310,18 +306,17 @@ def pattern_value(
     center: np.ndarray,
     radius: float,
     fwd: ForwardBounds,
+    norms: Norms,
     *,
-    input_norm: str,
-    output_norm: str,
     max_lps: int = 512,
 ) -> PatternResult | None:
     """Exact ``L(f, B(center, radius))``: the first consistent pattern, in decreasing norm, whose
     region meets the box; None if the enumeration does not apply or needs over ``max_lps`` LPs."""
-    table = _table_for(net, fwd, input_norm, output_norm)
+    table = _table_for(net, fwd, norms)
     if table is None:
         return None
     cand = _candidates(table, fwd)
-    codes, norms = cand.codes, cand.norms
+    codes, values = cand.codes, cand.norms
     n_lps = 0
     for start in range(0, codes.size, 1024):
         scr = _screen(net, cand.subset(np.arange(start, min(codes.size, start + 1024))), center, radius)
@@ -331,7 +326,7 @@ def pattern_value(
             n_lps += 1
             hit = _distance_lp(Gk, hk, center, radius)
             if hit is not None:
-                v = float(norms[k])
+                v = float(values[k])
                 pattern = to_bits(codes[k : k + 1], table.n_hidden)[0]
                 return PatternResult(passed=None, value=v, upper=v, lower=v, lower_radius=hit[0], n_lps=n_lps,
                                      pattern=pattern, point=hit[1])
@@ -359,9 +354,8 @@ def pattern_nearest_violation(
     radius: float,
     threshold: float,
     fwd: ForwardBounds,
+    norms: Norms,
     *,
-    input_norm: str,
-    output_norm: str,
     max_lps: int = 256,
     hint: float | None = None,
 ) -> NearestViolation | None:
@@ -371,14 +365,14 @@ def pattern_nearest_violation(
     known upper bound on it). None when enumeration does not apply or the budget is exceeded.
     This settles every decision "L(B(center, r)) ≤ threshold?" for r ≤ radius at once (one
     certified search instead of a MILP per bisection step)."""
-    table = _table_for(net, fwd, input_norm, output_norm, threshold, in_table_domain(center, radius))
+    table = _table_for(net, fwd, norms, threshold, in_table_domain(center, radius))
     if table is None:
         return None
-    _searched(net, table, input_norm, output_norm)
+    _searched(net, table)
     cand = _candidates(table, fwd)
-    codes, norms = cand.codes, cand.norms
-    above = int(np.searchsorted(-norms, -threshold, side="left"))
-    upper_below = float(norms[above]) if above < norms.size else table.rest
+    codes, values = cand.codes, cand.norms
+    above = int(np.searchsorted(-values, -threshold, side="left"))
+    upper_below = float(values[above]) if above < values.size else table.rest
     if above == 0:
         return NearestViolation(distance=np.inf, norm=0.0, pattern=None, point=None, upper_below=upper_below,
                                 n_lps=0)
@@ -405,12 +399,12 @@ def pattern_nearest_violation(
             hit = _distance_lp(scr.G[pos], scr.h[pos], center, best)
             if hit is not None and (found is None or hit[0] < found[0]):
                 k = int(scr.idx[pos])
-                found = (hit[0], float(norms[k]), to_bits(codes[k : k + 1], table.n_hidden)[0], hit[1])
+                found = (hit[0], float(values[k]), to_bits(codes[k : k + 1], table.n_hidden)[0], hit[1])
                 best = hit[0]
                 rest = np.flatnonzero(alive[pos + 1 :] & (scr.lower[pos + 1 :] <= best)) + pos + 1
                 alive[rest] = ~scr.refuted(rest, center, best)
     finally:
-        _save_table(net, table, input_norm=input_norm, output_norm=output_norm)
+        _save_table(net, table, norms)
     if found is None:
         if hint is not None and hint < radius:
             return None  # the hint was wrong (no region within it): let the caller retry without it

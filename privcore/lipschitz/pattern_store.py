@@ -20,6 +20,7 @@ import numpy as np
 from privcore._atomic import atomic_write_text
 from privcore.lipschitz.codes import codes_from_b64, codes_to_b64
 from privcore.lipschitz.network import ReluNetwork
+from privcore.lipschitz.norms import DEFAULT_NORMS, Norms
 from privcore.lipschitz.patterns import (
     _CHUNK,
     _GLOBAL,
@@ -76,10 +77,10 @@ def _table_store():
     return store
 
 
-def pattern_table_key(net: ReluNetwork, threshold: float, *, input_norm: str, output_norm: str) -> dict:
+def pattern_table_key(net: ReluNetwork, threshold: float, norms: Norms) -> dict:
     """Disk-cache key of a realised-pattern table: network digest, threshold, norms, format."""
-    return {"model": net.digest, "threshold": float(threshold), "input_norm": input_norm,
-            "output_norm": output_norm, "format": TABLE_FORMAT}
+    return {"model": net.digest, "threshold": float(threshold), "input_norm": norms.input,
+            "output_norm": norms.output, "format": TABLE_FORMAT}
 
 
 def _b64(a: np.ndarray, dtype: str) -> str:
@@ -141,8 +142,7 @@ def table_from_dict(d: dict, net: ReluNetwork, threshold: float, *, key: tuple |
     return PatternTable(codes=codes, norms=norms, n_hidden=net.n_hidden, floor=float(threshold), regions=memo)
 
 
-def _save_table(net: ReluNetwork, table: PatternTable, *, input_norm: str, output_norm: str,
-                force: bool = False) -> None:
+def _save_table(net: ReluNetwork, table: PatternTable, norms: Norms, *, force: bool = False) -> None:
     """Write the table and its region memo to the disk store when it holds new entries (throttled
     to every ``_SAVE_EVERY_S`` unless ``force``). Best effort: the store is an accelerator."""
     import time
@@ -156,13 +156,11 @@ def _save_table(net: ReluNetwork, table: PatternTable, *, input_norm: str, outpu
         if not force and (memo.unsaved == 0 or now - memo.saved_at < _SAVE_EVERY_S):
             return
         memo.unsaved, memo.saved_at = 0, now
-    key = pattern_table_key(net, table.floor, input_norm=input_norm, output_norm=output_norm)
+    key = pattern_table_key(net, table.floor, norms)
     store.put("pattern_table", key, table_to_dict(table, in_dim=net.in_dim))
 
 
-def realised_pattern_table(
-    net: ReluNetwork, threshold: float, *, input_norm: str, output_norm: str
-) -> PatternTable | None:
+def realised_pattern_table(net: ReluNetwork, threshold: float, norms: Norms) -> PatternTable | None:
     """:func:`threshold_pattern_table` with a region memo (:class:`RegionMemo`) that the searches
     fill on demand: a pattern's region is tested for emptiness and boxed only when a search first
     reaches it, so the first φ costs the enumeration above the threshold and the LPs of the
@@ -174,13 +172,13 @@ def realised_pattern_table(
     written by :func:`write_shipped_table`), else built. A stored or shipped table that fails its
     checks (checksum, format, network digest, threshold, or :func:`table_from_dict`'s consistency
     checks) is ignored, and the table rebuilt: never trusted."""
-    key = (net.digest, input_norm, output_norm, float(threshold))
+    key = (net.digest, norms, float(threshold))
     with _LOCK:
         if key in _REALISED:
             _REALISED.move_to_end(key)
             return _REALISED[key]
     store = _table_store()
-    disk_key = pattern_table_key(net, threshold, input_norm=input_norm, output_norm=output_norm)
+    disk_key = pattern_table_key(net, threshold, norms)
     table = None
     if store is not None:
         hit = store.get("pattern_table", disk_key)
@@ -193,13 +191,13 @@ def realised_pattern_table(
     if table is None:
         table = _shipped_table(net, threshold, disk_key, key)
         if table is not None:
-            _save_table(net, table, input_norm=input_norm, output_norm=output_norm, force=True)
+            _save_table(net, table, norms, force=True)
     if table is None:
-        above = threshold_pattern_table(net, threshold, input_norm=input_norm, output_norm=output_norm)
+        above = threshold_pattern_table(net, threshold, norms)
         if above is not None:
             table = PatternTable(codes=above.codes, norms=above.norms, n_hidden=above.n_hidden,
                                  floor=above.floor, regions=RegionMemo(above.codes.size, net.in_dim, key=key))
-            _save_table(net, table, input_norm=input_norm, output_norm=output_norm, force=True)
+            _save_table(net, table, norms, force=True)
     with _LOCK:
         table = _REALISED.setdefault(key, table)
         while len(_REALISED) > 64:
@@ -245,7 +243,7 @@ def _shipped_table(net: ReluNetwork, threshold: float, disk_key: dict, key: tupl
 
 
 def write_shipped_table(
-    net: ReluNetwork, threshold: float, *, input_norm: str = "linf", output_norm: str = "l1",
+    net: ReluNetwork, threshold: float, *, norms: Norms = DEFAULT_NORMS,
     models_dir: str | os.PathLike | None = None,
 ) -> Path:
     """Build the complete realised-pattern table of ``net`` at ``threshold`` (every region
@@ -255,11 +253,11 @@ def write_shipped_table(
 
     from privcore.lipschitz.cache import _canonical, _checksum
 
-    table = realised_pattern_table(net, threshold, input_norm=input_norm, output_norm=output_norm)
+    table = realised_pattern_table(net, threshold, norms)
     if table is None:
         raise ValueError(f"{net.describe()} has no threshold pattern table (too wide)")
-    resolve_regions(net, table, input_norm=input_norm, output_norm=output_norm)
-    key = pattern_table_key(net, threshold, input_norm=input_norm, output_norm=output_norm)
+    resolve_regions(net, table, norms)
+    key = pattern_table_key(net, threshold, norms)
     value = table_to_dict(table, in_dim=net.in_dim)
     doc = {"key": key, "value": value,
            "checksum": _checksum(_canonical(key), _canonical(value), SHIPPED_TABLE_VERSION)}
@@ -296,8 +294,7 @@ def shipped_obfuscators(models_dir: str | os.PathLike | None = None) -> list[tup
 
 
 def precompute_pattern_tables(
-    models_dir: str | os.PathLike | None = None, *, resolve: bool = False, input_norm: str = "linf",
-    output_norm: str = "l1",
+    models_dir: str | os.PathLike | None = None, *, resolve: bool = False, norms: Norms = DEFAULT_NORMS
 ) -> list[str]:
     """Make the realised-pattern table of every shipped obfuscator (at its card's Δp) ready in this
     process: loaded when stored or shipped, else enumerated (seconds) and stored; with ``resolve``
@@ -306,10 +303,10 @@ def precompute_pattern_tables(
     done."""
     done = []
     for name, net, dp in shipped_obfuscators(models_dir):
-        table = realised_pattern_table(net, dp, input_norm=input_norm, output_norm=output_norm)
+        table = realised_pattern_table(net, dp, norms)
         if table is not None:
             if resolve:
-                resolve_regions(net, table, input_norm=input_norm, output_norm=output_norm)
+                resolve_regions(net, table, norms)
             done.append(name)
     return done
 
@@ -322,7 +319,7 @@ def clear_pattern_tables() -> None:
         _REALISED.clear()
 
 
-def resolve_regions(net: ReluNetwork, table: PatternTable, *, input_norm: str, output_norm: str) -> None:
+def resolve_regions(net: ReluNetwork, table: PatternTable, norms: Norms) -> None:
     """Resolve every still-unknown region of ``table`` (emptiness and bounding box; about 2d + 1
     LPs each) and store the result: what :func:`realised_pattern_table` otherwise does on demand."""
     memo = table.regions
@@ -336,4 +333,4 @@ def resolve_regions(net: ReluNetwork, table: PatternTable, *, input_norm: str, o
         G, h = _region_rows_batch(net, table.codes[sel])
         for k, p in enumerate(table.positions[sel]):
             memo.resolve(int(p), G[k], h[k])
-    _save_table(net, table, input_norm=input_norm, output_norm=output_norm, force=True)
+    _save_table(net, table, norms, force=True)

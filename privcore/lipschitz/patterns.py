@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privcore.lipschitz.bounds import ForwardBounds, operator_norm
+from privcore.lipschitz.bounds import ForwardBounds
 from privcore.lipschitz.codes import (
     code_dtype,
     codes_from_bits,
@@ -36,6 +36,7 @@ from privcore.lipschitz.codes import (
     to_bits,
 )
 from privcore.lipschitz.network import ReluNetwork
+from privcore.lipschitz.norms import Norms
 from privcore.lipschitz.regions import _region_box
 
 __all__ = [
@@ -161,11 +162,10 @@ class PatternTable:
         return mask
 
 
-def _norms(jac: np.ndarray, input_norm: str, output_norm: str) -> np.ndarray:
+def _norm_values(jac: np.ndarray, norms: Norms) -> np.ndarray:
     out = np.empty(jac.shape[0])
     for s in range(0, jac.shape[0], _CHUNK):
-        block = jac[s : s + _CHUNK]
-        out[s : s + _CHUNK] = operator_norm(block, input_norm=input_norm, output_norm=output_norm)
+        out[s : s + _CHUNK] = norms.of(jac[s : s + _CHUNK])
     return out
 
 
@@ -174,31 +174,31 @@ def _jacobians_of_codes(net: ReluNetwork, codes: np.ndarray) -> np.ndarray:
     return net.jacobians(np.zeros((codes.shape[0], net.in_dim)), pats)
 
 
-def _table(net: ReluNetwork, codes: np.ndarray, input_norm: str, output_norm: str) -> PatternTable:
-    norms = np.empty(codes.shape[0])
+def _table(net: ReluNetwork, codes: np.ndarray, norms: Norms) -> PatternTable:
+    values = np.empty(codes.shape[0])
     for s in range(0, codes.shape[0], _CHUNK):
         jac = _jacobians_of_codes(net, codes[s : s + _CHUNK])
-        norms[s : s + _CHUNK] = _norms(jac, input_norm, output_norm)
-    order = np.argsort(-norms, kind="stable")
-    return PatternTable(codes=codes[order], norms=norms[order], n_hidden=net.n_hidden)
+        values[s : s + _CHUNK] = _norm_values(jac, norms)
+    order = np.argsort(-values, kind="stable")
+    return PatternTable(codes=codes[order], norms=values[order], n_hidden=net.n_hidden)
 
 
 _LOCK = threading.Lock()
 _GLOBAL: OrderedDict[tuple, PatternTable] = OrderedDict()
 
 
-def global_pattern_table(net: ReluNetwork, *, input_norm: str, output_norm: str) -> PatternTable | None:
+def global_pattern_table(net: ReluNetwork, norms: Norms) -> PatternTable | None:
     """All 2^n patterns of a network with n ≤ MAX_GLOBAL_NEURONS hidden neurons (memoised per model
     hash and norms), else None. Its first norm bounds L over every box (and all of ℝ^d)."""
     if net.n_hidden > MAX_GLOBAL_NEURONS or len(net.weights) == 1:
         return None
-    key = (net.digest, input_norm, output_norm)
+    key = (net.digest, norms)
     with _LOCK:
         hit = _GLOBAL.get(key)
         if hit is not None:
             _GLOBAL.move_to_end(key)
             return hit
-    table = _table(net, np.arange(1 << net.n_hidden, dtype=np.int64), input_norm, output_norm)
+    table = _table(net, np.arange(1 << net.n_hidden, dtype=np.int64), norms)
     with _LOCK:
         _GLOBAL[key] = table
         while len(_GLOBAL) > 16:
@@ -206,26 +206,14 @@ def global_pattern_table(net: ReluNetwork, *, input_norm: str, output_norm: str)
     return table
 
 
-def _dual_vertices(norm: str, k: int, *, half: bool) -> np.ndarray:
-    """Vertices of the unit ball of ℓ∞ ({±1}^k, first sign fixed when ``half``) or ℓ1 (±e_j)."""
-    if norm == "linf":
-        from privcore.lipschitz.bounds import _sign_vectors
-
-        signs = np.array(_sign_vectors(k))
-        return signs if half else np.vstack([signs, -signs])
-    eye = np.eye(k)
-    return eye if half else np.vstack([eye, -eye])
-
-
-def _last_layer_max(w_last: np.ndarray, M: np.ndarray, input_norm: str, output_norm: str) -> np.ndarray:
+def _last_layer_max(w_last: np.ndarray, M: np.ndarray, norms: Norms) -> np.ndarray:
     """``max over D ∈ {0,1}^n of ‖W_last D M_f‖`` for each ``M_f`` of the stack ``M`` (N, n, d), exactly.
 
     ‖J‖_{p→q} = max over vertices s of the input ball and c of the dual output ball of cᵀJs, and
     cᵀ W D M s = Σ_j D_j a_j(c) b_j(s), maximised over D by keeping the positive terms. As
     max(0, a·b) = max(0, a)·max(0, b) + max(0, −a)·max(0, −b), the table over all (c, s) is two
     matrix products: A⁺B⁺ + A⁻B⁻."""
-    S = _dual_vertices(input_norm, M.shape[2], half=True)  # (k_s, d); (c, s) ↦ (−c, −s) halves
-    C = _dual_vertices("linf" if output_norm == "l1" else "l1", w_last.shape[0], half=False)
+    S, C = norms.dual_vertices(M.shape[2], w_last.shape[0])  # (k_s, d), (k_c, m)
     A = C @ w_last  # (k_c, n)
     a_pos, a_neg = np.maximum(A, 0.0), np.maximum(-A, 0.0)
     out = np.empty(M.shape[0])
@@ -237,28 +225,19 @@ def _last_layer_max(w_last: np.ndarray, M: np.ndarray, input_norm: str, output_n
     return out
 
 
-def _completion_bound(
-    net: ReluNetwork, layer: int, M: np.ndarray, input_norm: str, output_norm: str
-) -> np.ndarray:
+def _completion_bound(net: ReluNetwork, layer: int, M: np.ndarray, norms: Norms) -> np.ndarray:
     """Upper bound on ‖J‖ over every completion of patterns fixed up to hidden layer ``layer − 1``,
     ``M`` (N, n_layer, d) being the pre-activation Jacobian of hidden layer ``layer``: the last
     free layer exactly (:func:`_last_layer_max`), earlier ones in interval arithmetic."""
     n_hidden = len(net.weights) - 1
     if layer == n_hidden - 1:
-        return _last_layer_max(net.weights[-1], M, input_norm, output_norm)
+        return _last_layer_max(net.weights[-1], M, norms)
     mid, rad = M, np.zeros_like(M)
     for j in range(layer, n_hidden):
         lo, hi = np.minimum(mid - rad, 0.0), np.maximum(mid + rad, 0.0)
         w = net.weights[j + 1]
         mid, rad = np.matmul(w, (lo + hi) / 2.0), np.matmul(np.abs(w), (hi - lo) / 2.0)
-    absmax = np.abs(mid) + rad
-    if input_norm == "linf" and output_norm == "l1":
-        return operator_norm(mid, input_norm="linf", output_norm="l1") + rad.sum(axis=(1, 2))
-    if input_norm == "linf":
-        return absmax.sum(axis=2).max(axis=1)
-    if output_norm == "l1":
-        return absmax.sum(axis=1).max(axis=1)
-    return absmax.max(axis=(1, 2))
+    return np.atleast_1d(norms.of_interval(mid, rad))
 
 
 _THRESHOLD: OrderedDict[tuple, PatternTable | None] = OrderedDict()
@@ -271,20 +250,17 @@ MAX_THRESHOLD_LAYER_WIDTH = 12
 MAX_THRESHOLD_FLOPS = 2e10
 
 
-def _bound_flops(net: ReluNetwork, layer: int, groups: int, input_norm: str, output_norm: str) -> float:
+def _bound_flops(net: ReluNetwork, layer: int, groups: int, norms: Norms) -> float:
     """Cost estimate of :func:`_completion_bound` on ``groups`` matrices at hidden layer ``layer``."""
     d, m = net.in_dim, net.out_dim
     if layer == len(net.weights) - 2:  # the exact last layer: two products per (output, input) vertex pair
-        k_s = 2.0 ** (d - 1) if input_norm == "linf" else d
-        k_c = 2.0**m if output_norm == "l1" else 2 * m
-        return 4.0 * groups * k_c * k_s * net.hidden_widths[layer]
+        k_s, k_c = norms.dual_sizes(d, m)
+        return 4.0 * groups * float(k_c) * float(k_s) * net.hidden_widths[layer]
     widths = net.hidden_widths
     return 4.0 * groups * d * sum(widths[j] * widths[j + 1] for j in range(layer, len(widths) - 1))
 
 
-def threshold_pattern_table(
-    net: ReluNetwork, threshold: float, *, input_norm: str, output_norm: str
-) -> PatternTable | None:
+def threshold_pattern_table(net: ReluNetwork, threshold: float, norms: Norms) -> PatternTable | None:
     """Every activation pattern with ``‖J_D‖ > threshold``, for networks too wide for the full table.
 
     Branch and bound over the hidden layers: the patterns of the first layers are expanded, and a
@@ -292,12 +268,12 @@ def threshold_pattern_table(
     exactly) is ≤ threshold. Memoised per model, norms and threshold (PTR asks with one Δp for
     every image). None when more than ``MAX_THRESHOLD_WORK`` patterns would need evaluating or the
     bounds would cost more than ``MAX_THRESHOLD_FLOPS`` (estimated before each layer is expanded)."""
-    key = (net.digest, input_norm, output_norm, float(threshold))
+    key = (net.digest, norms, float(threshold))
     with _LOCK:
         if key in _THRESHOLD:
             _THRESHOLD.move_to_end(key)
             return _THRESHOLD[key]
-    table = _threshold_table(net, threshold, input_norm, output_norm)
+    table = _threshold_table(net, threshold, norms)
     with _LOCK:  # a failure is remembered too: it would fail again for every box
         _THRESHOLD[key] = table
         while len(_THRESHOLD) > 64:
@@ -305,25 +281,23 @@ def threshold_pattern_table(
     return table
 
 
-def _threshold_table(
-    net: ReluNetwork, threshold: float, input_norm: str, output_norm: str
-) -> PatternTable | None:
+def _threshold_table(net: ReluNetwork, threshold: float, norms: Norms) -> PatternTable | None:
     widths = net.hidden_widths
     if max(widths) > MAX_THRESHOLD_LAYER_WIDTH:
         return None
     n = net.n_hidden
     codes = np.zeros(1, dtype=code_dtype(n))
     M = net.weights[0][None, :, :]  # pre-activation Jacobian of hidden layer 0, no pattern fixed yet
-    keep = _completion_bound(net, 0, M, input_norm, output_norm) > threshold
+    keep = _completion_bound(net, 0, M, norms) > threshold
     codes, M = codes[keep], M[keep]
-    norms = np.empty(0)
+    values = np.empty(0)
     for i, width in enumerate(widths):
         bits = to_bits(np.arange(1 << width, dtype=np.int64), width)
         pcodes = layer_codes(width, net.hidden_offsets[i], n)
         if codes.size * bits.shape[0] > MAX_THRESHOLD_WORK:
             return None
         last = i == len(widths) - 1
-        if not last and _bound_flops(net, i + 1, codes.size * bits.shape[0], input_norm, output_norm) > (
+        if not last and _bound_flops(net, i + 1, codes.size * bits.shape[0], norms) > (
             MAX_THRESHOLD_FLOPS
         ):
             return None
@@ -339,23 +313,23 @@ def _threshold_table(
                 # already put ≤ threshold (with a margin far above rounding) get the exact norm
                 vals = np.full(nxt.shape[0], -np.inf)
                 maybe = np.abs(nxt).sum(axis=(1, 2)) * (1.0 + 1e-9) > threshold
-                vals[maybe] = _norms(nxt[maybe], input_norm, output_norm)
+                vals[maybe] = _norm_values(nxt[maybe], norms)
             else:
-                vals = _completion_bound(net, i + 1, nxt, input_norm, output_norm)
+                vals = _completion_bound(net, i + 1, nxt, norms)
             sel = vals > threshold
             new_codes.append(cc[sel])
             new_vals.append(vals[sel])
             if not last:
                 new_M.append(nxt[sel])
         codes = np.concatenate(new_codes) if new_codes else np.zeros(0, dtype=code_dtype(n))
-        norms = np.concatenate(new_vals) if new_vals else np.zeros(0)
+        values = np.concatenate(new_vals) if new_vals else np.zeros(0)
         if not last:
             M = np.concatenate(new_M) if new_M else np.zeros((0, widths[i + 1], net.in_dim))
         if codes.size == 0:
-            norms = np.zeros(0)
+            values = np.zeros(0)
             break
-    order = np.argsort(-norms, kind="stable")
-    return PatternTable(codes=codes[order], norms=norms[order], n_hidden=net.n_hidden,
+    order = np.argsort(-values, kind="stable")
+    return PatternTable(codes=codes[order], norms=values[order], n_hidden=net.n_hidden,
                         floor=float(threshold))
 
 
@@ -366,9 +340,7 @@ def stable_masks(fwd: ForwardBounds) -> tuple[np.ndarray, np.ndarray]:
     return on, off
 
 
-def box_pattern_table(
-    net: ReluNetwork, fwd: ForwardBounds, *, input_norm: str, output_norm: str
-) -> PatternTable | None:
+def box_pattern_table(net: ReluNetwork, fwd: ForwardBounds, norms: Norms) -> PatternTable | None:
     """The patterns consistent with the box's stable neurons, when there are at most MAX_PATTERNS."""
     on, off = stable_masks(fwd)
     free = np.flatnonzero(~(on | off))
@@ -376,4 +348,4 @@ def box_pattern_table(
         return None
     bits = np.repeat(on[None, :].astype(np.float64), 1 << free.size, axis=0)
     bits[:, free] = to_bits(np.arange(1 << free.size, dtype=np.int64), free.size)
-    return _table(net, codes_from_bits(bits), input_norm, output_norm)
+    return _table(net, codes_from_bits(bits), norms)

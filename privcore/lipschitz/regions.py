@@ -19,9 +19,10 @@ import threading
 import numpy as np
 
 from privcore.errors import CertificationError
-from privcore.lipschitz.bounds import box_around, jacobian_norms, operator_norm
+from privcore.lipschitz.bounds import box_around, jacobian_norms
 from privcore.lipschitz.codes import to_bits
 from privcore.lipschitz.network import ReluNetwork
+from privcore.lipschitz.norms import Norms
 
 __all__ = [
     "ascend_witness",
@@ -71,9 +72,7 @@ def verified_lower_bound(
     center: np.ndarray,
     radius: float,
     candidates: list[tuple[np.ndarray, list[np.ndarray] | None]],
-    *,
-    input_norm: str,
-    output_norm: str,
+    norms: Norms,
 ) -> tuple[float, np.ndarray | None]:
     """Largest certified Jacobian norm among candidate (point, pattern) pairs of the box.
 
@@ -88,7 +87,7 @@ def verified_lower_bound(
             strict = strict_point_for_pattern(net, lo, hi, pattern)
             if strict is not None:
                 pts.append(strict)
-        vals, ok = jacobian_norms(net, np.array(pts), input_norm=input_norm, output_norm=output_norm)
+        vals, ok = jacobian_norms(net, np.array(pts), norms)
         for v, good, p in zip(vals, ok, pts, strict=True):
             inside = bool(np.all(p >= lo) and np.all(p <= hi))
             if good and inside and v * (1 - 1e-12) > best:
@@ -101,9 +100,8 @@ def ascend_witness(
     lo: np.ndarray,
     hi: np.ndarray,
     starts: np.ndarray,
+    norms: Norms,
     *,
-    input_norm: str,
-    output_norm: str,
     max_steps: int = 64,
     tries: int = 6,
 ) -> tuple[float, np.ndarray | None]:
@@ -119,7 +117,7 @@ def ascend_witness(
     n = net.n_hidden
     flip = np.eye(n, dtype=bool)
     for x in np.atleast_2d(starts):
-        vals, ok = jacobian_norms(net, x[None], input_norm=input_norm, output_norm=output_norm)
+        vals, ok = jacobian_norms(net, x[None], norms)
         if not ok[0]:
             continue
         here, point = float(vals[0]), x
@@ -127,15 +125,15 @@ def ascend_witness(
         for _ in range(max_steps):
             cand = np.where(flip, 1.0 - pattern, pattern)
             jac = net.jacobians(np.zeros((n, net.in_dim)), net.split_pattern(cand))
-            norms = np.atleast_1d(operator_norm(jac, input_norm=input_norm, output_norm=output_norm))
+            flipped = np.atleast_1d(norms.of(jac))
             moved = False
-            for k in np.argsort(-norms)[:tries]:
-                if norms[k] <= here:
+            for k in np.argsort(-flipped)[:tries]:
+                if flipped[k] <= here:
                     break
                 meets, p = polytope_in_box(*_region_rows(net, cand[k]), lo, hi)
                 if not meets or p is None:
                     continue
-                v, good = jacobian_norms(net, p[None], input_norm=input_norm, output_norm=output_norm)
+                v, good = jacobian_norms(net, p[None], norms)
                 if good[0] and v[0] > here:
                     here, point, pattern, moved = float(v[0]), p, cand[k], True
                     break

@@ -50,6 +50,7 @@ import torch
 from privcore.lipschitz.bounds import box_around, jacobian_norms, sampled_lower_bound
 from privcore.lipschitz.clarke import ClarkeBounds, clarke_bounds, single_threaded
 from privcore.lipschitz.network import ReluNetwork
+from privcore.lipschitz.norms import DEFAULT_NORMS, Norms
 from privcore.lipschitz.regions import affine_range, ascend_witness, polytope_in_box
 from privcore.validation import check_finite_array, check_nonnegative, check_real
 
@@ -120,7 +121,7 @@ class _OutOfTime(Exception):
 
 
 class _Search:
-    def __init__(self, net: ReluNetwork, cb: ClarkeBounds, tau: float, norms: dict, rng: np.random.Generator,
+    def __init__(self, net: ReluNetwork, cb: ClarkeBounds, tau: float, norms: Norms, rng: np.random.Generator,
                  *, center: np.ndarray, radius: float, deadline: float, rtol: float | None = None):
         self.net, self.cb, self.tau, self.norms, self.rng = net, cb, tau, norms, rng
         self.center, self.radius, self.deadline = center, radius, deadline
@@ -262,7 +263,7 @@ class _Search:
             sampled = box.lo + (box.hi - box.lo) * self.rng.random((_SAMPLES, box.lo.size))
             pts += [(box.lo + box.hi) / 2.0, *sampled] + ([] if point is None else [point])
         pts = np.array(pts)
-        vals, ok = jacobian_norms(self.net, pts, **self.norms)
+        vals, ok = jacobian_norms(self.net, pts, self.norms)
         inside = np.max(np.abs(pts - self.center), axis=1) <= self.radius  # the ball, not only fl(z ± r)
         vals = np.where(ok & inside, vals * (1.0 - 1e-12), -np.inf)  # a lower bound that survives rounding
         k = int(np.argmax(vals))
@@ -333,12 +334,12 @@ class _Search:
         lo, hi = np.maximum(lo, self.center - inner), np.minimum(hi, self.center + inner)
         pts = np.vstack([np.where(self.rng.random((_CLIMB_SAMPLES, d)) < 0.5, lo, hi),
                          lo + (hi - lo) * self.rng.random((_CLIMB_SAMPLES, d))])
-        vals, ok = jacobian_norms(self.net, pts, **self.norms)
+        vals, ok = jacobian_norms(self.net, pts, self.norms)
         starts = pts[np.argsort(-np.where(ok, vals, -np.inf))[:_CLIMB_STARTS - 1]]
-        sampled = sampled_lower_bound(self.net, self.center, self.radius, **self.norms)
+        sampled = sampled_lower_bound(self.net, self.center, self.radius, **self.norms.kwargs)
         if sampled.point is not None:
             starts = np.vstack([sampled.point[None], starts])
-        value, point = ascend_witness(self.net, lo, hi, starts, **self.norms)
+        value, point = ascend_witness(self.net, lo, hi, starts, self.norms)
         if point is None or np.max(np.abs(point - self.center)) > self.radius:
             return
         if self.rtol is not None:
@@ -360,8 +361,7 @@ def split_decide(
     radius: float,
     threshold: float,
     *,
-    input_norm: str = "linf",
-    output_norm: str = "l1",
+    norms: Norms = DEFAULT_NORMS,
     max_boxes: int = 200_000,
     max_seconds: float = 10.0,
     seed: int = 0,
@@ -372,8 +372,7 @@ def split_decide(
     many vertex pairs (:data:`~privcore.lipschitz.clarke.MAX_PAIRS`). ``seed`` drives only where
     witnesses are sampled, never a pass; ``device`` is where the bounds run (None: CUDA when present)."""
     threshold = check_real("threshold", threshold)
-    center, radius, norms, cb = _prepare(net, center, radius, input_norm, output_norm, max_boxes, max_seconds,
-                                         device)
+    center, radius, cb = _prepare(net, center, radius, norms, max_boxes, max_seconds, device)
     if cb is None:
         return None
     with single_threaded(cb.device):
@@ -385,8 +384,7 @@ def split_value(
     center: np.ndarray,
     radius: float,
     *,
-    input_norm: str = "linf",
-    output_norm: str = "l1",
+    norms: Norms = DEFAULT_NORMS,
     rtol: float = 1e-6,
     lower: float = -math.inf,
     point: np.ndarray | None = None,
@@ -406,8 +404,7 @@ def split_value(
     returns None for the norm or net."""
     rtol = check_nonnegative("rtol", rtol)
     lower = check_real("lower", lower)
-    center, radius, norms, cb = _prepare(net, center, radius, input_norm, output_norm, max_boxes, max_seconds,
-                                         device)
+    center, radius, cb = _prepare(net, center, radius, norms, max_boxes, max_seconds, device)
     if cb is None:
         return None
     start = time.perf_counter()
@@ -422,19 +419,17 @@ def split_value(
                        complete=left == -math.inf, slack=cb.pair_margin)
 
 
-def _prepare(net: ReluNetwork, center: np.ndarray, radius: float, input_norm: str, output_norm: str,
-             max_boxes: int, max_seconds: float, device: str | None
-             ) -> tuple[np.ndarray, float, dict, ClarkeBounds | None]:
-    """Validated centre and radius, the norms, and the bound tensors (None: no budget, no hidden layer,
-    or too many vertex pairs)."""
+def _prepare(net: ReluNetwork, center: np.ndarray, radius: float, norms: Norms, max_boxes: int,
+             max_seconds: float, device: str | None) -> tuple[np.ndarray, float, ClarkeBounds | None]:
+    """Validated centre and radius, and the bound tensors (None: no budget, no hidden layer, or too many
+    vertex pairs)."""
     center = check_finite_array("center", center).reshape(-1)
     if center.shape[0] != net.in_dim:
         raise ValueError(f"center must have the input dimension {net.in_dim}, got {center.shape[0]}")
     radius = check_nonnegative("radius", radius)
-    norms = dict(input_norm=input_norm, output_norm=output_norm)
     if max_seconds <= 0 or max_boxes <= 0 or len(net.weights) < 2:
-        return center, radius, norms, None
-    return center, radius, norms, clarke_bounds(net, device=device, **norms)
+        return center, radius, None
+    return center, radius, clarke_bounds(net, norms, device=device)
 
 
 def _run(search: _Search, center: np.ndarray, radius: float, max_boxes: int, max_seconds: float,
@@ -477,7 +472,7 @@ def _run(search: _Search, center: np.ndarray, radius: float, max_boxes: int, max
 
 
 def _split(net: ReluNetwork, cb: ClarkeBounds, center: np.ndarray, radius: float, threshold: float,
-           norms: dict, max_boxes: int, max_seconds: float, seed: int) -> SplitResult | None:
+           norms: Norms, max_boxes: int, max_seconds: float, seed: int) -> SplitResult | None:
     start = time.perf_counter()
     search = _Search(net, cb, threshold, norms, np.random.default_rng(seed), center=center, radius=radius,
                      deadline=start + max_seconds)

@@ -23,6 +23,7 @@ import numpy as np
 from privcore.lipschitz.bounds import BackwardBounds, ForwardBounds, backward_bounds
 from privcore.lipschitz.milp import LipschitzMILP, build_milp
 from privcore.lipschitz.network import ReluNetwork
+from privcore.lipschitz.norms import Norms
 
 __all__ = ["TightBounds", "tighten_bounds"]
 
@@ -88,9 +89,8 @@ def tighten_bounds(
     center: np.ndarray,
     radius: float,
     fwd: ForwardBounds,
+    norms: Norms,
     *,
-    input_norm: str,
-    output_norm: str,
     objective_cap: float | None = None,
     deadline: float | None = None,
 ) -> TightBounds:
@@ -102,7 +102,6 @@ def tighten_bounds(
     def late() -> bool:
         return deadline is not None and time.perf_counter() > deadline
 
-    norms = dict(input_norm=input_norm, output_norm=output_norm)
     n_layers = len(net.weights) - 1
     lower, upper = [np.array(v) for v in fwd.lower], [np.array(v) for v in fwd.upper]
     n_lps = 0
@@ -112,7 +111,7 @@ def tighten_bounds(
         if un.size == 0 or late():
             continue
         milp = build_milp(net, center, radius, fwd=cur, objective_cap=objective_cap, break_symmetry=False,
-                          **norms)
+                          **norms.kwargs)
         lp = _LP(milp)
         pre, const = milp.pre_expr[i]
         for j in un:
@@ -128,14 +127,14 @@ def tighten_bounds(
         n_lps += lp.count
         cur = ForwardBounds(lower=tuple(lower), upper=tuple(upper))
     bwd: BackwardBounds = backward_bounds(net, cur)
-    signal = [bwd.signal_bound(i, output_norm).copy() for i in range(n_layers + 1)]
+    signal = [bwd.signal_bound(i, norms).copy() for i in range(n_layers + 1)]
     # backward: the last hidden layer's signal W_Lᵀc has exact interval bounds; tighten the others
     for i in range(n_layers - 1, -1, -1):
         need = np.flatnonzero(signal[i] > 0) if i == 0 else np.flatnonzero(cur.unstable(i - 1))
         if need.size == 0 or late():
             continue
         milp = build_milp(net, center, radius, fwd=cur, signal_bounds=tuple(signal),
-                          objective_cap=objective_cap, break_symmetry=False, **norms)
+                          objective_cap=objective_cap, break_symmetry=False, **norms.kwargs)
         lp = _LP(milp)
         q = milp.signal_expr[i]
         # without the sign fix the relaxation is symmetric under (c, p, t, e) ↦ (−c, −p, −t, 1 − e),

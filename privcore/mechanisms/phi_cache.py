@@ -85,7 +85,7 @@ def cached_phi(
                     }
                 )
                 if res.matches(z=zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol,
-                               model_digest=net.digest, certifier=certifier.kind, **certifier.norms):
+                               model_digest=net.digest, certifier=certifier.kind, **certifier.norms.kwargs):
                     return res
             except (TypeError, ValueError, KeyError):
                 pass
