@@ -43,6 +43,7 @@ import math
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -224,7 +225,7 @@ class Certifier:
     def __post_init__(self) -> None:
         check_choice("kind", self.kind, CERTIFIERS)
         check_choice("solver", self.solver, SOLVERS)
-        Norms(input=self.input_norm, output=self.output_norm)  # validates both
+        self.norms  # noqa: B018 - validates input_norm and output_norm now, not at the first query
         if self.time_limit is not None:
             object.__setattr__(self, "time_limit", check_positive("time_limit", self.time_limit))
         if self.threads is not None:
@@ -232,9 +233,9 @@ class Certifier:
         object.__setattr__(self, "cache", resolve_cache(self.cache))
 
     # -- helpers ------------------------------------------------------------------------------------
-    @property
+    @cached_property
     def norms(self) -> Norms:
-        """The certifier's :class:`~privcore.lipschitz.norms.Norms`."""
+        """The certifier's :class:`~privcore.lipschitz.norms.Norms` (built once)."""
         return Norms(input=self.input_norm, output=self.output_norm)
 
     @property
