@@ -188,6 +188,42 @@ def test_ascend_witness_is_a_lower_bound_and_climbs(seed: int) -> None:
         assert good[0] and value <= again[0]
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_nearest_region_point_keeps_the_witness_and_reaches_the_region_distance(seed: int) -> None:
+    """A witness moved towards the centre stays strictly inside its own region (same pattern, same
+    float64 norm), is never farther than the witness, never nearer than the region's exact ℓ∞
+    distance (scipy's LP on the reference rows), and usually within 1e-3 of it."""
+    from scipy.optimize import linprog
+
+    from privcore.lipschitz.bounds import jacobian_norms
+    from privcore.lipschitz.regions import nearest_region_point
+    from tests._reference import _region_rows
+
+    net, center, _, lo, hi = _depth3_case(seed)
+    norms = Norms()
+    pts = np.random.default_rng(seed).uniform(lo, hi, size=(40, 3))
+    vals, ok = jacobian_norms(net, pts, norms)
+    close = checked = 0
+    for p, v in zip(pts[ok], vals[ok], strict=True):
+        dist, value, q = nearest_region_point(net, center, p, norms)
+        pattern = [z[0] > 0 for z in net.preactivations(p[None])]
+        again, good = jacobian_norms(net, q[None], norms)
+        signs = [a[0] > 0 for a in net.preactivations(q[None])]
+        assert good[0] and all(np.array_equal(a, b) for a, b in zip(signs, pattern, strict=True))
+        assert value == pytest.approx(v, rel=1e-9) and value <= again[0]
+        assert dist == np.max(np.abs(q - center)) <= np.max(np.abs(p - center))
+        G, h = _region_rows(net, [b.astype(float) for b in pattern])
+        d = center.size  # min ρ s.t. G x ≤ h, |x − c| ≤ ρ
+        ones = np.ones((d, 1))
+        A = np.block([[G, np.zeros((G.shape[0], 1))], [np.eye(d), -ones], [-np.eye(d), -ones]])
+        ref = linprog(np.r_[np.zeros(d), 1.0], A_ub=A, b_ub=np.r_[h, center, -center],
+                      bounds=[(None, None)] * d + [(0, None)], method="highs")
+        assert ref.status == 0 and dist >= ref.fun - 1e-7
+        close += dist <= ref.fun + 1e-3 * (1.0 + np.max(np.abs(p - center)))
+        checked += 1
+    assert checked >= 20 and close >= 0.9 * checked
+
+
 def test_affine_range_contains_every_feasible_point() -> None:
     """affine_range bounds P x + p0 over the polytope in the box: every grid point of the polytope lies
     inside the bounds, and they are scipy's LP optima up to the padding (tight)."""

@@ -119,8 +119,10 @@ def test_relaxed_kinds_decide_their_own_value(kind: str) -> None:
 
 
 def test_phi_with_engine_equals_straightforward_bisection() -> None:
-    """compute_phi with the engine's fast decide gives the same decisions as a fresh full MILP per
-    step (exact), and as plain U_kind evaluations (lp, interval); R*_exact ≥ R*_lp ≥ R*_interval."""
+    """compute_phi with the engine's fast decide gives the same φ and R* as a fresh full MILP per
+    step (exact), and as plain U_kind evaluations (lp, interval), and each of its decisions is that
+    oracle's answer at its radius (the memo's fail radius may change which radii are asked);
+    R*_exact ≥ R*_lp ≥ R*_interval."""
     net = random_net(5, (4, 6, 5, 3))
     rng = np.random.default_rng(4)
 
@@ -139,9 +141,37 @@ def test_phi_with_engine_equals_straightforward_bisection() -> None:
         for kind in ("exact", "lp", "interval"):
             fast = compute_phi(net, z, lipschitz=Certifier(kind=kind), **kw)
             slow = compute_phi(net, z, lipschitz=straightforward if kind == "exact" else plain[kind], **kw)
-            assert fast.evaluations == slow.evaluations and fast.phi == slow.phi
+            assert (fast.phi, fast.r_star) == (slow.phi, slow.r_star)
+            truth = straightforward if kind == "exact" else plain[kind]
+            assert all(ok == (truth(net, z, r) <= delta_p) for r, ok in fast.evaluations)
             stars[kind] = fast.r_star or 0.0
         assert stars["exact"] >= stars["lp"] >= stars["interval"]
+
+
+@pytest.mark.parametrize("dims", [(4, 6, 5, 3), (3, 8, 8, 8, 3)])
+def test_fail_radius_is_a_radius_where_l_exceeds_the_threshold(dims: tuple[int, ...]) -> None:
+    """After a failing decision the certifier knows a fail radius ρ ≤ that radius at which the
+    plain MILP's L exceeds τ, and answers a decision at ρ from its memo; before any, it knows none."""
+    net = random_net(9, dims)
+    rng = np.random.default_rng(5)
+    found = 0
+    for _ in range(4):
+        z = rng.standard_normal(dims[0])
+        low, high = mip_value(net, z, 0.05), mip_value(net, z, 1.0)
+        if high <= low * 1.01:
+            continue
+        tau = (low + high) / 2
+        cert = Certifier()
+        assert cert.fail_radius(net, z, tau) is None
+        assert not cert.decide(net, z, 1.0, tau)
+        rho = cert.fail_radius(net, z, tau)
+        assert rho is not None and rho <= 1.0
+        assert mip_value(net, z, rho) > tau
+        memo = cert.stats.get("memo", 0)
+        assert not cert.decide(net, z, rho, tau) and cert.stats["memo"] == memo + 1
+        assert cert.fail_radius(net, z, high * 1.01) is None
+        found += 1
+    assert found >= 2
 
 
 def test_time_out_fails_the_query_and_releases_nothing() -> None:

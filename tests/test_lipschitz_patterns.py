@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -142,6 +143,14 @@ def test_nearest_violation_through_the_filtered_table_is_the_true_distance() -> 
             assert (value <= tau) == passes
 
 
+def assert_same_phi(fast, slow, value_at, delta_p: float) -> None:
+    """The engine's φ and R* are the reference's, and each of its decisions is the reference's answer
+    at its radius (``value_at(r) ≤ Δp``; the memo's fail radius may change which radii are asked)."""
+    assert (fast.phi, fast.r_star) == (slow.phi, slow.r_star)
+    known = dict(slow.evaluations)
+    assert all(ok == (known[r] if r in known else value_at(r) <= delta_p) for r, ok in fast.evaluations)
+
+
 def test_phi_through_the_filtered_table_equals_straightforward_bisection() -> None:
     """φ on an 18-neuron net: the engine's decisions equal a fresh full MILP per bisection step."""
     net = random_net(22, (3, 9, 9, 2))
@@ -159,7 +168,7 @@ def test_phi_through_the_filtered_table_equals_straightforward_bisection() -> No
         cert = Certifier(kind="exact", solver="gurobi")
         fast = compute_phi(net, z, lipschitz=cert, **kw)
         slow = compute_phi(net, z, lipschitz=straightforward, **kw)
-        assert fast.evaluations == slow.evaluations and fast.phi == slow.phi
+        assert_same_phi(fast, slow, partial(straightforward, net, z), delta_p)
         assert set(cert.stats) <= {"enumeration", "interval", "sampled", "memo"}
 
 
@@ -320,7 +329,7 @@ def test_phi_from_a_stored_partly_resolved_table_equals_the_milp_reference() -> 
             cert = Certifier(kind="exact", solver="gurobi")
             fast = compute_phi(net, z, lipschitz=cert, **grid)
             slow = compute_phi(net, z, lipschitz=straightforward, **grid)
-            assert fast.evaluations == slow.evaluations and fast.phi == slow.phi
+            assert_same_phi(fast, slow, partial(straightforward, net, z), delta_p)
 
 
 def test_builder_and_warm_up_on_a_shipped_obfuscator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

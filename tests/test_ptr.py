@@ -149,6 +149,53 @@ def test_decide_is_used_when_the_oracle_has_it() -> None:
     assert res.r_star is not None and res.r_star <= 1.1
 
 
+class HintingOracle(DecidingOracle):
+    """U(c, r) = r with a ``fail_radius`` hint ``hint(threshold)`` (true, wrong or malformed)."""
+
+    def __init__(self, hint) -> None:
+        super().__init__()
+        self.hint = hint
+
+    def fail_radius(self, f: object, center: np.ndarray, threshold: float):
+        return self.hint(threshold)
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.5 + 3 * 0.5 / 64, 0.77, 1.3, 1.999])
+@pytest.mark.parametrize(
+    "hint",
+    [
+        lambda t: None,
+        lambda t: t + 1e-9,  # true and tight: U(r) = r > t from just above t
+        lambda t: t + 0.3,  # true, loose
+        lambda t: 5.0,  # true, beyond R_max
+        lambda t: t - 0.2,  # wrong: U(t - 0.2) ≤ t
+        lambda t: 0.1,  # wrong, below R
+        lambda t: float("nan"),
+        lambda t: -1.0,
+        lambda t: "0.7",
+        lambda t: True,
+    ],
+)
+def test_a_fail_radius_hint_changes_which_questions_are_asked_never_phi(threshold: float, hint) -> None:
+    """The oracle's fail radius only orders the questions: R* and φ are the plain bisection's for
+    true, wrong and malformed hints, every decision is the oracle's answer, the count stays within
+    :func:`bisection_decisions`, and a true tight hint settles the boundary in at most 4 questions
+    after R and R_max."""
+    from privcore.mechanisms import bisection_decisions
+
+    radius, r_max, tol = 0.5, 2.0, 0.002
+    kw = dict(radius=radius, delta_p=threshold, r_max=r_max, tol=tol)
+    plain = compute_phi(identity, np.zeros(2), lipschitz=DecidingOracle(), **kw)
+    oracle = HintingOracle(hint)
+    res = compute_phi(identity, np.zeros(2), lipschitz=oracle, **kw)
+    assert (res.r_star, res.phi) == (plain.r_star, plain.phi)
+    assert all(ok == (r <= threshold) for r, ok in res.evaluations)
+    assert oracle.decisions == res.n_decisions <= bisection_decisions(radius, r_max, tol)
+    rho = hint(threshold)
+    if isinstance(rho, float) and threshold < rho <= threshold + 1e-6 and rho < r_max:
+        assert res.n_decisions <= 4 < plain.n_decisions
+
+
 def test_r_max_passing_gives_the_closed_form() -> None:
     res = compute_phi(
         identity, np.zeros(2), radius=0.5, delta_p=10.0, r_max=3.0, tol=0.01, lipschitz=SlopeOracle()

@@ -98,6 +98,10 @@ class _Facts:
             return
         self.lowers = [(r2, v2) for r2, v2 in self.lowers if not (rho <= r2 and v >= v2)] + [(rho, v)]
 
+    def fail_radius(self, tau: float) -> float | None:
+        """The least ρ of a lower fact above τ: U(r) > τ is known for every r ≥ ρ."""
+        return min((r2 for r2, v2 in self.lowers if v2 > tau), default=None)
+
     def decide(self, r: float, tau: float) -> bool | None:
         if any(r2 >= r and u2 <= tau for r2, u2 in self.uppers):
             return True
@@ -328,6 +332,14 @@ class Certifier:
         facts.add_lower(r, u)
         self._memo.count("lp")
         return u <= tau
+
+    def fail_radius(self, f: Any, center: np.ndarray, threshold: float, /) -> float | None:
+        """The least radius from which ``U(center, ·) > threshold`` is already known from this
+        certifier's memo (a verified point, or a value), or None. A hint for the order of PTR's
+        questions (:func:`~privcore.mechanisms.ptr.compute_phi`); ``decide`` at any radius ≥ it
+        answers False from the memo."""
+        *_, facts = self._prepare(f, center, MAX_RADIUS)
+        return facts.fail_radius(check_positive("threshold", threshold))
 
     def clear_memo(self) -> None:
         """Forget what was learnt (the persistent cache is untouched)."""

@@ -67,7 +67,7 @@ from privcore.lipschitz.pattern_search import (
     pattern_nearest_violation,
     pattern_upper_bound,
 )
-from privcore.lipschitz.regions import verified_lower_bound
+from privcore.lipschitz.regions import nearest_region_point, verified_lower_bound
 from privcore.lipschitz.tighten import tighten_bounds
 from privcore.validation import check_real
 
@@ -180,8 +180,20 @@ class _Query:
     @property
     def lower_kw(self) -> dict[str, Any]:
         low = self.sampled
+        if low.point is not None and low.value > self.tau:
+            return self.witness_kw(low.value, low.point)
         dist = float(np.max(np.abs(low.point - self.ball.center))) if low.point is not None else 0.0
         return {"lower": low.value, "lower_radius": dist}
+
+    def witness_kw(self, value: float, point: np.ndarray) -> dict[str, Any]:
+        """``lower``/``lower_radius`` of a verified witness ``value > τ`` at ``point``, moved to its
+        region's point nearest the centre (:func:`~privcore.lipschitz.regions.nearest_region_point`),
+        so the fact "L > τ from that radius on" settles every later question at a radius ≥ it."""
+        b = self.ball
+        near = nearest_region_point(b.net, b.center, point, b.norms)
+        if near is not None and near[1] > self.tau:
+            return {"lower": near[1], "lower_radius": near[0]}
+        return {"lower": value, "lower_radius": float(np.max(np.abs(point - b.center)))}
 
 
 Step = Callable[[_Query], Decision | None]
@@ -226,9 +238,8 @@ def _split(q: _Query) -> Decision | None:
         how = How.BOX_PATTERNS if split.boxes == 1 else How.SPLIT
         return q.out(True, how, upper=min(q.upper, split.upper), solver="enumeration",
                      extra={"boxes": split.boxes})
-    return q.out(False, How.SPLIT, upper=q.upper, lower=split.lower,
-                 lower_radius=float(np.max(np.abs(split.point - q.ball.center))), solver="enumeration",
-                 extra={"boxes": split.boxes})
+    return q.out(False, How.SPLIT, upper=q.upper, **q.witness_kw(split.lower, split.point),
+                 solver="enumeration", extra={"boxes": split.boxes})
 
 
 def _nearest_violation(q: _Query) -> Decision | None:
@@ -238,7 +249,7 @@ def _nearest_violation(q: _Query) -> Decision | None:
     if nv is None:  # the exact search is too large; a witness still settles it
         if wit is None:
             return None
-        return q.out(False, How.SAMPLED, upper=q.upper, lower=wit.norm, lower_radius=wit.distance)
+        return q.out(False, How.SAMPLED, upper=q.upper, **q.witness_kw(wit.norm, wit.point))
     # every decision at r' ≤ radius follows: fail iff r' ≥ distance (up to the LP tolerance band)
     band = _BAND * (1.0 + (nv.distance if math.isfinite(nv.distance) else radius))
     below = nv.distance - band
@@ -308,8 +319,7 @@ def _confirmed_incumbent(q: _Query, res: SolveResult, info: dict) -> Decision | 
     v, p = verified_lower_bound(*q.args, cand, q.ball.norms)
     if v <= q.tau:
         return None
-    return q.out(False, How.MIP_INCUMBENT, upper=min(q.upper, res.upper), lower=v,
-                 lower_radius=float(np.max(np.abs(p - q.ball.center))), **info)
+    return q.out(False, How.MIP_INCUMBENT, upper=min(q.upper, res.upper), **q.witness_kw(v, p), **info)
 
 
 def _milp(q: _Query) -> Decision:

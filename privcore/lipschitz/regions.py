@@ -26,6 +26,7 @@ from privcore.lipschitz.norms import Norms
 
 __all__ = [
     "ascend_witness",
+    "nearest_region_point",
     "polytope_in_box",
     "region_distance",
     "region_nonempty",
@@ -142,6 +143,48 @@ def ascend_witness(
         if here * (1.0 - 1e-12) > best:
             best, arg = here * (1.0 - 1e-12), point
     return best, arg
+
+
+#: how far along the segment from a witness to its region's LP optimum the verified point may sit
+_PUSH_STEPS = (1.0 - 1e-9, 1.0 - 1e-6, 1.0 - 1e-3, 0.9, 0.5)
+
+
+def nearest_region_point(
+    net: ReluNetwork, center: np.ndarray, point: np.ndarray, norms: Norms
+) -> tuple[float, float, np.ndarray] | None:
+    """A verified witness as close to ``center`` as its activation region allows.
+
+    ``point`` must be strictly inside its region (:func:`jacobian_norms`' mask); the region is a
+    convex polytope on which the Jacobian is the constant ``J_D``, so every point of the segment
+    from ``point`` to the region's point nearest ``center`` (one LP, :func:`region_distance`) has
+    the same Jacobian. The point returned is the one nearest that optimum whose float64
+    re-evaluation is strictly inside the same region, so it is a witness by the usual rule:
+    ``(distance from center, norm deflated by 1e-12, point)``, with distance ≤ ``point``'s. None
+    when ``point`` is not strictly inside a region. A heuristic that only moves evidence closer:
+    L(f, B(center, r)) ≥ norm for every r ≥ the distance returned."""
+    center = np.asarray(center, dtype=np.float64)
+    point = np.asarray(point, dtype=np.float64)
+    vals, ok = jacobian_norms(net, point[None], norms)
+    if not ok[0]:
+        return None
+    pattern = np.concatenate([(z[0] > 0) for z in net.preactivations(point[None])]).astype(np.float64)
+    dist = float(np.max(np.abs(point - center)))
+    best = (dist, float(vals[0]) * (1.0 - 1e-12), point)
+    try:
+        hit = _distance_lp(*_region_rows(net, pattern), center, dist)
+    except CertificationError:  # an LP that ends oddly only means no better point
+        return best
+    if hit is None or hit[0] >= dist:
+        return best
+    seg = point + np.array(_PUSH_STEPS)[:, None] * (hit[1] - point)
+    v, good = jacobian_norms(net, seg, norms)
+    signs = np.concatenate([(z > 0) for z in net.preactivations(seg)], axis=1)
+    same = np.all(signs == (pattern > 0.5), axis=1)
+    for k in np.flatnonzero(good & same):
+        d_k = float(np.max(np.abs(seg[k] - center)))
+        if d_k < dist:
+            return d_k, float(v[k]) * (1.0 - 1e-12), seg[k]
+    return best
 
 
 def _region_rows(

@@ -39,6 +39,7 @@ from privcore.validation import (
 )
 
 __all__ = [
+    "HINT_STEPS",
     "DecidingSensitivityOracle",
     "PTRResult",
     "PTRScales",
@@ -54,6 +55,9 @@ __all__ = [
 ]
 
 _MAX_BISECTION_STEPS = 52  # grid indices k/2^m stay exact in float64
+#: most questions of :func:`compute_phi` placed by the oracle's fail radius instead of at a midpoint
+#: (two rounds of: the grid point below it, the grid point above it)
+HINT_STEPS = 4
 
 
 @runtime_checkable
@@ -79,7 +83,9 @@ class DecidingSensitivityOracle(SensitivityOracle, Protocol):
     ``decide`` must return exactly the truth value of ``U(center, radius) <= threshold`` for the
     same U as ``__call__`` (e.g. stop a MIP as soon as its bound settles the question, or settle it
     with cheap bounds when they do: upper ≤ threshold or lower > threshold). It must never guess:
-    when it cannot decide it raises CertificationError.
+    when it cannot decide it raises CertificationError. It may also offer
+    ``fail_radius(f, center, threshold) -> float | None``, a radius from which ``decide`` is already
+    known to answer False; :func:`compute_phi` uses it only to choose which question to ask next.
     """
 
     def decide(self, f: Any, center: np.ndarray, radius: float, threshold: float, /) -> bool: ...
@@ -305,11 +311,13 @@ def _grid_steps(span: float, tol: float) -> int:
 
 def bisection_decisions(radius: float, r_max: float, tol: float) -> int:
     """Most decisions :func:`compute_phi` makes on this grid (for a progress bar): 1 when
-    R_max = R, else 2 + m, m the least with (R_max − R)/2^m ≤ tol (the test at R, at R_max, then
-    the bisection over the 2^m grid steps). Same validation as :func:`compute_phi`."""
+    R_max = R, else 2 + m + :data:`HINT_STEPS`, m the least with (R_max − R)/2^m ≤ tol (the test
+    at R, at R_max, the bisection over the 2^m grid steps, each at least halving the interval
+    left, and the questions an oracle's fail radius directs). Same validation as
+    :func:`compute_phi`."""
     r, _, rm, t = _validate_grid(radius, 1.0, r_max, tol)
     span = rm - r
-    return 1 if span == 0 else 2 + _grid_steps(span, t)
+    return 1 if span == 0 else 2 + _grid_steps(span, t) + HINT_STEPS
 
 
 def _decider(oracle: Any, f: Any, center: np.ndarray, threshold: float):
@@ -371,9 +379,15 @@ def compute_phi(
     Decisions are "U(z, r) ≤ Δp?" with the sensitivity oracle (``lipschitz.decide`` when it
     exists, else ``lipschitz(f, z, r) <= Δp``). If U(z, R) > Δp: φ = 0, R* = None. Else, with the
     grid r_k = R + k·(R_max − R)/2^m (m the least integer making the spacing ζ ≤ tol): if R_max
-    passes, R* = R_max; otherwise bisect on k evaluating the midpoint and keeping the lower end
-    while hi − lo > 1. With U monotone in r, R* is the largest grid point that passes and never
-    exceeds the true sup. No ε, δ involved: compute once, reuse across sliders. A
+    passes, R* = R_max; otherwise bisect on k keeping the lower end while hi − lo > 1. With U
+    monotone in r, R* is the largest grid point that passes and never exceeds the true sup.
+    Which k in (lo, hi) is asked next does not change R* (every answer is exact and lo always
+    passes, hi always fails), only how many hard questions are asked: usually the midpoint, but
+    when the oracle knows a radius ρ from which U > Δp (``lipschitz.fail_radius(f, z, Δp)``, e.g. a
+    witness found at R_max and moved to its region's point nearest z), the largest grid point
+    below ρ and the one above it (answered from the oracle's memo), for at most
+    :data:`HINT_STEPS` questions; the boundary is then settled by one hard question instead of a
+    bisection through the band where U is close to Δp. No ε, δ involved: compute once, reuse across sliders. A
     CertificationError from the oracle propagates (never turned into a decision). The result
     records f's :func:`model_digest`, the oracle's :func:`oracle_identity` (which must be ℓ∞ → ℓ1)
     and the grid, and :func:`propose_test_release` accepts it only for those.
@@ -397,6 +411,7 @@ def compute_phi(
     certifier, input_norm, output_norm = _ptr_oracle(lipschitz)
     digest = model_digest(f)
     decide = _decider(lipschitz, f, center, dp)
+    fail_radius = _hinter(lipschitz, f, center, dp)
     span = rm - r
     m, zeta = _grid(r, rm, t)
     n_grid = 2**m
@@ -420,8 +435,12 @@ def compute_phi(
         r_star = rm
     else:
         lo, hi = 0, n_grid
+        hints = HINT_STEPS
         while hi - lo > 1:
             mid = (lo + hi) // 2
+            below = _grid_below(fail_radius(), radius_at, lo, hi) if hints else None
+            if below is not None:
+                mid, hints = below, hints - 1
             if check(radius_at(mid)):
                 lo = mid
             else:
@@ -444,6 +463,46 @@ def compute_phi(
         input_norm=input_norm,
         output_norm=output_norm,
     )
+
+
+def _hinter(oracle: Any, f: Any, center: np.ndarray, threshold: float):
+    """Return () -> ρ or None: the oracle's known fail radius (``fail_radius``), if it has one. A
+    hint only orders the questions, so anything but a finite positive float is ignored."""
+    hint = getattr(oracle, "fail_radius", None)
+
+    def fail_radius() -> float | None:
+        if not callable(hint):
+            return None
+        rho = hint(f, center, threshold)
+        if isinstance(rho, bool) or not isinstance(rho, int | float | np.floating):
+            return None
+        rho = float(rho)
+        return rho if math.isfinite(rho) and rho > 0 else None
+
+    return fail_radius
+
+
+def _grid_below(rho: float | None, radius_at: Any, lo: int, hi: int) -> int | None:
+    """The grid index to ask next given a known fail radius ρ: j, the largest with r_j < ρ, when
+    lo < j < hi (the one hard question), else j + 1 when lo < j + 1 < hi (it fails: the memo
+    answers); None when ρ says nothing inside (lo, hi)."""
+    if rho is None:
+        return None
+    a, b = lo, hi  # radius_at(a) < ρ is not known; find the largest k in [lo, hi] with r_k < ρ
+    if radius_at(lo) >= rho:
+        return None
+    while b - a > 1:
+        k = (a + b) // 2
+        if radius_at(k) < rho:
+            a = k
+        else:
+            b = k
+    j = b if radius_at(b) < rho else a
+    if lo < j < hi:
+        return j
+    if lo < j + 1 < hi:
+        return j + 1
+    return None
 
 
 def _evaluate(f: Any, center: np.ndarray, eta: float) -> np.ndarray:
