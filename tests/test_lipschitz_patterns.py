@@ -186,6 +186,31 @@ def _net_and_tau() -> tuple[ReluNetwork, float]:
     return net, float(np.quantile(norms, 0.8))
 
 
+def test_meets_space_records_empty_regions_and_remembers_non_empty_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One feasibility LP per region, as the reference LP says: an empty region is recorded (and
+    stored), a non-empty one only remembered in memory without a box; asking again changes nothing."""
+    monkeypatch.setattr("privcore.lipschitz.patterns.MAX_GLOBAL_NEURONS", 0)
+    net, tau = _net_and_tau()
+    table = realised_pattern_table(net, tau, norms=Norms())
+    memo = table.regions
+    lo, hi = np.full(3, -1e4), np.full(3, 1e4)
+    sel = np.arange(0, table.codes.size, max(1, table.codes.size // 80))
+    G, h = _region_rows_batch(net, table.codes[sel])
+    answers = []
+    for k, pos in enumerate(sel):
+        bits = to_bits(table.codes[pos : pos + 1], net.n_hidden)[0].astype(float)
+        pattern = [bits[:7], bits[7:]]
+        ok = memo.meets_space(int(pos), G[k], h[k])
+        assert ok == pattern_region_feasible(net, lo, hi, pattern)
+        assert memo.state[pos] == (RegionMemo.UNKNOWN if ok else RegionMemo.EMPTY)
+        assert memo.nonempty[pos] == ok and not np.isfinite(memo.lower[pos]).any()
+        answers.append(ok)
+        assert memo.meets_space(int(pos), G[k], h[k]) == ok and memo.state[pos] == (0 if ok else -1)
+    assert any(answers) and not all(answers)
+
+
 def test_lazy_regions_equal_the_eager_ones_and_the_disk_copy_equals_a_fresh_build(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -202,7 +227,7 @@ def test_lazy_regions_equal_the_eager_ones_and_the_disk_copy_equals_a_fresh_buil
     fwd = forward_bounds(net, *box_around(center, 1.0))
     nv = pattern_nearest_violation(net, center, 1.0, tau, fwd, max_lps=4096, **kw)
     assert nv is not None and np.isfinite(nv.distance)
-    known = lazy.state != RegionMemo.UNKNOWN
+    known = (lazy.state != RegionMemo.UNKNOWN) | lazy.regions.nonempty
     assert 0 < known.sum() < lazy.codes.size  # resolved on demand, not all
     from privcore.lipschitz.pattern_store import _save_table
 
@@ -222,6 +247,8 @@ def test_lazy_regions_equal_the_eager_ones_and_the_disk_copy_equals_a_fresh_buil
         code = int(lazy.codes[i])
         if lazy.state[i] == RegionMemo.EMPTY:
             assert code not in pos
+        elif lazy.state[i] == RegionMemo.UNKNOWN:  # known non-empty, box not computed yet
+            assert code in pos
         else:
             j = pos[code]
             assert np.array_equal(lazy.box_lower[i], fresh.box_lower[j])
@@ -301,9 +328,13 @@ def test_corrupt_or_tampered_stored_tables_are_rejected_and_rebuilt(
     assert np.all(again.state == RegionMemo.UNKNOWN)
 
 
-def test_phi_from_a_stored_partly_resolved_table_equals_the_milp_reference() -> None:
+def test_phi_from_a_stored_partly_resolved_table_equals_the_milp_reference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Decisions through a table loaded from disk with only some regions resolved (the state a
-    process leaves behind) equal a fresh full MILP per bisection step, on random small nets."""
+    process leaves behind: here the bulk resolution starts after the first search) equal a fresh
+    full MILP per bisection step, on random small nets."""
+    monkeypatch.setattr("privcore.lipschitz.pattern_search.RESOLVE_AFTER", 1)
     rng = np.random.default_rng(8)
 
     def straightforward(f: ReluNetwork, c: np.ndarray, r: float) -> float:

@@ -35,6 +35,8 @@ A memo per (model, centre, norms) remembers what was learnt, per certifier insta
 kind — never across kinds: an upper fact (r, u) means U(r) ≤ u and so U(r') ≤ τ for every
 r' ≤ r when u ≤ τ (monotonicity); a lower fact (ρ, v) means U(r) ≥ v for every r ≥ ρ (for
 exact/lp/interval alike from a verified point at distance ρ, or from U(ρ) = v itself).
+``fail_radius`` reports the least such ρ with v > τ, which PTR's bisection uses to order its
+questions (never to answer one).
 """
 
 from __future__ import annotations

@@ -39,7 +39,10 @@ milp                  LipMIP with early stops: pass when the proven bound ≤ τ
 
 Every step uses only certified bounds on the same L (every pass an upper bound ≤ τ, every fail a
 point verified in float64), so the answer is the same whichever step gives it (DESIGN.md).
-``Decision.how`` names the evidence (:class:`How`).
+``Decision.how`` names the evidence (:class:`How`). A fail's witness is moved to the point of its
+activation region nearest z (:func:`~privcore.lipschitz.regions.nearest_region_point`, re-verified),
+so ``Decision.lower_radius`` is the smallest radius that region fails: PTR's bisection asks next
+just below it (:func:`~privcore.mechanisms.ptr.compute_phi`).
 """
 
 from __future__ import annotations

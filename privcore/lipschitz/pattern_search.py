@@ -82,16 +82,21 @@ class _Screened:
                             self.box_lower[sel] if boxed else None, self.box_upper[sel] if boxed else None)
 
     def settle(self, k: int, memo: RegionMemo | None, center: np.ndarray, radius: float) -> bool:
-        """Before candidate ``k``'s LP: resolve its region in the memo if still unknown (lazy box);
-        False when that proves it misses ``B(center, radius)`` (empty region, box too far, or
-        refuted by propagation inside the box), so the LP can be skipped."""
+        """Before candidate ``k``'s LP: if its region is still unknown, one feasibility LP
+        (:meth:`RegionMemo.meets_space`; the box is computed later, when searches have reached the
+        table often, :func:`_searched`); False when that proves it misses ``B(center, radius)`` (an
+        empty region, or one whose box, if another search computed it meanwhile, is too far or
+        refuted by propagation), so the distance LP can be skipped."""
         if memo is None or self.pending is None or not self.pending[k]:
             return True
         self.pending[k] = False
         p = int(self.pos[k])
-        if not memo.resolve(p, self.G[k], self.h[k]):
+        if not memo.meets_space(p, self.G[k], self.h[k]):
             return False
-        lo, hi = memo.lower[p], memo.upper[p]
+        with memo.lock:
+            if memo.state[p] != RegionMemo.BOXED:
+                return True
+            lo, hi = memo.lower[p].copy(), memo.upper[p].copy()
         self.box_lower[k], self.box_upper[k] = lo, hi
         self.lower[k] = max(float(self.lower[k]), float(_box_distance_bounds(lo[None], hi[None], center)[0]))
         if self.lower[k] > radius:

@@ -37,7 +37,7 @@ from privcore.lipschitz.codes import (
 )
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.norms import Norms
-from privcore.lipschitz.regions import _region_box
+from privcore.lipschitz.regions import _region_box, rows_nonempty
 
 __all__ = [
     "MAX_GLOBAL_NEURONS",
@@ -69,8 +69,10 @@ class RegionMemo:
     """What is known of the region of each pattern of one threshold table, filled on demand.
 
     Per pattern (position in the table): unknown, empty in all of ℝ^d, or contained in a padded
-    bounding box (:func:`_region_box`, 2d + 1 small LPs). Only the patterns a search actually
-    reaches are resolved, once per process (and on disk, :func:`realised_pattern_table`); every
+    bounding box (:func:`_region_box`, 2d + 1 small LPs); in memory also "non-empty, box not yet
+    computed" (:meth:`meets_space`, one LP). A search pays one LP for each region it reaches;
+    boxes come later, in bulk (:func:`~privcore.lipschitz.pattern_search._searched`), once per
+    process (and on disk, :func:`realised_pattern_table`); every
     entry is a proof (an empty region meets no ball, a region lies in its box), so a partly
     resolved memo prunes less but never decides differently. Thread-safe; entries only go from
     unknown to known."""
@@ -89,6 +91,27 @@ class RegionMemo:
         #: searches served so far, and whether a full resolution has been started
         self.searches = 0
         self.completing = False
+        #: regions proven non-empty whose box is not computed yet (this process only: stored as unknown)
+        self.nonempty = np.zeros(n, dtype=bool)
+
+    def meets_space(self, pos: int, G: np.ndarray, h: np.ndarray) -> bool:
+        """Is pattern ``pos``'s region (``G x ≤ h``) non-empty? One feasibility LP the first time
+        (:func:`~privcore.lipschitz.regions.rows_nonempty`); an empty region is recorded as
+        :meth:`resolve` would, a non-empty one only in memory, its box left to :meth:`resolve`
+        (2d more LPs that pay only when later searches reach it again)."""
+        with self.lock:
+            state, known = int(self.state[pos]), bool(self.nonempty[pos])
+        if state != self.UNKNOWN or known:
+            return state != self.EMPTY
+        nonempty = rows_nonempty(G, h)
+        with self.lock:
+            if self.state[pos] == self.UNKNOWN:
+                if nonempty:
+                    self.nonempty[pos] = True
+                else:
+                    self.state[pos] = self.EMPTY
+                    self.unsaved += 1
+            return bool(self.state[pos] != self.EMPTY)
 
     def resolve(self, pos: int, G: np.ndarray, h: np.ndarray) -> bool:
         """Resolve pattern ``pos`` (region ``G x ≤ h``) if unknown; True when it is not empty."""

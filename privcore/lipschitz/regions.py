@@ -357,9 +357,13 @@ def region_nonempty(net: ReluNetwork, pattern: np.ndarray, *, layers: int | None
     contain any point of ℝ^d? One feasibility LP on ``G x ≤ h + 1e-9·(1 + |h|)``: the slack only
     keeps more patterns (a region declared empty is empty even after relaxing it, so it meets no
     box and no LP of :func:`region_distance` would count it either)."""
+    return rows_nonempty(*_region_rows(net, pattern, layers))
+
+
+def rows_nonempty(G: np.ndarray, h: np.ndarray) -> bool:
+    """:func:`region_nonempty` for the rows ``G x ≤ h`` of a region (one feasibility LP)."""
     import highspy
 
-    G, h = _region_rows(net, pattern, layers)
     solver = _relaxed_region_lp(G, h)
     solver.run()
     # only a proven infeasibility drops a pattern (an unclear status keeps it)
