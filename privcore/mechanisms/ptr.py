@@ -488,9 +488,9 @@ def _grid_below(rho: float | None, radius_at: Any, lo: int, hi: int) -> int | No
     answers); None when ρ says nothing inside (lo, hi)."""
     if rho is None:
         return None
-    a, b = lo, hi  # radius_at(a) < ρ is not known; find the largest k in [lo, hi] with r_k < ρ
-    if radius_at(lo) >= rho:
+    if radius_at(lo) >= rho:  # a wrong hint (lo passes): ignore it
         return None
+    a, b = lo, hi  # r_a < ρ; find the largest k in [lo, hi] with r_k < ρ
     while b - a > 1:
         k = (a + b) // 2
         if radius_at(k) < rho:
