@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+import privcore.mechanisms.phi_cache as phi_cache_module
 import privcore.mechanisms.ptr as ptr_module
 from privcore.errors import CertificationError
 from privcore.lipschitz.certifier import Certifier
@@ -82,7 +83,8 @@ def test_epsilon_and_delta_moves_redraw_without_any_solve(monkeypatch: pytest.Mo
         return real_compute(*a, **k)
 
     monkeypatch.setattr(Certifier, "decide", decide)
-    monkeypatch.setattr(ptr_module, "compute_phi", compute)
+    for module in (ptr_module, phi_cache_module):  # where φ is computed from: PTR and the φ cache
+        monkeypatch.setattr(module, "compute_phi", compute)
     scales = set()
     for eps in (2.0, 5.0, 0.5):
         at.select_slider(key="w_epsilon").set_value(eps).run()

@@ -338,7 +338,7 @@ class Certifier:
     def fail_radius(self, f: Any, center: np.ndarray, threshold: float, /) -> float | None:
         """The least radius from which ``U(center, ·) > threshold`` is already known from this
         certifier's memo (a verified point, or a value), or None. A hint for the order of PTR's
-        questions (:func:`~privcore.mechanisms.ptr.compute_phi`); ``decide`` at any radius ≥ it
+        questions (:func:`~privcore.mechanisms.phi.compute_phi`); ``decide`` at any radius ≥ it
         answers False from the memo."""
         *_, facts = self._prepare(f, center, MAX_RADIUS)
         return facts.fail_radius(check_positive("threshold", threshold))

@@ -42,7 +42,7 @@ point verified in float64), so the answer is the same whichever step gives it (D
 ``Decision.how`` names the evidence (:class:`How`). A fail's witness is moved to the point of its
 activation region nearest z (:func:`~privcore.lipschitz.regions.nearest_region_point`, re-verified),
 so ``Decision.lower_radius`` is the smallest radius that region fails: PTR's bisection asks next
-just below it (:func:`~privcore.mechanisms.ptr.compute_phi`).
+just below it (:func:`~privcore.mechanisms.phi.compute_phi`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """φ(z) of posthoc PTR through the persistent cache: :func:`cached_phi`.
 
-φ is a mechanism's quantity (:func:`privcore.mechanisms.ptr.compute_phi`) evaluated with a
+φ is a mechanism's quantity (:func:`privcore.mechanisms.phi.compute_phi`) evaluated with a
 Lipschitz oracle, so its cache lives here, on the mechanisms side, and takes a
 :class:`~privcore.lipschitz.Certifier`; :mod:`privcore.lipschitz` never imports the mechanisms.
 The entries share the certificates' authenticated store (:mod:`privcore.lipschitz.cache`, kind
@@ -19,7 +19,7 @@ from privcore.lipschitz.cache import resolve_cache
 from privcore.lipschitz.certifier import Certifier, center_hex
 from privcore.lipschitz.engine import RELAXATION_VERSION
 from privcore.lipschitz.network import as_network
-from privcore.mechanisms.ptr import PhiResult, compute_phi
+from privcore.mechanisms.phi import PhiResult, compute_phi
 from privcore.validation import check_finite_array
 
 __all__ = ["cached_phi", "phi_key"]
@@ -63,7 +63,7 @@ def cached_phi(
 ) -> PhiResult:
     """φ(z) of posthoc PTR through the persistent cache (key: model hash, z bytes, R, Δp, R_max,
     tol, norms, certifier kind — stored only as an HMAC); on a miss
-    :func:`~privcore.mechanisms.ptr.compute_phi` with ``certifier`` as the oracle. φ never depends
+    :func:`~privcore.mechanisms.phi.compute_phi` with ``certifier`` as the oracle. φ never depends
     on ε or δ (DESIGN.md), so one entry serves every slider position. The stored value holds no
     embedding: a hit is rebuilt with ``z`` as its centre, and must carry this model's digest, this
     certifier's kind and norms and this grid (else it is deleted and recomputed, never trusted)."""
