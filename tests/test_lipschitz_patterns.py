@@ -335,6 +335,7 @@ def test_phi_from_a_stored_partly_resolved_table_equals_the_milp_reference(
     process leaves behind: here the bulk resolution starts after the first search) equal a fresh
     full MILP per bisection step, on random small nets."""
     monkeypatch.setattr("privcore.lipschitz.pattern_search.RESOLVE_AFTER", 1)
+    monkeypatch.setattr("privcore.lipschitz.pattern_store.BUILD_AFTER", 0)  # the first φ uses the table
     rng = np.random.default_rng(8)
 
     def straightforward(f: ReluNetwork, c: np.ndarray, r: float) -> float:
@@ -486,3 +487,37 @@ def test_balls_outside_the_table_domain_decide_without_the_realised_table(
     assert not used
     decide(net, np.zeros(3), 0.5, 0.5 * ref, input_norm="linf", output_norm="l1")
     assert used  # near the origin the table is used
+
+
+def test_a_new_threshold_uses_the_box_table_until_it_repeats(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Budget: a decision at a threshold not seen before, on a box that can be enumerated, uses the
+    box's own patterns instead of building the threshold table (seconds at paper size); once the
+    threshold has come back more than BUILD_AFTER times the table is built, once, and shared. Every
+    decision is exact either way (plain LipMIP reference at 0.97·L and 1.03·L)."""
+    from privcore.lipschitz import decide_exact
+    from privcore.lipschitz import pattern_store as store
+    from tests._nets import mip_value
+
+    builds: list[float] = []
+    real = store.threshold_pattern_table
+
+    def spy(net: ReluNetwork, threshold: float, norms: Norms) -> object:
+        builds.append(threshold)
+        return real(net, threshold, norms)
+
+    monkeypatch.setattr(store, "threshold_pattern_table", spy)
+    net = random_net(7, (4, 10, 10, 2))
+    assert net.n_hidden > 16  # no global table: the threshold table is the shared one
+    rng = np.random.default_rng(0)
+    centres = rng.standard_normal((12, 4)) * 0.5
+    kw = dict(input_norm="linf", output_norm="l1")
+    for z in centres[:2]:
+        ref = mip_value(net, z, 0.1)
+        for tau in (0.97 * ref, 1.03 * ref):
+            assert decide_exact(net, z, 0.1, tau, **kw).passed == (ref <= tau)
+    assert builds == []  # four one-off thresholds: no table built
+    tau = mip_value(net, centres[2], 0.1)
+    for z in centres[2:]:
+        ref = mip_value(net, z, 0.1)
+        assert decide_exact(net, z, 0.1, tau, **kw).passed == (ref <= tau)
+    assert builds == [tau]  # the repeated threshold: built once, then shared

@@ -22,7 +22,12 @@ from privcore.lipschitz.bounds import ForwardBounds
 from privcore.lipschitz.codes import to_bits
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.norms import Norms
-from privcore.lipschitz.pattern_store import _save_table, realised_pattern_table, resolve_regions
+from privcore.lipschitz.pattern_store import (
+    _save_table,
+    realised_pattern_table,
+    resolve_regions,
+    threshold_table_due,
+)
 from privcore.lipschitz.patterns import (
     _CHUNK,
     TABLE_DOMAIN,
@@ -235,13 +240,30 @@ def _table_for(
     """The global table (small networks); for a decision at ``threshold`` the patterns above it,
     with their lazily resolved regions (computed once per model and threshold, then shared by every
     box; only when ``realised``, i.e. the box is inside :data:`TABLE_DOMAIN`); else the table of the
-    box's unstable neurons."""
+    box's unstable neurons.
+
+    Budget: the threshold table costs up to seconds to build (every pattern above the threshold),
+    the box's table milliseconds (at most ``MAX_PATTERNS`` of them), but only the threshold table
+    is shared by later boxes. So it is built for a box too wide to enumerate, or once the threshold
+    has come back often enough to pay for it (:func:`threshold_table_due`: PTR repeats Δp); until
+    then a box that can be enumerated uses its own table, unless a threshold table is already in
+    memory, on disk or shipped. Both are certified (the box's table is a superset of what the box
+    realises), so only the cost differs."""
     table = global_pattern_table(net, norms)
-    if table is None and threshold is not None and realised and len(net.weights) > 2:
-        table = realised_pattern_table(net, threshold, norms)
-    if table is None:
-        table = box_pattern_table(net, fwd, norms)
-    return table
+    if table is not None:
+        return table
+    if threshold is not None and realised and len(net.weights) > 2:
+        table = realised_pattern_table(net, threshold, norms, build=False)
+        if table is None and threshold_table_due(net, threshold, norms):
+            table = realised_pattern_table(net, threshold, norms)
+        if table is None:
+            table = box_pattern_table(net, fwd, norms)
+            if table is None:
+                table = realised_pattern_table(net, threshold, norms)
+        if table is not None:
+            return table
+    return box_pattern_table(net, fwd, norms)
+
 
 
 def pattern_upper_bound(

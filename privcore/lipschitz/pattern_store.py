@@ -44,6 +44,7 @@ __all__ = [
     "shipped_table_path",
     "table_from_dict",
     "table_to_dict",
+    "threshold_table_due",
     "write_shipped_table",
 ]
 
@@ -160,7 +161,9 @@ def _save_table(net: ReluNetwork, table: PatternTable, norms: Norms, *, force: b
     store.put("pattern_table", key, table_to_dict(table, in_dim=net.in_dim))
 
 
-def realised_pattern_table(net: ReluNetwork, threshold: float, norms: Norms) -> PatternTable | None:
+def realised_pattern_table(
+    net: ReluNetwork, threshold: float, norms: Norms, *, build: bool = True
+) -> PatternTable | None:
     """:func:`threshold_pattern_table` with a region memo (:class:`RegionMemo`) that the searches
     fill on demand: a pattern's region is tested for emptiness and boxed only when a search first
     reaches it, so the first φ costs the enumeration above the threshold and the LPs of the
@@ -171,7 +174,8 @@ def realised_pattern_table(net: ReluNetwork, threshold: float, norms: Norms) -> 
     milliseconds), then among the tables shipped with the models (:func:`shipped_table_path`,
     written by :func:`write_shipped_table`), else built. A stored or shipped table that fails its
     checks (checksum, format, network digest, threshold, or :func:`table_from_dict`'s consistency
-    checks) is ignored, and the table rebuilt: never trusted."""
+    checks) is ignored, and the table rebuilt: never trusted. ``build=False`` only looks it up
+    (None when no table is stored or shipped for this model, norms and threshold)."""
     key = (net.digest, norms, float(threshold))
     with _LOCK:
         if key in _REALISED:
@@ -192,17 +196,37 @@ def realised_pattern_table(net: ReluNetwork, threshold: float, norms: Norms) -> 
         table = _shipped_table(net, threshold, disk_key, key)
         if table is not None:
             _save_table(net, table, norms, force=True)
-    if table is None:
+    if table is None and build:
         above = threshold_pattern_table(net, threshold, norms)
         if above is not None:
             table = PatternTable(codes=above.codes, norms=above.norms, n_hidden=above.n_hidden,
                                  floor=above.floor, regions=RegionMemo(above.codes.size, net.in_dim, key=key))
             _save_table(net, table, norms, force=True)
+    if table is None and not build:
+        return None  # not looked for yet: remember nothing, a later call may build it
     with _LOCK:
         table = _REALISED.setdefault(key, table)
         while len(_REALISED) > 64:
             _REALISED.popitem(last=False)
     return table
+
+
+#: look-ups at one (model, norms, threshold) served by a box's own pattern table before the
+#: threshold table is built for them all (:func:`~privcore.lipschitz.pattern_search._table_for`)
+BUILD_AFTER = 8
+_LOOKUPS: OrderedDict[tuple, int] = OrderedDict()
+
+
+def threshold_table_due(net: ReluNetwork, threshold: float, norms: Norms) -> bool:
+    """Count one more look-up at this threshold; True once more than :data:`BUILD_AFTER` have come
+    (then the threshold table is worth building: the workload repeats the threshold)."""
+    key = (net.digest, norms, float(threshold))
+    with _LOCK:
+        uses = _LOOKUPS.pop(key, 0) + 1
+        _LOOKUPS[key] = uses
+        while len(_LOOKUPS) > 1024:
+            _LOOKUPS.popitem(last=False)
+    return uses > BUILD_AFTER
 
 
 def shipped_table_path(key: dict, models_dir: str | os.PathLike | None = None) -> Path:
@@ -317,6 +341,7 @@ def clear_pattern_tables() -> None:
         _GLOBAL.clear()
         _THRESHOLD.clear()
         _REALISED.clear()
+        _LOOKUPS.clear()
 
 
 def resolve_regions(net: ReluNetwork, table: PatternTable, norms: Norms) -> None:
