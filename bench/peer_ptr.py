@@ -19,7 +19,8 @@ matplotlib on ``PYTHONPATH`` (its modules import it for plotting). Its code is r
 
 Two parts, each with ``--time-limit`` seconds per question and one solver thread per side:
 
-1. ``decisions`` (the issue's grid of untrained nets, He-initialised in float32, z ~ N(0, I)):
+1. ``decisions`` (the issue's grid of untrained nets in float32, the product's initialisation or
+   with ``--init he`` bench/peers.py's; z ~ N(0, I)):
    Δp = μ + 3σ of our L(f, B(z_i, R)) over ``--n-train`` "training" centres (our certified upper
    bounds; how many were exact is printed); then for ``--n`` test centres the questions
    "L(f, B(z, r)) ≤ Δp?" at r = R and 5R, asked by the three in rotating order. Per net and radius:
@@ -61,7 +62,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from lipschitz import same_phi, trained_obfuscators
+from lipschitz import paper_net, same_phi, trained_obfuscators
 from peers import GRID, QUICK_GRID, R, load, untrained
 
 from privcore.errors import CertificationError
@@ -195,13 +196,13 @@ def training_delta_p(seq: torch.nn.Sequential, n_train: int, limit: float, seed:
 
 
 def decisions(
-    peer: LipMIPPeer, grid: tuple[tuple[int, ...], ...], n: int, n_train: int, limit: float
+    peer: LipMIPPeer, grid: tuple[tuple[int, ...], ...], n: int, n_train: int, limit: float, init: str
 ) -> None:
     sides = ("lipmip", "lipmip-stop", "ours")
     ask = asker(peer)
     table = []
     for widths in grid:
-        seq = untrained(widths)
+        seq = grid_net(widths, init)
         arch = "→".join(map(str, widths))
         start = time.perf_counter()
         delta_p, exact = training_delta_p(seq, n_train, limit, seed=2)
@@ -239,19 +240,29 @@ def decisions(
         print(f"  {arch:>16} {r:>5g} {cells}")
 
 
+def sequential(net: Any) -> torch.nn.Sequential:
+    """A parsed :class:`~privcore.lipschitz.ReluNetwork` as a float32 Linear/ReLU Sequential (LipMIP's
+    input); its weights are float32 already, so both sides certify the same function."""
+    layers: list[torch.nn.Module] = []
+    for i, (w, b) in enumerate(zip(net.weights, net.biases, strict=True)):
+        lin = torch.nn.Linear(w.shape[1], w.shape[0])
+        with torch.no_grad():
+            lin.weight.copy_(torch.tensor(w, dtype=torch.float32))
+            lin.bias.copy_(torch.tensor(b, dtype=torch.float32))
+        layers += [lin] if i == len(net.weights) - 1 else [lin, torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers)
+
+
+def grid_net(widths: tuple[int, ...], init: str) -> torch.nn.Sequential:
+    """An untrained net of the grid: the product's initialisation (PyTorch's default, as
+    bench/lipschitz.py's ``paper_net``) or He's (bench/peers.py's ``untrained``)."""
+    return sequential(paper_net(widths)) if init == "default" else untrained(widths)
+
+
 def shipped(specs: tuple[str, ...], n: int) -> list[tuple[str, torch.nn.Sequential, float, float, Any]]:
     """The shipped obfuscators as bench/lipschitz.py reads them, as float32 torch Sequentials."""
-    out = []
-    for name, net, radius, delta_p, z in trained_obfuscators(specs, n):
-        layers: list[torch.nn.Module] = []
-        for i, (w, b) in enumerate(zip(net.weights, net.biases, strict=True)):
-            lin = torch.nn.Linear(w.shape[1], w.shape[0]).double()
-            with torch.no_grad():
-                lin.weight.copy_(torch.tensor(w))
-                lin.bias.copy_(torch.tensor(b))
-            layers += [lin] if i == len(net.weights) - 1 else [lin, torch.nn.ReLU()]
-        out.append((name, torch.nn.Sequential(*layers).float(), radius, delta_p, z[:n]))
-    return out
+    return [(name, sequential(net), radius, delta_p, z[:n])
+            for name, net, radius, delta_p, z in trained_obfuscators(specs, n)]
 
 
 def run_phi(net: Any, z: np.ndarray, oracle: Any, *, radius: float, delta_p: float) -> tuple[Any, float]:
@@ -266,10 +277,10 @@ def run_phi(net: Any, z: np.ndarray, oracle: Any, *, radius: float, delta_p: flo
 
 
 def phis(peer: LipMIPPeer, specs: tuple[str, ...], new: tuple[tuple[int, ...], ...], n: int, n_train: int,
-         limit: float) -> None:
+         limit: float, init: str) -> None:
     models = shipped(specs, n)
     for widths in new:
-        seq = untrained(widths)
+        seq = grid_net(widths, init)
         delta_p, exact = training_delta_p(seq, n_train, limit, seed=2)
         centres = np.random.default_rng(3).standard_normal((n, widths[0]))
         arch = "→".join(map(str, widths))
@@ -312,6 +323,8 @@ def main() -> None:
                         help="test centres / images per setting (default 6, quick 3)")
     parser.add_argument("--n-train", type=int, default=8, help="training centres for Δp (default 8)")
     parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per question (default 10)")
+    parser.add_argument("--init", choices=("default", "he"), default="default",
+                        help="untrained nets: the product's (PyTorch default) or He initialisation")
     parser.add_argument("--shipped", default="digits/*,fashion-mnist/ARL-C-N,fashion-mnist/Encoder",
                         help="shipped obfuscators for the φ part, dataset/variant (default %(default)s)")
     args = parser.parse_args()
@@ -322,15 +335,16 @@ def main() -> None:
     n = args.n or (3 if args.quick else 6)
     peer = LipMIPPeer(args.lipmip)
     os.environ.setdefault("PRIVLENS_CACHE_DIR", tempfile.mkdtemp(prefix="peer-ptr-cache-"))
-    print(f"load before: {load()} | ℓ∞→ℓ1, {args.time_limit:g} s per question, 1 thread each, cache "
+    print(f"load before: {load()} | ℓ∞→ℓ1, {args.init} init, {args.time_limit:g} s per question, "
+          "1 thread each, cache "
           f"{os.environ['PRIVLENS_CACHE_DIR']}", flush=True)
     if args.part in ("decisions", "both"):
-        decisions(peer, QUICK_GRID if args.quick else GRID, n, args.n_train, args.time_limit)
+        decisions(peer, QUICK_GRID if args.quick else GRID, n, args.n_train, args.time_limit, args.init)
     if args.part in ("phi", "both"):
         specs = ("digits/ARL-C-N", "digits/Encoder") if args.quick else tuple(args.shipped.split(","))
         new = ((8, 10, 10, 8),) if args.quick else ((8, 10, 10, 8), (8, 10, 10, 10, 8))
         print()
-        phis(peer, specs, new, n, args.n_train, args.time_limit)
+        phis(peer, specs, new, n, args.n_train, args.time_limit, args.init)
     print(f"load after: {load()}")
 
 
