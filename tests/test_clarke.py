@@ -173,7 +173,7 @@ def test_ascend_witness_is_a_lower_bound_and_climbs(seed: int) -> None:
     """The pattern hill climb returns a float64-verified norm at a point of the box: never above the
     brute-force L, never below its start's."""
     from privcore.lipschitz.bounds import jacobian_norms
-    from privcore.lipschitz.regions import ascend_witness
+    from privcore.lipschitz.witnesses import ascend_witness
 
     net, center, radius, lo, hi = _depth3_case(seed)
     for output_norm in ("linf", "l1"):
@@ -196,7 +196,7 @@ def test_nearest_region_point_keeps_the_witness_and_reaches_the_region_distance(
     from scipy.optimize import linprog
 
     from privcore.lipschitz.bounds import jacobian_norms
-    from privcore.lipschitz.regions import nearest_region_point
+    from privcore.lipschitz.witnesses import nearest_region_point
     from tests._reference import _region_rows
 
     net, center, _, lo, hi = _depth3_case(seed)
@@ -222,6 +222,7 @@ def test_nearest_region_point_keeps_the_witness_and_reaches_the_region_distance(
         close += dist <= ref.fun + 1e-3 * (1.0 + np.max(np.abs(p - center)))
         checked += 1
     assert checked >= 20 and close >= 0.9 * checked
+
 
 
 def test_affine_range_contains_every_feasible_point() -> None:

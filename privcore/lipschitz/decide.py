@@ -40,7 +40,7 @@ milp                  LipMIP with early stops: pass when the proven bound ≤ τ
 Every step uses only certified bounds on the same L (every pass an upper bound ≤ τ, every fail a
 point verified in float64), so the answer is the same whichever step gives it (DESIGN.md).
 ``Decision.how`` names the evidence (:class:`How`). A fail's witness is moved to the point of its
-activation region nearest z (:func:`~privcore.lipschitz.regions.nearest_region_point`, re-verified),
+activation region nearest z (:func:`~privcore.lipschitz.witnesses.nearest_region_point`, re-verified),
 so ``Decision.lower_radius`` is the smallest radius that region fails: PTR's bisection asks next
 just below it (:func:`~privcore.mechanisms.phi.compute_phi`).
 """
@@ -70,8 +70,9 @@ from privcore.lipschitz.pattern_search import (
     pattern_nearest_violation,
     pattern_upper_bound,
 )
-from privcore.lipschitz.regions import nearest_region_point, verified_lower_bound
+from privcore.lipschitz.regions import verified_lower_bound
 from privcore.lipschitz.tighten import tighten_bounds
+from privcore.lipschitz.witnesses import nearest_region_point
 from privcore.validation import check_real
 
 __all__ = ["MIP_GAP", "SPLIT_SECONDS", "STEPS", "TIGHTEN_MIN_UNSTABLE", "Decision", "How", "decide_exact"]
@@ -190,7 +191,7 @@ class _Query:
 
     def witness_kw(self, value: float, point: np.ndarray) -> dict[str, Any]:
         """``lower``/``lower_radius`` of a verified witness ``value > τ`` at ``point``, moved to its
-        region's point nearest the centre (:func:`~privcore.lipschitz.regions.nearest_region_point`),
+        region's point nearest the centre (:func:`~privcore.lipschitz.witnesses.nearest_region_point`),
         so the fact "L > τ from that radius on" settles every later question at a radius ≥ it."""
         b = self.ball
         near = nearest_region_point(b.net, b.center, point, b.norms)

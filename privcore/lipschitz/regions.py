@@ -25,8 +25,6 @@ from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.norms import Norms
 
 __all__ = [
-    "ascend_witness",
-    "nearest_region_point",
     "polytope_in_box",
     "region_distance",
     "region_nonempty",
@@ -94,97 +92,6 @@ def verified_lower_bound(
             if good and inside and v * (1 - 1e-12) > best:
                 best, arg = float(v * (1 - 1e-12)), p
     return best, arg
-
-
-def ascend_witness(
-    net: ReluNetwork,
-    lo: np.ndarray,
-    hi: np.ndarray,
-    starts: np.ndarray,
-    norms: Norms,
-    *,
-    max_steps: int = 64,
-    tries: int = 6,
-) -> tuple[float, np.ndarray | None]:
-    """A lower bound on L over the box ``[lo, hi]`` by hill climbing over realised patterns.
-
-    From each start's pattern, the single-neuron flips are ranked by ``‖J_D‖`` (one batch of
-    Jacobians); the best ``tries`` that improve are tested in order, each by the LP of
-    :func:`polytope_in_box` on its whole region, and the climb moves to the first whose LP point is
-    strictly inside its region with a larger float64 Jacobian norm. Returns the best verified norm
-    (deflated by 1e-12, as every witness) and its point, or ``(-inf, None)``. A heuristic for
-    witnesses: every value it returns is verified, none is needed for soundness."""
-    best, arg = -np.inf, None
-    n = net.n_hidden
-    flip = np.eye(n, dtype=bool)
-    for x in np.atleast_2d(starts):
-        vals, ok = jacobian_norms(net, x[None], norms)
-        if not ok[0]:
-            continue
-        here, point = float(vals[0]), x
-        pattern = np.concatenate([(z[0] > 0) for z in net.preactivations(x[None])]).astype(np.float64)
-        for _ in range(max_steps):
-            cand = np.where(flip, 1.0 - pattern, pattern)
-            jac = net.jacobians(np.zeros((n, net.in_dim)), net.split_pattern(cand))
-            flipped = np.atleast_1d(norms.of(jac))
-            moved = False
-            for k in np.argsort(-flipped)[:tries]:
-                if flipped[k] <= here:
-                    break
-                meets, p = polytope_in_box(*_region_rows(net, cand[k]), lo, hi)
-                if not meets or p is None:
-                    continue
-                v, good = jacobian_norms(net, p[None], norms)
-                if good[0] and v[0] > here:
-                    here, point, pattern, moved = float(v[0]), p, cand[k], True
-                    break
-            if not moved:
-                break
-        if here * (1.0 - 1e-12) > best:
-            best, arg = here * (1.0 - 1e-12), point
-    return best, arg
-
-
-#: how far along the segment from a witness to its region's LP optimum the verified point may sit
-_PUSH_STEPS = (1.0 - 1e-9, 1.0 - 1e-6, 1.0 - 1e-3, 0.9, 0.5)
-
-
-def nearest_region_point(
-    net: ReluNetwork, center: np.ndarray, point: np.ndarray, norms: Norms
-) -> tuple[float, float, np.ndarray] | None:
-    """A verified witness as close to ``center`` as its activation region allows.
-
-    ``point`` must be strictly inside its region (:func:`jacobian_norms`' mask); the region is a
-    convex polytope on which the Jacobian is the constant ``J_D``, so every point of the segment
-    from ``point`` to the region's point nearest ``center`` (one LP, :func:`region_distance`) has
-    the same Jacobian. The point returned is the one nearest that optimum whose float64
-    re-evaluation is strictly inside the same region, so it is a witness by the usual rule:
-    ``(distance from center, norm deflated by 1e-12, point)``, with distance ≤ ``point``'s. None
-    when ``point`` is not strictly inside a region. A heuristic that only moves evidence closer:
-    L(f, B(center, r)) ≥ norm for every r ≥ the distance returned."""
-    center = np.asarray(center, dtype=np.float64)
-    point = np.asarray(point, dtype=np.float64)
-    vals, ok = jacobian_norms(net, point[None], norms)
-    if not ok[0]:
-        return None
-    pattern = np.concatenate([(z[0] > 0) for z in net.preactivations(point[None])]).astype(np.float64)
-    dist = float(np.max(np.abs(point - center)))
-    best = (dist, float(vals[0]) * (1.0 - 1e-12), point)
-    try:
-        hit = _distance_lp(*_region_rows(net, pattern), center, dist)
-    except CertificationError:  # an LP that ends oddly only means no better point
-        return best
-    if hit is None or hit[0] >= dist:
-        return best
-    seg = point + np.array(_PUSH_STEPS)[:, None] * (hit[1] - point)
-    v, good = jacobian_norms(net, seg, norms)
-    signs = np.concatenate([(z > 0) for z in net.preactivations(seg)], axis=1)
-    same = np.all(signs == (pattern > 0.5), axis=1)
-    for k in np.flatnonzero(good & same):
-        d_k = float(np.max(np.abs(seg[k] - center)))
-        if d_k < dist:
-            return d_k, float(v[k]) * (1.0 - 1e-12), seg[k]
-    return best
 
 
 def _region_rows(

@@ -8,7 +8,7 @@ node's neuron covers it by its two children (a point with z_j = 0 lies in both, 
 hull's D_j ∈ [0, 1] needs only its ends, by multilinearity); halving its box covers it too. So
 the nodes left open always cover every (point, pattern) of the ball. When the root's bounds do not
 settle the question, a hill climb over realised patterns looks for a witness first
-(:func:`~privcore.lipschitz.regions.ascend_witness`). Then a batch of open nodes gets, cheapest
+(:func:`~privcore.lipschitz.witnesses.ascend_witness`). Then a batch of open nodes gets, cheapest
 first (after Shi et al., NeurIPS 2022, whose branch and bound splits neurons):
 
 * certified pre-activation bounds on the node (:mod:`~privcore.lipschitz.clarke`: CROWN ∩ interval
@@ -51,7 +51,8 @@ from privcore.lipschitz.bounds import box_around, jacobian_norms, sampled_lower_
 from privcore.lipschitz.clarke import ClarkeBounds, clarke_bounds, single_threaded
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.norms import DEFAULT_NORMS, Norms
-from privcore.lipschitz.regions import affine_range, ascend_witness, polytope_in_box
+from privcore.lipschitz.regions import affine_range, polytope_in_box
+from privcore.lipschitz.witnesses import ascend_witness
 from privcore.validation import check_finite_array, check_nonnegative, check_real
 
 __all__ = ["SplitResult", "ValueResult", "split_decide", "split_value"]
@@ -325,7 +326,7 @@ class _Search:
 
     def climb(self, lo: np.ndarray, hi: np.ndarray) -> None:
         """Cheap evidence first: hill climbing over realised patterns
-        (:func:`~privcore.lipschitz.regions.ascend_witness`) from the sampled lower bound's point
+        (:func:`~privcore.lipschitz.witnesses.ascend_witness`) from the sampled lower bound's point
         (:func:`~privcore.lipschitz.bounds.sampled_lower_bound`, a local search in x) and the best of
         further box vertices and uniform points. Deciding, a verified value above τ is the failing
         witness; maximising, it raises the lower bound."""
