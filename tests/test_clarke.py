@@ -224,6 +224,48 @@ def test_nearest_region_point_keeps_the_witness_and_reaches_the_region_distance(
     assert checked >= 20 and close >= 0.9 * checked
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_descend_violation_moves_nearer_but_never_past_the_nearest_violation(seed: int) -> None:
+    """From witnesses above τ, descend_violation returns witnesses above τ by the float64 rule
+    (strictly inside a region, the norm re-evaluated there), never farther than where they
+    started, never nearer than the exact distance to the nearest region with ‖J_D‖ > τ (brute force:
+    scipy's LP on every such pattern's region), and on some witnesses strictly nearer."""
+    from scipy.optimize import linprog
+
+    from privcore.lipschitz.bounds import jacobian_norms
+    from privcore.lipschitz.codes import to_bits
+    from privcore.lipschitz.witnesses import descend_violation, nearest_region_point
+    from tests._reference import _region_rows
+
+    net, center, *_ = _depth3_case(seed)
+    norms = Norms()
+    bits = to_bits(np.arange(1 << net.n_hidden, dtype=np.int64), net.n_hidden)
+    every = norms.of(net.jacobians(np.zeros((bits.shape[0], net.in_dim)), net.split_pattern(bits)))
+    tau = float(np.quantile(every, 0.75))
+    d = center.size
+    ones = np.ones((d, 1))
+    nearest = np.inf  # min over patterns above τ of the ℓ∞ distance from the centre to the region
+    for b in bits[every > tau]:
+        G, h = _region_rows(net, np.split(b, np.cumsum(net.hidden_widths)[:-1]))
+        A = np.block([[G, np.zeros((G.shape[0], 1))], [np.eye(d), -ones], [-np.eye(d), -ones]])
+        ref = linprog(np.r_[np.zeros(d), 1.0], A_ub=A, b_ub=np.r_[h, center, -center],
+                      bounds=[(None, None)] * d + [(0, None)], method="highs")
+        if ref.status == 0:
+            nearest = min(nearest, ref.fun)
+    pts = np.random.default_rng(seed).uniform(center - 3.0, center + 3.0, size=(600, d))
+    vals, ok = jacobian_norms(net, pts, norms)
+    moved = checked = 0
+    for p in pts[ok & (vals > tau)][:15]:
+        start = nearest_region_point(net, center, p, norms)
+        dist, value, q = descend_violation(net, center, start, tau, norms)
+        again, good = jacobian_norms(net, q[None], norms)
+        assert good[0] and tau < value <= again[0]
+        assert dist == np.max(np.abs(q - center)) <= start[0]
+        assert dist >= nearest - 1e-7
+        moved += dist < start[0] * (1.0 - 1e-6)
+        checked += 1
+    assert checked >= 10 and moved >= 1
+
 
 def test_affine_range_contains_every_feasible_point() -> None:
     """affine_range bounds P x + p0 over the polytope in the box: every grid point of the polytope lies

@@ -40,9 +40,10 @@ milp                  LipMIP with early stops: pass when the proven bound ≤ τ
 Every step uses only certified bounds on the same L (every pass an upper bound ≤ τ, every fail a
 point verified in float64), so the answer is the same whichever step gives it (DESIGN.md).
 ``Decision.how`` names the evidence (:class:`How`). A fail's witness is moved to the point of its
-activation region nearest z (:func:`~privcore.lipschitz.witnesses.nearest_region_point`, re-verified),
-so ``Decision.lower_radius`` is the smallest radius that region fails: PTR's bisection asks next
-just below it (:func:`~privcore.mechanisms.phi.compute_phi`).
+activation region nearest z and on to nearer adjacent regions still above τ
+(:mod:`~privcore.lipschitz.witnesses`, each point re-verified), so ``Decision.lower_radius`` is the
+smallest radius those regions fail: PTR's bisection asks next just below it
+(:func:`~privcore.mechanisms.phi.compute_phi`).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ from privcore.lipschitz.pattern_search import (
 )
 from privcore.lipschitz.regions import verified_lower_bound
 from privcore.lipschitz.tighten import tighten_bounds
-from privcore.lipschitz.witnesses import nearest_region_point
+from privcore.lipschitz.witnesses import descend_violation, nearest_region_point
 from privcore.validation import check_real
 
 __all__ = ["MIP_GAP", "SPLIT_SECONDS", "STEPS", "TIGHTEN_MIN_UNSTABLE", "Decision", "How", "decide_exact"]
@@ -191,11 +192,14 @@ class _Query:
 
     def witness_kw(self, value: float, point: np.ndarray) -> dict[str, Any]:
         """``lower``/``lower_radius`` of a verified witness ``value > τ`` at ``point``, moved to its
-        region's point nearest the centre (:func:`~privcore.lipschitz.witnesses.nearest_region_point`),
-        so the fact "L > τ from that radius on" settles every later question at a radius ≥ it."""
+        region's point nearest the centre and then to nearer adjacent regions still above τ
+        (:func:`~privcore.lipschitz.witnesses.nearest_region_point`,
+        :func:`~privcore.lipschitz.witnesses.descend_violation`), so the fact "L > τ from that
+        radius on" settles every later question at a radius ≥ it."""
         b = self.ball
         near = nearest_region_point(b.net, b.center, point, b.norms)
         if near is not None and near[1] > self.tau:
+            near = descend_violation(b.net, b.center, near, self.tau, b.norms)
             return {"lower": near[1], "lower_radius": near[0]}
         return {"lower": value, "lower_radius": float(np.max(np.abs(point - b.center)))}
 

@@ -10,6 +10,9 @@ towards the boundary it looks for:
 * :func:`ascend_witness` — a larger norm: hill climbing over realised patterns in a box;
 * :func:`nearest_region_point` — the same norm closer to a centre: the witness's region's point
   nearest it (one LP);
+* :func:`descend_violation` — a norm still above τ closer to a centre: from region to adjacent
+  region (single-neuron flips whose ‖J_D‖ > τ), while one is nearer, so that "L > τ from radius ρ
+  on" holds for a smaller ρ.
 """
 
 from __future__ import annotations
@@ -17,12 +20,12 @@ from __future__ import annotations
 import numpy as np
 
 from privcore.errors import CertificationError
-from privcore.lipschitz.bounds import jacobian_norms
+from privcore.lipschitz.bounds import box_around, jacobian_norms
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.norms import Norms
 from privcore.lipschitz.regions import _distance_lp, _region_rows, polytope_in_box
 
-__all__ = ["ascend_witness", "nearest_region_point"]
+__all__ = ["ascend_witness", "descend_violation", "nearest_region_point"]
 
 
 def _pattern_at(net: ReluNetwork, x: np.ndarray) -> np.ndarray:
@@ -124,3 +127,53 @@ def nearest_region_point(
             return d_k, float(v[k]) * (1.0 - 1e-12), seg[k]
     return best
 
+
+def descend_violation(
+    net: ReluNetwork,
+    center: np.ndarray,
+    witness: tuple[float, float, np.ndarray],
+    threshold: float,
+    norms: Norms,
+    *,
+    max_lps: int = 4096,
+) -> tuple[float, float, np.ndarray]:
+    """A verified witness above ``threshold`` nearer ``center``: ``witness`` is ``(distance, norm,
+    point)`` as :func:`nearest_region_point` returns it, with norm > threshold.
+
+    From the witness's region, the adjacent patterns (one neuron flipped) whose ``‖J_D‖`` exceeds
+    the threshold are tried in order of that norm: one LP for the flipped region's distance from
+    ``center`` (:func:`~privcore.lipschitz.regions.region_distance`'s), and when it is nearer, the
+    point of that region (inside the current ball) with the largest row margin
+    (:func:`~privcore.lipschitz.regions.polytope_in_box`), verified in float64 and moved to its
+    region's nearest point (:func:`nearest_region_point`). The first nearer verified witness above
+    the threshold is taken, until no flip is nearer or ``max_lps`` LPs are spent. Local: the
+    distance returned is an upper bound on the distance to the nearest violating region, no more."""
+    center = np.asarray(center, dtype=np.float64)
+    dist, value, point = witness
+    lps = 0
+    while lps < max_lps:
+        cand, flipped = _single_flips(net, _pattern_at(net, point), norms)
+        nearer = None
+        for k in np.argsort(-flipped):
+            if flipped[k] <= threshold or lps >= max_lps:
+                break
+            G, h = _region_rows(net, cand[k])
+            lps += 1
+            try:
+                hit = _distance_lp(G, h, center, dist)
+            except CertificationError:  # an LP that ends oddly only means no nearer point here
+                continue
+            if hit is None or hit[0] >= dist * (1.0 - 1e-9):
+                continue
+            lps += 1
+            meets, x = polytope_in_box(G, h, *box_around(center, dist))
+            if not meets or x is None:
+                continue
+            near = nearest_region_point(net, center, x, norms)
+            if near is not None and near[0] < dist and near[1] > threshold:
+                nearer = near
+                break
+        if nearer is None:
+            break
+        dist, value, point = nearer
+    return dist, value, point
