@@ -157,13 +157,13 @@ def referee(net: ReluNetwork, z: np.ndarray, mine: PhiResult, theirs: PhiResult,
     return f"same answers at every common radius, but R* {mine.r_star!r} vs {theirs.r_star!r}"
 
 
-def timed_phi(net: ReluNetwork, z: np.ndarray, oracle: Any, *, radius: float, delta_p: float) -> tuple[
-    PhiResult | None, float
-]:
+def timed_phi(net: ReluNetwork, z: np.ndarray, oracle: Any, *, radius: float, delta_p: float,
+              r_max: float | None = None, tol: float = TOL) -> tuple[PhiResult | None, float]:
+    """φ(z) and its seconds (None: a question was not decided); R_max = 10R unless given."""
     start = time.perf_counter()
     try:
-        phi = compute_phi(net, z, radius=radius, delta_p=delta_p, r_max=10 * radius, tol=TOL,
-                          lipschitz=oracle)
+        phi = compute_phi(net, z, radius=radius, delta_p=delta_p,
+                          r_max=10 * radius if r_max is None else r_max, tol=tol, lipschitz=oracle)
     except CertificationError:
         phi = None
     return phi, time.perf_counter() - start

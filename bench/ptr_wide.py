@@ -3,9 +3,9 @@
 An untrained obfuscator with the product's initialisation (``bench/lipschitz.py``'s ``paper_net``),
 Δp = μ + 3σ of the exact L(f, B(z, R)) at 10 "training" centres z ~ N(0, I) (each
 ``local_lipschitz`` with ``--limit`` seconds; how many were exact is printed), then φ per test
-centre with the exact certifier (``Certifier(kind="exact")``, R_max = 10R, the bench's tol), its
-seconds and which evidence decided its questions; φ = None means a question was not decided and
-nothing would be released.
+centre with the exact certifier (``Certifier(kind="exact")``; R_max = 10R and the bench's tol, or
+with ``--grid dashboard`` the dashboard's R_max and tol = R/16), its seconds and which evidence
+decided its questions; φ = None means a question was not decided and nothing would be released.
 
     .venv/bin/python bench/ptr_wide.py                          # 8→32→32→8, R = 0.2, 5 centres
     .venv/bin/python bench/ptr_wide.py --widths 8,64,64,8 --radius 0.1
@@ -28,20 +28,31 @@ from privcore.lipschitz import Certifier, local_lipschitz
 
 
 def main() -> None:
-    from lipschitz import load, paper_net, timed_phi
+    from lipschitz import TOL, load, paper_net, timed_phi
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--widths", default="8,32,32,8")
     ap.add_argument("--radius", type=float, default=0.2)
     ap.add_argument("--n", type=int, default=5, help="test centres")
     ap.add_argument("--limit", type=float, default=30.0, help="seconds per training constant and per MILP")
+    ap.add_argument("--grid", choices=("bench", "dashboard"), default="bench",
+                    help="φ's bisection grid: bench/lipschitz.py's (R_max = 10R, tol 1e-3) or the "
+                         "dashboard's (ptr_search_range at its smallest ε and δ: tol = R/16)")
     args = ap.parse_args()
     widths = tuple(int(w) for w in args.widths.split(","))
     net = paper_net(widths)
     rng = np.random.default_rng(0)
     train = rng.standard_normal((10, net.in_dim))
     test = rng.standard_normal((args.n, net.in_dim))
-    print(f"{'→'.join(map(str, widths))}, R = {args.radius:g}, load {load()}")
+    if args.grid == "dashboard":
+        from privcore.mechanisms.search_range import ptr_search_range
+        from privlens.settings import DELTA_GRID, EPSILON_GRID
+
+        r_max, tol = ptr_search_range(args.radius, epsilon_min=min(EPSILON_GRID), delta_min=min(DELTA_GRID))
+    else:
+        r_max, tol = 10 * args.radius, TOL
+    print(f"{'→'.join(map(str, widths))}, R = {args.radius:g}, grid {args.grid} (R_max {r_max:.4g}, "
+          f"tol {tol:.4g}), load {load()}")
     start = time.perf_counter()
     certs = [local_lipschitz(net, z, args.radius, time_limit=args.limit, threads=1) for z in train]
     values = np.array([c.upper for c in certs])
@@ -51,7 +62,7 @@ def main() -> None:
     seconds, decided = [], 0
     for i, z in enumerate(test):
         cert = Certifier(kind="exact", time_limit=args.limit)
-        phi, secs = timed_phi(net, z, cert, radius=args.radius, delta_p=delta_p)
+        phi, secs = timed_phi(net, z, cert, radius=args.radius, delta_p=delta_p, r_max=r_max, tol=tol)
         seconds.append(secs)
         decided += phi is not None
         evidence = {str(k): v for k, v in cert.stats.items()}
