@@ -3,10 +3,12 @@
 LipMIP (Jordan & Dimakis, NeurIPS 2020; github.com/revbucket/lipMIP, MIT licence) is not part of
 this project and is never committed or built here: pass a checkout of it with ``--lipmip DIR`` (its
 modules import matplotlib for plotting only; put a matplotlib on ``PYTHONPATH`` if the venv has
-none). It is run unmodified, so the comparison uses the norm both support: ℓ∞ on the input and ℓ∞
-on the output, i.e. LipMIP's ``c_vector='l1Ball1'`` (the dual ℓ1 ball) against
-``local_lipschitz(input_norm="linf", output_norm="linf")``. The product's default ℓ∞→ℓ1 needs
-c ∈ [−1, 1]^m, which unmodified LipMIP does not offer.
+none). It is run unmodified. By default the comparison uses the norm all three support: ℓ∞ on the
+input and ℓ∞ on the output, i.e. LipMIP's ``c_vector='l1Ball1'`` (the dual ℓ1 ball) against
+``local_lipschitz(input_norm="linf", output_norm="linf")``. ``--output-norm l1`` compares the
+product's ℓ∞→ℓ1 instead: c ∈ [−1, 1]^m through the ``Hyperbox`` c-set branch of LipMIP's own
+``gurobi_backprop_domain``, which two asserts guard, so that run needs ``python -O`` (as
+bench/peer_ptr.py; LipBaB has no ℓ1 output norm and is refused there).
 
 LipBaB (Bhowmick et al., 2021; github.com/pyrobits/LipBaB) is a notebook-style script: pass a checkout
 with ``--lipbab DIR``. Its definitions (cells 1–10) are executed unmodified; its last two cells (which
@@ -45,6 +47,7 @@ import os
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -85,20 +88,27 @@ def untrained(widths: tuple[int, ...], seed: int = 0) -> torch.nn.Sequential:
 class LipMIPPeer:
     """LipMIP from a checkout, unmodified: ``value(seq, z, r, limit)`` → (value, exact, seconds)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, output_norm: str = "linf") -> None:
         sys.path.insert(0, str(directory))
         import lipMIP
         import relu_nets
         from hyperbox import Hyperbox
 
         self._lipmip, self._relu_nets, self._box = lipMIP, relu_nets, Hyperbox
+        self._output_norm = output_norm
+
+    def _c_set(self, seq: torch.nn.Sequential) -> object:
+        """'l1Ball1' (ℓ∞→ℓ∞) or the box c ∈ [−1, 1]^m (ℓ∞→ℓ1, its Hyperbox branch)."""
+        if self._output_norm == "linf":
+            return "l1Ball1"
+        return self._box.build_linf_ball(torch.zeros(seq[-1].out_features), 1.0)
 
     def value(
         self, seq: torch.nn.Sequential, z: np.ndarray, r: float, limit: float
     ) -> tuple[float, bool, float]:
         net = self._relu_nets.ReLUNet.from_sequential(seq)
         start = time.perf_counter()
-        prob = self._lipmip.LipMIP(net, self._box.build_linf_ball(z, r), "l1Ball1", primal_norm="linf",
+        prob = self._lipmip.LipMIP(net, self._box.build_linf_ball(z, r), self._c_set(seq), primal_norm="linf",
                                    verbose=False, timeout=limit, num_threads=1)
         with contextlib.redirect_stdout(io.StringIO()) as out:  # it prints "TIME LIMIT"
             res = prob.compute_max_lipschitz()
@@ -165,9 +175,11 @@ class LipBaBPeer:
         return float(value), exact and seconds < limit, seconds
 
 
-def ours(seq: torch.nn.Sequential, z: np.ndarray, r: float, limit: float) -> tuple[float, bool, float]:
+def ours(
+    seq: torch.nn.Sequential, z: np.ndarray, r: float, limit: float, output_norm: str = "linf"
+) -> tuple[float, bool, float]:
     start = time.perf_counter()
-    cert = local_lipschitz(seq, z, r, input_norm="linf", output_norm="linf", time_limit=limit, threads=1)
+    cert = local_lipschitz(seq, z, r, input_norm="linf", output_norm=output_norm, time_limit=limit, threads=1)
     seconds = time.perf_counter() - start
     return cert.upper, cert.exact and seconds < limit, seconds
 
@@ -176,13 +188,13 @@ def load() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
-def setting(peers: dict, widths: tuple[int, ...], r: float, n: int, limit: float) -> None:
+def setting(peers: dict, widths: tuple[int, ...], r: float, n: int, limit: float, output_norm: str) -> None:
     seq = untrained(widths)
     rng = np.random.default_rng(1)
     rows = []
     for i in range(n):
         z = rng.standard_normal(widths[0])
-        runs = [*peers.items(), ("ours", ours)]
+        runs = [*peers.items(), ("ours", partial(ours, output_norm=output_norm))]
         k = i % len(runs)  # rotate who goes first
         rows.append({name: fn(seq, z, r, limit) for name, fn in runs[k:] + runs[:k]})
     arch = "→".join(map(str, widths))
@@ -222,7 +234,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="3 nets, 4 centres")
     parser.add_argument("--n", type=int, default=None, help="centres per setting (default 8, quick 4)")
     parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per certificate (default 10)")
+    parser.add_argument("--output-norm", choices=("linf", "l1"), default="linf",
+                        help="ℓ∞→ℓ∞ (every peer) or the product's ℓ∞→ℓ1 (LipMIP only, under python -O)")
     args = parser.parse_args()
+    if args.output_norm == "l1" and args.lipbab is not None:
+        parser.error("--output-norm l1: LipBaB computes only the ℓ∞→ℓ∞ norm; leave --lipbab out")
+    if args.output_norm == "l1" and not sys.flags.optimize:
+        parser.error("--output-norm l1 runs LipMIP's Hyperbox c-set branch (behind two asserts): "
+                     "use python -O")
     if args.lipmip is None and args.lipbab is None:
         parser.error("name at least one peer: --lipmip DIR and/or --lipbab DIR")
     if args.lipmip is not None and not (args.lipmip / "lipMIP.py").is_file():
@@ -232,14 +251,15 @@ def main() -> None:
     n = args.n or (4 if args.quick else 8)
     peers = {}
     if args.lipmip is not None:
-        peers["lipmip"] = LipMIPPeer(args.lipmip).value
+        peers["lipmip"] = LipMIPPeer(args.lipmip, args.output_norm).value
     if args.lipbab is not None:
         peers["lipbab"] = LipBaBPeer(args.lipbab).value
-    print(f"load before: {load()} | ℓ∞→ℓ∞, {n} centres, {args.time_limit:g} s limit, 1 thread each",
+    norm = "ℓ∞→ℓ∞" if args.output_norm == "linf" else "ℓ∞→ℓ1"
+    print(f"load before: {load()} | {norm}, {n} centres, {args.time_limit:g} s limit, 1 thread each",
           flush=True)
     for widths in QUICK_GRID if args.quick else GRID:
         for r in (R, 5 * R):
-            setting(peers, widths, r, n, args.time_limit)
+            setting(peers, widths, r, n, args.time_limit, args.output_norm)
     print(f"load after: {load()}")
 
 
