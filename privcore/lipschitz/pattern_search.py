@@ -250,20 +250,15 @@ def _table_for(
     memory, on disk or shipped. Both are certified (the box's table is a superset of what the box
     realises), so only the cost differs."""
     table = global_pattern_table(net, norms)
-    if table is not None:
-        return table
-    if threshold is not None and realised and len(net.weights) > 2:
-        table = realised_pattern_table(net, threshold, norms, build=False)
-        if table is None and threshold_table_due(net, threshold, norms):
-            table = realised_pattern_table(net, threshold, norms)
-        if table is None:
-            table = box_pattern_table(net, fwd, norms)
-            if table is None:
-                table = realised_pattern_table(net, threshold, norms)
-        if table is not None:
-            return table
-    return box_pattern_table(net, fwd, norms)
-
+    shared = table is None and threshold is not None and realised and len(net.weights) > 2
+    if shared:
+        due = threshold_table_due(net, threshold, norms)
+        table = realised_pattern_table(net, threshold, norms, build=due)
+    if table is None:
+        table = box_pattern_table(net, fwd, norms)
+    if table is None and shared:  # the box is too wide to enumerate: the shared table it is
+        table = realised_pattern_table(net, threshold, norms)
+    return table
 
 
 def pattern_upper_bound(
