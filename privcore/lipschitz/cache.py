@@ -23,11 +23,8 @@ rebuilt, so later calls and ``len()`` work again.
 use with owner-only permissions. :func:`rotate_secret` (or ``python -m privcore cache
 rotate-secret``) replaces it; every existing entry then is a miss and is removed.
 
-**Permissions.** The directory (meant to be the cache's own) is created 0700 and every cache file
-in it (``cache.*``: database, WAL/SHM, secret, lock, moved-aside copies) is made 0600: a 077
-umask around creation, and existing ones are chmod-ed when the cache opens them. A directory
-that stays open to other users (not ours, or sticky like /tmp) disables the cache with a warning
-rather than trusting it.
+**Permissions.** The directory is 0700 and every cache file in it 0600; a directory open to other
+users disables the cache with a warning (:mod:`~privcore.lipschitz.cache_files`).
 
 **Retention.** Each row records its creation time. Rows older than the expiry are never returned
 and are purged on every write; when the stored values exceed the size limit the oldest rows are
@@ -40,7 +37,6 @@ with ``$PRIVLENS_CACHE_TTL_DAYS`` and ``$PRIVLENS_CACHE_MAX_MB`` (positive numbe
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import hmac
 import json
@@ -52,10 +48,17 @@ import stat
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from privcore.lipschitz.cache_files import (
+    CacheDisabled,
+    SecretFile,
+    move_aside,
+    private_umask,
+    secure_directory,
+)
 from privcore.validation import check_int, check_positive
 
 __all__ = [
@@ -79,7 +82,6 @@ DEFAULT_TTL_DAYS = 7.0
 _DB_NAME = "cache.sqlite3"
 _SECRET_NAME = "cache.secret"
 _LOCK_NAME = "cache.lock"
-_SECRET_BYTES = 32
 _ROW_OVERHEAD = 256  # bytes per row besides the value (id, tag, columns, index)
 _COLUMNS = ["id", "kind", "key", "value", "version", "created", "size", "checksum"]
 _SCHEMA = (
@@ -87,7 +89,6 @@ _SCHEMA = (
     "value TEXT NOT NULL, version INTEGER NOT NULL, created REAL NOT NULL, size INTEGER NOT NULL, "
     "checksum TEXT NOT NULL)"
 )
-_UMASK_LOCK = threading.Lock()
 T = TypeVar("T")
 
 
@@ -135,17 +136,6 @@ def _env_positive(name: str, default: float) -> float:
     return check_positive(name, value)
 
 
-@contextlib.contextmanager
-def _private_umask() -> Iterator[None]:
-    """Umask 077 while the cache creates files (process-wide, so held briefly and serialised)."""
-    with _UMASK_LOCK:
-        old = os.umask(0o077)
-        try:
-            yield
-        finally:
-            os.umask(old)
-
-
 #: retries of an operation SQLite refused as busy or locked (about 5 s of waiting in all)
 _BUSY_RETRIES = 8
 
@@ -171,10 +161,6 @@ def _is_corrupt(exc: sqlite3.Error) -> bool:
 def _rollback(conn: sqlite3.Connection) -> None:
     with contextlib.suppress(sqlite3.Error):
         conn.execute("ROLLBACK")
-
-
-class _Disabled(Exception):
-    """The cache directory cannot be made private: every operation is a miss."""
 
 
 class LipschitzCache:
@@ -210,7 +196,7 @@ class LipschitzCache:
         )
         self._local = threading.local()
         self._lock = threading.RLock()
-        self._secret_state: tuple[tuple[int, int, int], bytes] | None = None
+        self._secret_file = SecretFile(self.secret_path)
         self._checked_dir = False
         self._warned_disabled = False
         self.hits = 0
@@ -229,89 +215,12 @@ class LipschitzCache:
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["directory"], max_bytes=state["max_bytes"], ttl_seconds=state["ttl_seconds"])
 
-    # -- the directory and its files ----------------------------------------------------------------
-    def _secure_directory(self) -> None:
-        """Create the directory 0700 and make it and every file in it private, or raise _Disabled."""
-        if self._checked_dir and self.directory.is_dir():
-            return
-        with _private_umask():
-            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = os.stat(self.directory)
-        if st.st_uid == os.getuid() and not st.st_mode & stat.S_ISVTX:
-            with contextlib.suppress(OSError):
-                os.chmod(self.directory, 0o700)
-            st = os.stat(self.directory)
-        if st.st_uid != os.getuid() or st.st_mode & 0o077:
-            raise _Disabled(
-                f"cache directory {self.directory} is not private to this user (owner uid {st.st_uid}, "
-                f"mode {stat.S_IMODE(st.st_mode):04o}); choose another with PRIVLENS_CACHE_DIR"
-            )
-        for entry in os.scandir(self.directory):  # ours only: the directory may hold other things
-            if entry.name.startswith(("cache.", ".cache.")) and entry.is_file(follow_symlinks=False):
-                with contextlib.suppress(OSError):
-                    if stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode) & 0o077:
-                        os.chmod(entry.path, 0o600)
-        self._checked_dir = True
-
-    def _secret(self) -> bytes:
-        """The installation secret (created on first use; reloaded when another process rotated it)."""
-        try:
-            st = os.stat(self.secret_path, follow_symlinks=False)
-        except FileNotFoundError:
-            self._write_secret(replace=False)
-            st = os.stat(self.secret_path, follow_symlinks=False)
-        ident = (st.st_ino, st.st_mtime_ns, st.st_size)
-        state = self._secret_state
-        if state is not None and state[0] == ident:
-            return state[1]
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
-            raise _Disabled(f"cache secret {self.secret_path} is not a regular file owned by this user")
-        if stat.S_IMODE(st.st_mode) & 0o077:
-            os.chmod(self.secret_path, 0o600)
-        fd = os.open(self.secret_path, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as fh:
-            secret = fh.read()
-        if len(secret) != _SECRET_BYTES:
-            warnings.warn(
-                f"Lipschitz cache secret {self.secret_path} is damaged ({len(secret)} bytes); "
-                "a new one is made and every entry recomputed",
-                RuntimeWarning,
-                stacklevel=4,
-            )
-            self._write_secret(replace=True)
-            return self._secret()
-        self._secret_state = (ident, secret)
-        return secret
-
-    def _write_secret(self, *, replace: bool) -> None:
-        """Write a fresh secret atomically: a 0600 temporary file, then link (first writer wins) or
-        replace (rotation)."""
-        tmp = self.directory / f".{_SECRET_NAME}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
-        with _private_umask():
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(secrets.token_bytes(_SECRET_BYTES))
-                fh.flush()
-                os.fsync(fh.fileno())
-            if replace:
-                os.replace(tmp, self.secret_path)
-            else:
-                try:
-                    os.link(tmp, self.secret_path)  # atomic and never overwrites: the first writer wins
-                except FileExistsError:
-                    pass
-                except OSError:  # a filesystem without hard links
-                    if not self.secret_path.exists():
-                        os.replace(tmp, self.secret_path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-
     # -- connections ---------------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
         """This thread's connection, reopened after a fork or when the file was moved aside."""
-        self._secure_directory()
+        if not (self._checked_dir and self.directory.is_dir()):
+            secure_directory(self.directory)
+            self._checked_dir = True
         conn = getattr(self._local, "conn", None)
         if conn is not None and getattr(self._local, "pid", None) == os.getpid():
             try:
@@ -320,7 +229,7 @@ class LipschitzCache:
             except FileNotFoundError:
                 pass
             self._close_local()
-        with _private_umask():
+        with private_umask():
             if not self.path.exists():
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
@@ -375,41 +284,16 @@ class LipschitzCache:
         """Move a corrupt database aside (once, whichever process sees it first) and start afresh."""
         seen = getattr(self._local, "ino", None) if getattr(self._local, "conn", None) is not None else None
         self._close_local()
-        with _private_umask():
-            lock_fd = os.open(self.directory / _LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX)
-            try:
-                current = os.stat(self.path).st_ino
-            except FileNotFoundError:
-                return
-            if seen is not None and current != seen:
-                return  # another process already moved it aside
-            if seen is None and self._readable():
-                return  # the file we failed to open was replaced by a good one meanwhile
-            aside = Path(f"{self.path}.corrupt-{int(_now())}-{secrets.token_hex(2)}")
-            os.replace(self.path, aside)
-            for suffix in ("-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.replace(f"{self.path}{suffix}", f"{aside}{suffix}")
-        finally:
-            os.close(lock_fd)
+        aside = move_aside(self.path, self.directory / _LOCK_NAME, seen_inode=seen,
+                           suffix=f"corrupt-{int(_now())}-{secrets.token_hex(2)}")
+        if aside is None:
+            return
         self.recovered += 1
         warnings.warn(
             f"Lipschitz cache {self.path} is corrupt ({exc}); moved aside to {aside.name} and rebuilt",
             RuntimeWarning,
             stacklevel=4,
         )
-
-    def _readable(self) -> bool:
-        try:
-            conn = sqlite3.connect(self.path, timeout=5.0)
-            try:
-                return conn.execute("PRAGMA quick_check").fetchone() == ("ok",)
-            finally:
-                conn.close()
-        except sqlite3.Error:
-            return False
 
     def _run(self, op: Callable[[sqlite3.Connection, bytes], T], *, what: str, fallback: T) -> T:
         """Run ``op(connection, secret)``; a corrupt file is moved aside and the op retried once;
@@ -418,8 +302,8 @@ class LipschitzCache:
         for attempt in (0, 1):
             try:
                 conn = self._connect()
-                return op(conn, self._secret())
-            except _Disabled as exc:
+                return op(conn, self._secret_file.read())
+            except CacheDisabled as exc:
                 if not self._warned_disabled:
                     self._warned_disabled = True
                     warnings.warn(f"Lipschitz cache disabled: {exc}", RuntimeWarning, stacklevel=3)
@@ -432,7 +316,7 @@ class LipschitzCache:
                     time.sleep(0.02 * 2**busy_waits)
                     busy_waits += 1
                     try:
-                        return op(self._connect(), self._secret())
+                        return op(self._connect(), self._secret_file.read())
                     except sqlite3.Error as again:
                         error = again
                 if attempt == 0 and _is_corrupt(error):
@@ -591,9 +475,8 @@ class LipschitzCache:
     def rotate_secret(self) -> None:
         """Replace the installation secret: every existing entry becomes a miss (and is removed);
         other processes pick the new secret up on their next operation."""
-        self._secure_directory()
-        self._write_secret(replace=True)
-        self._secret_state = None
+        secure_directory(self.directory)
+        self._secret_file.rotate()
         self.clear()
 
     def __len__(self) -> int:
