@@ -21,6 +21,10 @@ PORT ?= 8501
 # loopback only by default; HOST=0.0.0.0 (every interface) is an explicit opt-in: the dashboard has no login
 HOST ?= 127.0.0.1
 FMNIST_DEB_DIR := /usr/share/datasets/fashion-mnist
+# `make test` runs the suite on TEST_WORKERS processes (pytest-xdist), each test file on one of them
+# (its module fixtures, e.g. a dashboard server, are then started once); TEST_WORKERS=0 runs in one
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 .PHONY: run test test-slow install install-dev system-deps fashion-mnist lint bench bench-scale clean torch-build
 
@@ -34,10 +38,10 @@ run: install fashion-mnist
 
 # the tests also cover the optional Ray executor (tests/test_ray.py), so they install its extra
 test: install-dev system-deps
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_PARALLEL)
 
 test-slow: install-dev system-deps
-	$(PY) -m pytest -q -m "slow or not slow"
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "slow or not slow"
 
 install: $(STAMP)
 
