@@ -12,17 +12,18 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from privcore.attacks.reconstruction import laplace_release_noise, train_reconstruction_attacker
 from privcore.cli import app
 from privcore.data import load_dataset
 from privcore.errors import CheckpointError
 from privcore.nets.checkpoint import card_path
 from privcore.pipeline import list_models, load_ip_models, load_pipeline
+from privcore.train.attacker import train_reconstruction_attacker
 from privcore.train.delta_p import compute_delta_p
 from privcore.train.embedder import train_embedder
 from privcore.train.ip import train_ip_classifier
 from privcore.train.obfuscator import train_obfuscator
 from privcore.train.recipes import attacker_recipe, embedder_recipe, ip_recipe, obfuscator_recipe
+from privcore.train.release_aware import laplace_release_noise
 
 FAST = {"progress": False, "device": "cpu"}
 

@@ -2,7 +2,8 @@
 
 * :mod:`privcore.attacks.metrics` — SSIM, PSNR, ℓ1, ℓ2 of reconstructions (Tables 3–6), batched.
 * :mod:`privcore.attacks.audit` — empirical lower bounds on ε from many releases of a pair.
-* :mod:`privcore.attacks.reconstruction` — the attacker network and its training.
+* :mod:`privcore.attacks.reconstruction` — the attacker network (trained by
+  :func:`privcore.train.attacker.train_reconstruction_attacker`).
 
 Exports are loaded lazily (PEP 562), so ``import privcore.attacks.audit`` does not pay for
 torchmetrics. Each part appends its names to ``_EXPORTS`` (name → submodule).
@@ -31,8 +32,6 @@ _EXPORTS: dict[str, str] = {
     "ssim": "metrics",
     # privcore.attacks.reconstruction
     "ReconstructionAttacker": "reconstruction",
-    "laplace_release_noise": "reconstruction",
-    "train_reconstruction_attacker": "reconstruction",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -4,7 +4,7 @@ For each radius R ∈ {0.1, 0.2, 0.4, 0.6, 0.8, 1.0} (ℓ∞ on z), with the ARL
 
 1. Δp(R) = μ + 3σ of exact L(f, N(z_i, R)) over training embeddings (the card's Δp at the
    card's R; for other R the same recipe on a seeded training subsample, certificates cached);
-2. an attacker — the library's :func:`privcore.attacks.reconstruction.train_reconstruction_attacker`
+2. an attacker — the library's :func:`privcore.train.attacker.train_reconstruction_attacker`
    — trained on releases of *training* images, f(z) + Lap(Δp(R)·R/ε) at ε ∈ {1, 2, 5, 10} mixed
    with noise-free f(z) (the "⊥-free samples": the attacker trains on the release distribution
    without PTR's test, which needs no certification and only helps it);
@@ -149,9 +149,9 @@ def delta_p_at(
 
 def _attacker(ctx: RunContext, pipe: Any, *, radius: float, delta_p: float, epochs: int) -> Any:
     """Train (or load the cached) attacker for this R and Δp."""
-    from privcore.attacks.reconstruction import train_reconstruction_attacker
     from privcore.nets.checkpoint import card_path, load_checkpoint
     from privcore.pipeline import default_models_dir
+    from privcore.train.attacker import train_reconstruction_attacker
     from privcore.train.recipes import attacker_recipe
 
     sha = pipe.cards["obfuscator"]["weights"]["sha256"][:12]

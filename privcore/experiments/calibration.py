@@ -96,12 +96,12 @@ def run(ctx: RunContext) -> Any:
     """The calibration comparison for every shipped Table-1 obfuscator; write ``calibration.csv``."""
     import torch
 
-    from privcore.attacks.reconstruction import laplace_release_noise
     from privcore.data import load_dataset
     from privcore.experiments.table1 import PARTS, table1_obfuscators
     from privcore.lipschitz import Certifier, certify_batch
     from privcore.nets.models import classify
     from privcore.train.delta_p import delta_p_statistics
+    from privcore.train.release_aware import laplace_release_noise
 
     infos = {m.name: m for m in ctx.model_infos() if m.kind == "obfuscator"}
     variants = table1_obfuscators(ctx, infos)

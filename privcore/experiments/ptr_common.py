@@ -306,8 +306,8 @@ def refit_classifier(
     import torch
     import torch.nn.functional as F
 
-    from privcore.attacks.reconstruction import laplace_release_noise
     from privcore.nets.models import classify
+    from privcore.train.release_aware import laplace_release_noise
 
     gen = torch.Generator().manual_seed(seed)
     zt = torch.as_tensor(z_tilde_train, dtype=torch.float32).cpu()

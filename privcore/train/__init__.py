@@ -24,10 +24,12 @@ _EXPORTS: dict[str, str] = {
     "delta_p_statistics": "delta_p",
     "embedder_recipe": "recipes",
     "ip_recipe": "recipes",
+    "laplace_release_noise": "release_aware",
     "obfuscator_recipe": "recipes",
     "resolve_device": "common",
     "train_embedder": "embedder",
     "train_ip_classifier": "ip",
+    "train_reconstruction_attacker": "attacker",
     "train_obfuscator": "obfuscator",
 }
 

@@ -348,7 +348,7 @@ def attacker_cmd(
     resume: bool = _RESUME,
 ) -> None:
     """Train the reconstruction attacker on releases f(z) + Lap(Δp·R/ε) and noise-free f(z)."""
-    from privcore.attacks.reconstruction import train_reconstruction_attacker
+    from privcore.train.attacker import train_reconstruction_attacker
     from privcore.train.recipes import attacker_recipe
 
     mdir = _setup(models_dir, threads)
@@ -534,8 +534,8 @@ def all_cmd(
     classifier), attackers, IP classifiers. Steps whose checkpoint exists are skipped (unless
     --force); each card records the
     single-step command that regenerates it."""
-    from privcore.attacks.reconstruction import train_reconstruction_attacker
     from privcore.nets.checkpoint import card_path, read_card
+    from privcore.train.attacker import train_reconstruction_attacker
     from privcore.train.delta_p import compute_delta_p
     from privcore.train.embedder import train_embedder
     from privcore.train.ip import train_ip_classifier

@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 
-from privcore.attacks.reconstruction import laplace_release_noise
 from privcore.errors import CheckpointError
 from privcore.pipeline import default_models_dir, list_models, load_ip_models, load_pipeline
 from privcore.train.common import batched_apply
 from privcore.train.embedder import dataset_from_card
+from privcore.train.release_aware import laplace_release_noise
 
 __all__ = ["evaluate_dataset", "evaluate_obfuscator"]
 

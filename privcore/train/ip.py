@@ -20,7 +20,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from privcore.attacks.reconstruction import laplace_release_noise
 from privcore.data import Dataset
 from privcore.nets.checkpoint import Architecture, build_module, save_checkpoint
 from privcore.train.common import (
@@ -33,6 +32,7 @@ from privcore.train.common import (
 )
 from privcore.train.embedder import dataset_card
 from privcore.train.recipes import IPRecipe
+from privcore.train.release_aware import laplace_release_noise
 
 __all__ = ["gauss_input_sigma", "ip_architecture", "train_ip_classifier"]
 

@@ -36,6 +36,7 @@ __all__ = [
     "MAX_SIGN_DIM",
     "ball_jacobian_norms",
     "delta_hat",
+    "laplace_release_noise",
     "linf_to_l1_norms",
     "release_noise",
     "relu_mlp_jacobians",
@@ -175,3 +176,15 @@ def release_noise(
     lap = standard_laplace(z_tilde.shape, generator=generator, dtype=z_tilde.dtype)
     scale = (radius * inv).to(z_tilde.device).unsqueeze(1)
     return z_tilde + delta * scale * lap.to(z_tilde.device)
+
+
+def laplace_release_noise(
+    shape: torch.Size | tuple[int, ...],
+    scale: torch.Tensor | float,
+    *,
+    generator: torch.Generator | None = None,
+    device: torch.device | None = None,
+) -> torch.Tensor:
+    """Lap(0, scale) samples, always finite (training and evaluation data only; releases use
+    privcore.mechanisms' exact samplers). ``scale`` may broadcast (one scale per row)."""
+    return torch.as_tensor(scale, device=device) * standard_laplace(shape, generator=generator, device=device)

@@ -28,7 +28,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from privcore.attacks.reconstruction import laplace_release_noise
 from privcore.nets.checkpoint import Architecture, Checkpoint, build_module, load_checkpoint, save_checkpoint
 from privcore.train.common import (
     ResumableRun,
@@ -40,6 +39,7 @@ from privcore.train.common import (
 )
 from privcore.train.embedder import dataset_card, dataset_from_card
 from privcore.train.recipes import ReleaseClassifierRecipe, release_classifier_recipe
+from privcore.train.release_aware import laplace_release_noise
 from privcore.validation import check_positive
 
 __all__ = ["EVAL_EPSILONS", "ObfuscatedData", "load_obfuscated_data", "train_release_classifier"]
