@@ -16,7 +16,6 @@ from privcore.nets.blocks import ImageDecoder, ImageEncoder, relu_mlp, spatial_p
 from privcore.nets.checkpoint import (
     Architecture,
     CheckpointWarning,
-    _strip_docstrings,
     build_module,
     card_path,
     code_fingerprint,
@@ -29,6 +28,7 @@ from privcore.nets.checkpoint import (
 )
 from privcore.nets.embedder import BetaVAE, beta_vae_loss
 from privcore.nets.models import LipschitzClassifier
+from privcore.nets.registry import _strip_docstrings
 
 
 def test_relu_mlp_is_linear_relu_only_without_final_activation() -> None:
@@ -341,12 +341,11 @@ def test_every_shipped_card_is_valid() -> None:
     for p in cards:
         check_card(json.loads(p.read_text()), where=str(p))
 
+
 def test_code_fingerprint_form_is_the_same_on_python_311_and_312() -> None:
     """3.12 gives every definition an (empty) ``type_params``; the fingerprint's AST form drops it, so a
     checkpoint written on 3.11 loads on 3.12 (and back)."""
     import ast
-
-    from privcore.nets.checkpoint import _strip_docstrings
 
     tree = _strip_docstrings(ast.parse('class A:\n    """doc"""\n    def f(self, x):\n        return x\n'))
     # the exact form 3.11 prints (and the shipped cards' fingerprints were made from): 3.12 must match it

@@ -20,15 +20,11 @@ field, never a TypeError or a NaN further on.
 
 from __future__ import annotations
 
-import ast
 import hashlib
-import inspect
 import json
 import math
 import os
 import re
-import textwrap
-import threading
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +37,7 @@ from torch import nn
 
 from privcore._atomic import atomic_write_bytes
 from privcore.errors import CheckpointError
+from privcore.nets.registry import architecture_factory, code_fingerprint, register_architecture
 from privcore.validation import (
     check_bool,
     check_in_range,
@@ -90,95 +87,15 @@ class Architecture:
         return {"type": self.type, "kwargs": _jsonable(dict(self.kwargs))}
 
 
-@dataclass(frozen=True)
-class _ArchEntry:
-    factory: Callable[..., nn.Module]
-    sources: tuple[Any, ...]
-
-
-_ARCHITECTURES: dict[str, _ArchEntry] = {}
-
-
-def register_architecture(
-    name: str, factory: Callable[..., nn.Module], *, sources: tuple[Any, ...] = ()
-) -> None:
-    """Register ``factory`` under ``name``; ``sources`` (classes/functions) define the architecture
-    and feed its code fingerprint (the factory itself is always included)."""
-    _ARCHITECTURES[name] = _ArchEntry(factory, (factory, *sources))
-    _FINGERPRINTS.pop(name, None)
-
-
-def _ensure_registered() -> None:
-    from privcore.nets import registry  # noqa: F401  (registers the architectures on import)
-
-
 def build_module(arch: Architecture) -> nn.Module:
     """Instantiate a registered architecture (CheckpointError for an unknown type or bad kwargs)."""
-    _ensure_registered()
-    entry = _ARCHITECTURES.get(arch.type)
-    if entry is None:
-        raise CheckpointError(
-            f"unknown architecture type {arch.type!r}; known: {', '.join(sorted(_ARCHITECTURES))}"
-        )
+    factory = architecture_factory(arch.type)
     try:
-        return entry.factory(**dict(arch.kwargs))
+        return factory(**dict(arch.kwargs))
     except (TypeError, ValueError) as exc:
         raise CheckpointError(
             f"cannot build architecture {arch.type!r} from {dict(arch.kwargs)}: {exc}"
         ) from exc
-
-
-def _strip_docstrings(tree: ast.AST) -> ast.AST:
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)):
-            body = node.body
-            if (
-                body
-                and isinstance(body[0], ast.Expr)
-                and isinstance(getattr(body[0], "value", None), ast.Constant)
-            ):
-                if isinstance(body[0].value.value, str):
-                    node.body = body[1:] or [ast.Pass()]
-        # Python 3.12 added ``type_params`` (PEP 695) to definitions; an empty one is the same code as
-        # on 3.11, so it is dropped and the fingerprint is the same on both versions
-        if getattr(node, "type_params", None) == []:
-            del node.type_params
-    return tree
-
-
-_FINGERPRINTS: dict[str, str] = {}
-_FINGERPRINT_LOCK = threading.Lock()
-
-
-def code_fingerprint(type_name: str) -> str:
-    """SHA-256 of the source that defines architecture ``type_name`` (AST without docstrings and
-    comments, so editing documentation does not invalidate checkpoints, changing code does).
-    Computed once per process (the running code cannot change)."""
-    _ensure_registered()
-    entry = _ARCHITECTURES.get(type_name)
-    if entry is None:
-        raise CheckpointError(f"unknown architecture type {type_name!r}")
-    with _FINGERPRINT_LOCK:
-        if type_name not in _FINGERPRINTS:
-            _FINGERPRINTS[type_name] = _fingerprint(entry)
-        return _FINGERPRINTS[type_name]
-
-
-def _fingerprint(entry: _ArchEntry, attempts: int = 3) -> str:
-    for attempt in range(attempts):
-        try:
-            h = hashlib.sha256()
-            for obj in entry.sources:
-                src = textwrap.dedent(inspect.getsource(obj))
-                h.update(ast.dump(_strip_docstrings(ast.parse(src)), include_attributes=False).encode())
-            return h.hexdigest()
-        except SystemError:
-            # CPython 3.11's AST constructor keeps its recursion depth in shared state, so an ast.parse
-            # racing one in another thread (the dashboard's warm-up imports) can fail spuriously with
-            # "AST constructor recursion depth mismatch" (python/cpython#106905): parse again
-            if attempt == attempts - 1:
-                raise
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
