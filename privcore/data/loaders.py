@@ -17,11 +17,11 @@ import numpy as np
 import torch
 
 from privcore._atomic import atomic_open
-from privcore.data.registry import Dataset, DatasetSpec, register
+from privcore.data.dataset import Dataset, DatasetSpec
 from privcore.errors import DatasetUnavailableError
 from privcore.validation import check_choice, check_in_range, check_int
 
-__all__ = ["DEBIAN_FASHION_MNIST_DIR", "IDX_FILES", "UTKFACE_RACES"]
+__all__ = ["DEBIAN_FASHION_MNIST_DIR", "IDX_FILES", "SPECS", "UTKFACE_RACES"]
 
 #: Where Debian's ``dataset-fashion-mnist`` package installs the four IDX ``.gz`` files.
 DEBIAN_FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
@@ -395,7 +395,8 @@ _FOLDER_HOW_TO = (
 
 # ------------------------------------------------------------------------------------- registry
 
-register(
+#: every dataset privcore knows, in the order the dashboard lists them
+SPECS: tuple[DatasetSpec, ...] = (
     DatasetSpec(
         name="digits",
         description="scikit-learn 8×8 handwritten digits (embedded default, always available)",
@@ -410,9 +411,7 @@ register(
             "digits and on the shipped Fashion-MNIST embedder (embedder cards, metrics.neighbours)"
         ),
         always_available=True,
-    )
-)
-register(
+    ),
     DatasetSpec(
         name="fashion-mnist",
         description="Fashion-MNIST 28×28 (Debian's dataset-fashion-mnist or a torchvision root)",
@@ -421,9 +420,7 @@ register(
         latent_dim=8,
         radius=0.2,
         radius_note="posthoc-PTR paper, App. E",
-    )
-)
-register(
+    ),
     DatasetSpec(
         name="mnist",
         description="MNIST 28×28 (torchvision root; download when online)",
@@ -432,9 +429,7 @@ register(
         latent_dim=8,
         radius=0.5,
         radius_note="posthoc-PTR paper, App. E",
-    )
-)
-register(
+    ),
     DatasetSpec(
         name="cifar10",
         description="CIFAR-10 32×32 RGB (torchvision root; download when online)",
@@ -443,9 +438,7 @@ register(
         latent_dim=16,
         radius=0.1,
         radius_note="not in the posthoc paper (CIFAR-10 is the inference-privacy paper's dataset)",
-    )
-)
-register(
+    ),
     DatasetSpec(
         name="utkface",
         description="UTKFace faces 64×64 RGB, task and sensitive attribute from the file name",
@@ -454,9 +447,7 @@ register(
         latent_dim=10,
         radius=0.1,
         radius_note="posthoc-PTR paper, App. E",
-    )
-)
-register(
+    ),
     DatasetSpec(
         name="folder",
         description="any ImageFolder tree (one sub-folder per class)",
@@ -465,5 +456,5 @@ register(
         latent_dim=8,
         radius=0.2,
         radius_note="a starting point only: choose R from the embedding's neighbour distances",
-    )
+    ),
 )

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from privcore.data.registry import Dataset
+from privcore.data.dataset import Dataset
 from privcore.validation import check_in_range, check_int
 
 __all__ = ["ValidationSplit", "held_out_fingerprint", "validation_split"]
