@@ -1,6 +1,6 @@
-"""Structure rules of the library, read from the source: the Lipschitz engine's modules import each
-other without a cycle and never import the mechanisms (function-level imports included), and
-privcore never imports Streamlit."""
+"""Structure rules of the library, read from the source: privcore's modules import each other without
+a cycle (the Lipschitz engine's too), the engine never imports the mechanisms (function-level imports
+included), and privcore never imports Streamlit."""
 
 from __future__ import annotations
 
@@ -53,6 +53,34 @@ def test_the_lipschitz_engine_has_no_import_cycle() -> None:
     assert len(graph) >= 15
     assert _cycles(graph) == []
     assert _cycles({"a": {"b"}, "b": {"a"}}) == [["a", "b", "a"]]  # the check itself finds one
+
+
+def _module_imports(path: Path, files: dict[str, Path]) -> set[str]:
+    """The modules of ``files`` that ``path`` imports, at any level: ``from pkg import sub`` is an
+    import of ``pkg.sub`` when that is a module, and ``pkg.name`` otherwise of ``pkg``."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{a.name}" for a in node.names]
+            out.update(n if n in files else node.module for n in names)
+        elif isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+    resolved = set()
+    for name in out:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        if name:
+            resolved.add(name)
+    return resolved
+
+
+def test_privcore_has_no_import_cycle() -> None:
+    """No module of privcore imports, directly or through others, one that imports it back (the
+    package root, which only re-exports, left out)."""
+    files = {_module(p): p for p in (ROOT / "privcore").rglob("*.py")}
+    graph = {m: _module_imports(p, files) - {m, "privcore"} for m, p in files.items() if m != "privcore"}
+    assert len(graph) >= 100
+    assert _cycles(graph) == []
 
 
 def test_the_lipschitz_engine_never_imports_the_mechanisms(tmp_path: Path) -> None:
