@@ -61,3 +61,30 @@ def test_steps_are_named_and_checked() -> None:
     # the interval step alone cannot fail a ball: below its bound nothing is decided
     with pytest.raises(CertificationError, match="none of the steps"):
         decide_exact(net, center, 0.1, 0.0, steps=("interval",))
+
+
+def test_the_time_limit_bounds_the_whole_decision(monkeypatch) -> None:
+    """``time_limit`` is the decision's budget: each solver call gets what is left of it, so a call
+    made later gets less by at least the time spent in between."""
+    import time
+
+    import privcore.lipschitz.decide as decide
+
+    calls: list[tuple[float, float]] = []
+    real_solve = decide.solve
+
+    def spy(milp, **kw):
+        calls.append((time.perf_counter(), kw["time_limit"]))
+        return real_solve(milp, **kw)
+
+    monkeypatch.setattr(decide, "solve", spy)
+    net = random_net(6, (4, 20, 20, 3))
+    center = np.random.default_rng(6).standard_normal(4)
+    limit = 30.0
+    value = mip_value(net, center, 0.3)
+    dec = decide_exact(net, center, 0.3, value * 0.97, steps=("lp", "lp_tightened", "milp"), time_limit=limit)
+    assert not dec.passed and len(calls) >= 2  # the LP relaxation, then the MILP
+    first = calls[0][0]
+    for at, given in calls:
+        assert 0 < given <= limit
+        assert given + (at - first) <= limit + 1e-9

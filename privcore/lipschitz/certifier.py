@@ -213,7 +213,8 @@ class Certifier:
     """Sensitivity oracle ``U(f, center, radius)`` with an exact ``decide`` (posthoc PTR, DESIGN.md).
 
     ``kind``: "exact", "lp" or "interval" (fixed before any query). ``solver``: "auto", "gurobi"
-    or "highs". ``time_limit`` (seconds per MILP; None = no limit): reaching it raises
+    or "highs". ``time_limit`` (seconds per certificate or decision, its split
+    step, bound tightening, LPs and MILP together; None = no limit): reaching it raises
     CertificationError. ``cache``: None, True (default directory), a directory or a
     :class:`LipschitzCache` for certificates. Norms as in
     :func:`~privcore.lipschitz.engine.local_lipschitz` (the product's default ℓ∞→ℓ1).

@@ -34,7 +34,8 @@ milp                  LipMIP with early stops: pass when the proven bound ≤ τ
                       confirmed in float64 at a point of its region. An unconfirmed incumbent is
                       re-solved with 1e-9 tolerances and decided by its proven bound at
                       optimality ("mip-strict"; a τ inside the 1e-6 gap fails, never guessed as a
-                      pass). A time-out raises :class:`CertificationError`: never a decision.
+                      pass). A time-out (the decision's ``time_limit`` spent) raises
+                      :class:`CertificationError`: never a decision.
 ====================  =========================================================================
 
 Every step uses only certified bounds on the same L (every pass an upper bound ≤ τ, every fail a
@@ -83,7 +84,7 @@ MIP_GAP = 1e-6
 #: the exact MILP first tightens its big-M constants by LP (OBBT) from this many unstable neurons
 TIGHTEN_MIN_UNSTABLE = 16
 #: seconds the split search may spend on a decision too wide to enumerate before it falls
-#: through to LPs and the MILP (at most half the MILP's time limit)
+#: through to LPs and the MILP (at most half the decision's time limit)
 SPLIT_SECONDS = 10.0
 #: relative width of the band around a computed violation distance inside which a decision is
 #: re-checked directly (LP feasibility tolerances are ~1e-7)
@@ -155,6 +156,13 @@ class _Query:
     @milp.setter
     def milp(self, milp: LipschitzMILP) -> None:
         self._milp = milp
+
+    def remaining(self) -> float | None:
+        """Seconds left of the decision's ``time_limit`` (None: no limit; at least 1 ms, so a solver
+        called late times out at once instead of running unlimited)."""
+        if self.time_limit is None:
+            return None
+        return max(1e-3, self.time_limit - (time.perf_counter() - self.start))
 
     def out(self, passed: bool, how: How, **kw: Any) -> Decision:
         return Decision(passed=passed, how=how, seconds=time.perf_counter() - self.start, **kw)
@@ -296,7 +304,7 @@ def _sampled(q: _Query) -> Decision | None:
 def _relaxation(q: _Query, how: How) -> Decision | None:
     if not q.use_lp:
         return None
-    lp = solve(q.milp, solver=q.solver, relax=True, threads=q.threads)
+    lp = solve(q.milp, solver=q.solver, relax=True, time_limit=q.remaining(), threads=q.threads)
     if lp.status == "optimal" and math.isfinite(lp.upper):
         q.upper = min(q.upper, lp.upper)
         if q.upper <= q.tau:
@@ -331,9 +339,10 @@ def _confirmed_incumbent(q: _Query, res: SolveResult, info: dict) -> Decision | 
 
 
 def _milp(q: _Query) -> Decision:
-    milp, tau, opts = q.milp, q.tau, dict(solver=q.solver, time_limit=q.time_limit, threads=q.threads)
+    milp, tau, opts = q.milp, q.tau, dict(solver=q.solver, threads=q.threads)
     stop_obj = tau + max(1e-9, 1e-7 * abs(tau))
-    res = solve(milp, stop_bound_at=tau, stop_objective_at=stop_obj, mip_gap=MIP_GAP, **opts)
+    res = solve(milp, stop_bound_at=tau, stop_objective_at=stop_obj, mip_gap=MIP_GAP,
+                time_limit=q.remaining(), **opts)
     info: dict[str, Any] = dict(solver=res.solver, extra={"nodes": res.nodes, "mip_seconds": res.seconds})
     if res.status in ("bound_stop", "optimal") and res.upper <= tau:
         return q.out(True, How.MIP_BOUND, upper=min(q.upper, res.upper), **q.lower_kw, **info)
@@ -344,7 +353,7 @@ def _milp(q: _Query) -> Decision:
         # an incumbent above τ that float64 does not confirm exploits the solver's tolerances (a
         # binary 1e-5 from integral through a big-M constant): re-solve with 1e-9 tolerances and
         # decide by that proven bound, so a near-tie is not failed for a numerical artefact
-        res = solve(milp, mip_gap=MIP_GAP, strict=True, **opts)
+        res = solve(milp, mip_gap=MIP_GAP, strict=True, time_limit=q.remaining(), **opts)
         info = dict(solver=res.solver, extra={"nodes": res.nodes, "mip_seconds": res.seconds, "strict": True})
         if res.status == "optimal" and res.upper <= tau:
             return q.out(True, How.MIP_STRICT, upper=min(q.upper, res.upper), **q.lower_kw, **info)
@@ -394,7 +403,9 @@ def decide_exact(
 ) -> Decision:
     """Exactly decide ``L(f, B(center, radius)) ≤ threshold`` by the chain of :data:`STEPS`
     (module docstring: which step runs when, and why each is sound). ``solver`` ("auto", "gurobi"
-    or "highs") and ``time_limit``/``threads`` apply to the LPs and the MILP; ``use_lp=False``
+    or "highs") and ``threads`` apply to the LPs and the MILP; ``time_limit`` bounds the whole
+    decision (the split step and bound tightening get at most half of it, each solver call what is
+    left); ``use_lp=False``
     skips the two LP relaxations. ``steps`` runs only the named steps, still in chain order (to
     study or test one step); when none of them settles it, :class:`CertificationError`. A MILP
     time-out raises :class:`CertificationError`."""
