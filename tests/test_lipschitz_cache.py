@@ -10,6 +10,7 @@ import multiprocessing as mp
 import os
 import sqlite3
 import stat
+import time
 import warnings
 from dataclasses import asdict
 from pathlib import Path
@@ -435,3 +436,75 @@ def test_a_busy_database_is_waited_for_not_reported_empty(tmp_path: Path) -> Non
 
     with pytest.warns(RuntimeWarning, match="count failed .database is locked"):
         assert cache._run(locked, what="count", fallback=0) == 0
+
+
+def _hold_write_lock(cache: LipschitzCache) -> sqlite3.Connection:
+    holder = sqlite3.connect(cache.path, timeout=5, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+def test_opening_the_cache_never_waits_for_a_writer(tmp_path: Path) -> None:
+    """Readers in WAL mode run beside a writer: a fresh handle (a new process, the driver after a
+    killed batch) reads while another process holds the write lock, never falling back to empty."""
+    LipschitzCache(tmp_path).put("certificate", {"k": 1}, {"v": 1.0})
+    holder = _hold_write_lock(LipschitzCache(tmp_path))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            fresh = LipschitzCache(tmp_path)
+            assert len(fresh) == 1 and fresh.get("certificate", {"k": 1}) == {"v": 1.0}
+    finally:
+        holder.execute("ROLLBACK")
+
+
+_INTERRUPTED_WRITER = """
+import sys, time
+sys.path.insert(0, {root!r})
+from privcore.lipschitz.cache import LipschitzCache
+cache = LipschitzCache({directory!r})
+len(cache)
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    cache.put("certificate", {{"k": 2}}, {{"v": 2.0}})
+    print("written", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+time.sleep(120)  # alive, like a Ray worker after a cancelled task
+"""
+
+
+def test_a_writer_interrupted_while_waiting_for_the_lock_releases_it(tmp_path: Path) -> None:
+    """A cancelled Ray task gets a KeyboardInterrupt; raised the instant BEGIN returns after a busy
+    wait, it must not leave the transaction (the database's write lock) open in a live worker."""
+    import signal
+    import subprocess
+    import sys
+
+    cache = LipschitzCache(tmp_path)
+    cache.put("certificate", {"k": 1}, {"v": 1.0})
+    script = _INTERRUPTED_WRITER.format(root=str(Path(__file__).resolve().parents[1]),
+                                        directory=str(tmp_path))
+    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        holder = _hold_write_lock(cache)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        time.sleep(0.5)  # the child waits in BEGIN IMMEDIATE's busy handler
+        child.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        holder.execute("COMMIT")  # the child's BEGIN now succeeds, and the interrupt is raised
+        assert child.stdout.readline().strip() in ("interrupted", "written")
+        probe = sqlite3.connect(cache.path, timeout=2, isolation_level=None)
+        probe.execute("BEGIN IMMEDIATE")  # "database is locked" if the child kept the transaction
+        probe.execute("ROLLBACK")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            cache.put("certificate", {"k": 3}, {"v": 3.0})
+        assert cache.get("certificate", {"k": 3}) == {"v": 3.0}
+    finally:
+        child.kill()
+        child.wait()

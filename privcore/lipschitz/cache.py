@@ -48,7 +48,7 @@ import stat
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -163,6 +163,19 @@ def _rollback(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
 
 
+@contextlib.contextmanager
+def _write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE … COMMIT; rolled back on any exception, including one raised the instant
+    BEGIN returns (a cancelled Ray task's KeyboardInterrupt lands there after a busy wait)."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)
+        raise
+
+
 class LipschitzCache:
     """Key → JSON value store, keyed by HMAC and authenticated (see module docstring).
 
@@ -225,6 +238,8 @@ class LipschitzCache:
         if conn is not None and getattr(self._local, "pid", None) == os.getpid():
             try:
                 if os.stat(self.path).st_ino == self._local.ino:
+                    if conn.in_transaction:  # left open by an operation interrupted mid-rollback
+                        _rollback(conn)
                     return conn
             except FileNotFoundError:
                 pass
@@ -236,7 +251,10 @@ class LipschitzCache:
             try:
                 conn.execute("PRAGMA busy_timeout=30000")
                 conn.execute("PRAGMA secure_delete=ON")
-                conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # effective on a new (or vacuumed) file
+                # setting auto_vacuum takes the write lock, so only on a new (empty) file, where it
+                # applies: a reader must not wait for writers just to open the database
+                if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+                    conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 self._migrate(conn)
@@ -267,15 +285,10 @@ class LipschitzCache:
         cols = [row[1] for row in conn.execute("PRAGMA table_info(entries)")]
         if not cols or cols == _COLUMNS:
             return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with _write_transaction(conn):
             cols = [row[1] for row in conn.execute("PRAGMA table_info(entries)")]
             if cols and cols != _COLUMNS:
                 conn.execute("DROP TABLE entries")
-            conn.execute("COMMIT")
-        except BaseException:
-            _rollback(conn)
-            raise
         with contextlib.suppress(sqlite3.OperationalError):  # another process may hold a read lock
             conn.execute("VACUUM")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -411,18 +424,13 @@ class LipschitzCache:
             created = _now()
             tag = self._tag(secret, CACHE_VERSION, kind, key_json, created, value_json)
             size = len(value_json.encode()) + _ROW_OVERHEAD
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _write_transaction(conn):
                 conn.execute(
                     "INSERT OR REPLACE INTO entries (id, kind, key, value, version, created, size, checksum) "
                     "VALUES (?,?,?,?,?,?,?,?)",
                     (ident, kind, key_mac, value_json, CACHE_VERSION, created, size, tag),
                 )
                 removed = self._purge(conn, created)
-                conn.execute("COMMIT")
-            except BaseException:
-                _rollback(conn)
-                raise
             if removed:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("PRAGMA incremental_vacuum")
@@ -446,14 +454,8 @@ class LipschitzCache:
         """Remove expired rows (and the oldest beyond the size limit) now; returns how many."""
 
         def op(conn: sqlite3.Connection, secret: bytes) -> int:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                removed = self._purge(conn, _now())
-                conn.execute("COMMIT")
-            except BaseException:
-                _rollback(conn)
-                raise
-            return removed
+            with _write_transaction(conn):
+                return self._purge(conn, _now())
 
         return self._run(op, what="purge", fallback=0)
 
