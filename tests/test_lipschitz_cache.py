@@ -465,8 +465,8 @@ from privcore.lipschitz.cache import LipschitzCache
 cache = LipschitzCache({directory!r})
 len(cache)
 print("ready", flush=True)
-sys.stdin.readline()
 try:
+    sys.stdin.readline()
     cache.put("certificate", {{"k": 2}}, {{"v": 2.0}})
     print("written", flush=True)
 except KeyboardInterrupt:
