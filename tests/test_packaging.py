@@ -67,6 +67,9 @@ def test_wheel_has_entry_points_models_pages_and_tables(wheel: Path) -> None:
     assert {f"privlens/_site/pages/{n}" for n in pages} <= names
     assert {"privlens/_site/app.py", "privlens/_site/.streamlit/config.toml", "privcore/_paths.py"} <= names
     assert not any(n.startswith(("tests/", "bench/", "data/")) for n in names)
+    modules = {p.relative_to(ROOT).as_posix() for pkg in ("privcore", "privlens")
+               for p in (ROOT / pkg).rglob("*.py")}
+    assert modules - names == set()  # every module of the checkout, subpackages included, is in the wheel
 
 
 def test_installed_commands_run_from_another_directory(installed, tmp_path: Path) -> None:
