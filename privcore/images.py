@@ -42,6 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from privcore.image_formats import jpeg_size, png_header, sniff
+from privcore.image_resample import STRIP_BYTES, raw_pixels, resample
 from privcore.validation import check_bool, check_in_range, check_int
 
 __all__ = [
@@ -71,27 +73,6 @@ MEMORY_BUDGET_BYTES = 384 * 1024 * 1024
 #: 20 bytes a pixel for a 1 × 16 777 216 RGBA PNG, 27 for the same as a palette PNG; 11.4 for 4096² RGBA.
 _SOURCE_BYTES_PER_PIXEL = 16
 _SOURCE_BYTES_PER_ROW = 16
-#: Float64 values converted at a time (one strip of rows or, for very wide images, of columns).
-_STRIP_BYTES = 8 * 1024 * 1024
-
-_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-_OTHER_FORMATS: tuple[tuple[bytes, int, str], ...] = (
-    (b"GIF87a", 0, "GIF"),
-    (b"GIF89a", 0, "GIF"),
-    (b"WEBP", 8, "WebP"),
-    (b"II*\x00", 0, "TIFF"),
-    (b"MM\x00*", 0, "TIFF"),
-    (b"BM", 0, "BMP"),
-    (b"\x00\x00\x01\x00", 0, "ICO"),
-    (b"%PDF", 0, "PDF"),
-    (b"8BPS", 0, "Photoshop"),
-    (b"ftypheic", 4, "HEIC"),
-    (b"ftypavif", 4, "AVIF"),
-    (b"PK\x03\x04", 0, "ZIP archive"),
-    (b"<svg", 0, "SVG"),
-    (b"<?xml", 0, "XML/SVG"),
-)
-_LUMA = np.array([0.299, 0.587, 0.114])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,56 +86,6 @@ class DecodedImage:
     source_mode: str
     bit_depth: int
     notes: tuple[str, ...]
-
-
-def _sniff(data: bytes) -> str | None:
-    """Name of the format the magic bytes announce ("PNG", "JPEG", "GIF", ...), None if unknown."""
-    if data.startswith(_PNG_MAGIC):
-        return "PNG"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "JPEG"
-    head = data[:64].lstrip()
-    for magic, offset, name in _OTHER_FORMATS:
-        if data[offset : offset + len(magic)] == magic or (offset == 0 and head.startswith(magic)):
-            return name
-    return None
-
-
-def _png_header(data: bytes) -> tuple[int, int, int, int] | None:
-    """(width, height, bit depth, colour type) from a PNG's IHDR chunk, None if malformed."""
-    if len(data) < 33 or data[12:16] != b"IHDR":
-        return None
-    w = int.from_bytes(data[16:20], "big")
-    h = int.from_bytes(data[20:24], "big")
-    return w, h, data[24], data[25]
-
-
-_JPEG_SOF = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF})
-
-
-def _jpeg_size(data: bytes) -> tuple[int, int] | None:
-    """(width, height) from the first JPEG start-of-frame marker, None if none is found."""
-    i = 2
-    n = len(data)
-    while i + 4 <= n:
-        if data[i] != 0xFF:
-            return None
-        marker = data[i + 1]
-        if marker == 0xFF:  # fill byte
-            i += 1
-            continue
-        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:  # no length field
-            i += 2
-            continue
-        length = int.from_bytes(data[i + 2 : i + 4], "big")
-        if marker in _JPEG_SOF:
-            if i + 9 > n:
-                return None
-            return int.from_bytes(data[i + 7 : i + 9], "big"), int.from_bytes(data[i + 5 : i + 7], "big")
-        if marker == 0xDA or length < 2:  # start of scan before any frame header: malformed
-            return None
-        i += 2 + length
-    return None
 
 
 def _fmt_bytes(n: int) -> str:
@@ -186,127 +117,6 @@ def _check_target_shape(target_shape: Sequence[int], max_memory: int) -> tuple[i
     return c, h, w
 
 
-def _raw_pixels(im: object, bit_depth: int) -> tuple[np.ndarray, float, bool, bool, list[str]]:
-    """The decoded pixels as an integer/float array (H, W, bands) with how to read them.
-
-    Returns ``(raw, scale, clip, has_alpha, notes)``: a band's value in [0, 1] is raw / scale (clipped to
-    [0, 1] when ``clip``); with ``has_alpha`` the last band is the alpha channel. Conversions Pillow must
-    do (palette, CMYK, ...) happen here, on the whole image; the float arithmetic happens strip by strip.
-    """
-    from PIL import Image
-
-    assert isinstance(im, Image.Image)
-    notes: list[str] = []
-    mode = im.mode
-    if mode in ("I;16", "I;16B", "I;16L", "I;16N"):
-        notes.append("16-bit grey PNG read at full precision (value / 65535).")
-        return np.asarray(im)[..., None], 65535.0, False, False, notes
-    if mode == "I":
-        # Pillow opens some 16-bit grey PNGs as 32-bit "I"; the PNG header says the true depth.
-        if bit_depth == 16:
-            notes.append("16-bit grey PNG read at full precision (value / 65535).")
-        return np.asarray(im)[..., None], 65535.0 if bit_depth == 16 else 255.0, True, False, notes
-    if mode == "F":
-        return np.asarray(im)[..., None], 1.0, True, False, notes
-    if bit_depth == 16 and mode in ("RGB", "RGBA", "LA", "L"):
-        notes.append("16-bit colour PNG reduced to 8 bits per channel (error below 1/255).")
-    if mode == "P":
-        im = im.convert("RGBA") if "transparency" in im.info else im.convert("RGB")
-    elif mode in ("1", "CMYK", "YCbCr", "LAB", "HSV"):
-        im = im.convert("RGB") if mode != "1" else im.convert("L")
-    elif mode == "PA":
-        im = im.convert("RGBA")
-    elif mode == "La":
-        im = im.convert("LA")
-    elif mode == "RGBa":
-        im = im.convert("RGBA")
-    elif mode not in ("L", "LA", "RGB", "RGBA"):
-        im = im.convert("RGBA")
-    raw = np.asarray(im)
-    if raw.ndim == 2:
-        raw = raw[..., None]
-    return raw, 255.0, False, im.mode in ("LA", "RGBA"), notes
-
-
-@dataclass(frozen=True)
-class _Axis:
-    """Pillow's resampling of one axis (``precompute_coeffs`` of its ``Resample.c``) for an image that
-    occupies [offset, offset + size) of a padded line of ``padded`` samples, without building that line.
-
-    Output ``k`` is Σ weight·value over the image samples [lo[k], hi[k]) (image coordinates); ``weights[k]``
-    is one float (box filter: every weight of the run is equal) or an array (bilinear). Weights are
-    normalised over the padded line, so the padding holds the remaining 1 − Σ weight (the background).
-    """
-
-    lo: tuple[int, ...]
-    hi: tuple[int, ...]
-    weights: tuple[float | np.ndarray, ...]
-
-    @staticmethod
-    def build(*, padded: int, out: int, offset: int, size: int, box: bool) -> _Axis:
-        scale = padded / out
-        filterscale = max(scale, 1.0)
-        support = (0.5 if box else 1.0) * filterscale
-        ss = 1.0 / filterscale
-
-        def kernel(x: np.ndarray) -> np.ndarray:
-            if box:
-                return ((x > -0.5) & (x <= 0.5)).astype(np.float64)
-            return np.maximum(1.0 - np.abs(x), 0.0)
-
-        lo: list[int] = []
-        hi: list[int] = []
-        weights: list[float | np.ndarray] = []
-        for k in range(out):
-            center = (k + 0.5) * scale
-            xmin = max(int(center - support + 0.5), 0)
-            xmax = min(int(center + support + 0.5), padded)
-            if box and xmax - xmin > 4:
-                # the box kernel is 1 on one contiguous run of [xmin, xmax) that can miss only its first
-                # point: find the run's ends instead of evaluating every point (O(1) memory per output)
-                ends = kernel((np.array([xmin, xmax - 1], dtype=np.float64) - center + 0.5) * ss)
-                a, b = xmin + (0 if ends[0] else 1), xmax - (0 if ends[1] else 1)
-                total = float(b - a)
-                a, b = min(max(a, offset), offset + size), max(min(b, offset + size), offset)
-                lo.append(a - offset)
-                hi.append(max(a, b) - offset)
-                weights.append(1.0 / total)
-                continue
-            vals = kernel((np.arange(xmin, xmax, dtype=np.float64) - center + 0.5) * ss)
-            total = float(vals.sum())
-            if total:
-                vals = vals / total
-            a, b = min(max(xmin, offset), offset + size), max(min(xmax, offset + size), offset)
-            b = max(a, b)
-            lo.append(a - offset)
-            hi.append(b - offset)
-            weights.append(vals[a - xmin : b - xmin].copy())
-        return _Axis(tuple(lo), tuple(hi), tuple(weights))
-
-    @property
-    def nbytes(self) -> int:
-        """Memory held by the weights."""
-        return sum(w.nbytes if isinstance(w, np.ndarray) else 8 for w in self.weights) + 16 * len(self.lo)
-
-    def add_to(self, out: np.ndarray, block: np.ndarray, start: int, *, axis: int) -> None:
-        """``out`` += this axis' resampling of ``block``, whose samples along ``axis`` (0 or 1) are the image
-        samples start, start + 1, …; ``out`` has the output axis in place of that axis."""
-        n = block.shape[axis]
-        for k, (lo, hi, w) in enumerate(zip(self.lo, self.hi, self.weights, strict=True)):
-            a, b = max(lo, start), min(hi, start + n)
-            if a >= b:
-                continue
-            seg = block[a - start : b - start] if axis == 0 else block[:, a - start : b - start]
-            if isinstance(w, np.ndarray):
-                part = np.tensordot(w[a - lo : b - lo], seg, axes=([0], [axis]))
-            else:
-                part = seg.sum(axis=axis) * w
-            if axis == 0:
-                out[k] += part
-            else:
-                out[:, k] += part
-
-
 def _plan_bytes(
     width: int, height: int, target: tuple[int, int, int], *, square: bool
 ) -> tuple[int, dict[str, int]]:
@@ -319,7 +129,7 @@ def _plan_bytes(
     weights = 16 * (h + w) + (16 * (side_h + side_w + 2 * (h + w)) if bilinear else 0)
     parts = {
         "decoded pixels": _SOURCE_BYTES_PER_PIXEL * width * height + _SOURCE_BYTES_PER_ROW * height,
-        "float strips": 5 * _STRIP_BYTES,
+        "float strips": 5 * STRIP_BYTES,
         "resampling weights": weights,
         "output": 5 * 8 * c * h * w,
     }
@@ -363,14 +173,14 @@ def decode_image(
         raise ValueError(
             f"the file is too large: {_fmt_bytes(len(data))}; the limit is {_fmt_bytes(max_bytes)}"
         )
-    kind = _sniff(data)
+    kind = sniff(data)
     if kind not in ALLOWED_FORMATS:
         what = f"a {kind} file" if kind else "not an image (unrecognised content)"
         raise ValueError(f"the upload is {what}; allowed formats: PNG, JPEG")
 
     bit_depth = 8
     if kind == "PNG":
-        header = _png_header(data)
+        header = png_header(data)
         if header is None:
             raise ValueError("the PNG file is corrupt: its header (IHDR) is missing or truncated")
         pw, ph, bit_depth, _ = header
@@ -395,7 +205,7 @@ def decode_image(
             raise too_large(pw, ph)
         check_memory(pw, ph)
     if kind == "JPEG":
-        size = _jpeg_size(data)
+        size = jpeg_size(data)
         if size is None:
             raise ValueError("the JPEG file is corrupt: no frame header (SOF) before the image data")
         if size[0] * size[1] > max_pixels:
@@ -432,11 +242,11 @@ def decode_image(
                 im = ImageOps.exif_transpose(im)
         except (OSError, SyntaxError, EOFError, ValueError, Image.DecompressionBombError) as exc:
             raise ValueError(f"the {kind} file is corrupt or truncated ({exc}); nothing was read") from exc
-        raw, scale, clip, has_alpha, notes = _raw_pixels(im, bit_depth)
+        raw, scale, clip, has_alpha, notes = raw_pixels(im, bit_depth)
         del im
         if n_frames > 1:
             notes.insert(0, f"animated {fmt} with {n_frames} frames: only the first frame is used.")
-        pixels, notes = _resample(
+        pixels, notes = resample(
             raw,
             scale=scale,
             clip=clip,
@@ -476,86 +286,6 @@ def decode_image(
         bit_depth=int(bit_depth),
         notes=tuple(notes),
     )
-
-
-def _resample(
-    raw: np.ndarray,
-    *,
-    scale: float,
-    clip: bool,
-    has_alpha: bool,
-    target: tuple[int, int, int],
-    background: float,
-    notes: list[str],
-) -> tuple[np.ndarray, list[str]]:
-    """The model's (h, w, c) float64 input from the raw pixels, one strip at a time.
-
-    Per strip: values in [0, 1], alpha composited over ``background``, colour ↔ grey; then the
-    strip's share of the padded, resized image is added to the output. Padding a non-square image to
-    a square and resizing it are one linear map, applied without building the square (it can be
-    huge: a 1×40 000 image pads to 40 000²), with Pillow's own coefficients (box when shrinking,
-    bilinear when enlarging) — the same result as padding, then ``Image.resize``, to float rounding.
-    """
-    c, h, w = target
-    ih, iw, bands = raw.shape
-    colour = bands - int(has_alpha)
-    pad = h == w and ih != iw
-    side_h, side_w = (max(ih, iw),) * 2 if pad else (ih, iw)
-    top, left = (side_h - ih) // 2, (side_w - iw) // 2
-    box = side_h >= h and side_w >= w
-    rows = _Axis.build(padded=side_h, out=h, offset=top, size=ih, box=box)
-    cols = _Axis.build(padded=side_w, out=w, offset=left, size=iw, box=box)
-
-    per_value = max(1, _STRIP_BYTES // 8)
-    col_step = min(iw, max(1, per_value // bands))
-    row_step = max(1, min(ih, per_value // (col_step * bands), per_value // (w * max(c, colour))))
-    acc = np.zeros((h, w, c), dtype=np.float64)
-    opaque, grey = True, True
-    for r0 in range(0, ih, row_step):
-        for c0 in range(0, iw, col_step):
-            vals = raw[r0 : r0 + row_step, c0 : c0 + col_step].astype(np.float64)
-            vals /= scale
-            if clip:
-                np.clip(vals, 0.0, 1.0, out=vals)
-            pixels = vals[..., :colour]
-            if has_alpha:
-                alpha = vals[..., colour:]
-                if opaque and not np.all(alpha >= 1.0):
-                    opaque = False
-                pixels = alpha * pixels + (1.0 - alpha) * background
-            if c == 1 and colour == 3:
-                p0, p1, p2 = pixels[..., 0], pixels[..., 1], pixels[..., 2]
-                if grey and not (np.allclose(p0, p1) and np.allclose(p1, p2)):
-                    grey = False
-                pixels = (pixels @ _LUMA)[..., None]
-            elif c == 3 and colour == 1:
-                pixels = np.repeat(pixels, 3, axis=-1)
-            if pad:
-                pixels = pixels - background  # the map is affine: background + Σ weight·(v − background)
-            part = np.zeros((pixels.shape[0], w, c), dtype=np.float64)
-            cols.add_to(part, pixels, c0, axis=1)
-            rows.add_to(acc, part, r0, axis=0)
-    if pad:
-        acc += background
-
-    if has_alpha:
-        notes.append(
-            "the alpha channel is fully opaque and was dropped."
-            if opaque
-            else f"the image has transparency: it was composited over the dataset's background "
-            f"(value {background:g}), which is how the model will see it."
-        )
-    if c == 1 and colour == 3 and not grey:
-        notes.append("colour converted to grey (ITU-R BT.601 luma) for this grey-scale dataset.")
-    elif c == 3 and colour == 1:
-        notes.append("grey image repeated on the three colour channels.")
-    if pad:
-        notes.append(
-            f"padded from {iw}×{ih} to a {side_w}×{side_h} square with the background (no stretching)."
-        )
-    if (side_h, side_w) != (h, w):
-        notes.append(f"resized from {side_w}×{side_h} to {w}×{h}, the model's input size.")
-    return acc, notes
 
 
 def load_image(

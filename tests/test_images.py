@@ -314,7 +314,7 @@ def test_memory_error_is_a_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
     def out_of_memory(*a, **k):
         raise MemoryError("Unable to allocate 11.9 GiB for an array")
 
-    monkeypatch.setattr(images, "_resample", out_of_memory)
+    monkeypatch.setattr(images, "resample", out_of_memory)
     with pytest.raises(ValueError, match=r"8×8 pixels\) could not be decoded: the server ran out of memory"):
         decode_image(make_png(np.zeros((8, 8), np.uint8)), target_shape=GREY8)
 
