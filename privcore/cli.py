@@ -12,7 +12,8 @@ from privcore import api_cli
 from privcore.experiments.cli import experiment_app
 from privcore.lab.cli import lab_app
 from privcore.lipschitz.cli import cache_app, tables_app
-from privcore.train.cli import evaluate, train_app
+from privcore.train.cli import train_app
+from privcore.train.cli_evaluate import evaluate
 
 app = typer.Typer(
     name="privcore",

@@ -1,4 +1,4 @@
-"""``python -m privcore train ...`` and ``python -m privcore evaluate``.
+"""``python -m privcore train ...`` (``evaluate`` is :mod:`privcore.train.cli_evaluate`).
 
 Every command runs on CUDA when present and on the CPU otherwise (``--device``), shows progress
 bars, resumes an interrupted run from its ``*.resume.pt`` state, and writes checkpoints into
@@ -8,15 +8,29 @@ Heavy imports stay inside the commands so that ``python -m privcore --help`` is 
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
-from typing import Any
 
 import typer
 
-from privcore.cli_errors import dataset_option
-from privcore.executors import ADDRESS_HELP, EXECUTOR_HELP
+from privcore.train.cli_common import (
+    ADDRESS,
+    DATA_ROOT,
+    DATASET,
+    DEVICE,
+    EXECUTOR,
+    MODELS,
+    PROGRESS,
+    RESUME,
+    SEED,
+    THREADS,
+    command_line,
+    executor_option,
+    load,
+    load_for_embedder,
+    setup,
+    summary,
+)
 
 train_app = typer.Typer(
     help="Train embedders, obfuscators (Table 1), α sweeps (Fig. 2), attackers, IP classifiers; compute Δp.",
@@ -24,101 +38,11 @@ train_app = typer.Typer(
     add_completion=False,
 )
 
-_DATASET = typer.Option(
-    "digits", "--dataset", "-d", help="digits, fashion-mnist, mnist, cifar10, utkface, folder",
-    callback=dataset_option,
-)
-_DEVICE = typer.Option("auto", help="auto (CUDA when present, else CPU), cpu or cuda")
-_SEED = typer.Option(0, help="seed of initialisation, shuffling and training noise")
-_MODELS = typer.Option(None, "--models-dir", help="default: $PRIVCORE_MODELS_DIR or the repository's models/")
-_DATA_ROOT = typer.Option(None, "--data-root", help="dataset root (default: $PRIVCORE_DATA_DIR or data/raw)")
-_THREADS = typer.Option(None, help="CPU threads for torch (default: torch's choice)")
-_PROGRESS = typer.Option(True, "--progress/--no-progress", help="progress bars")
-_RESUME = typer.Option(True, "--resume/--no-resume", help="continue an interrupted run from its state file")
-_EXECUTOR = typer.Option("local", help=EXECUTOR_HELP)
-_ADDRESS = typer.Option(None, help=ADDRESS_HELP)
-
-
-def _executor(executor: str, address: str | None, workers: int) -> Any:
-    """The executor of ``--executor/--address`` (None for the default local one), or a usage error."""
-    from privcore.executors import executor_from_options
-
-    try:
-        ex = executor_from_options(executor, address=address, workers=workers)
-    except (ValueError, ImportError) as exc:
-        raise typer.BadParameter(str(exc)) from exc
-    return None if ex.name == "local" else ex
-
-
-def _command(ctx: typer.Context) -> str:
-    """The canonical command line of the running sub-command: its path and every option whose
-    value differs from the default (so it regenerates the artefact, however it was invoked)."""
-    names: list[str] = []
-    c: Any = ctx
-    while c is not None and c.parent is not None:
-        names.append(str(c.info_name))
-        c = c.parent
-    parts = ["python", "-m", "privcore", *reversed(names)]
-    for p in ctx.command.params:
-        v = ctx.params.get(p.name)
-        always = p.name in ("dataset", "variant", "model")
-        if v is None or (v == p.default and not always) or getattr(p, "param_type_name", "") != "option":
-            continue
-        if getattr(p, "is_flag", False):
-            parts.append(p.opts[0] if v else p.secondary_opts[0])
-            continue
-        flag = max(p.opts, key=len)
-        for x in v if isinstance(v, (list, tuple)) else [v]:
-            parts += [flag, str(x)]
-    return shlex.join(parts)
-
-
-def _setup(models_dir: Path | None, threads: int | None) -> Path:
-    from privcore.pipeline import default_models_dir
-    from privcore.train.common import set_threads
-
-    set_threads(threads)
-    return Path(models_dir) if models_dir is not None else default_models_dir()
-
-
-def _load(dataset: str, data_root: Path | None) -> Any:
-    from privcore.data import load_dataset
-    from privcore.errors import DatasetUnavailableError
-
-    try:
-        return load_dataset(dataset, root=data_root)
-    except DatasetUnavailableError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
-
-
-def _load_for_embedder(stem: Path, dataset: str, data_root: Path | None) -> Any:
-    """The data the embedder at ``stem`` was trained on (loader options and subset from its card)."""
-    from privcore.errors import CheckpointError, DatasetUnavailableError
-    from privcore.nets.checkpoint import read_card
-    from privcore.train.embedder import dataset_from_card
-
-    if data_root is not None:
-        return _load(dataset, data_root)
-    try:
-        return dataset_from_card(read_card(stem)["dataset"])
-    except (CheckpointError, DatasetUnavailableError, ValueError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
-
-
-def _summary(card: dict[str, Any]) -> None:
-    m = {k: v for k, v in (card.get("metrics") or {}).items() if k != "history"}
-    typer.echo(
-        f"wrote {card['kind']} {card['name']} ({card['weights']['bytes'] / 1024:.0f} KiB): "
-        f"{json.dumps(m, default=str)[:600]}"
-    )
-
 
 @train_app.command("embedder")
 def embedder_cmd(
     ctx: typer.Context,
-    dataset: str = _DATASET,
+    dataset: str = DATASET,
     epochs: int = typer.Option(None, help="override the recipe's epochs"),
     n_train: int = typer.Option(None, "--n-train", help="train on a random subset of this size"),
     arch: str = typer.Option(None, help="mlp or conv"),
@@ -133,21 +57,21 @@ def embedder_cmd(
         "obfuscator, Δp, classifier and attacker trained on this embedder then train on the rest",
     ),
     validation_seed: int = typer.Option(0, "--validation-seed", help="seed of the validation split"),
-    device: str = _DEVICE,
-    seed: int = _SEED,
-    models_dir: Path = _MODELS,
-    data_root: Path = _DATA_ROOT,
-    threads: int = _THREADS,
-    progress: bool = _PROGRESS,
-    resume: bool = _RESUME,
+    device: str = DEVICE,
+    seed: int = SEED,
+    models_dir: Path = MODELS,
+    data_root: Path = DATA_ROOT,
+    threads: int = THREADS,
+    progress: bool = PROGRESS,
+    resume: bool = RESUME,
 ) -> None:
     """Train the β-VAE embedder (posthoc-PTR App. E); with --validation-fraction on the training
     set minus a held-out validation split (its card's "test" metrics are then validation metrics)."""
     from privcore.train.embedder import train_embedder
     from privcore.train.recipes import embedder_recipe
 
-    mdir = _setup(models_dir, threads)
-    ds = _load(dataset, data_root)
+    mdir = setup(models_dir, threads)
+    ds = load(dataset, data_root)
     if validation_fraction:
         from privcore.data import validation_split
 
@@ -165,7 +89,7 @@ def embedder_cmd(
         beta=beta,
         kl_warmup_epochs=kl_warmup,
     )
-    _summary(
+    summary(
         train_embedder(
             ds,
             rec,
@@ -174,7 +98,7 @@ def embedder_cmd(
             seed=seed,
             progress=progress,
             resume=resume,
-            command=_command(ctx),
+            command=command_line(ctx),
         )
     )
 
@@ -182,7 +106,7 @@ def embedder_cmd(
 @train_app.command("obfuscator")
 def obfuscator_cmd(
     ctx: typer.Context,
-    dataset: str = _DATASET,
+    dataset: str = DATASET,
     variant: str = typer.Option(
         "ARL-C-N",
         help="Encoder, ARL, C, N, ARL-C, ARL-N, C-N or ARL-C-N (Table 1); an N variant with the suffix "
@@ -198,20 +122,20 @@ def obfuscator_cmd(
         None, help="N regulariser: release (default; noise = the release's Δ̂·R/ε) or paper (Lap σ=0.01)"
     ),
     keep_adversary: bool = typer.Option(False, "--keep-adversary", help="also store the proxy adversary"),
-    device: str = _DEVICE,
-    seed: int = _SEED,
-    models_dir: Path = _MODELS,
-    data_root: Path = _DATA_ROOT,
-    threads: int = _THREADS,
-    progress: bool = _PROGRESS,
-    resume: bool = _RESUME,
+    device: str = DEVICE,
+    seed: int = SEED,
+    models_dir: Path = MODELS,
+    data_root: Path = DATA_ROOT,
+    threads: int = THREADS,
+    progress: bool = PROGRESS,
+    resume: bool = RESUME,
 ) -> None:
     """Train one obfuscator variant with its classifier and proxy adversary (Table 1)."""
     from privcore.train.obfuscator import train_obfuscator
     from privcore.train.recipes import obfuscator_recipe
 
-    mdir = _setup(models_dir, threads)
-    ds = _load_for_embedder(mdir / dataset / "embedder", dataset, data_root)
+    mdir = setup(models_dir, threads)
+    ds = load_for_embedder(mdir / dataset / "embedder", dataset, data_root)
     try:
         rec = obfuscator_recipe(
             dataset,
@@ -224,7 +148,7 @@ def obfuscator_cmd(
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    _summary(
+    summary(
         train_obfuscator(
             ds,
             rec,
@@ -235,7 +159,7 @@ def obfuscator_cmd(
             progress=progress,
             resume=resume,
             keep_adversary=keep_adversary,
-            command=_command(ctx),
+            command=command_line(ctx),
         )
     )
 
@@ -243,25 +167,25 @@ def obfuscator_cmd(
 @train_app.command("alpha-sweep")
 def alpha_sweep_cmd(
     ctx: typer.Context,
-    dataset: str = _DATASET,
+    dataset: str = DATASET,
     alphas: str = typer.Option("0,0.5,0.9,0.99,0.999", help="comma-separated ARL weights (Fig. 2)"),
     epochs: int = typer.Option(None),
     warmup_epochs: int = typer.Option(None, "--warmup-epochs", help="task-only epochs before the game"),
     refit_epochs: int = typer.Option(None, "--refit-epochs", help="classifier refit epochs on the final f"),
-    device: str = _DEVICE,
-    seed: int = _SEED,
-    models_dir: Path = _MODELS,
-    data_root: Path = _DATA_ROOT,
-    threads: int = _THREADS,
-    progress: bool = _PROGRESS,
-    resume: bool = _RESUME,
+    device: str = DEVICE,
+    seed: int = SEED,
+    models_dir: Path = MODELS,
+    data_root: Path = DATA_ROOT,
+    threads: int = THREADS,
+    progress: bool = PROGRESS,
+    resume: bool = RESUME,
 ) -> None:
     """Train ARL obfuscators at several α (Fig. 2: higher α, smaller local Lipschitz constants)."""
     from privcore.train.obfuscator import train_obfuscator
     from privcore.train.recipes import obfuscator_recipe
 
-    mdir = _setup(models_dir, threads)
-    ds = _load_for_embedder(mdir / dataset / "embedder", dataset, data_root)
+    mdir = setup(models_dir, threads)
+    ds = load_for_embedder(mdir / dataset / "embedder", dataset, data_root)
     for a in (float(v) for v in alphas.split(",")):
         rec = obfuscator_recipe(
             dataset,
@@ -271,7 +195,7 @@ def alpha_sweep_cmd(
             warmup_epochs=warmup_epochs,
             classifier_refit_epochs=refit_epochs,
         )
-        _summary(
+        summary(
             train_obfuscator(
                 ds,
                 rec,
@@ -281,7 +205,7 @@ def alpha_sweep_cmd(
                 seed=seed,
                 progress=progress,
                 resume=resume,
-                command=_command(ctx),
+                command=command_line(ctx),
             )
         )
 
@@ -289,7 +213,7 @@ def alpha_sweep_cmd(
 @train_app.command("delta-p")
 def delta_p_cmd(
     ctx: typer.Context,
-    dataset: str = _DATASET,
+    dataset: str = DATASET,
     variant: str = typer.Option("ARL-C-N", help="obfuscator name (a Table-1 variant or ARL-alpha<α>)"),
     n: int = typer.Option(300, help="training embeddings to certify"),
     n_sigma: float = typer.Option(3.0, help="Δp = μ + n_sigma·σ (paper: 3)"),
@@ -300,17 +224,17 @@ def delta_p_cmd(
     time_limit: float = typer.Option(
         None, help="seconds per solve (a time-out keeps the proven upper bound)"
     ),
-    seed: int = _SEED,
-    models_dir: Path = _MODELS,
-    progress: bool = _PROGRESS,
-    executor: str = _EXECUTOR,
-    address: str = _ADDRESS,
+    seed: int = SEED,
+    models_dir: Path = MODELS,
+    progress: bool = PROGRESS,
+    executor: str = EXECUTOR,
+    address: str = ADDRESS,
 ) -> None:
     """Certify local Lipschitz constants on training embeddings; store μ, σ, Δp and timings in the card."""
     from privcore.train.delta_p import compute_delta_p
 
-    mdir = _setup(models_dir, None)
-    runner = _executor(executor, address, workers)
+    mdir = setup(models_dir, None)
+    runner = executor_option(executor, address, workers)
     card = compute_delta_p(
         mdir / dataset / f"obfuscator-{variant}",
         n=n,
@@ -322,7 +246,7 @@ def delta_p_cmd(
         time_limit=time_limit,
         seed=seed,
         progress=progress,
-        command=_command(ctx),
+        command=command_line(ctx),
         executor=runner,
     )
     d, c = card["delta_p"], card["certification"]
@@ -336,24 +260,24 @@ def delta_p_cmd(
 @train_app.command("attacker")
 def attacker_cmd(
     ctx: typer.Context,
-    dataset: str = _DATASET,
+    dataset: str = DATASET,
     variant: str = typer.Option("ARL-C-N", help="obfuscator to attack"),
     epochs: int = typer.Option(None),
     epsilons: str = typer.Option("1,2,5,10", help="release ε values mixed into the training data"),
-    device: str = _DEVICE,
-    seed: int = _SEED,
-    models_dir: Path = _MODELS,
-    threads: int = _THREADS,
-    progress: bool = _PROGRESS,
-    resume: bool = _RESUME,
+    device: str = DEVICE,
+    seed: int = SEED,
+    models_dir: Path = MODELS,
+    threads: int = THREADS,
+    progress: bool = PROGRESS,
+    resume: bool = RESUME,
 ) -> None:
     """Train the reconstruction attacker on releases f(z) + Lap(Δp·R/ε) and noise-free f(z)."""
     from privcore.train.attacker import train_reconstruction_attacker
     from privcore.train.recipes import attacker_recipe
 
-    mdir = _setup(models_dir, threads)
+    mdir = setup(models_dir, threads)
     rec = attacker_recipe(dataset, epochs=epochs, epsilons=tuple(float(e) for e in epsilons.split(",")))
-    _summary(
+    summary(
         train_reconstruction_attacker(
             mdir / dataset / f"obfuscator-{variant}",
             recipe=rec,
@@ -362,7 +286,7 @@ def attacker_cmd(
             seed=seed,
             progress=progress,
             resume=resume,
-            command=_command(ctx),
+            command=command_line(ctx),
         )
     )
 
@@ -370,21 +294,21 @@ def attacker_cmd(
 @train_app.command("classifier")
 def classifier_cmd(
     ctx: typer.Context,
-    dataset: str = _DATASET,
+    dataset: str = DATASET,
     variant: str = typer.Option("ARL-C-N", help="obfuscator whose releases the classifier reads"),
     epochs: int = typer.Option(None),
-    device: str = _DEVICE,
-    seed: int = _SEED,
-    models_dir: Path = _MODELS,
-    threads: int = _THREADS,
-    progress: bool = _PROGRESS,
-    resume: bool = _RESUME,
+    device: str = DEVICE,
+    seed: int = SEED,
+    models_dir: Path = MODELS,
+    threads: int = THREADS,
+    progress: bool = PROGRESS,
+    resume: bool = RESUME,
 ) -> None:
     """Fit the noise-aware release classifier on the frozen obfuscator (needs its Δp)."""
     from privcore.train.recipes import release_classifier_recipe
     from privcore.train.release_classifier import train_release_classifier
 
-    mdir = _setup(models_dir, threads)
+    mdir = setup(models_dir, threads)
     try:
         card = train_release_classifier(
             mdir / dataset / f"obfuscator-{variant}",
@@ -394,7 +318,7 @@ def classifier_cmd(
             seed=seed,
             progress=progress,
             resume=resume,
-            command=_command(ctx),
+            command=command_line(ctx),
         )
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -409,27 +333,27 @@ def classifier_cmd(
 @train_app.command("ip")
 def ip_cmd(
     ctx: typer.Context,
-    dataset: str = _DATASET,
+    dataset: str = DATASET,
     model: str = typer.Option("cnn", help="cnn (ResNet-18 on CIFAR-10), lipschitz-l1 or lipschitz-l2"),
     epochs: int = typer.Option(None),
     finetune_epochs: int = typer.Option(None, help="Gauss-Input fine-tuning epochs (cnn only; 0 = none)"),
     target_epsilon: float = typer.Option(None, help="Gauss-Input fine-tuning target ε"),
     target_alpha: float = typer.Option(None, help="Gauss-Input fine-tuning target α (ℓ2, pixels in [0, 1])"),
     n_train: int = typer.Option(None, "--n-train"),
-    device: str = _DEVICE,
-    seed: int = _SEED,
-    models_dir: Path = _MODELS,
-    data_root: Path = _DATA_ROOT,
-    threads: int = _THREADS,
-    progress: bool = _PROGRESS,
-    resume: bool = _RESUME,
+    device: str = DEVICE,
+    seed: int = SEED,
+    models_dir: Path = MODELS,
+    data_root: Path = DATA_ROOT,
+    threads: int = THREADS,
+    progress: bool = PROGRESS,
+    resume: bool = RESUME,
 ) -> None:
     """Train an inference-privacy classifier (IP paper Sec. V)."""
     from privcore.train.ip import train_ip_classifier
     from privcore.train.recipes import ip_recipe
 
-    mdir = _setup(models_dir, threads)
-    ds = _load(dataset, data_root)
+    mdir = setup(models_dir, threads)
+    ds = load(dataset, data_root)
     rec = ip_recipe(
         dataset,
         model,
@@ -447,65 +371,14 @@ def ip_cmd(
         seed=seed,
         progress=progress,
         resume=resume,
-        command=_command(ctx),
+        command=command_line(ctx),
     ):
-        _summary(card)
-
-
-def _fmt_eval(res: dict[str, Any]) -> str:
-    lines = [f"== {res['dataset']} (test set) =="]
-    for o in res["obfuscators"]:
-        via = "release classifier" if o.get("classifier") == "release-classifier" else "obfuscator's head"
-        line = f"{o['obfuscator']:>14}: accuracy ε=∞ {o['accuracy_eps_inf']:.4f} ({via})"
-        if "noise_only_accuracy" in o:
-            noisy = ", ".join(f"ε={k}: {v:.3f}" for k, v in o["noise_only_accuracy"].items())
-            line += f" | Δp={o['delta_p']:.4g}, R={o['radius']:g}, release noise only (no ⊥): {noisy}"
-        lines.append(line)
-    for m in res["ip"]:
-        lip = (
-            f" (certified μ₁={m['lipschitz']['l1']:.4g}, μ₂={m['lipschitz']['l2']:.4g})"
-            if m["lipschitz"]
-            else ""
-        )
-        lines.append(f"{m['name']:>20}: accuracy {m['accuracy']:.4f}{lip}")
-    return "\n".join(lines)
-
-
-def evaluate(
-    dataset: str = _DATASET,
-    obfuscator: list[str] = typer.Option(
-        None, "--obfuscator", "-o", help="variant(s); default: every shipped one"
-    ),
-    epsilons: str = typer.Option("1,2,5,10", help="ε values for the release-noise accuracy"),
-    ip: bool = typer.Option(True, "--ip/--no-ip", help="also evaluate the IP classifiers"),
-    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
-    device: str = _DEVICE,
-    seed: int = _SEED,
-    models_dir: Path = _MODELS,
-) -> None:
-    """Test-set accuracy of the shipped pipelines (ε = ∞ and under release noise) and IP classifiers."""
-    from privcore.errors import CheckpointError, DatasetUnavailableError
-    from privcore.train.evaluate import evaluate_dataset
-
-    try:
-        res = evaluate_dataset(
-            dataset,
-            obfuscators=obfuscator or None,
-            models_dir=models_dir,
-            device=device,
-            epsilons=tuple(float(e) for e in epsilons.split(",")),
-            include_ip=ip,
-            seed=seed,
-        )
-    except (CheckpointError, DatasetUnavailableError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    typer.echo(json.dumps(res, indent=2) if as_json else _fmt_eval(res))
+        summary(card)
 
 
 @train_app.command("all")
 def all_cmd(
-    dataset: str = _DATASET,
+    dataset: str = DATASET,
     variants: str = typer.Option(
         "Encoder,ARL,ARL-C-N",
         help="obfuscators to train (Table 1 names; <N variant>-paper: the paper's σ = 0.01 noise "
@@ -519,15 +392,15 @@ def all_cmd(
     ),
     delta_p_n: int = typer.Option(300, "--delta-p-n", help="training embeddings certified for Δp"),
     workers: int = typer.Option(2, help="solver processes for Δp"),
-    executor: str = _EXECUTOR,
-    address: str = _ADDRESS,
-    device: str = _DEVICE,
-    seed: int = _SEED,
-    models_dir: Path = _MODELS,
-    data_root: Path = _DATA_ROOT,
-    threads: int = _THREADS,
-    progress: bool = _PROGRESS,
-    resume: bool = _RESUME,
+    executor: str = EXECUTOR,
+    address: str = ADDRESS,
+    device: str = DEVICE,
+    seed: int = SEED,
+    models_dir: Path = MODELS,
+    data_root: Path = DATA_ROOT,
+    threads: int = THREADS,
+    progress: bool = PROGRESS,
+    resume: bool = RESUME,
     force: bool = typer.Option(False, help="retrain even what already exists"),
 ) -> None:
     """Everything the dashboard ships for a dataset: embedder, obfuscators (+ Δp, release
@@ -549,9 +422,9 @@ def all_cmd(
     )
     from privcore.train.release_classifier import train_release_classifier
 
-    mdir = _setup(models_dir, threads)
-    runner = _executor(executor, address, workers)
-    ds = _load(dataset, data_root)
+    mdir = setup(models_dir, threads)
+    runner = executor_option(executor, address, workers)
+    ds = load(dataset, data_root)
     d = mdir / dataset
     common = f"--dataset {dataset} --seed {seed} --device {device}" + (
         f" --threads {threads}" if threads else ""
@@ -563,7 +436,7 @@ def all_cmd(
         return force or not card_path(stem).is_file()
 
     if need(d / "embedder"):
-        _summary(
+        summary(
             train_embedder(
                 ds,
                 embedder_recipe(dataset),
@@ -575,7 +448,7 @@ def all_cmd(
     for v in [s for s in variants.split(",") if s]:
         stem = d / f"obfuscator-{v}"
         if need(stem):
-            _summary(
+            summary(
                 train_obfuscator(
                     ds,
                     obfuscator_recipe(dataset, v),
@@ -602,7 +475,7 @@ def all_cmd(
                 f"Δp {v}: μ={dp['mu']:.4g} σ={dp['sigma']:.4g} proposed={dp['proposed']:.4g} (n={dp['n']})"
             )
         if need(d / f"classifier-{v}"):
-            _summary(
+            summary(
                 train_release_classifier(
                     stem,
                     recipe=release_classifier_recipe(dataset),
@@ -612,7 +485,7 @@ def all_cmd(
                 )
             )
         if attackers and need(d / f"attacker-{v}"):
-            _summary(
+            summary(
                 train_reconstruction_attacker(
                     stem,
                     recipe=attacker_recipe(dataset),
@@ -631,4 +504,4 @@ def all_cmd(
                 command=f"python -m privcore train ip {common} --model {m}",
                 **run,
             ):
-                _summary(card)
+                summary(card)
