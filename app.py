@@ -13,7 +13,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from privlens import ui
+from privlens import pipelines, ui
 
 _start = time.perf_counter()
 st.set_page_config(page_title="privlens", page_icon=":material/visibility_lock:", layout="wide")
@@ -45,7 +45,7 @@ page = st.navigation(PAGES)
 # every page runs inside the error boundary: an error no page handled is shown as "<page> failed: nothing
 # was released", its traceback logged on the server (and .streamlit/config.toml hides Streamlit's own)
 with ui.error_boundary(f"The {page.title} page"):
-    ui.warm_up()
+    pipelines.warm_up()
     ui.sidebar()
     st.session_state[ui.NAV_FLAG] = True  # the page must not render the sidebar a second time
     try:

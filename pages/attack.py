@@ -15,7 +15,7 @@ import torch
 from privcore.attacks import ImageMetrics, image_metrics, mean_image_baseline
 from privcore.errors import DatasetUnavailableError
 from privcore.images import encode_png
-from privlens import charts, ptr, ui
+from privlens import charts, pipelines, ptr, ui
 from privlens.image import require_image
 from privlens.session import load_results
 
@@ -41,7 +41,7 @@ def _baseline(dataset: str) -> ImageMetrics | None:
     try:
         return _baseline_of(dataset)[0]
     except (DatasetUnavailableError, ValueError, OSError) as exc:
-        st.caption(f"No no-release baseline for {dataset}: {ui.public_text(exc)}")
+        st.caption(f"No no-release baseline for {dataset}: {pipelines.public_text(exc)}")
         return None
 
 
@@ -53,8 +53,8 @@ st.caption(
     "Tables 3–6), then the shipped attacker on your image."
 )
 
-models = ui.catalogue()
-dataset = s.dataset if s.dataset in models else ui.DEFAULT_DATASET
+models = pipelines.catalogue()
+dataset = s.dataset if s.dataset in models else pipelines.DEFAULT_DATASET
 st.subheader("Over (R, ε)")
 df = load_results(dataset, "attack")
 if df is None:
@@ -142,7 +142,7 @@ st.subheader("On your image")
 if not s.is_ptr:
     st.info("Pick the PTR mechanism in the sidebar to run the attacker on your image.")
     st.stop()
-loaded = ui.pipeline(s)
+loaded = pipelines.pipeline(s)
 if loaded is None:
     st.stop()
 pipe = loaded.pipeline

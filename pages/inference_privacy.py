@@ -12,7 +12,7 @@ import streamlit as st
 
 from privcore.accounting import chaining, chaining_hops
 from privcore.images import encode_png
-from privlens import budget, charts, checks, ui, upload
+from privlens import budget, charts, checks, pipelines, ui, upload
 from privlens import ip as iplens
 from privlens.session import (
     ALPHA_GRID,
@@ -51,8 +51,8 @@ if s.delta > 1e-3:
         "mechanisms' guarantee fails with probability up to δ per query."
     )
 
-models = ui.catalogue()
-dataset = s.dataset if s.dataset in models else ui.DEFAULT_DATASET
+models = pipelines.catalogue()
+dataset = s.dataset if s.dataset in models else pipelines.DEFAULT_DATASET
 
 
 ip = iplens.models(dataset)

@@ -18,7 +18,7 @@ from privcore.lipschitz import (
     max_pattern_norm,
     relaxed_upper_bound,
 )
-from privlens import ptr, ui
+from privlens import pipelines, ptr, ui
 from privlens.image import require_image
 from privlens.memo import memo
 from privlens.session import load_results, md_literal
@@ -35,7 +35,7 @@ st.caption(
     "cheap certified relaxations; the lower bound is the Jacobian norm at a verified point."
 )
 
-loaded = ui.pipeline(s)
+loaded = pipelines.pipeline(s)
 if loaded is None:
     st.stop()
 pipe = loaded.pipeline

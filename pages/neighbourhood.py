@@ -9,7 +9,7 @@ import streamlit as st
 import torch
 
 from privcore.images import encode_png
-from privlens import ptr, ui
+from privlens import pipelines, ptr, ui
 from privlens.image import require_image
 from privlens.session import RADIUS_GRID, latent_walk, rank_axes, tile_images
 
@@ -22,7 +22,7 @@ st.caption(
     "the ball, its farthest points. If they all look alike, R is small; if the digit changes, R is large."
 )
 
-loaded = ui.pipeline(s)
+loaded = pipelines.pipeline(s)
 if loaded is None:
     st.stop()
 pipe = loaded.pipeline

@@ -11,7 +11,7 @@ import streamlit as st
 
 from privcore.errors import PrivcoreError
 from privcore.images import encode_png
-from privlens import budget, checks, live, ptr, report, ui, upload
+from privlens import budget, checks, live, pipelines, ptr, report, ui, upload
 from privlens.session import (
     ledger_totals,
     load_results,
@@ -42,7 +42,7 @@ if not s.is_ptr:
         st.rerun()
     st.stop()
 
-loaded = ui.pipeline(s)
+loaded = pipelines.pipeline(s)
 if loaded is None:
     st.stop()
 pipe = loaded.pipeline
@@ -163,7 +163,7 @@ st.info(
     f"**Sending this draw spends (2ε, δ/2, R) = ({g.epsilon:g}, {g.delta:g}, {ctx.radius:g})** (posthoc "
     f"Theorem 4.4, PTR run at ε = {s.epsilon:g}, δ = {s.delta:g}). {plain_guarantee(g)}"
 )
-for warning in budget.extreme_warnings(g, n=ui.dataset_size(pipe)):
+for warning in budget.extreme_warnings(g, n=pipelines.dataset_size(pipe)):
     st.warning(warning, icon=":material/warning:")
 
 
@@ -252,7 +252,7 @@ def _report() -> str:
         figures=[] if curve is None else [curve],
         ledger=ledger_now,
         totals=totals,
-        warnings=budget.extreme_warnings(g, n=ui.dataset_size(pipe)),
+        warnings=budget.extreme_warnings(g, n=pipelines.dataset_size(pipe)),
     )
 
 

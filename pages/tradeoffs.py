@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from privcore.experiments import hoeffding_halfwidth
-from privlens import charts, ptr, ui
+from privlens import charts, pipelines, ptr, ui
 from privlens.image import current_image
 from privlens.session import load_results, release_probability, smallest_epsilon
 
@@ -24,8 +24,8 @@ st.caption(
     "so compare the curves with that in mind."
 )
 
-models = ui.catalogue()
-dataset = s.dataset if s.dataset in models else ui.DEFAULT_DATASET
+models = pipelines.catalogue()
+dataset = s.dataset if s.dataset in models else pipelines.DEFAULT_DATASET
 t1 = load_results(dataset, "table1")
 t2 = load_results(dataset, "table2")
 
@@ -133,7 +133,7 @@ if t1 is not None and "release_rate" in t1:
                 )
             )
             rate_data.append(g[["epsilon", "release_rate"]].assign(series=f"{name}: test set"))
-loaded = ui.pipeline(s) if s.dataset == dataset else None
+loaded = pipelines.pipeline(s) if s.dataset == dataset else None
 phi = None
 if loaded is not None and s.is_ptr:
     image = current_image(loaded.dataset, loaded.pipeline.image_shape)

@@ -15,7 +15,7 @@ import torch
 
 from privcore.domain import DomainProfile, blank_reason
 from privcore.errors import PrivcoreError
-from privlens import ui
+from privlens import pipelines
 from privlens.image import CurrentImage
 from privlens.session import md_literal
 
@@ -27,7 +27,7 @@ CONFIRMED_KEY = "privlens_confirmed_images"
 def _profile(dataset: str, model: str, directory: str) -> DomainProfile:
     from privcore.data import load_dataset
 
-    pipe = ui.load(dataset, model, directory)
+    pipe = pipelines.load(dataset, model, directory)
     ds = load_dataset(dataset)
     return DomainProfile.from_data(train=ds.x_train, held_out=ds.x_test, embed=pipe.embed, decode=pipe.decode)
 
@@ -39,11 +39,11 @@ def concerns(dataset: str, image: CurrentImage) -> list[str]:
     if blank is not None:
         out.append(blank)
     try:
-        models = ui.catalogue().get(dataset, ())
+        models = pipelines.catalogue().get(dataset, ())
         if not models:
             return out
-        pipe = ui.load(dataset, models[0], ui.models_dir())
-        profile = _profile(dataset, models[0], ui.models_dir())
+        pipe = pipelines.load(dataset, models[0], pipelines.models_dir())
+        profile = _profile(dataset, models[0], pipelines.models_dir())
     except (PrivcoreError, OSError, ValueError, ImportError) as exc:  # the checks need the data and a VAE
         LOG.warning("no domain profile for %s: %s", dataset, exc)
         return out

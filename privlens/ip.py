@@ -18,7 +18,7 @@ import torch
 
 from privcore.errors import CheckpointError, DatasetUnavailableError
 from privcore.mechanisms import GaussInput, GaussOutput, Guarantee, LapOutput
-from privlens import ui
+from privlens import pipelines, ui
 from privlens.image import CurrentImage
 from privlens.memo import memo
 from privlens.session import IP_MECHANISMS, Settings
@@ -45,9 +45,9 @@ def _ip_models(name: str, directory: str) -> Any:
 def models(dataset: str) -> Any | None:
     """The dataset's IP classifiers, or None after saying how to train them."""
     try:
-        return _ip_models(dataset, ui.models_dir())
+        return _ip_models(dataset, pipelines.models_dir())
     except (CheckpointError, DatasetUnavailableError, FileNotFoundError) as exc:
-        st.warning(f"No inference-privacy classifiers for {dataset}: {ui.public_text(exc)}")
+        st.warning(f"No inference-privacy classifiers for {dataset}: {pipelines.public_text(exc)}")
         command = f".venv/bin/python -m privcore train all --dataset {dataset}"
         st.info(f"Train them with `{command}` (or `train ip`).")
         return None

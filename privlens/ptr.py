@@ -24,7 +24,7 @@ import torch
 from privcore.errors import CertificationError
 from privcore.lipschitz import Certifier
 from privcore.mechanisms import PhiResult, PTRResult, bisection_decisions, cached_phi, propose_test_release
-from privlens import ui
+from privlens import pipelines, ui
 from privlens.deployment import image_cache
 from privlens.image import CurrentImage
 from privlens.memo import memo
@@ -61,7 +61,7 @@ class ReportingCertifier(Certifier):
 class PTRContext:
     """Everything PTR needs for the current image, none of it depending on ε or δ."""
 
-    loaded: ui.Loaded
+    loaded: pipelines.Loaded
     image: CurrentImage
     z: np.ndarray  # float64 embedding
     radius: float
@@ -87,7 +87,7 @@ class PTRContext:
         return str(self.pipe.cards["obfuscator"]["weights"]["sha256"])
 
 
-def context(s: Settings, loaded: ui.Loaded, image: CurrentImage) -> PTRContext | None:
+def context(s: Settings, loaded: pipelines.Loaded, image: CurrentImage) -> PTRContext | None:
     """The PTR context for the settings, or None after explaining what is missing."""
     pipe = loaded.pipeline
     delta_p = pipe.proposed_delta_p

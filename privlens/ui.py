@@ -4,8 +4,8 @@
   values live in ``st.session_state`` (one validated :class:`privlens.settings.Settings`) and are
   mirrored into the URL query, so a view can be shared; a bad or unknown URL parameter stops every
   page with an error at its top (:func:`stop_on_url_problems`) until the user fixes or accepts it;
-* models loaded once per process (``st.cache_resource``, eval mode, inference only), with the
-  embedded default (digits) as the fallback when a dataset or checkpoint is missing;
+* the models behind the pages are :mod:`privlens.pipelines`' (loaded once per process, with the
+  embedded default as the fallback);
 * the session's release ledger — per user, in ``st.session_state``, never in a shared cache (the
   current image is :mod:`privlens.image`'s, the per-session memo :mod:`privlens.memo`'s);
 * :func:`error_boundary`: an unexpected error is shown as what failed and that nothing was released,
@@ -17,22 +17,20 @@
 
 from __future__ import annotations
 
-import importlib
 import io
 import json
 import logging
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
-from privcore.errors import CheckpointError, DatasetUnavailableError, PrivcoreError
+from privcore.errors import PrivcoreError
+from privlens import pipelines
 from privlens.budget import spent_text
 from privlens.image import CurrentImage
+from privlens.pipelines import DEFAULT_DATASET, public_text
 from privlens.session import (
     ALPHA_GRID,
     CERTIFIER_CHOICES,
@@ -44,7 +42,6 @@ from privlens.session import (
     QueryProblem,
     Settings,
     grid_with,
-    md_literal,
     settings_from_query,
 )
 
@@ -55,7 +52,6 @@ NAV_FLAG = "privlens_sidebar_rendered"
 RUN_TIME_KEY = "privlens_last_run_seconds"
 URL_PROBLEMS_KEY = "privlens_url_problems"
 LEDGER_KEY = "privlens_ledger"
-DEFAULT_DATASET = "digits"
 
 MECHANISM_HELP = {
     "PTR": "posthoc Propose-Test-Release on the obfuscator: (2ε, δ/2, R) over ℓ∞ on the embedding",
@@ -97,42 +93,6 @@ def fmt_num(v: float) -> str:
     return f"{v:g}"
 
 
-# ----------------------------------------------------------------------------- catalogue
-
-
-def catalogue() -> dict[str, tuple[str, ...]]:
-    """Obfuscator names per dataset from the shipped model cards (``models/<dataset>/``), the α-sweep
-    members of Fig. 2 left out; digits always."""
-    return _catalogue(models_dir())
-
-
-@st.cache_data(show_spinner=False, ttl=60)
-def _catalogue(directory: str) -> dict[str, tuple[str, ...]]:
-    models: dict[str, list[str]] = {}
-    try:
-        from privcore.pipeline import list_models
-
-        infos = list_models(directory)
-    except (ImportError, PrivcoreError, OSError, ValueError, TypeError, KeyError, AttributeError):
-        LOG.exception("the model catalogue of %s could not be read", directory)  # a malformed card
-        infos = []
-    embedders = {m.dataset for m in infos if m.kind == "embedder"}
-    for m in infos:
-        if (
-            m.kind == "obfuscator"
-            and not m.fig2_only  # α-sweep members exist for Fig. 2 only: no Δp, never released
-            and m.dataset in embedders
-            and m.name not in models.setdefault(m.dataset, [])
-        ):
-            models[m.dataset].append(m.name)
-    models.setdefault(DEFAULT_DATASET, ["ARL-C-N"])
-    ordered = {DEFAULT_DATASET: models.pop(DEFAULT_DATASET), **dict(sorted(models.items()))}
-    return {
-        ds: tuple(sorted(names, key=lambda n: (n != "ARL-C-N", "alpha" in n, n)))
-        for ds, names in ordered.items()
-    }
-
-
 def default_settings(models: Mapping[str, Sequence[str]]) -> Settings:
     """Defaults: digits, its first model, PTR with the paper's δ = 0.05 and the dataset's R."""
     radius = 0.25
@@ -151,7 +111,7 @@ def default_settings(models: Mapping[str, Sequence[str]]) -> Settings:
 def settings() -> Settings:
     """The current settings of this session (initialised from the URL on its first run)."""
     if SETTINGS_KEY not in st.session_state:
-        models = catalogue()
+        models = pipelines.catalogue()
         default = default_settings(models)
         query = {k: st.query_params.get_all(k) for k in st.query_params}
         s, problems = settings_from_query(query, default=default, models=models)
@@ -205,7 +165,7 @@ def _on_change(field: str, widget_key: str) -> None:
     value = st.session_state[widget_key]
     changes: dict[str, Any] = {field: value}
     if field == "dataset":
-        models = catalogue()
+        models = pipelines.catalogue()
         available = models.get(value, ())
         if settings().model not in available and available:
             changes["model"] = available[0]
@@ -243,7 +203,7 @@ def bound_widget(
 def sidebar() -> Settings:
     """Render the shared sidebar and mirror the settings into the URL query."""
     s = settings()
-    models = catalogue()
+    models = pipelines.catalogue()
     sb = st.sidebar
     sb.markdown("### Settings")
     bound_widget(
@@ -363,133 +323,7 @@ def _leave_folder_navigation() -> None:
         st.rerun()
 
 
-# ------------------------------------------------------------------------------- models
-
-#: Modules slow to import (torchmetrics pulls in torchvision and torch._dynamo: seconds) that a page
-#: needs later; imported once per server process in the background so no page waits for them.
-SLOW_IMPORTS = ("privcore.attacks.metrics",)
-
-
-@st.cache_resource(show_spinner=False)
-def warm_up() -> threading.Thread:
-    """Start importing :data:`SLOW_IMPORTS` in a daemon thread (once per process), then make the
-    exact certifier's pattern tables of the shipped obfuscators ready (loaded from the disk cache or
-    the models directory, else enumerated: :func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`;
-    their regions are resolved on demand by the certifications, which share them and are exact either way)."""
-
-    # privcore.lipschitz is imported here, in the script's thread (~0.3 s, once per process): imported by
-    # the thread while a page imports it too, its circular modules (package __init__ → engine → patterns)
-    # raised importlib's _DeadlockError in the page (seen on a fresh server's first Attack page)
-    try:
-        from privcore.lipschitz.pattern_store import precompute_pattern_tables
-    except ImportError:  # pragma: no cover - the pages that need it report the problem
-        precompute_pattern_tables = None
-    directory = models_dir()
-
-    def run() -> None:
-        for name in SLOW_IMPORTS:
-            try:
-                importlib.import_module(name)
-            except Exception:  # pragma: no cover - the page that needs it imports it again and reports
-                LOG.warning("warm-up import of %s failed", name, exc_info=True)
-        try:
-            if precompute_pattern_tables is not None:
-                precompute_pattern_tables(directory)
-        except Exception:  # an accelerator only: certification builds what it needs
-            LOG.warning("pattern tables not precomputed", exc_info=True)
-
-    thread = threading.Thread(target=run, name="privlens-warm-up", daemon=True)
-    thread.start()
-    return thread
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """A loaded pipeline and the dataset it really belongs to (the fallback may differ)."""
-
-    pipeline: Any
-    dataset: str
-    model: str
-    fallback_reason: str | None
-
-
-def models_dir() -> str:
-    """Where checkpoints are read from (``$PRIVCORE_MODELS_DIR`` or ``models/``): part of every cache key."""
-    from privcore.pipeline import default_models_dir
-
-    return str(default_models_dir())
-
-
-@st.cache_resource(show_spinner="Loading models (once per server process)…", max_entries=8)
-def _load(dataset: str, model: str, directory: str) -> Any:
-    from privcore.pipeline import load_pipeline
-
-    pipe = load_pipeline(dataset, obfuscator=model, models_dir=directory)
-    for name in ("embedder", "decoder", "obfuscator", "classifier", "attacker"):
-        module = getattr(pipe, name, None)
-        if module is not None and hasattr(module, "eval"):
-            module.eval()
-            module.requires_grad_(False)
-    return pipe
-
-
-def load(dataset: str, model: str, directory: str) -> Any:
-    """The pipeline of (dataset, model) from ``directory``, loaded once per process (errors raised)."""
-    return _load(dataset, model, directory)
-
-
-def dataset_size(pipe: Any) -> int | None:
-    """Number of images (train + test) of the pipeline's dataset, from its obfuscator's card; None if
-    the card does not say."""
-    try:
-        data = pipe.cards["obfuscator"]["dataset"]
-        return int(data["n_train"]) + int(data["n_test"])
-    except (AttributeError, KeyError, TypeError, ValueError):
-        return None
-
-
-def pipeline(s: Settings) -> Loaded | None:
-    """The pipeline for the settings, or the embedded default with an explanation; None if even that fails."""
-    try:
-        return Loaded(_load(s.dataset, s.model, models_dir()), s.dataset, s.model, None)
-    except (DatasetUnavailableError, CheckpointError, FileNotFoundError, ValueError) as exc:
-        reason = str(exc)
-    except ImportError as exc:  # pipeline module not installed in this tree
-        st.error(f"**The models cannot be loaded; nothing was released.** {public_text(exc)}")
-        return None
-    what = f"{md_literal(s.dataset)} / {md_literal(s.model)}"
-    shown = public_text(reason)
-    if s.dataset == DEFAULT_DATASET:  # the reason names the command that recreates them
-        st.error(f"**The embedded default models ({what}) cannot be loaded; nothing was released.** {shown}")
-        return None
-    st.warning(f"**{what} is not available on this machine.** {shown}")
-    models = catalogue()[DEFAULT_DATASET]
-    try:
-        loaded = Loaded(_load(DEFAULT_DATASET, models[0], models_dir()), DEFAULT_DATASET, models[0], reason)
-    except (PrivcoreError, OSError, ValueError) as exc:
-        failed = "**The embedded default could not be loaded either; nothing was released.**"
-        st.error(f"{failed} {public_text(exc)}")
-        return None
-    st.info(f"Showing the embedded default instead: {DEFAULT_DATASET} / {models[0]}.")
-    return loaded
-
-
-# -------------------------------------------------------------------------- current image
-# (privlens.image; re-exported here, where the pages have always found them)
-
 # ------------------------------------------------------------------------------ errors
-
-
-def public_text(message: Any, *, limit: int = 1000) -> str:
-    """A server message for the browser: the models directory and the repository's path replaced by
-    ``<models>`` and ``<repository>`` (no server paths), as a code span (messages quote card values and
-    file names: shown, never rendered)."""
-    text = str(message)
-    models, repo = models_dir(), str(Path(__file__).resolve().parents[1])
-    replacements = ((str(Path(models).resolve()), "<models>"), (models, "<models>"), (repo, "<repository>"))
-    for path, name in replacements:
-        text = text.replace(path, name)
-    return md_literal(text, limit=limit)
 
 
 @contextmanager

@@ -117,9 +117,9 @@ def test_missing_models_are_explained_and_other_pages_work(monkeypatch: pytest.M
 
 def test_unavailable_dataset_falls_back_to_the_embedded_default(monkeypatch: pytest.MonkeyPatch) -> None:
     from privcore.errors import DatasetUnavailableError
-    from privlens import ui
+    from privlens import pipelines
 
-    real_load = ui._load
+    real_load = pipelines._load
 
     def load(dataset: str, model: str, directory: str):
         if dataset != "digits":
@@ -128,8 +128,9 @@ def test_unavailable_dataset_falls_back_to_the_embedded_default(monkeypatch: pyt
             )
         return real_load(dataset, model, directory)
 
-    monkeypatch.setattr(ui, "_load", load)
-    monkeypatch.setattr(ui, "catalogue", lambda: {"digits": ("ARL-C-N",), "fashion-mnist": ("ARL-C-N",)})
+    monkeypatch.setattr(pipelines, "_load", load)
+    shipped = {"digits": ("ARL-C-N",), "fashion-mnist": ("ARL-C-N",)}
+    monkeypatch.setattr(pipelines, "catalogue", lambda: shipped)
     at = app("release", query={"dataset": "fashion-mnist"})
     assert any("apt-get install dataset-fashion-mnist" in w.value for w in at.warning)
     assert any("embedded default instead: digits" in i.value for i in at.info)
