@@ -17,7 +17,8 @@ import torch
 
 import privcore._atomic as atomic
 from privcore._atomic import atomic_open, atomic_path, atomic_write_bytes, atomic_write_text
-from privcore.experiments.runner import ResultTable, save_figure
+from privcore.experiments.runner import save_figure
+from privcore.experiments.tables import ResultTable
 from privcore.train.common import ResumableRun
 
 

@@ -9,7 +9,8 @@ import os
 import pandas as pd
 import pytest
 
-from privcore.experiments.runner import ResultTable, RunContext, format_value, save_figure
+from privcore.experiments.runner import RunContext, save_figure
+from privcore.experiments.tables import ResultTable, format_value
 
 COLS = ("dataset", "epsilon", "radius", "accuracy", "released")
 KEY = ("epsilon", "radius")
@@ -141,7 +142,7 @@ def test_finish_drops_a_setting_written_twice(tmp_path) -> None:
 def test_parts_resume_one_part_at_a_time(tmp_path) -> None:
     """With Parts, adding an obfuscator keeps the others' rows; a part whose settings changed is
     redone alone; a change to the shared config starts over."""
-    from privcore.experiments.runner import Parts
+    from privcore.experiments.tables import Parts
 
     cols = ("obfuscator", "epsilon", "accuracy")
     parts = Parts(column="obfuscator", names="variants", fields=("weights",))

@@ -25,7 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 from privcore.experiments.report import hoeffding_halfwidth
-from privcore.experiments.runner import DEFAULT_RESULTS_DIR, ResultTable, RunContext
+from privcore.experiments.runner import DEFAULT_RESULTS_DIR, RunContext
+from privcore.experiments.tables import ResultTable
 
 __all__ = [
     "DEFAULT_RESULTS_DIR",

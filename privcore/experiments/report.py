@@ -69,7 +69,7 @@ def _provenance(results: Path, name: str) -> str:
     done = "complete" if meta.get("complete") else "INCOMPLETE"
     rows, rev = meta.get("rows", "?"), meta.get("git_revision", "?")
     out = f"`{meta.get('command', '')}` ({mode} mode, {rows} rows, {done}, git {rev})"
-    for added in meta.get("added") or ():  # parts added or redone later (runner.Parts)
+    for added in meta.get("added") or ():  # parts added or redone later (tables.Parts)
         out += (f"; the rows of {', '.join(added.get('parts', []))} by `{added.get('command', '')}` "
                 f"(git {added.get('git_revision', '?')})")
     return out

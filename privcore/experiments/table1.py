@@ -17,7 +17,7 @@ whichever exist, :func:`privcore.train.recipes.table1_order`), on a seeded test 
 
 φ is computed once per (obfuscator, test point) through the persistent cache and reused for
 every ε (and by ``table2`` and the dashboard). Each obfuscator is a part of the table
-(:class:`~privcore.experiments.runner.Parts`): ``--obfuscators NAME`` adds or redoes that
+(:class:`~privcore.experiments.tables.Parts`): ``--obfuscators NAME`` adds or redoes that
 obfuscator's rows and keeps the others'.
 """
 
@@ -37,8 +37,9 @@ from privcore.experiments.ptr_common import (
     refit_plan,
     test_indices,
 )
-from privcore.experiments.runner import Parts, RunContext, save_figure
+from privcore.experiments.runner import RunContext, save_figure
 from privcore.experiments.seeds import row_seed
+from privcore.experiments.tables import Parts
 from privcore.train.recipes import VARIANTS, table1_order
 
 __all__ = ["COLUMNS", "EPSILONS", "PARTS", "VARIANTS", "ptr_accuracy_rows", "run", "table1_obfuscators"]
