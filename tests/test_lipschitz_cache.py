@@ -344,6 +344,8 @@ def test_an_older_database_holding_embeddings_is_dropped_and_scrubbed(tmp_path: 
     assert len(cache) == 0
     cache.put("certificate", {"k": 1}, {"v": 1.0})
     assert marker.encode() not in _all_bytes(tmp_path)
+    with sqlite3.connect(cache.path) as check:  # rebuilt with incremental vacuum (2), like a new file
+        assert check.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
 
 
 def test_default_directory_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

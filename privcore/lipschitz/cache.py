@@ -290,6 +290,7 @@ class LipschitzCache:
             if cols and cols != _COLUMNS:
                 conn.execute("DROP TABLE entries")
         with contextlib.suppress(sqlite3.OperationalError):  # another process may hold a read lock
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # applied by the VACUUM that follows
             conn.execute("VACUUM")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
