@@ -175,21 +175,23 @@ def test_a_training_resume_file_is_never_torn(tmp_path, monkeypatch) -> None:
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     gen = torch.Generator().manual_seed(0)
     run.save(1, {"net": net}, {"opt": opt}, gen, [{"loss": 1.0}])
-    real_save = torch.save
+    import safetensors.torch
 
-    def save_half(obj, f, *args, **kwargs):  # the serialiser dies after part of the payload
-        real_save(obj, f, *args, **kwargs)
+    real_save = safetensors.torch.save_file
+
+    def save_half(tensors, f, *args, **kwargs):  # the serialiser dies after part of the payload
+        real_save(tensors, f, *args, **kwargs)
         with open(f, "r+b") as fh:
             fh.truncate(10)
         _disk_full()
 
-    monkeypatch.setattr(torch, "save", save_half)
+    monkeypatch.setattr(safetensors.torch, "save_file", save_half)
     with pytest.raises(OSError):
         run.save(2, {"net": net}, {"opt": opt}, gen, [{"loss": 1.0}, {"loss": 0.5}])
     monkeypatch.undo()
     epoch, history = run.restore({"net": net}, {"opt": opt}, gen)
     assert epoch == 1 and history == [{"loss": 1.0}]
-    assert _only(tmp_path) == ["model.resume.pt"]
+    assert _only(tmp_path) == ["model.resume.safetensors"]
 
 
 def test_the_report_file_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch) -> None:

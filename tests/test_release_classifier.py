@@ -115,11 +115,11 @@ def test_classifier_training_resumes_to_identical_weights(
     monkeypatch.setattr(rc_mod, "epoch_bar", bar_that_dies(real_bar))
     with pytest.raises(Interrupt):
         train_release_classifier(stem, out=tmp_path / "b", recipe=REC, seed=5, **FAST)
-    assert (tmp_path / "b.resume.pt").is_file() and not (tmp_path / "b.json").exists()
+    assert (tmp_path / "b.resume.safetensors").is_file() and not (tmp_path / "b.json").exists()
     monkeypatch.setattr(rc_mod, "epoch_bar", real_bar)
     resumed = train_release_classifier(stem, out=tmp_path / "b", recipe=REC, seed=5, **FAST)
     assert resumed["weights"]["sha256"] == full["weights"]["sha256"]
-    assert not (tmp_path / "b.resume.pt").exists()
+    assert not (tmp_path / "b.resume.safetensors").exists()
 
 
 def test_pipeline_refuses_a_classifier_of_another_obfuscator(models: Path, tmp_path: Path) -> None:

@@ -135,14 +135,14 @@ def test_embedder_training_is_reproducible_and_resumes_exactly(
     monkeypatch.setattr(embedder_mod, "epoch_bar", bar_that_dies(real_bar))
     with pytest.raises(Interrupt):
         train_embedder(tiny, rec, out=tmp_path / "b", seed=3, **FAST)
-    assert (tmp_path / "b.resume.pt").is_file() and not (tmp_path / "b.json").exists()
+    assert (tmp_path / "b.resume.safetensors").is_file() and not (tmp_path / "b.json").exists()
     monkeypatch.setattr(embedder_mod, "epoch_bar", real_bar)
     resumed = train_embedder(tiny, rec, out=tmp_path / "b", seed=3, **FAST)
     assert resumed["weights"]["sha256"] == full["weights"]["sha256"]
     assert [h["loss"] for h in resumed["metrics"]["history"]] == [
         h["loss"] for h in full["metrics"]["history"]
     ]
-    assert not (tmp_path / "b.resume.pt").exists()
+    assert not (tmp_path / "b.resume.safetensors").exists()
     other = train_embedder(tiny, rec, out=tmp_path / "c", seed=4, **FAST)
     assert other["weights"]["sha256"] != full["weights"]["sha256"]
 

@@ -1,7 +1,8 @@
 """``python -m privcore train ...`` (``evaluate`` is :mod:`privcore.train.cli_evaluate`).
 
 Every command runs on CUDA when present and on the CPU otherwise (``--device``), shows progress
-bars, resumes an interrupted run from its ``*.resume.pt`` state, and writes checkpoints into
+bars, resumes an interrupted run from its ``*.resume.safetensors`` state (safetensors + JSON,
+never a pickle: :mod:`privcore.train.resume`), and writes checkpoints into
 ``<models-dir>/<dataset>/`` whose cards record the command that regenerates them.
 Heavy imports stay inside the commands so that ``python -m privcore --help`` is fast.
 """

@@ -23,7 +23,12 @@ MODELS = typer.Option(None, "--models-dir", help="default: $PRIVCORE_MODELS_DIR 
 DATA_ROOT = typer.Option(None, "--data-root", help="dataset root (default: $PRIVCORE_DATA_DIR or data/raw)")
 THREADS = typer.Option(None, help="CPU threads for torch (default: torch's choice)")
 PROGRESS = typer.Option(True, "--progress/--no-progress", help="progress bars")
-RESUME = typer.Option(True, "--resume/--no-resume", help="continue an interrupted run from its state file")
+RESUME = typer.Option(
+    True,
+    "--resume/--no-resume",
+    help="continue an interrupted run from its state file (<name>.resume.safetensors, used only if it "
+    "matches this run's settings; an old pickled .resume.pt is never loaded)",
+)
 EXECUTOR = typer.Option("local", help=EXECUTOR_HELP)
 ADDRESS = typer.Option(None, help=ADDRESS_HELP)
 

@@ -1,5 +1,5 @@
 """Training plumbing shared by every recipe: device choice, seeding, threads, mini-batches,
-progress bars and resumable training state.
+progress bars; resumable training state is :mod:`privcore.train.resume` (re-exported here).
 
 The same code path runs on CUDA when present and on CPU otherwise (``device="auto"``).
 Training randomness (initialisation, shuffling, augmentation noise) is seeded explicitly: a
@@ -8,23 +8,19 @@ training run is reproducible from its card. None of it is a privacy release.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from torch import nn
 
-from privcore._atomic import atomic_path
+from privcore.train.resume import ResumableRun, config_hash
 from privcore.validation import check_choice, check_int
 
 __all__ = [
-    "ResumableRun",
+    "ResumableRun",  # privcore.train.resume: safetensors + JSON, no pickle
     "batched_apply",
+    "config_hash",
     "epoch_bar",
     "minibatches",
     "resolve_device",
@@ -98,74 +94,3 @@ def epoch_bar(total: int, *, desc: str, progress: bool, initial: int = 0) -> Any
         dynamic_ncols=True,
         leave=True,
     )
-
-
-def config_hash(config: Mapping[str, Any]) -> str:
-    """SHA-256 of a JSON-able configuration (resume only continues the same configuration)."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
-
-
-class ResumableRun:
-    """Per-epoch training state in ``<stem>.resume.pt`` so an interrupted run continues where
-    it stopped: module and optimizer states, the shuffling generator, the epoch count and the
-    loss history. A state written for a different configuration is ignored (and replaced).
-    ``config`` should leave out the epoch count, so a run can be stopped early (``--epochs``
-    lower) or extended (higher) and still continue from its state. The file is deleted once the
-    final checkpoint is written."""
-
-    def __init__(
-        self, stem: str | os.PathLike[str], *, config: Mapping[str, Any], enabled: bool = True
-    ) -> None:
-        self.path = Path(str(stem) + ".resume.pt")
-        self.hash = config_hash(config)
-        self.enabled = enabled
-
-    def restore(
-        self,
-        modules: Mapping[str, nn.Module],
-        optimizers: Mapping[str, torch.optim.Optimizer],
-        generator: torch.Generator,
-    ) -> tuple[int, list[dict[str, float]]]:
-        """Load a matching saved state into the given objects; returns (epochs done, history)."""
-        if not (self.enabled and self.path.is_file()):
-            return 0, []
-        try:
-            state = torch.load(self.path, map_location="cpu", weights_only=False)
-        except Exception:  # a torn file from a kill mid-write: start over
-            return 0, []
-        if state.get("config_hash") != self.hash:
-            return 0, []
-        for k, m in modules.items():
-            m.load_state_dict(state["modules"][k])
-        for k, o in optimizers.items():
-            o.load_state_dict(state["optimizers"][k])
-        generator.set_state(state["generator"])
-        torch.set_rng_state(state["torch_rng"])
-        return int(state["epoch"]), list(state["history"])
-
-    def save(
-        self,
-        epoch: int,
-        modules: Mapping[str, nn.Module],
-        optimizers: Mapping[str, torch.optim.Optimizer],
-        generator: torch.Generator,
-        history: list[dict[str, float]],
-    ) -> None:
-        """Write the state after ``epoch`` epochs (atomically)."""
-        if not self.enabled:
-            return
-        state = {
-            "config_hash": self.hash,
-            "epoch": epoch,
-            "modules": {k: m.state_dict() for k, m in modules.items()},
-            "optimizers": {k: o.state_dict() for k, o in optimizers.items()},
-            "generator": generator.get_state(),
-            "torch_rng": torch.get_rng_state(),
-            "history": history,
-        }
-        with atomic_path(self.path) as tmp:
-            torch.save(state, tmp)
-
-    def finish(self) -> None:
-        """Remove the state file (the run completed)."""
-        self.path.unlink(missing_ok=True)

@@ -161,7 +161,7 @@ def train_release_classifier(
 ) -> dict[str, Any]:
     """Fit a noise-aware classifier on training releases of the frozen obfuscator ``obfuscator_ckpt``
     (Δp and R from its card) and write checkpoint ``out``. Shows a progress bar, resumes from
-    ``<out>.resume.pt``; returns the card, whose metrics hold test accuracy at ε = ∞ and at
+    ``<out>.resume.safetensors``; returns the card, whose metrics hold test accuracy at ε = ∞ and at
     :data:`EVAL_EPSILONS` (release noise only, no ⊥: the PTR test is not applied here)."""
     dev = resolve_device(device)
     data = load_obfuscated_data(obfuscator_ckpt, device=dev)
