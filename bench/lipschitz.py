@@ -30,8 +30,8 @@ R_max = 10·R: with δ = 0.05 and ε = 1 the test passes with probability 1 − 
 
 ``--first-phi`` runs each shipped ARL-C-N obfuscator in a fresh process (nothing in memory) and
 times its first φ (pattern table included) and the median of the next ``--n`` images, with the
-bench's R_max and with the dashboard's; set ``PRIVLENS_CACHE_DIR`` to an empty directory and
-``PRIVCORE_MODELS_DIR`` to one without ``pattern-tables/`` to time a fresh clone with nothing stored.
+bench's R_max and with the dashboard's; set ``PRIVLENS_CACHE_DIR`` to an empty directory to time a
+fresh clone with nothing cached (pattern tables are always built in the process).
 """
 
 from __future__ import annotations
@@ -459,7 +459,7 @@ def main() -> None:
         found = (f"{len(above.codes)} patterns above Δp = {delta_p:.4g}, {len(table.codes)} of them realised "
                  "(non-empty region, with its bounding box),") if table is not None else "no pattern table"
         print(f"  {name} ({net.describe()}): {found} in {secs:.2f} s (once per model and Δp: built, "
-              "or loaded from the disk cache or models/pattern-tables)")
+              "in this process: never read from disk)")
     rows = []
     trained_runs = [(name, net, radius, delta_p, z, "card") for name, net, radius, delta_p, z in trained]
     if not args.quick:  # the benchmark's other radius with the card's Δp: a timing of a harder bisection

@@ -11,7 +11,7 @@ import typer
 from privcore import api_cli
 from privcore.experiments.cli import experiment_app
 from privcore.lab.cli import lab_app
-from privcore.lipschitz.cli import cache_app, tables_app
+from privcore.lipschitz.cli import cache_app
 from privcore.train.cli import train_app
 from privcore.train.cli_evaluate import evaluate
 
@@ -37,7 +37,6 @@ app.command("evaluate")(evaluate)
 app.add_typer(experiment_app, name="experiment")
 app.add_typer(lab_app, name="lab")
 app.add_typer(cache_app, name="cache")
-app.add_typer(tables_app, name="tables")
 app.command("release")(api_cli.release)
 app.command("certify")(api_cli.certify)
 

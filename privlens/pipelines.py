@@ -67,9 +67,9 @@ SLOW_IMPORTS = ("privcore.attacks.metrics",)
 @st.cache_resource(show_spinner=False)
 def warm_up() -> threading.Thread:
     """Start importing :data:`SLOW_IMPORTS` in a daemon thread (once per process), then make the
-    exact certifier's pattern tables of the shipped obfuscators ready (loaded from the disk cache or
-    the models directory, else enumerated: :func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`;
-    their regions are resolved on demand by the certifications, which share them and are exact either way)."""
+    exact certifier's pattern tables of the shipped obfuscators ready (enumerated here from the weights,
+    never read from disk: :func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`; their
+    regions are resolved on demand by the certifications, which share them)."""
 
     # privcore.lipschitz is imported here, in the script's thread (~0.3 s, once per process): imported by
     # the thread while a page imports it too, its circular modules (package __init__ → engine → patterns)

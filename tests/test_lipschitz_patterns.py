@@ -7,7 +7,6 @@ the network itself, and with the plain LipMIP optimum.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from functools import partial
 from pathlib import Path
@@ -22,13 +21,7 @@ from privcore.lipschitz.bounds import box_around, forward_bounds, jacobian_norms
 from privcore.lipschitz.codes import to_bits
 from privcore.lipschitz.norms import Norms
 from privcore.lipschitz.pattern_search import nonempty_threshold_table, pattern_nearest_violation
-from privcore.lipschitz.pattern_store import (
-    clear_pattern_tables,
-    pattern_table_key,
-    realised_pattern_table,
-    shipped_table_path,
-    write_shipped_table,
-)
+from privcore.lipschitz.pattern_store import clear_pattern_tables, realised_pattern_table
 from privcore.lipschitz.patterns import RegionMemo, threshold_pattern_table
 from privcore.lipschitz.regions import _box_refutes, _region_rows_batch
 from privcore.mechanisms.ptr import compute_phi
@@ -38,7 +31,7 @@ from tests._reference import _region_rows, pattern_region_feasible
 
 @pytest.fixture(autouse=True)
 def _private_table_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test starts with no table in memory, an empty disk cache and no shipped tables."""
+    """Every test starts with no table in memory, an empty disk cache and an empty models directory."""
     monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("PRIVCORE_MODELS_DIR", str(tmp_path / "models"))
     clear_pattern_tables()
@@ -211,12 +204,8 @@ def test_meets_space_records_empty_regions_and_remembers_non_empty_ones(
     assert any(answers) and not all(answers)
 
 
-def test_lazy_regions_equal_the_eager_ones_and_the_disk_copy_equals_a_fresh_build(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A search resolves only the regions it reaches, each exactly as the eager build does; the
-    table a later process loads from the disk cache (with what was resolved) equals the one in
-    memory, and its eager completion equals a fresh eager build without any store."""
+def test_lazy_regions_equal_the_eager_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search resolves only the regions it reaches, each exactly as the eager build does."""
     # the searches use the threshold table, as on the shipped (20-neuron) obfuscators
     monkeypatch.setattr("privcore.lipschitz.patterns.MAX_GLOBAL_NEURONS", 0)
     net, tau = _net_and_tau()
@@ -229,111 +218,27 @@ def test_lazy_regions_equal_the_eager_ones_and_the_disk_copy_equals_a_fresh_buil
     assert nv is not None and np.isfinite(nv.distance)
     known = (lazy.state != RegionMemo.UNKNOWN) | lazy.regions.nonempty
     assert 0 < known.sum() < lazy.codes.size  # resolved on demand, not all
-    from privcore.lipschitz.pattern_store import _save_table
-
-    _save_table(net, lazy, force=True, **kw)
+    state, lower, upper = lazy.state.copy(), lazy.box_lower.copy(), lazy.box_upper.copy()
     clear_pattern_tables()
-    loaded = realised_pattern_table(net, tau, **kw)  # from disk
-    assert loaded is not lazy
-    _same_table(loaded, lazy)
-    eager = nonempty_threshold_table(net, tau, **kw)  # completes the loaded table
-    clear_pattern_tables()
-    monkeypatch.setenv("PRIVLENS_PATTERN_TABLES", "off")
-    fresh = nonempty_threshold_table(net, tau, **kw)  # built from scratch, no store at all
-    _same_table(eager, fresh)
-    # the lazily resolved entries are exactly the eager ones
+    fresh = nonempty_threshold_table(net, tau, **kw)  # built and resolved from scratch
     pos = {int(c): i for i, c in enumerate(fresh.codes)}
     for i in np.flatnonzero(known):
         code = int(lazy.codes[i])
-        if lazy.state[i] == RegionMemo.EMPTY:
+        if state[i] == RegionMemo.EMPTY:
             assert code not in pos
-        elif lazy.state[i] == RegionMemo.UNKNOWN:  # known non-empty, box not computed yet
+        elif state[i] == RegionMemo.UNKNOWN:  # known non-empty, box not computed yet
             assert code in pos
         else:
             j = pos[code]
-            assert np.array_equal(lazy.box_lower[i], fresh.box_lower[j])
-            assert np.array_equal(lazy.box_upper[i], fresh.box_upper[j])
+            assert np.array_equal(lower[i], fresh.box_lower[j])
+            assert np.array_equal(upper[i], fresh.box_upper[j])
 
 
-def _stored_value(db: Path) -> tuple[str, str]:
-    con = sqlite3.connect(db)
-    ident, value = con.execute("SELECT id, value FROM entries WHERE kind = 'pattern_table'").fetchone()
-    con.close()
-    return ident, value
-
-
-def _rewrite(db: Path, ident: str, value: str, *, fix_checksum: bool) -> None:
-    from privcore.lipschitz.cache import CACHE_VERSION, _checksum
-
-    con = sqlite3.connect(db)
-    key = con.execute("SELECT key FROM entries WHERE id = ?", (ident,)).fetchone()[0]
-    if fix_checksum:
-        con.execute("UPDATE entries SET value = ?, checksum = ? WHERE id = ?",
-                    (value, _checksum(key, value, CACHE_VERSION), ident))
-    else:
-        con.execute("UPDATE entries SET value = ? WHERE id = ?", (value, ident))
-    con.commit()
-    con.close()
-
-
-def test_corrupt_or_tampered_stored_tables_are_rejected_and_rebuilt(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A stored table whose bytes changed (checksum), or whose content is inconsistent even with a
-    matching checksum (a dropped pattern's norm below Δp, unsorted norms, a stale format), is
-    never used: the table is rebuilt and equals a fresh build. A shipped file likewise."""
-    net, tau = _net_and_tau()
-    kw = dict(norms=Norms())
-    good = nonempty_threshold_table(net, tau, **kw)
-    db = tmp_path / "cache" / "cache.sqlite3"
-    ident, value = _stored_value(db)
-    doc = json.loads(value)
-    norms = np.frombuffer(__import__("base64").b64decode(doc["norms"]), dtype="<f8").copy()
-    low = norms.copy()
-    low[0] = tau / 2  # a norm not above Δp (and unsorted)
-    lowered = dict(doc, norms=__import__("base64").b64encode(low.tobytes()).decode())
-    tampered = [
-        (value.replace('"floor"', '"floor "'), False),  # bit-level corruption: checksum fails
-        (json.dumps(lowered), True),  # consistent checksum, inconsistent content
-        (json.dumps(dict(doc, format=0)), True),  # an older format
-        (json.dumps(dict(doc, count=doc["count"] - 1)), True),  # arrays of the wrong size
-    ]
-    for bad, fix in tampered:
-        _rewrite(db, ident, bad, fix_checksum=fix)
-        clear_pattern_tables()
-        rebuilt = realised_pattern_table(net, tau, **kw)
-        assert np.all(rebuilt.state == RegionMemo.UNKNOWN)  # not the stored (resolved) table
-        assert np.array_equal(rebuilt.codes, threshold_pattern_table(net, tau, **kw).codes)
-        # the rebuilt table replaced the bad row
-        assert json.loads(_stored_value(db)[1])["format"] == doc["format"]
-        nonempty_threshold_table(net, tau, **kw)
-        ident, value = _stored_value(db)
-    clear_pattern_tables()
-    _same_table(nonempty_threshold_table(net, tau, **kw), good)
-    # shipped next to the models: used when intact, ignored (with a warning) when tampered
-    path = write_shipped_table(net, tau, **kw)
-    assert path == shipped_table_path(pattern_table_key(net, tau, **kw))
-    monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path / "empty-cache"))
-    clear_pattern_tables()
-    from_models = realised_pattern_table(net, tau, **kw)
-    assert np.all(from_models.state != RegionMemo.UNKNOWN)  # the shipped, fully resolved table
-    _same_table(from_models.subset(np.flatnonzero(from_models.state != RegionMemo.EMPTY)), good)
-    shipped = json.loads(path.read_text())
-    shipped["value"]["norms"] = lowered["norms"]
-    path.write_text(json.dumps(shipped))
-    monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path / "another-empty-cache"))
-    clear_pattern_tables()
-    with pytest.warns(RuntimeWarning, match="shipped pattern table"):
-        again = realised_pattern_table(net, tau, **kw)
-    assert np.all(again.state == RegionMemo.UNKNOWN)
-
-
-def test_phi_from_a_stored_partly_resolved_table_equals_the_milp_reference(
+def test_phi_from_a_partly_resolved_table_equals_the_milp_reference(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Decisions through a table loaded from disk with only some regions resolved (the state a
-    process leaves behind: here the bulk resolution starts after the first search) equal a fresh
-    full MILP per bisection step, on random small nets."""
+    """Decisions through a table with only some regions resolved (here the bulk resolution starts
+    after the first search) equal a fresh full MILP per bisection step, on random small nets."""
     monkeypatch.setattr("privcore.lipschitz.pattern_search.RESOLVE_AFTER", 1)
     monkeypatch.setattr("privcore.lipschitz.pattern_store.BUILD_AFTER", 0)  # the first φ uses the table
     rng = np.random.default_rng(8)
@@ -343,8 +248,6 @@ def test_phi_from_a_stored_partly_resolved_table_equals_the_milp_reference(
         assert res.status == "optimal"
         return res.upper
 
-    from privcore.lipschitz.pattern_store import _save_table
-
     kw = dict(norms=Norms())
     for seed in (31, 32):
         net = random_net(seed, (3, 9, 9, 2))
@@ -353,10 +256,7 @@ def test_phi_from_a_stored_partly_resolved_table_equals_the_milp_reference(
         grid = dict(radius=0.1, delta_p=delta_p, r_max=1.0, tol=0.01)
         compute_phi(net, zs[0], lipschitz=Certifier(kind="exact", solver="gurobi"), **grid)
         table = realised_pattern_table(net, delta_p, **kw)
-        _save_table(net, table, force=True, **kw)
-        clear_pattern_tables()
-        loaded = realised_pattern_table(net, delta_p, **kw)
-        assert loaded is not table and np.any(loaded.state != RegionMemo.UNKNOWN)
+        assert np.any(table.state != RegionMemo.UNKNOWN)
         for z in zs[1:]:
             cert = Certifier(kind="exact", solver="gurobi")
             fast = compute_phi(net, z, lipschitz=cert, **grid)
@@ -364,16 +264,12 @@ def test_phi_from_a_stored_partly_resolved_table_equals_the_milp_reference(
             assert_same_phi(fast, slow, partial(straightforward, net, z), delta_p)
 
 
-def test_builder_and_warm_up_on_a_shipped_obfuscator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``python -m privcore tables build --models DIR`` writes a complete table per shipped
-    obfuscator that a fresh process loads fully resolved and equal to a fresh eager build; the
-    dashboard's warm-up (``precompute_pattern_tables``) stores the table in the disk cache."""
+def test_warm_up_builds_the_table_in_memory_and_stores_nothing(tmp_path: Path) -> None:
+    """The dashboard's warm-up (``precompute_pattern_tables``) builds each shipped obfuscator's
+    table in this process, equal to a fresh eager build; no table reaches the cache or the models
+    directory (nothing from disk may make a decision pass: tests/test_trust_boundary.py)."""
     import shutil
 
-    from typer.testing import CliRunner
-
-    from privcore.cli import app
-    from privcore.lipschitz.cache import LipschitzCache
     from privcore.lipschitz.pattern_store import precompute_pattern_tables, shipped_obfuscators
 
     models = tmp_path / "models"
@@ -384,48 +280,46 @@ def test_builder_and_warm_up_on_a_shipped_obfuscator(tmp_path: Path, monkeypatch
     ((name, net, dp),) = shipped_obfuscators(models)
     assert name == "digits/ARL"
     kw = dict(norms=Norms())
-    assert precompute_pattern_tables(models) == ["digits/ARL"]
-    key = pattern_table_key(net, dp, **kw)
-    assert LipschitzCache(tmp_path / "cache").get("pattern_table", key) is not None
-    result = CliRunner().invoke(app, ["tables", "build", "--models", str(models)])
-    assert result.exit_code == 0 and "digits/ARL: Δp = " in result.output, result.output
-    assert shipped_table_path(key, models).is_file()
-    monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path / "fresh-cache"))
+    assert precompute_pattern_tables(models, resolve=True) == ["digits/ARL"]
+    warm = realised_pattern_table(net, dp, build=False, **kw)
+    assert warm is not None and np.all(warm.state != RegionMemo.UNKNOWN)
     clear_pattern_tables()
-    shipped = realised_pattern_table(net, dp, **kw)
-    assert np.all(shipped.state != RegionMemo.UNKNOWN)  # loaded complete, not rebuilt
-    monkeypatch.setenv("PRIVLENS_PATTERN_TABLES", "off")
-    monkeypatch.setenv("PRIVCORE_MODELS_DIR", str(tmp_path / "no-models"))
-    clear_pattern_tables()
+    assert realised_pattern_table(net, dp, build=False, **kw) is None  # memory only
     fresh = nonempty_threshold_table(net, dp, **kw)
-    _same_table(shipped.subset(np.flatnonzero(shipped.state != RegionMemo.EMPTY)), fresh)
+    _same_table(warm.subset(np.flatnonzero(warm.state != RegionMemo.EMPTY)), fresh)
+    assert sorted(p.name for p in models.iterdir()) == ["digits"]
+    db = tmp_path / "cache" / "cache.sqlite3"
+    if db.exists():
+        con = sqlite3.connect(db)
+        assert con.execute("SELECT COUNT(*) FROM entries WHERE kind = 'pattern_table'").fetchone()[0] == 0
+        con.close()
 
 
-def test_shipped_tables_load_complete_and_hold_every_sampled_violating_point(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("variant", [
+    "digits/ARL-C-N",
+    "digits/Encoder",
+    pytest.param("digits/C-N", marks=pytest.mark.slow),
+    pytest.param("fashion-mnist/ARL-C-N", marks=pytest.mark.slow),
+])
+def test_tables_of_shipped_obfuscators_hold_every_sampled_violating_point(
+    variant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every shipped obfuscator has a table in ``models/pattern-tables/`` that a process with an
-    empty cache loads without rebuilding (checksum, key and format intact), fully resolved; it is
-    sound: a point sampled around the training embeddings whose Jacobian norm exceeds Δp has its
-    pattern listed as realised (never EMPTY) with the point inside the pattern's box, and a sample
-    of EMPTY / boxed labels agrees with a reference LP on the table domain."""
-    import warnings
-
-    from privcore.lipschitz.pattern_store import shipped_obfuscators
+    """A shipped obfuscator's table, built and fully resolved here, is sound: a point sampled
+    around the origin whose Jacobian norm exceeds Δp has its pattern listed as realised (never
+    EMPTY) with the point inside the pattern's box, and a sample of EMPTY / boxed labels agrees
+    with a reference LP on the table domain."""
+    from privcore.lipschitz.pattern_store import resolve_regions, shipped_obfuscators
     from privcore.lipschitz.patterns import TABLE_DOMAIN
 
-    monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path / "empty-cache"))
-    monkeypatch.delenv("PRIVCORE_MODELS_DIR")  # the repository's models/ and its shipped tables
+    monkeypatch.delenv("PRIVCORE_MODELS_DIR")  # the repository's models/
     rng = np.random.default_rng(5)
     kw = dict(norms=Norms())
-    shipped = shipped_obfuscators()
-    assert {"digits/ARL-C-N", "fashion-mnist/ARL-C-N"} <= {name for name, _, _ in shipped}
-    for name, net, dp in shipped:
-        assert shipped_table_path(pattern_table_key(net, dp, **kw)).is_file(), name
+    shipped = {name: (net, dp) for name, net, dp in shipped_obfuscators()}
+    assert {"digits/ARL-C-N", "fashion-mnist/ARL-C-N"} <= set(shipped)
+    for name, (net, dp) in [(variant, shipped[variant])]:
         clear_pattern_tables()
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", RuntimeWarning)  # a rejected shipped table warns
-            table = realised_pattern_table(net, dp, **kw)
+        table = realised_pattern_table(net, dp, **kw)
+        resolve_regions(net, table, **kw)
         assert np.all(table.state != RegionMemo.UNKNOWN), name
         x = rng.standard_normal((20000, net.in_dim)) * 2.0
         pre = net.preactivations(x)

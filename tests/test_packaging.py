@@ -1,5 +1,5 @@
 """The installable package (issue 19): the wheel holds both packages, their console commands and
-the shipped models, pages and pattern tables, and works installed, away from the checkout."""
+the shipped models and pages, and works installed, away from the checkout."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     return prefix, env
 
 
-def test_wheel_has_entry_points_models_pages_and_tables(wheel: Path) -> None:
+def test_wheel_has_entry_points_models_and_pages(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     (ep,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     scripts = configparser.ConfigParser()
@@ -62,7 +62,6 @@ def test_wheel_has_entry_points_models_pages_and_tables(wheel: Path) -> None:
     assert dict(scripts["console_scripts"]) == expected
     shipped = {p.relative_to(ROOT / "models").as_posix() for p in (ROOT / "models").rglob("*") if p.is_file()}
     assert shipped and {f"privcore/_models/{n}" for n in shipped} <= names
-    assert any(n.startswith("privcore/_models/pattern-tables/") for n in names)
     pages = {p.name for p in (ROOT / "pages").glob("*.py")}
     assert {f"privlens/_site/pages/{n}" for n in pages} <= names
     assert {"privlens/_site/app.py", "privlens/_site/.streamlit/config.toml", "privcore/_paths.py"} <= names

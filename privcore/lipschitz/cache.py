@@ -1,4 +1,4 @@
-"""Persistent, authenticated cache of Lipschitz certificates, φ and pattern tables.
+"""Persistent, authenticated cache of Lipschitz certificates and φ.
 
 One SQLite database in WAL mode (concurrent readers and one writer at a time across processes,
 every write an atomic transaction) under ``$PRIVLENS_CACHE_DIR`` or ``<repo>/.cache/lipschitz``.
@@ -29,7 +29,7 @@ users disables the cache with a warning (:mod:`~privcore.lipschitz.cache_files`)
 **Retention.** Each row records its creation time. Rows older than the expiry are never returned
 and are purged on every write; when the stored values exceed the size limit the oldest rows are
 evicted. Defaults: 7 days (φ of a private image should not outlive its use by long; a miss
-costs one certification) and 256 MiB (the largest pattern table is ~2 MB, a φ ~1 kB). Override
+costs one certification) and 256 MiB (a φ is ~1 kB). Override
 with ``$PRIVLENS_CACHE_TTL_DAYS`` and ``$PRIVLENS_CACHE_MAX_MB`` (positive numbers) or the
 ``ttl_seconds`` / ``max_bytes`` arguments.
 """
@@ -103,12 +103,6 @@ def default_cache_dir() -> Path:
 def _canonical(obj: Any) -> str:
     """Canonical JSON (sorted keys, no spaces; floats in shortest round-trip form)."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=True)
-
-
-def _checksum(key: str, value: str, version: int) -> str:
-    """Plain SHA-256 over (version, key, value): an integrity check for files shipped in the
-    repository (pattern tables, like model weights), *not* an authenticator — the cache uses HMAC."""
-    return hashlib.sha256(f"{version}\0{key}\0{value}".encode()).hexdigest()
 
 
 def _now() -> float:

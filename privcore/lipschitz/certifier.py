@@ -28,8 +28,11 @@ data): a time-out raises :class:`~privcore.errors.CertificationError` and the qu
 Cached certificates (:mod:`privcore.lipschitz.cache`) are keyed by an HMAC of the model digest,
 the centre's exact bytes and the parameters, and hold no point of the ball (a certificate's
 ``argmax`` is dropped before it is stored or returned, so a certificate is the same whether it
-was computed or read back). φ through the same cache is a mechanism's job:
-:func:`privcore.mechanisms.phi_cache.cached_phi` takes a :class:`Certifier`.
+was computed or read back). What is read from disk never makes a decision pass
+(docs/TRUST.md): a cached certificate is returned by ``certify`` as a report and may make a
+decision fail; ``decide`` and ``__call__`` rest on bounds computed here. φ through the same
+cache is a mechanism's job: :func:`privcore.mechanisms.phi_cache.cached_phi` takes a
+:class:`Certifier`.
 
 A memo per (model, centre, norms) remembers what was learnt, per certifier instance and so per
 kind — never across kinds: an upper fact (r, u) means U(r) ≤ u and so U(r') ≤ τ for every
@@ -262,14 +265,19 @@ class Certifier:
     # -- the oracle ---------------------------------------------------------------------------------
     def certify(self, f: Any, center: Any, radius: float) -> Certificate:
         """The :class:`Certificate` of this kind at (center, radius), through the cache (without its
-        ``argmax``, computed or cached alike: see the module docstring)."""
+        ``argmax``, computed or cached alike: see the module docstring). A certificate read from the
+        cache is a report: it was not computed by this process, so only its lower bound (which can
+        only make a decision fail) enters the memo; a pass needs a bound computed here."""
+        return self._certify(f, center, radius, cached=True)
+
+    def _certify(self, f: Any, center: Any, radius: float, *, cached: bool) -> Certificate:
         net, c, r, facts = self._prepare(f, center, radius)
         cache: LipschitzCache | None = self.cache
         key = certificate_key(net.digest, c, r, kind=self.kind, norms=self.norms)
-        if cache is not None:
+        if cache is not None and cached:
             hit = load_certificate(cache, key, digest=net.digest, radius=r, kind=self.kind, norms=self.norms)
             if hit is not None:
-                self._learn(facts, hit)
+                facts.add_lower(hit.radius, hit.upper if self.kind != "exact" else hit.lower)
                 return hit
         cert = local_lipschitz(
             net, c, r, solver=self.solver, time_limit=self.time_limit, certifier=self.kind,
@@ -284,9 +292,10 @@ class Certifier:
         facts.add_lower(cert.radius, cert.upper if self.kind != "exact" else cert.lower)
 
     def __call__(self, f: Any, center: np.ndarray, radius: float, /) -> float:
-        """U(center, radius): a certified upper bound, monotone under ball inclusion; raises
+        """U(center, radius): a certified upper bound, monotone under ball inclusion, computed by
+        this process (never read from the cache: it may calibrate noise); raises
         CertificationError when this kind's value could not be computed (e.g. a MILP time-out)."""
-        cert = self.certify(f, center, radius)
+        cert = self._certify(f, center, radius, cached=False)
         if not cert.exact:
             raise CertificationError(
                 f"{self.kind} certificate at radius {radius:g} not completed ({cert.solver}: {cert.status}, "

@@ -1,12 +1,12 @@
-"""``python -m privcore cache ...`` and ``python -m privcore tables ...``: the engine's stored state.
+"""``python -m privcore cache ...``: the engine's stored state.
 
 ``cache`` commands: ``info`` (where it is, its limits and how much it holds), ``purge`` (drop expired
 rows and the oldest beyond the size limit now), ``rotate-secret`` (a new installation secret: every
 entry becomes a miss and is removed), ``clear`` (remove every entry). See
 :mod:`privcore.lipschitz.cache` for what is stored and how it is protected.
 
-``tables build``: the complete realised-pattern table of every shipped obfuscator, written next to
-the models (:mod:`privcore.lipschitz.pattern_store`).
+Pattern tables are never stored: each process builds its own from the weights
+(:mod:`privcore.lipschitz.pattern_store`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,6 @@ import typer
 
 cache_app = typer.Typer(name="cache", help="The persistent Lipschitz/φ cache: info, purge, rotate-secret, "
                         "clear.", no_args_is_help=True, add_completion=False)
-
-tables_app = typer.Typer(name="tables", help="Realised-pattern tables shipped with the models: build.",
-                         no_args_is_help=True, add_completion=False)
 
 DirOption = Annotated[
     Path | None,
@@ -64,22 +61,3 @@ def clear(directory: DirOption = None) -> None:
     cache = _cache(directory)
     cache.clear()
     typer.echo(f"cleared {cache.path}")
-
-
-@tables_app.command("build")
-def build_tables(
-    models: Annotated[
-        Path | None,
-        typer.Option("--models", help="models directory (default: $PRIVCORE_MODELS_DIR or models/)"),
-    ] = None,
-) -> None:
-    """Write the complete realised-pattern table of every shipped obfuscator (its card's Δp, ℓ∞→ℓ1)
-    to <models>/pattern-tables/, so a fresh clone certifies them without building tables."""
-    import time
-
-    from privcore.lipschitz.pattern_store import shipped_obfuscators, write_shipped_table
-
-    for name, net, dp in shipped_obfuscators(models):
-        start = time.perf_counter()
-        path = write_shipped_table(net, dp, models_dir=models)
-        typer.echo(f"{name}: Δp = {dp:.6g} -> {path} ({time.perf_counter() - start:.1f} s)")

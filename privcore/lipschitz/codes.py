@@ -1,10 +1,10 @@
 """Activation-pattern codes: a pattern of ``n`` hidden neurons as one integer, bit ``j`` = neuron ``j`` on.
 
-Codes are numpy ``int64`` while ``n ≤ FAST_BITS`` (vectorised bit operations, and the format of the
-shipped pattern tables) and Python integers in an ``object`` array beyond: numpy's fixed-width
-shifts silently wrap past bit 63, so an int64 code cannot hold neuron 64 (an unstable neuron there
-once lost its "on" state and the engine reported a constant below the true one). Every function
-here takes ``n`` and picks the representation itself, so no caller shifts bits by hand.
+Codes are numpy ``int64`` while ``n ≤ FAST_BITS`` (vectorised bit operations) and Python integers
+in an ``object`` array beyond: numpy's fixed-width shifts silently wrap past bit 63, so an int64
+code cannot hold neuron 64 (an unstable neuron there once lost its "on" state and the engine
+reported a constant below the true one). Every function here takes ``n`` and picks the
+representation itself, so no caller shifts bits by hand.
 """
 
 from __future__ import annotations

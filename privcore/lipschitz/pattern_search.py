@@ -23,7 +23,6 @@ from privcore.lipschitz.codes import to_bits
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.norms import Norms
 from privcore.lipschitz.pattern_store import (
-    _save_table,
     realised_pattern_table,
     resolve_regions,
     threshold_table_due,
@@ -247,7 +246,7 @@ def _table_for(
     is shared by later boxes. So it is built for a box too wide to enumerate, or once the threshold
     has come back often enough to pay for it (:func:`threshold_table_due`: PTR repeats Δp); until
     then a box that can be enumerated uses its own table, unless a threshold table is already in
-    memory, on disk or shipped. Both are certified (the box's table is a superset of what the box
+    this process's memory. Both are certified (the box's table is a superset of what the box
     realises), so only the cost differs."""
     table = global_pattern_table(net, norms)
     shared = table is None and threshold is not None and realised and len(net.weights) > 2
@@ -306,19 +305,16 @@ def pattern_decide(
     if scr.idx.size > max_lps:
         return None
     count = 0
-    try:
-        for pos in range(scr.idx.size):
-            if not scr.settle(pos, table.regions, center, radius):
-                continue
-            count += 1
-            hit = _distance_lp(scr.G[pos], scr.h[pos], center, radius)
-            if hit is not None:
-                k = int(scr.idx[pos])
-                pattern = to_bits(codes[k : k + 1], table.n_hidden)[0]
-                return PatternResult(passed=False, value=None, upper=top, lower=float(values[k]),
-                                     lower_radius=hit[0], n_lps=count, pattern=pattern, point=hit[1])
-    finally:
-        _save_table(net, table, norms)
+    for pos in range(scr.idx.size):
+        if not scr.settle(pos, table.regions, center, radius):
+            continue
+        count += 1
+        hit = _distance_lp(scr.G[pos], scr.h[pos], center, radius)
+        if hit is not None:
+            k = int(scr.idx[pos])
+            pattern = to_bits(codes[k : k + 1], table.n_hidden)[0]
+            return PatternResult(passed=False, value=None, upper=top, lower=float(values[k]),
+                                 lower_radius=hit[0], n_lps=count, pattern=pattern, point=hit[1])
     upper = float(values[above]) if above < values.size else table.rest
     return PatternResult(passed=True, value=None, upper=upper, lower=0.0, lower_radius=0.0, n_lps=count)
 
@@ -409,24 +405,21 @@ def pattern_nearest_violation(
     # propagation on the smaller ball, and the scan stops once the bound exceeds the best distance.
     # A candidate whose region is not resolved yet is resolved first (:meth:`_Screened.settle`):
     # its box only raises its distance bound, so the scan order stays valid.
-    try:
-        for pos in range(scr.idx.size):
-            if scr.lower[pos] > best:
-                break
-            if not alive[pos] or not scr.settle(pos, table.regions, center, best):
-                continue
-            if n_lps >= max_lps:
-                return None
-            n_lps += 1
-            hit = _distance_lp(scr.G[pos], scr.h[pos], center, best)
-            if hit is not None and (found is None or hit[0] < found[0]):
-                k = int(scr.idx[pos])
-                found = (hit[0], float(values[k]), to_bits(codes[k : k + 1], table.n_hidden)[0], hit[1])
-                best = hit[0]
-                rest = np.flatnonzero(alive[pos + 1 :] & (scr.lower[pos + 1 :] <= best)) + pos + 1
-                alive[rest] = ~scr.refuted(rest, center, best)
-    finally:
-        _save_table(net, table, norms)
+    for pos in range(scr.idx.size):
+        if scr.lower[pos] > best:
+            break
+        if not alive[pos] or not scr.settle(pos, table.regions, center, best):
+            continue
+        if n_lps >= max_lps:
+            return None
+        n_lps += 1
+        hit = _distance_lp(scr.G[pos], scr.h[pos], center, best)
+        if hit is not None and (found is None or hit[0] < found[0]):
+            k = int(scr.idx[pos])
+            found = (hit[0], float(values[k]), to_bits(codes[k : k + 1], table.n_hidden)[0], hit[1])
+            best = hit[0]
+            rest = np.flatnonzero(alive[pos + 1 :] & (scr.lower[pos + 1 :] <= best)) + pos + 1
+            alive[rest] = ~scr.refuted(rest, center, best)
     if found is None:
         if hint is not None and hint < radius:
             return None  # the hint was wrong (no region within it): let the caller retry without it

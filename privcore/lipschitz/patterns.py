@@ -57,7 +57,7 @@ MAX_GLOBAL_NEURONS = 16
 #: label comes from a floating-point LP over ℝ^d; a region that exists only as a degenerate sliver
 #: millions of units away (seen: one at |x| ≈ 6e6, on its boundary to 1e-11) may get it. Latent
 #: balls live within a few units of the origin, so inside this domain the label is a proof
-#: (tests/test_lipschitz_patterns.py checks shipped labels against a reference LP on this box);
+#: (tests/test_lipschitz_patterns.py checks the labels against a reference LP on this box);
 #: a box outside it falls back to the per-box enumeration / MILP, which use no such label.
 TABLE_DOMAIN = 1e3
 #: largest per-box enumeration (patterns of the unstable neurons)
@@ -72,10 +72,9 @@ class RegionMemo:
     bounding box (:func:`_region_box`, 2d + 1 small LPs); in memory also "non-empty, box not yet
     computed" (:meth:`meets_space`, one LP). A search pays one LP for each region it reaches;
     boxes come later, in bulk (:func:`~privcore.lipschitz.pattern_search._searched`), once per
-    process (and on disk, :func:`realised_pattern_table`); every
-    entry is a proof (an empty region meets no ball, a region lies in its box), so a partly
-    resolved memo prunes less but never decides differently. Thread-safe; entries only go from
-    unknown to known."""
+    process (in memory only: :mod:`~privcore.lipschitz.pattern_store`). Every entry is a proof (an
+    empty region meets no ball, a region lies in its box), so a partly resolved memo prunes less
+    but never decides differently. Thread-safe; entries only go from unknown to known."""
 
     UNKNOWN, EMPTY, BOXED = 0, -1, 1
 
@@ -85,13 +84,10 @@ class RegionMemo:
         self.upper = np.full((n, d), np.inf)
         self.key = key
         self.lock = threading.Lock()
-        #: entries resolved since the table was last written to disk, and when that was
-        self.unsaved = 0
-        self.saved_at = 0.0
         #: searches served so far, and whether a full resolution has been started
         self.searches = 0
         self.completing = False
-        #: regions proven non-empty whose box is not computed yet (this process only: stored as unknown)
+        #: regions proven non-empty whose box is not computed yet
         self.nonempty = np.zeros(n, dtype=bool)
 
     def meets_space(self, pos: int, G: np.ndarray, h: np.ndarray) -> bool:
@@ -110,7 +106,6 @@ class RegionMemo:
                     self.nonempty[pos] = True
                 else:
                     self.state[pos] = self.EMPTY
-                    self.unsaved += 1
             return bool(self.state[pos] != self.EMPTY)
 
     def resolve(self, pos: int, G: np.ndarray, h: np.ndarray) -> bool:
@@ -126,7 +121,6 @@ class RegionMemo:
                     else:
                         self.lower[pos], self.upper[pos] = box
                         self.state[pos] = self.BOXED
-                    self.unsaved += 1
                 state = int(self.state[pos])
         return state != self.EMPTY
 

@@ -5,16 +5,20 @@ Lipschitz oracle, so its cache lives here, on the mechanisms side, and takes a
 :class:`~privcore.lipschitz.Certifier`; :mod:`privcore.lipschitz` never imports the mechanisms.
 The entries share the certificates' authenticated store (:mod:`privcore.lipschitz.cache`, kind
 ``"phi"``): keys are HMACs of the model digest, the centre's exact bytes and the parameters, and
-a value holds no point of the ball.
+a value holds no point of the ball. A row read back is a claim, not a proof: its one pass that
+matters (the test at R*) is decided again here before the row is used (docs/TRUST.md).
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
+from privcore.errors import CertificationError
+from privcore.lipschitz.bounds import sampled_lower_bound
 from privcore.lipschitz.cache import resolve_cache
 from privcore.lipschitz.certifier import Certifier, center_hex
 from privcore.lipschitz.engine import RELAXATION_VERSION
@@ -66,7 +70,14 @@ def cached_phi(
     :func:`~privcore.mechanisms.phi.compute_phi` with ``certifier`` as the oracle. φ never depends
     on ε or δ (DESIGN.md), so one entry serves every slider position. The stored value holds no
     embedding: a hit is rebuilt with ``z`` as its centre, and must carry this model's digest, this
-    certifier's kind and norms and this grid (else it is deleted and recomputed, never trusted)."""
+    certifier's kind and norms and this grid (else it is deleted and recomputed, never trusted).
+
+    Nothing read from disk makes the test pass: a hit with φ > 0 is used only once ``certifier``
+    has decided U(z, R*) ≤ Δp again in this process (every smaller radius follows by
+    monotonicity; its fails can only lower φ); otherwise it is reported, deleted and recomputed.
+    Backstop, whatever the source: φ > 0 while a point of B(z, R) verified in float64 has a
+    Jacobian norm above Δp (so L(f, B(z, R)) > Δp is certified) raises
+    :class:`~privcore.errors.CertificationError`, and nothing is released."""
     if not isinstance(certifier, Certifier):
         raise TypeError(f"certifier must be a privcore.lipschitz.Certifier, got {type(certifier).__name__}")
     net = as_network(f)
@@ -86,13 +97,32 @@ def cached_phi(
                 )
                 if res.matches(z=zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol,
                                model_digest=net.digest, certifier=certifier.kind, **certifier.norms.kwargs):
-                    return res
+                    if res.r_star is None or certifier.decide(net, zz, res.r_star, delta_p):
+                        return _backstop(net, res, certifier)
+                    warnings.warn(f"a cached φ in {store.path} did not verify (U(z, R*) > Δp here): "
+                                  "deleted and recomputed", RuntimeWarning, stacklevel=2)
             except (TypeError, ValueError, KeyError):
                 pass
             store.delete("phi", key)
     # the parsed network stands in for f: the oracle is all compute_phi evaluates, and parsing once
     # spares a model hash per decision (its digest is f's model_hash)
-    res = compute_phi(net, zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol, lipschitz=certifier)
+    res = _backstop(net, compute_phi(net, zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol,
+                                     lipschitz=certifier), certifier)
     if store is not None:
         store.put("phi", key, _phi_value(res))
+    return res
+
+
+def _backstop(net: Any, res: PhiResult, certifier: Certifier) -> PhiResult:
+    """``res`` unless φ > 0 while a float64-verified point of B(z, R) has a Jacobian norm above Δp
+    (then the test at R cannot have passed: :class:`CertificationError`)."""
+    if res.r_star is None:
+        return res
+    low = sampled_lower_bound(net, np.asarray(res.center), res.radius, **certifier.norms.kwargs)
+    if low.value > res.delta_p:
+        raise CertificationError(
+            f"φ = {res.phi:.6g} > 0 but a verified point of B(z, {res.radius:g}) has a Jacobian norm "
+            f"{low.value:.6g} above Δp = {res.delta_p:.6g}: the certification is inconsistent, so "
+            "nothing is released"
+        )
     return res
