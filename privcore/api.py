@@ -1,36 +1,81 @@
 """One-call posthoc privacy for notebooks and scripts: :func:`certify` and :func:`release`.
 
-``privcore.release(image, dataset="digits", model="ARL-C-N", epsilon=1, delta=1e-5)`` loads the
-shipped networks, embeds the image, certifies φ (posthoc PTR, Alg. 1, with the library's search
-range :func:`privcore.mechanisms.search_range.ptr_search_range`) and runs the test and the release
-(Thm 4.4). Results are frozen dataclasses; :meth:`Release.document` is the public JSON (the
-dashboard's download format), which never holds φ, R* or anything else computed from the image
-without noise.
+``privcore.release(image, dataset="digits", model="ARL-C-N", epsilon=1)`` loads the shipped
+networks, embeds the image, certifies φ (posthoc PTR, Alg. 1, with the library's search range
+:func:`privcore.mechanisms.search_range.ptr_search_range`) and runs the test and the release
+(Thm 4.4); δ defaults to :data:`DEFAULT_DELTA` = 1e-5 and must lie in :data:`DELTA_RANGE`, the
+dashboard's [1e-12, 0.5]. Results are frozen dataclasses; :meth:`Release.document` is the public
+JSON (the dashboard's download format), which never holds φ, R* or anything else computed from
+the image without noise.
+
+**Timing.** Certifying takes longer for some images than for others, and how long correlates with
+the private φ; the noise covers the release's content, not the moment it leaves the device. So a
+release that is sent as soon as :func:`release` returns tells its recipient something about φ.
+The threat is the recipient (or anyone watching the network), not the device's owner, who may
+see φ anyway. Two ways to send at a time that does not depend on φ:
+
+* certify first, ``cert = certify(image, …)``, and send later with
+  ``release(image, …, certification=cert)``, which checks that ``cert`` belongs to this image,
+  model and R and does no certification work (embedding, the test and the noise only);
+* or ``release(…, min_seconds=T)``, which returns no earlier than T seconds after the call; when
+  the work takes longer it raises :class:`DeadlineExceededError` and releases nothing.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from privcore.errors import CheckpointError, ParameterError
-from privcore.validation import check_choice, check_delta, check_epsilon, check_finite_array, check_positive
+from privcore.errors import CheckpointError, ParameterError, ParameterTypeError, PrivcoreError
+from privcore.validation import (
+    check_choice,
+    check_epsilon,
+    check_finite_array,
+    check_in_range,
+    check_positive,
+)
 
-__all__ = ["RELEASE_FORMAT", "Certification", "Release", "certify", "release"]
+__all__ = [
+    "DEFAULT_DELTA",
+    "DELTA_RANGE",
+    "RELEASE_FORMAT",
+    "Certification",
+    "DeadlineExceededError",
+    "Release",
+    "certify",
+    "release",
+]
 
 RELEASE_FORMAT = "privlens.release/1"
 CERTIFIERS = ("exact", "lp", "interval")
+#: δ of :func:`release` and ``privcore release`` when none is given (issue 30: ≤ 1e-5 everywhere).
+DEFAULT_DELTA = 1e-5
+#: The δ :func:`release` accepts, ends included: the dashboard's δ slider (privlens.settings).
+DELTA_RANGE = (1e-12, 0.5)
+_monotonic, _sleep = time.monotonic, time.sleep  # module attributes, so tests can stand in a clock
+
+
+class DeadlineExceededError(PrivcoreError):
+    """``release(…, min_seconds=T)`` needed more than T seconds: nothing was released (returning
+    late would let the send time depend on φ)."""
+
+
+def check_release_delta(value: Any) -> float:
+    """δ of a PTR release: in :data:`DELTA_RANGE` (ParameterError naming it, its value and the range)."""
+    return check_in_range("delta", value, *DELTA_RANGE, low_open=False, high_open=False)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Certification:
     """φ of one image (posthoc Alg. 1) and the local Lipschitz constant at R. Private: computed
-    from the image without noise, so never publish it (only a :class:`Release` is covered)."""
+    from the image without noise, so never publish it (only a :class:`Release` is covered). Pass
+    it to :func:`release` (``certification=``) to send later, at a time that does not depend on φ."""
 
     dataset: str
     model: str
@@ -183,11 +228,66 @@ def certify(
     )
 
 
+def _matching(
+    certification: Any,
+    image: Any,
+    *,
+    dataset: str,
+    model: str,
+    radius: float | None,
+    certifier: str,
+    models_dir: Any,
+    eps: float,
+    dlt: float,
+) -> Certification:
+    """``certification`` when it was computed by :func:`certify` for this image, model, R and
+    certifier, with a search range that covers ε and δ; else ParameterError saying what differs.
+    Embeds the image (to compare), certifies nothing."""
+    from privcore.mechanisms.search_range import DEFAULT_DELTA_MIN, DEFAULT_EPSILON_MIN, ptr_search_range
+
+    if not isinstance(certification, Certification):
+        got = type(certification).__name__
+        raise ParameterTypeError(f"certification must be a Certification from privcore.certify(), got {got}")
+    c = certification
+    pipe, delta_p, r, z = _setup(image, dataset, model, radius, models_dir)
+    digest = str(pipe.cards["obfuscator"]["weights"]["sha256"])
+    for name, mine, theirs in (
+        ("dataset", c.dataset, str(dataset)),
+        ("model", c.model, str(model)),
+        ("model digest", c.model_digest, digest),
+        ("certifier", c.certifier, certifier),
+        ("radius", c.radius, r),
+        ("delta_p", c.delta_p, delta_p),
+    ):
+        if mine != theirs:
+            raise ParameterError(
+                f"certification was computed for {name} {mine!r}, this release asks for {theirs!r}: pass "
+                "release() the dataset, model, radius, certifier and models_dir given to certify(), or "
+                "certify again (nothing released)"
+            )
+    center = np.asarray(c.phi_result.center, dtype=np.float64)
+    if center.shape != z.shape or not np.array_equal(center, z):
+        raise ParameterError(
+            "certification was computed for another image (its embedding differs): certify this "
+            "image (nothing released)"
+        )
+    r_max, tol = ptr_search_range(
+        r, epsilon_min=min(eps, DEFAULT_EPSILON_MIN), delta_min=min(dlt, DEFAULT_DELTA_MIN)
+    )
+    if c.r_max < r_max or c.tol != tol:
+        raise ParameterError(
+            f"certification's search range (R_max {c.r_max:.6g}, tol {c.tol:.6g}) is sized for a larger ε "
+            f"or δ than epsilon = {eps!r}, delta = {dlt!r} (R_max {r_max:.6g}, tol {tol:.6g} needed): "
+            f"certify with epsilon_min={eps!r}, delta_min={dlt!r} (nothing released)"
+        )
+    return c
+
+
 def release(
     image: Any,
     *,
     epsilon: float,
-    delta: float,
+    delta: float = DEFAULT_DELTA,
     dataset: str = "digits",
     model: str = "ARL-C-N",
     radius: float | None = None,
@@ -196,31 +296,54 @@ def release(
     models_dir: str | Path | None = None,
     cache: Any = True,
     rng: Any = None,
+    certification: Certification | None = None,
+    min_seconds: float | None = None,
 ) -> Release:
     """Posthoc PTR on one image: (2ε, δ/2, R)-private release of f(g(image)) or ⊥ (Thm 4.4).
 
-    Every parameter is checked before anything is computed; a certification that cannot be
-    completed (e.g. a solver time-out) raises :class:`~privcore.errors.CertificationError` and
-    nothing is released. ``rng`` only for tests (default: the OS's randomness)."""
+    ``delta`` in :data:`DELTA_RANGE` ([1e-12, 0.5]), default 1e-5. Every parameter is checked
+    before anything is computed; a certification that cannot be completed (e.g. a solver
+    time-out) raises :class:`~privcore.errors.CertificationError` and nothing is released.
+
+    How long certifying takes depends on φ (module docstring, *Timing*), so for a release that is
+    sent as soon as it is made:
+
+    * ``certification``: a :class:`Certification` from :func:`certify` of this image with the
+      same dataset, model, radius, certifier and models_dir (ParameterError naming what differs
+      otherwise, and when its search range does not cover ε and δ). Nothing is certified: the
+      call embeds the image, runs the test and draws the noise, whose time does not depend on φ.
+    * ``min_seconds``: the call returns no earlier than this many seconds after it began. If the
+      work (certification included) takes longer, :class:`DeadlineExceededError` is raised and
+      nothing is released; choose it above the slowest certification you expect (a time-out
+      raises CertificationError earlier, also releasing nothing).
+
+    ``rng`` only for tests (default: the OS's randomness)."""
+    start = _monotonic()
     import torch
 
     from privcore.lipschitz.certifier import Certifier
     from privcore.mechanisms.ptr import propose_test_release
     from privcore.mechanisms.search_range import DEFAULT_DELTA_MIN, DEFAULT_EPSILON_MIN
 
-    eps, dlt = check_epsilon(epsilon), check_delta(delta)
-    cert = certify(
-        image,
-        dataset=dataset,
-        model=model,
-        radius=radius,
-        certifier=certifier,
-        epsilon_min=min(eps, DEFAULT_EPSILON_MIN),
-        delta_min=min(dlt, DEFAULT_DELTA_MIN),
-        time_limit=time_limit,
-        models_dir=models_dir,
-        cache=cache,
-    )
+    eps, dlt = check_epsilon(epsilon), check_release_delta(delta)
+    budget = None if min_seconds is None else check_positive("min_seconds", min_seconds)
+    check_choice("certifier", certifier, CERTIFIERS)
+    if certification is None:
+        cert = certify(
+            image,
+            dataset=dataset,
+            model=model,
+            radius=radius,
+            certifier=certifier,
+            epsilon_min=min(eps, DEFAULT_EPSILON_MIN),
+            delta_min=min(dlt, DEFAULT_DELTA_MIN),
+            time_limit=time_limit,
+            models_dir=models_dir,
+            cache=cache,
+        )
+    else:
+        cert = _matching(certification, image, dataset=dataset, model=model, radius=radius,
+                         certifier=certifier, models_dir=models_dir, eps=eps, dlt=dlt)
     pipe = _pipeline(str(dataset), str(model), None if models_dir is None else str(models_dir))
     z = np.asarray(cert.phi_result.center, dtype=np.float64)
     out = propose_test_release(
@@ -232,7 +355,7 @@ def release(
         delta_p=cert.delta_p,
         r_max=cert.r_max,
         tol=cert.tol,
-        lipschitz=Certifier(kind=certifier, time_limit=time_limit),
+        lipschitz=Certifier(kind=certifier, time_limit=time_limit),  # identifies φ's certifier only
         phi=cert.phi_result,
         rng=rng,
     )
@@ -243,7 +366,7 @@ def release(
         predicted = int(logits.argmax(-1)[0])
     finite = [float(v) for v in (out.noise_scale, out.noise_scale_effective, out.test_scale_effective)]
     assert all(math.isfinite(v) for v in finite)  # propose_test_release validated ε, δ, R and Δp
-    return Release(
+    result = Release(
         released=bool(out.released),
         value=value,
         predicted_class=predicted,
@@ -255,3 +378,19 @@ def release(
         noise_scale_effective=finite[1],
         test_scale_effective=finite[2],
     )
+    if budget is not None:
+        _wait_until(start, budget)
+    return result
+
+
+def _wait_until(start: float, budget: float) -> None:
+    """Sleep until ``budget`` seconds after ``start``; DeadlineExceededError if already past."""
+    elapsed = _monotonic() - start
+    if elapsed > budget:
+        raise DeadlineExceededError(
+            f"the release took {elapsed:.1f} s, more than min_seconds = {budget:g}: nothing released "
+            "(returning later would make the send time depend on φ). Fix: a larger min_seconds, or "
+            "certify first and release with the certification"
+        )
+    while (left := budget - (_monotonic() - start)) > 0:
+        _sleep(left)

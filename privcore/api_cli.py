@@ -20,10 +20,18 @@ _TIME_LIMIT = typer.Option(help="seconds per MIP; reaching it fails the certific
 _MODELS_DIR = typer.Option(help="models directory (default: $PRIVCORE_MODELS_DIR or the shipped models)")
 
 
+_DELTA_HELP = "δ, in [1e-12, 0.5] (the dashboard's range)"
+_MIN_SECONDS_HELP = (
+    "return (and write the release) no earlier than this many seconds after the release began, so that "
+    "when a script sends it straight away the send time does not depend on the private φ; if the work "
+    "takes longer, nothing is released (exit 1). Without it, send the written file at a time of your choosing"
+)
+
+
 def release(
     image: Annotated[Path, _IMAGE],
     epsilon: Annotated[float, typer.Option(help="ε (the release is (2ε, δ/2, R)-private, Thm 4.4)")],
-    delta: Annotated[float, typer.Option(help="δ in (0, 1)")],
+    delta: Annotated[float, typer.Option(help=_DELTA_HELP)] = 1e-5,
     dataset: Annotated[str, _DATASET] = "digits",
     model: Annotated[str, _MODEL] = "ARL-C-N",
     radius: Annotated[float | None, _RADIUS] = None,
@@ -31,12 +39,16 @@ def release(
     time_limit: Annotated[float, _TIME_LIMIT] = 60.0,
     models_dir: Annotated[Path | None, _MODELS_DIR] = None,
     out: Annotated[Path | None, typer.Option(help="write the release JSON here (default: stdout)")] = None,
+    min_seconds: Annotated[float | None, typer.Option(help=_MIN_SECONDS_HELP)] = None,
 ) -> None:
-    """Release one image by posthoc PTR: the noisy obfuscated embedding, or ⊥, as JSON."""
+    """Release one image by posthoc PTR: the noisy obfuscated embedding, or ⊥, as JSON.
+
+    Certifying takes longer for some (private) φ than others: send the output when you choose, or
+    use --min-seconds."""
     from privcore.api import release as run
 
     res = run(image, epsilon=epsilon, delta=delta, dataset=dataset, model=model, radius=radius,
-              certifier=certifier, time_limit=time_limit, models_dir=models_dir)
+              certifier=certifier, time_limit=time_limit, models_dir=models_dir, min_seconds=min_seconds)
     text = json.dumps(res.document(), indent=2)
     if out is None:
         typer.echo(text)

@@ -11,6 +11,8 @@ whichever executor runs it, so certificates and φ do not depend on the executor
   flight are then re-run one at a time, so only the task that kills its worker is charged.
 * :class:`RayExecutor` — tasks on a Ray cluster (``address``) or on a local Ray runtime started on
   demand; Ray retries crashed workers and raised exceptions (``max_retries``, ``retry_exceptions``).
+  A Ray cluster has no authentication by default and its workers' results are trusted
+  (:data:`RAY_WARNING`, in every ``--executor``/``--address`` help): only a cluster you control.
 
 Both expose ``map_chunks(fn, chunks, *, shared=..., progress=...)``, which yields a
 :class:`ChunkOutcome` per chunk as tasks finish (``fn(shared, chunk)``; ``shared`` — the parsed
@@ -39,6 +41,7 @@ from privcore.validation import check_choice
 __all__ = [
     "EXECUTORS",
     "RAY_INSTALL_HINT",
+    "RAY_WARNING",
     "ChunkOutcome",
     "Executor",
     "JobProgress",
@@ -57,8 +60,16 @@ __all__ = [
 #: ``--executor`` choices.
 EXECUTORS = ("local", "ray")
 #: help texts shared by every CLI that takes ``--executor`` / ``--address`` (one place to parse them)
-EXECUTOR_HELP = "where batch certification runs: local (processes on this machine) or ray"
-ADDRESS_HELP = "Ray cluster address (ray://host:10001 or host:6379); none: start a local Ray runtime"
+#: the warning every Ray option carries (README, "Scaling out")
+RAY_WARNING = (
+    "WARNING: a Ray cluster has no authentication by default: anyone who can reach its ports can run "
+    "code on it, and the driver trusts what its workers return (certificates, φ, hence what is "
+    "released). Use only a cluster you control, on a private network"
+)
+EXECUTOR_HELP = f"where batch certification runs: local (processes on this machine) or ray. {RAY_WARNING}"
+ADDRESS_HELP = (
+    f"Ray cluster address (ray://host:10001 or host:6379); none: start a local Ray runtime. {RAY_WARNING}"
+)
 
 
 def executor_from_options(

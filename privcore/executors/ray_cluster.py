@@ -45,6 +45,10 @@ class RayExecutor:
     is passed to ``ray.init`` (e.g. ``{"py_modules": [...]}`` for a cluster whose nodes lack
     privcore); a local runtime gets this checkout on its workers' ``PYTHONPATH``.
     Raises :class:`RayNotInstalledError` at construction when Ray is not installed.
+
+    Security: a Ray cluster has no authentication by default — anyone who can reach its ports can
+    run code on it — and the driver trusts what its workers return (certificates and φ decide
+    what is released). Use only a cluster you control, on a private network.
     """
 
     address: str | None = None
