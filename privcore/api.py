@@ -32,7 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from privcore.errors import CheckpointError, ParameterError, ParameterTypeError, PrivcoreError
+from privcore.errors import (
+    CertificationError,
+    CheckpointError,
+    ParameterError,
+    ParameterTypeError,
+    PrivcoreError,
+)
 from privcore.validation import (
     check_choice,
     check_epsilon,
@@ -210,6 +216,11 @@ def certify(
     phi = cached_phi(pipe.obfuscator, z, radius=r, delta_p=delta_p, r_max=r_max, tol=tol, certifier=oracle,
                      cache=cache)
     cert = oracle.certify(pipe.obfuscator, z, r)
+    if phi.phi > 0 and cert.lower > delta_p:  # backstop (docs/TRUST.md): the test at R cannot pass
+        raise CertificationError(
+            f"φ = {phi.phi:.6g} > 0 but the certified L(f, B(z, {r:g})) ≥ {cert.lower:.6g} is above "
+            f"Δp = {delta_p:.6g}: the certification is inconsistent, so nothing is released"
+        )
     return Certification(
         dataset=str(dataset),
         model=str(model),

@@ -32,7 +32,6 @@ from privcore.lipschitz.cache import (
     DEFAULT_MAX_MB,
     DEFAULT_TTL_DAYS,
     _canonical,
-    _checksum,
     rotate_secret,
 )
 from privcore.lipschitz.certifier import certificate_from_dict, certificate_key
@@ -95,6 +94,11 @@ def test_corrupt_or_stale_entries_are_ignored_and_recomputed(tmp_path: Path, dam
         again = cached_phi(net, z, certifier=cert, cache=tmp_path, **kw)
     assert again == good and again.phi != 99.0
     assert sum(cert.stats.values()) > 0  # recomputed, not read
+
+
+def _checksum(key: str, value: str, version: int) -> str:
+    """The plain SHA-256 over (version, key, value) that anyone can recompute: the attacker's tool."""
+    return hashlib.sha256(f"{version}\0{key}\0{value}".encode()).hexdigest()
 
 
 def _phi_row(db_path: Path) -> tuple[str, str]:

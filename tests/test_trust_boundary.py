@@ -135,3 +135,24 @@ def test_backstop_phi_is_never_positive_when_certified_L_at_R_is_above_delta_p(d
     with pytest.raises(CertificationError, match="above Δp"):
         cached_phi(net, z, radius=R, delta_p=dp, r_max=4.0, tol=R / 4, certifier=_PassingCertifier(),
                    cache=False)
+
+
+def test_api_certify_refuses_phi_above_zero_when_its_own_certificate_is_above_delta_p(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``privcore.certify`` cross-checks φ against the exact certificate at R that it reports:
+    digits test image 27 has L(f, B(z, R)) = 0.843 > Δp = 0.826, so a φ > 0 for it (here from a
+    stand-in for a φ source gone wrong) raises instead of being returned."""
+    import privcore
+    from privcore.data.registry import load_dataset
+    from privcore.mechanisms import phi_cache
+
+    monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path / "cache"))
+    image = np.asarray(load_dataset("digits").x_test[27])[0]
+    honest = privcore.certify(image, dataset="digits", model="ARL-C-N", cache=False)
+    assert honest.phi == 0.0 and honest.lipschitz > honest.delta_p
+    wrong = replace(honest.phi_result, phi=honest.r_max - honest.radius, r_star=honest.r_max, n_decisions=2,
+                    evaluations=((honest.radius, True), (honest.r_max, True)))
+    monkeypatch.setattr(phi_cache, "cached_phi", lambda *a, **k: wrong)
+    with pytest.raises(CertificationError, match="inconsistent"):
+        privcore.certify(image, dataset="digits", model="ARL-C-N", cache=False)
