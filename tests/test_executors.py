@@ -232,8 +232,10 @@ def test_compute_phis_records_how_each_point_was_decided(tmp_path: Path) -> None
         assert d is not None and sum(d["decisions"].values()) >= 1
         assert d["solvers"] and "cache" not in d["solvers"]
     again = compute_phis_detailed(f, z, setup, workers=1, cache=tmp_path / "a")
-    assert all(d is not None and d["solvers"] == ["cache"] for d in again.decided_by)
-    assert again.solvers == {"cache": 4}
+    # a cached φ is used after one decision re-checks its pass at R* (docs/TRUST.md)
+    assert all(d is not None and d["solvers"][0] == "cache" and sum(d["decisions"].values()) <= 1
+               for d in again.decided_by)
+    assert again.solvers["cache"] == 4
     phis, errors = compute_phis(f, z, setup, workers=1, cache=tmp_path / "a")
     assert [asdict(p) for p in phis] == [asdict(p) for p in direct] and errors == []
 

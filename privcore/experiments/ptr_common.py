@@ -129,21 +129,23 @@ def _phi_chunk(job: _PhiJob, chunk: list[np.ndarray]) -> list[tuple[Any, str, di
     """One task: φ of each embedding through the cache, with how its decisions were settled."""
     from privcore.executors import worker_solver_info
     from privcore.lipschitz import Certifier
-    from privcore.mechanisms.phi_cache import cached_phi
+    from privcore.mechanisms.phi_cache import cached_phi_source
 
     worker = worker_solver_info()
     out: list[tuple[Any, str, dict]] = []
     for z in chunk:
         oracle = Certifier(kind=job.kind)  # a fresh memo per point, as always
         try:
-            phi = cached_phi(job.net, z, certifier=oracle, cache=job.cache, **job.grid)
+            phi, source = cached_phi_source(job.net, z, certifier=oracle, cache=job.cache, **job.grid)
         except CertificationError as exc:  # a time-out is never a decision: this point releases nothing
             out.append((None, str(exc), {"decisions": oracle.stats, "solvers": [], "host": worker["host"]}))
             continue
         stats = oracle.stats
         names = {_SOLVER_FREE[h] if h in _SOLVER_FREE else _backend(worker, job.kind, h) for h in stats}
         names.discard(None)
-        solvers = sorted(names) if stats else ["cache"]  # no decision at all: φ came from the cache
+        # a cached φ is used once its pass at R* is decided again here (docs/TRUST.md): "cache" first,
+        # then the solvers of that check
+        solvers = (["cache"] if source == "cache" else []) + sorted(names)
         out.append((phi, "", {"decisions": stats, "solvers": solvers, "host": worker["host"]}))
     return out
 
@@ -154,7 +156,8 @@ class PhiBatch:
 
     ``phis[i]`` is None where no φ exists (certification time-out, or a task that failed every
     retry: ``failures[i]``); PTR releases nothing there. ``decided_by[i]``: the certifier's decision
-    counts per kind of evidence and the solvers behind them (``cache`` when φ was cached).
+    counts per kind of evidence and the solvers behind them (``cache`` first when φ was read from the
+    cache; the rest then decided its pass at R* again).
     """
 
     phis: list[Any]

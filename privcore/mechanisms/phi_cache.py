@@ -26,7 +26,7 @@ from privcore.lipschitz.network import as_network
 from privcore.mechanisms.phi import PhiResult, compute_phi
 from privcore.validation import check_finite_array
 
-__all__ = ["cached_phi", "phi_key"]
+__all__ = ["cached_phi", "cached_phi_source", "phi_key"]
 
 
 def phi_key(digest: str, z: np.ndarray, *, radius: float, delta_p: float, r_max: float, tol: float,
@@ -65,7 +65,24 @@ def cached_phi(
     certifier: Certifier,
     cache: Any = True,
 ) -> PhiResult:
-    """φ(z) of posthoc PTR through the persistent cache (key: model hash, z bytes, R, Δp, R_max,
+    """φ(z) through the cache: :func:`cached_phi_source`'s φ."""
+    return cached_phi_source(f, z, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol, certifier=certifier,
+                             cache=cache)[0]
+
+
+def cached_phi_source(
+    f: Any,
+    z: Any,
+    *,
+    radius: float,
+    delta_p: float,
+    r_max: float,
+    tol: float,
+    certifier: Certifier,
+    cache: Any = True,
+) -> tuple[PhiResult, str]:
+    """φ(z) of posthoc PTR through the persistent cache, and where it came from (``"cache"``: a
+    verified hit; ``"computed"``) (key: model hash, z bytes, R, Δp, R_max,
     tol, norms, certifier kind — stored only as an HMAC); on a miss
     :func:`~privcore.mechanisms.phi.compute_phi` with ``certifier`` as the oracle. φ never depends
     on ε or δ (DESIGN.md), so one entry serves every slider position. The stored value holds no
@@ -98,7 +115,7 @@ def cached_phi(
                 if res.matches(z=zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol,
                                model_digest=net.digest, certifier=certifier.kind, **certifier.norms.kwargs):
                     if res.r_star is None or certifier.decide(net, zz, res.r_star, delta_p):
-                        return _backstop(net, res, certifier)
+                        return _backstop(net, res, certifier), "cache"
                     warnings.warn(f"a cached φ in {store.path} did not verify (U(z, R*) > Δp here): "
                                   "deleted and recomputed", RuntimeWarning, stacklevel=2)
             except (TypeError, ValueError, KeyError):
@@ -110,7 +127,7 @@ def cached_phi(
                                      lipschitz=certifier), certifier)
     if store is not None:
         store.put("phi", key, _phi_value(res))
-    return res
+    return res, "computed"
 
 
 def _backstop(net: Any, res: PhiResult, certifier: Certifier) -> PhiResult:
