@@ -79,6 +79,9 @@ def warm_up() -> threading.Thread:
     except ImportError:  # pragma: no cover - the pages that need it report the problem
         precompute_pattern_tables = None
     directory = models_dir()
+    # the default model of each dataset, the default dataset first, fully resolved in the background:
+    # their certifications then need no region LP (tables are never read from disk: docs/TRUST.md)
+    first = [f"{ds}/{names[0]}" for ds, names in _catalogue(directory).items() if names]
 
     def run() -> None:
         for name in SLOW_IMPORTS:
@@ -88,7 +91,7 @@ def warm_up() -> threading.Thread:
                 LOG.warning("warm-up import of %s failed", name, exc_info=True)
         try:
             if precompute_pattern_tables is not None:
-                precompute_pattern_tables(directory)
+                precompute_pattern_tables(directory, resolve=first)
         except Exception:  # an accelerator only: certification builds what it needs
             LOG.warning("pattern tables not precomputed", exc_info=True)
 

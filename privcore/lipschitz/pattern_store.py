@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -118,21 +119,24 @@ def shipped_obfuscators(models_dir: str | os.PathLike | None = None) -> list[tup
 
 
 def precompute_pattern_tables(
-    models_dir: str | os.PathLike | None = None, *, resolve: bool = False, norms: Norms = DEFAULT_NORMS
+    models_dir: str | os.PathLike | None = None, *, resolve: bool | Sequence[str] = False,
+    norms: Norms = DEFAULT_NORMS,
 ) -> list[str]:
     """Make the realised-pattern table of every shipped obfuscator (at its card's Δp) ready in this
-    process: enumerated from the weights (about a second each); with ``resolve`` every region is
-    resolved as well (seconds to tens of seconds per model).
+    process: enumerated from the weights (about a second each); then the regions of the tables
+    ``resolve`` names (``"dataset/variant"``, in that order; True: all) are resolved as well
+    (seconds to tens of seconds per model), so that model's certifications need no region LP.
     For a background warm-up thread: the searches share the tables in memory. Returns the models
-    done."""
-    done = []
+    enumerated."""
+    done = {}
     for name, net, dp in shipped_obfuscators(models_dir):
         table = realised_pattern_table(net, dp, norms)
         if table is not None:
-            if resolve:
-                resolve_regions(net, table, norms)
-            done.append(name)
-    return done
+            done[name] = (net, table)
+    for name in done if resolve is True else (resolve or ()):
+        if name in done:
+            resolve_regions(done[name][0], done[name][1], norms)
+    return list(done)
 
 
 def clear_pattern_tables() -> None:
