@@ -13,10 +13,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from privlens import pipelines, ui
+from privlens import media, pipelines, ui
 
 _start = time.perf_counter()
-st.set_page_config(page_title="privlens", page_icon=":material/visibility_lock:", layout="wide")
+# before any element: media ids keyed per process and session, never a hash of the (private) content;
+# raises, and nothing is shown, where Streamlit's storage is not the one it knows (privlens/media.py)
+media.install()
+# the tab icon is a local SVG (inlined as a data: URL); a ":material/...:" icon is fetched from Google
+st.set_page_config(page_title="privlens", page_icon=str(media.PAGE_ICON), layout="wide")
 
 PAGES_DIR = Path(__file__).resolve().parent / "pages"
 PAGES = {

@@ -65,6 +65,7 @@ def test_wheel_has_entry_points_models_and_pages(wheel: Path) -> None:
     pages = {p.name for p in (ROOT / "pages").glob("*.py")}
     assert {f"privlens/_site/pages/{n}" for n in pages} <= names
     assert {"privlens/_site/app.py", "privlens/_site/.streamlit/config.toml", "privcore/_paths.py"} <= names
+    assert "privlens/static/privlens-icon.svg" in names  # the tab icon: local, never fetched from a CDN
     assert not any(n.startswith(("tests/", "bench/", "data/")) for n in names)
     modules = {p.relative_to(ROOT).as_posix() for pkg in ("privcore", "privlens")
                for p in (ROOT / pkg).rglob("*.py")}
