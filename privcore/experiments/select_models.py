@@ -3,7 +3,7 @@ split and kept in a git-ignored cache (never in ``models/``).
 
 Each step reuses a checkpoint already in the cache when its card describes the same recipe, data
 (fingerprint), seed and parents (embedder / obfuscator SHA-256); otherwise it trains, resuming an
-interrupted run from its ``*.resume.pt`` state. So an interrupted selection continues where it
+interrupted run from its ``*.resume.safetensors`` state. So an interrupted selection continues where it
 stopped, and nothing is trained twice.
 """
 
