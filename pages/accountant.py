@@ -18,7 +18,8 @@ from privlens.session import LEDGER_EXPLANATION, ledger_totals, md_literal, plai
 s = ui.page_setup()
 st.title("Accountant")
 st.caption(
-    "Every sent release of the same image spends privacy (previews cost nothing). Releases sent in this "
+    "Every sent release of the same image spends privacy (its noise is drawn when you send; nothing is "
+    "charged before). Releases sent in this "
     "session (Release and Inference privacy pages) are composed per image by basic composition — "
     "IP paper Prop. 2: (Σεᵢ, Σδᵢ) "
     "for the pairs of images every counted release covers — for each neighbourhood relation (space, norm, "

@@ -1,6 +1,8 @@
 """Inference privacy: Gauss-Input, Gauss-Output and Lap-Output (Tian et al., Defs 3–5) on the IP
-classifiers — the prediction for the current image with and without noise, accuracy curves from the
-``ip`` experiment, and what the guarantee becomes at other radii (chaining). Widgets and layout only."""
+classifiers — for the current image, each mechanism's noise, guarantee and noise-free prediction
+before Send, and the noisy release once sent (drawn at Send, privlens.sending); accuracy curves from
+the ``ip`` experiment, and what the guarantee becomes at other radii (chaining). Widgets and layout
+only."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import streamlit as st
 
 from privcore.accounting import chaining, chaining_hops
 from privcore.images import encode_png
-from privlens import budget, charts, checks, pipelines, ui, upload
+from privlens import budget, charts, checks, pipelines, sending, ui, upload
 from privlens import ip as iplens
 from privlens.session import (
     ALPHA_GRID,
@@ -64,44 +66,49 @@ if ip is not None:
     checks.confirm(dataset, image, key="ip")  # blank or out of domain: stop until confirmed
     names = ip.class_names
     plans = iplens.plans(ip, s)
-    draws = {n: iplens.draw(image, p, s) for n, p in plans.items() if isinstance(p, iplens.Plan)}
-    guarantees = {n: d.plan.guarantee for n, d in draws.items()}
+    ready = {n: p for n, p in plans.items() if isinstance(p, iplens.Plan)}
+    guarantees = {n: p.guarantee for n, p in ready.items()}
 
     st.subheader("What each mechanism would release")
-    st.caption(
-        ":material/lock: **Preview: nothing has left your device.** Each column is one draw of noise; it "
-        "costs its guarantee only when you send it, and showing it again costs nothing."
-    )
+    st.caption(sending.custody())
+    failed = sending.failure(iplens.PAGE)
+    if failed is not None:
+        st.error(f"**Nothing was sent:** {failed}")
     scale = max(1, 120 // int(ip.image_shape[-1]))
     cols = st.columns(len(IP_MECHANISMS))
     rows = []
     for col, mech_name in zip(cols, IP_MECHANISMS, strict=True):
         here = "◀ " if mech_name == s.mechanism else ""
         col.markdown(f"**{here}{mech_name}**")
-        if mech_name not in draws:
+        if mech_name not in ready:
             col.info(f"Not available: {plans[mech_name]}")
             rows.append({"mechanism": mech_name, "model": "—", "noise": str(plans[mech_name])})
             continue
-        d = draws[mech_name]
-        g = d.plan.guarantee
-        p_clean, p_noisy = iplens.class_distribution(d.clean), iplens.class_distribution(d.noisy)
-        if d.noisy_input is not None:  # Gauss-Input releases a noisy image (then classified)
-            col.image(
-                encode_png(d.noisy_input[0].clamp(0, 1), scale=scale),
-                caption="the noisy image it releases (shown clipped to [0, 1])",
-                width=120,
-            )
+        plan = ready[mech_name]
+        g = plan.guarantee
+        sent = iplens.latest(image, plan, s)
+        p_clean = iplens.class_distribution(iplens.clean_scores(image, plan))
+        bars = [go.Bar(x=list(names), y=p_clean, name="without noise (yours, not released)", opacity=0.5)]
+        if sent is None:
+            col.caption(f"Noise if sent: {plan.noise}. It is drawn when you send; nothing is drawn yet.")
         else:
-            col.code(
-                "noisy scores: " + ", ".join(f"{float(v):.2f}" for v in d.noisy.reshape(-1)), wrap_lines=True
-            )
-        bars = go.Figure(
-            [
-                go.Bar(x=list(names), y=p_clean, name="without noise (not released)", opacity=0.5),
-                go.Bar(x=list(names), y=p_noisy, name="from the noisy release"),
-            ]
-        )
-        bars.update_layout(
+            d = sent.outcome
+            col.caption(f"Sent as release #{sent.id}:")
+            if d.noisy_input is not None:  # Gauss-Input releases a noisy image (then classified)
+                col.image(
+                    encode_png(d.noisy_input[0].clamp(0, 1), scale=scale),
+                    caption="the noisy image it released (shown clipped to [0, 1])",
+                    width=120,
+                )
+            else:
+                col.code(
+                    "noisy scores: " + ", ".join(f"{float(v):.2f}" for v in d.noisy.reshape(-1)),
+                    wrap_lines=True,
+                )
+            p_sent = iplens.class_distribution(d.noisy)
+            bars.append(go.Bar(x=list(names), y=p_sent, name="from the sent release"))
+        fig = go.Figure(bars)
+        fig.update_layout(
             height=260,
             margin={"l": 10, "r": 10, "t": 30, "b": 10},
             barmode="group",
@@ -110,62 +117,53 @@ if ip is not None:
             legend={"orientation": "h", "y": -0.25},
             title={"text": "class distribution", "font": {"size": 12}},
         )
-        col.plotly_chart(bars, key=f"ip_dist_{mech_name}", config=ui.PLOTLY_CONFIG)
+        col.plotly_chart(fig, key=f"ip_dist_{mech_name}", config=ui.PLOTLY_CONFIG)
         col.caption(f"Guarantee if sent: (ε = {g.epsilon:g}, δ = {g.delta:g}) at α = {s.alpha:g}, {g.metric}")
-        done = iplens.sent(d)
         col.button(
-            f"{mech_name}: sent" if done else f"Send {mech_name}",
+            f"Send {mech_name}" if sent is None else f"Send another {mech_name}",
             key=f"ip_send_{mech_name}",
             icon=":material/send:",
-            disabled=done,
             on_click=iplens.send,
-            args=(image, d),
-            help="Charges the session ledger for this draw (once).",
+            args=(image, plan, s),
+            help="Draws the noise now, once, and charges the session ledger for it; you see the release "
+            "after it has been sent. Another send is a new draw, charged again.",
         )
-        top_clean, top_noisy = max(range(len(p_clean)), key=p_clean.__getitem__), max(
-            range(len(p_noisy)), key=p_noisy.__getitem__
-        )
-        rows.append(
-            {
-                "mechanism": mech_name + (" ◀" if here else ""),
-                "model": d.plan.model.name,
-                "noise": d.plan.noise,
-                "prediction without noise": f"{names[top_clean]} ({p_clean[top_clean]:.2f})",
-                "noisy prediction (preview)": f"{names[top_noisy]} ({p_noisy[top_noisy]:.2f})",
-                "sent": "yes" if done else "no (nothing has left your device)",
-                "guarantee": f"(ε = {g.epsilon:g}, δ = {g.delta:g}) at α = {s.alpha:g}, {g.metric}",
-            }
-        )
+        top_clean = max(range(len(p_clean)), key=p_clean.__getitem__)
+        row = {
+            "mechanism": mech_name + (" ◀" if here else ""),
+            "model": plan.model.name,
+            "noise": plan.noise,
+            "prediction without noise": f"{names[top_clean]} ({p_clean[top_clean]:.2f})",
+            "sent": "no (nothing drawn)" if sent is None else f"yes, release #{sent.id}",
+            "guarantee": f"(ε = {g.epsilon:g}, δ = {g.delta:g}) at α = {s.alpha:g}, {g.metric}",
+        }
+        if sent is not None:
+            p_noisy = iplens.class_distribution(sent.outcome.noisy)
+            top_noisy = max(range(len(p_noisy)), key=p_noisy.__getitem__)
+            row["sent noisy prediction"] = f"{names[top_noisy]} ({p_noisy[top_noisy]:.2f})"
+        rows.append(row)
     shown: list[str] = []
     for guarantee in guarantees.values():
         shown += [w for w in budget.extreme_warnings(guarantee) if w not in shown]
     for warning in shown:
         st.warning(warning, icon=":material/warning:")
-    if st.button(
-        "New draw",
-        key="ip_resample",
-        icon=":material/casino:",
-        help="Fresh noise for all three: new previews, free until sent; a sent new draw costs again.",
-    ):
-        iplens.resample()
-        st.rerun()
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     st.caption(
-        "Each sent draw is recorded in the session ledger (Accountant page). Softmax of the noisy logits is "
-        "post-processing and costs nothing."
+        "Each sent release is recorded in the session ledger (Accountant page). Softmax of the noisy logits "
+        "is post-processing and costs nothing."
     )
     if guarantees:
         st.markdown(
-            "**What sending one draw of all three costs.** Gauss-Input and Gauss-Output are both stated for "
-            "pairs within ℓ2 distance α on the model input (the same pixels), Lap-Output for pairs within "
-            "ℓ1 distance α. "
+            "**What sending one release of each of the three costs.** Gauss-Input and Gauss-Output are "
+            "both stated for pairs within ℓ2 distance α on the model input (the same pixels), Lap-Output "
+            "for pairs within ℓ1 distance α. "
             "A pair within ℓ1 distance α is also within ℓ2 distance α, so all three releases apply to it."
         )
-        draw = [
-            {"image": image.name, "image_key": "draw", "label": name, "guarantee": g}
+        one_each = [
+            {"image": image.name, "image_key": "one of each", "label": name, "guarantee": g}
             for name, g in guarantees.items()
         ]
-        per_draw = pd.DataFrame(ledger_totals(draw)).drop(columns="image")
+        per_draw = pd.DataFrame(ledger_totals(one_each)).drop(columns="image")
         st.dataframe(per_draw, hide_index=True, width="stretch")
         try:
             so_far = ledger_totals([r for r in ui.ledger_rows() if r["image_key"] == image.digest[:12]])

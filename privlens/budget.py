@@ -58,11 +58,13 @@ def spent_text(s: Settings) -> str:
     if s.is_ptr:
         return (
             f"Each sent release spends (2ε, δ/2, R) = ({g.epsilon:g}, {g.delta:g}, {g.radius:g}) "
-            "on the embedding (posthoc Thm 4.4). Previews cost nothing."
+            "on the embedding (posthoc Thm 4.4). Previews cost nothing: they hold no draw, the noise is "
+            "drawn when you send."
         )
     return (
         f"Each sent release spends (ε, δ) = ({g.epsilon:g}, {g.delta:g}) at α = {g.radius:g} "
-        f"({'ℓ1' if g.norm is Norm.L1 else 'ℓ2'} on the input). Previews cost nothing."
+        f"({'ℓ1' if g.norm is Norm.L1 else 'ℓ2'} on the input). Previews cost nothing: they hold no "
+        "draw, the noise is drawn when you send."
     )
 
 

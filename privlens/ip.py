@@ -1,11 +1,13 @@
 """Inference-privacy plumbing of the Inference-privacy page (the IP paper's Gauss-Input, Gauss-Output,
-Lap-Output; Tian et al., Defs 3–5), mirroring :mod:`privlens.ptr`.
+Lap-Output; Tian et al., Defs 3–5).
 
 The IP classifiers are loaded once per process. For the sidebar's ε, δ and α, :func:`plans` builds
-each mechanism on its model (or says why not); :func:`draw` makes one draw of noise per (image,
-mechanism, model, ε, δ, α, resample counter) and memoises it, so a rerun never draws again. A draw
-is a preview: it stays on the device and costs nothing; :func:`send` charges the session's ledger,
-once per draw. No maths here: noise and guarantees come from :mod:`privcore.mechanisms`.
+each mechanism on its model (or says why not). Like the Release page, this page draws at Send
+(:mod:`privlens.sending` argues why): before Send it shows each plan's noise and guarantee and the
+noise-free prediction (:func:`clean_scores`, the user's own information, never released);
+:func:`send` makes the one draw of a mechanism and charges the ledger in the same step, and
+:func:`latest` is the release sent at the current settings (kept for the session). No maths here:
+noise and guarantees come from :mod:`privcore.mechanisms`.
 """
 
 from __future__ import annotations
@@ -18,14 +20,13 @@ import torch
 
 from privcore.errors import CheckpointError, DatasetUnavailableError
 from privcore.mechanisms import GaussInput, GaussOutput, Guarantee, LapOutput
-from privlens import pipelines, ui
+from privlens import pipelines, sending
 from privlens.image import CurrentImage
 from privlens.memo import memo
 from privlens.session import IP_MECHANISMS, Settings
 
-NONCE_KEY = "privlens_ip_nonce"
-DRAWS_KEY = "privlens_ip_draws"
-SENT_KEY = "privlens_ip_sent"
+PAGE = "IP page"
+CLEAN_KEY = "privlens_ip_clean"
 
 #: Which shipped classifier runs each mechanism (first one present).
 MODEL_CHOICES = {
@@ -99,62 +100,56 @@ def plans(ip: Any, s: Settings) -> dict[str, Plan | str]:
 
 @dataclass(frozen=True)
 class Draw:
-    """One draw of a mechanism on the current image: clean and noisy scores (logits), the noisy input
-    for Gauss-Input (pixels, what its release is computed from), and its ledger label."""
+    """One sent draw of a mechanism on the current image: clean and noisy scores (logits) and, for
+    Gauss-Input, the noisy input (pixels, what its release is computed from)."""
 
-    key: tuple
     plan: Plan
     clean: torch.Tensor
     noisy: torch.Tensor
     noisy_input: torch.Tensor | None
-    label: str
 
 
-def nonce() -> int:
-    """The page's resample counter."""
-    return int(st.session_state.get(NONCE_KEY, 0))
+def release_key(image: CurrentImage, plan: Plan, s: Settings) -> tuple:
+    """The settings a release is drawn at: image, mechanism, model, ε, δ, α."""
+    return (image.digest, plan.name, plan.model.name, s.epsilon, s.delta, s.alpha)
 
 
-def resample() -> None:
-    """Fresh noise for every mechanism on the next render."""
-    st.session_state[NONCE_KEY] = nonce() + 1
+def clean_scores(image: CurrentImage, plan: Plan) -> torch.Tensor:
+    """The model's scores for ``image`` without noise (memoised; no draw): what the page shows of a
+    mechanism before Send — the user's own information, never released."""
+
+    def compute() -> torch.Tensor:
+        x = image.tensor[None]
+        # Gauss-Input's model sees pixels; the output mechanisms' scores lie within η of C(x)
+        return plan.model(x) if plan.name == "Gauss-Input" else plan.model.scores(x)
+
+    return memo(CLEAN_KEY, (image.digest, plan.name, plan.model.name), compute, max_entries=16)
 
 
-def draw(image: CurrentImage, plan: Plan, s: Settings) -> Draw:
-    """The draw of ``plan`` for ``image`` at the settings — made once (OS randomness), then memoised."""
-    n = nonce()
-    key = (image.digest, plan.name, plan.model.name, s.epsilon, s.delta, s.alpha, n)
+def send(image: CurrentImage, plan: Plan, s: Settings) -> sending.SentRelease | None:
+    """Send ``plan``'s release for ``image``: one draw (OS randomness, the exact sampler) and one
+    ledger entry, in one step (:func:`privlens.sending.send`)."""
 
-    def compute() -> Draw:
+    def draw() -> Draw:
         x = image.tensor[None]
         model, mech = plan.model, plan.mechanism
+        clean = clean_scores(image, plan)
         if plan.name == "Gauss-Input":
-            clean = model(x)
             noisy_input = torch.as_tensor(mech(x))
-            noisy = model(noisy_input)
-        else:
-            clean = model.scores(x)  # within η of C(x), which the mechanism's η accounts for
-            noisy_input, noisy = None, torch.as_tensor(mech(clean))
+            return Draw(plan, clean, model(noisy_input), noisy_input)
+        return Draw(plan, clean, torch.as_tensor(mech(clean)), None)
+
+    def describe(d: Draw, number: int) -> tuple[Guarantee, str]:
         g = plan.guarantee
-        label = f"IP page: {plan.name} ε={s.epsilon:g}, δ={g.delta:g}, α={s.alpha:g}, draw {n + 1}"
-        return Draw(key, plan, clean, noisy, noisy_input, label)
+        label = f"{PAGE}: {plan.name} ε={s.epsilon:g}, δ={g.delta:g}, α={s.alpha:g}, release #{number} (sent)"
+        return g, label
 
-    return memo(DRAWS_KEY, key, compute, max_entries=96)
-
-
-def sent(d: Draw) -> bool:
-    """Whether this draw has left the device in this session."""
-    return d.key in st.session_state.setdefault(SENT_KEY, set())
+    return sending.send(page=PAGE, key=release_key(image, plan, s), image=image, draw=draw, describe=describe)
 
 
-def send(image: CurrentImage, d: Draw) -> bool:
-    """Charge the session's ledger for ``d`` leaving the device, once per draw; True when charged now."""
-    done = st.session_state.setdefault(SENT_KEY, set())
-    if d.key in done:
-        return False
-    done.add(d.key)
-    ui.record_release(image=image, guarantee=d.plan.guarantee, label=f"{d.label} (sent)")
-    return True
+def latest(image: CurrentImage, plan: Plan, s: Settings) -> sending.SentRelease | None:
+    """The newest release of ``plan`` sent at these settings for ``image`` (None: none was sent)."""
+    return sending.latest(PAGE, release_key(image, plan, s))
 
 
 def class_distribution(scores: Any) -> list[float]:

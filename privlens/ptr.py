@@ -3,18 +3,22 @@
 φ is certified once per (model, image, R, Δp, R_max, tol, certifier) — within a session through
 ``st.session_state``, and across sessions through privcore's on-disk cache only in a personal
 deployment (:mod:`privlens.deployment`; never in the default ``shared`` one) — with a progress bar
-and a cancel button; an ε/δ slider move then only redraws the noise (no solve). A certification
-is reported identically whether it was computed or read from the disk cache, without its
-duration, so no session learns about another's work. Draws are memoised per (φ key, ε, δ,
-resample counter) so a rerun for any other reason never draws new noise. A draw is a preview that
-stays on the device and costs nothing; :func:`send` (the Send button, the JSON download) charges
-the session's ledger, once per draw.
+and a cancel button; an ε/δ slider move then needs no solve. A certification is reported
+identically whether it was computed or read from the disk cache, without its duration, so no
+session learns about another's work.
+
+The Release page draws at Send (:mod:`privlens.sending` argues why): before Send it shows
+:func:`outlook` — the guarantee, the noise scales and the probability that PTR releases, none of it
+drawn; :func:`send` makes the one draw and charges the ledger in the same step, and :func:`latest`
+is the release sent at the current settings (kept for the session). :func:`release` is only for
+the Attack page's simulations, which are shown there and can never be sent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -23,18 +27,26 @@ import torch
 
 from privcore.errors import CertificationError
 from privcore.lipschitz import Certifier
-from privcore.mechanisms import PhiResult, PTRResult, bisection_decisions, cached_phi, propose_test_release
-from privlens import pipelines, ui
+from privcore.mechanisms import (
+    Guarantee,
+    PhiResult,
+    PTRResult,
+    bisection_decisions,
+    cached_phi,
+    propose_test_release,
+    ptr_scales,
+)
+from privlens import pipelines, sending
 from privlens.deployment import image_cache
 from privlens.image import CurrentImage
 from privlens.memo import memo
-from privlens.session import DELTA_GRID, EPSILON_GRID, Settings, ptr_search_range
+from privlens.session import DELTA_GRID, EPSILON_GRID, Settings, ptr_search_range, release_probability
 
 PHI_KEY = "privlens_phi"
 RELEASE_KEY = "privlens_releases"
 CANCELLED_KEY = "privlens_cert_cancelled"
 NONCE_KEY = "privlens_nonce"
-SENT_KEY = "privlens_sent"
+PAGE = "Release page"
 CERT_TIME_LIMIT_S = 60.0
 
 
@@ -223,74 +235,99 @@ def certify(ctx: PTRContext) -> PhiResult | None:
     return phi
 
 
-def nonce(label: str = "Release page") -> int:
-    """The resample counter of this session for one page."""
+# ------------------------------------------------------------------ the Release page: draw at Send
+
+
+def release_key(ctx: PTRContext, *, epsilon: float, delta: float) -> tuple:
+    """The settings a release is drawn at: φ's key (model, image, R, Δp, …), ε and δ."""
+    return (ctx.key, float(epsilon), float(delta))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outlook:
+    """What the Release page shows before Send — nothing in it is drawn: the guarantee one sent
+    release spends, P[PTR releases] from the certified φ (the data owner's own information; posthoc
+    Alg. 1), the test threshold ln(1/δ)·(R + ζ)/ε and the release's Laplace scale Δp·R/ε."""
+
+    guarantee: Guarantee
+    probability: float
+    threshold: float
+    noise_scale: float
+    test_scale: float
+
+
+def outlook(ctx: PTRContext, phi: PhiResult, *, epsilon: float, delta: float) -> Outlook:
+    """The :class:`Outlook` for (φ, ε, δ). A ValueError means nothing can be sent at these settings
+    (a refusal of the sampler itself comes at Send, before any noise is drawn, and is shown then)."""
+    scales = ptr_scales(epsilon=epsilon, delta=delta, radius=ctx.radius, delta_p=ctx.delta_p, zeta=phi.zeta)
+    return Outlook(
+        guarantee=scales.guarantee,
+        probability=release_probability(
+            phi.phi, epsilon=epsilon, delta=delta, radius=ctx.radius, zeta=phi.zeta
+        ),
+        threshold=scales.threshold,
+        noise_scale=scales.release_scale,
+        test_scale=scales.test_scale,
+    )
+
+
+def send(ctx: PTRContext, phi: PhiResult, *, epsilon: float, delta: float) -> sending.SentRelease | None:
+    """Send a PTR release at (ε, δ): one draw (OS randomness, the exact sampler) and one ledger
+    entry, in one step (:func:`privlens.sending.send`); None when PTR refused the parameters."""
+
+    def describe(result: PTRResult, number: int) -> tuple[Guarantee, str]:
+        what = "released" if result.released else "⊥"
+        label = f"{PAGE}: PTR ε={epsilon:g}, δ={delta:g}, R={ctx.radius:g}, release #{number} → {what} (sent)"
+        return result.guarantee, label
+
+    key = release_key(ctx, epsilon=epsilon, delta=delta)
+    draw = partial(_draw, ctx, phi, epsilon=epsilon, delta=delta)
+    return sending.send(page=PAGE, key=key, image=ctx.image, draw=draw, describe=describe)
+
+
+def latest(ctx: PTRContext, *, epsilon: float, delta: float) -> sending.SentRelease | None:
+    """The newest release sent from the Release page at these settings (None: none was sent)."""
+    return sending.latest(PAGE, release_key(ctx, epsilon=epsilon, delta=delta))
+
+
+# ------------------------------------------------------------------ the Attack page's simulations
+
+
+def nonce(label: str) -> int:
+    """The resample counter of this session for one page's simulations."""
     return int(st.session_state.get(NONCE_KEY, {}).get(label, 0))
 
 
-def resample(label: str = "Release page") -> None:
-    """Draw fresh noise for ``label``'s releases on the next render."""
+def resample(label: str) -> None:
+    """Draw fresh simulated noise for ``label`` on the next render."""
     st.session_state.setdefault(NONCE_KEY, {})[label] = nonce(label) + 1
 
 
-def draw_key(ctx: PTRContext, *, epsilon: float, delta: float, label: str = "Release page") -> tuple:
-    """What identifies one draw of noise: φ's key, ε, δ, the page's resample counter and the page."""
-    return (ctx.key, float(epsilon), float(delta), nonce(label), label)
+def release(ctx: PTRContext, phi: PhiResult, *, epsilon: float, delta: float, label: str) -> PTRResult:
+    """A simulated PTR outcome for (φ, ε, δ), drawn once (OS randomness) and memoised per page
+    (``label``) and resample counter: the Attack page shows what an attacker would rebuild. It is
+    never sent nor offered for download, and the Release page never shows it (it draws at Send)."""
+    if label == PAGE:
+        raise ValueError("the Release page draws at Send (privlens.ptr.send), never a free simulation")
+    key = (ctx.key, float(epsilon), float(delta), nonce(label), label)
+    return memo(RELEASE_KEY, key, partial(_draw, ctx, phi, epsilon=epsilon, delta=delta), max_entries=64)
 
 
-def release(
-    ctx: PTRContext,
-    phi: PhiResult,
-    *,
-    epsilon: float,
-    delta: float,
-    label: str = "Release page",
-) -> PTRResult:
-    """The PTR outcome for (φ, ε, δ) in this session — drawn once (OS randomness), then memoised.
-
-    A preview: it stays on this device and costs nothing. Only :func:`send` charges the ledger.
-    """
-    key = draw_key(ctx, epsilon=epsilon, delta=delta, label=label)
-    return memo(
-        RELEASE_KEY,
-        key,
-        lambda: propose_test_release(
-            ctx.pipe.obfuscator,
-            ctx.z,
-            epsilon=epsilon,
-            delta=delta,
-            radius=ctx.radius,
-            delta_p=ctx.delta_p,
-            r_max=ctx.r_max,
-            tol=ctx.tol,
-            lipschitz=Certifier(kind=ctx.certifier),
-            phi=phi,
-        ),
-        max_entries=64,
+def _draw(ctx: PTRContext, phi: PhiResult, *, epsilon: float, delta: float) -> PTRResult:
+    """One run of extended PTR (posthoc Alg. 1) with the certified φ: the library's exact sampler,
+    OS randomness."""
+    return propose_test_release(
+        ctx.pipe.obfuscator,
+        ctx.z,
+        epsilon=epsilon,
+        delta=delta,
+        radius=ctx.radius,
+        delta_p=ctx.delta_p,
+        r_max=ctx.r_max,
+        tol=ctx.tol,
+        lipschitz=Certifier(kind=ctx.certifier),
+        phi=phi,
     )
-
-
-def sent(key: tuple) -> bool:
-    """Whether the draw ``key`` (:func:`draw_key`) has left the device in this session."""
-    return key in st.session_state.setdefault(SENT_KEY, set())
-
-
-def send(ctx: PTRContext, result: PTRResult, key: tuple, *, how: str) -> bool:
-    """Charge the session's ledger for the draw ``key`` leaving the device (``how``: "sent",
-    "downloaded"); once per draw — the same output again is post-processing and costs nothing.
-    True when this call charged it."""
-    done = st.session_state.setdefault(SENT_KEY, set())
-    if key in done:
-        return False
-    done.add(key)
-    _, eps, dlt, draw, label = key
-    what = "released" if result.released else "⊥"
-    ui.record_release(
-        image=ctx.image,
-        guarantee=result.guarantee,
-        label=f"{label}: PTR ε={eps:g}, δ={dlt:g}, R={ctx.radius:g}, draw {draw + 1} → {what} ({how})",
-    )
-    return True
 
 
 def as_tensor(value: Any) -> torch.Tensor:

@@ -1,10 +1,10 @@
 """A session report as one self-contained HTML file: pure Python, no Streamlit.
 
 What a privacy engineer files after a session: the settings, the guarantee one sent release spends,
-the current release (only once it has been sent: a preview stays on the device), the attacker's
-reconstruction from it, the accuracy curve with the current ε marked, and the session's ledger with
-its totals. Every user-supplied text (file names, labels) is HTML-escaped; plotly.js is embedded once
-so the file opens offline.
+the release sent at the current settings (only a sent one: the dashboard draws at Send, so there is
+nothing else to put in), the attacker's reconstruction from it, the accuracy curve with the current
+ε marked, and the session's ledger with its totals. Every user-supplied text (file names, labels) is
+HTML-escaped; plotly.js is embedded once so the file opens offline.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def session_report(
     totals: Sequence[Mapping[str, Any]],
     warnings: Sequence[str] = (),
 ) -> str:
-    """The report's HTML. ``release`` is the release JSON of a sent draw (None: not sent, left out);
+    """The report's HTML. ``release`` is the release JSON of a sent release (None: nothing sent);
     ``figures`` plotly figures (the first embeds plotly.js); ``ledger`` rows with image, label and a
     guarantee (``to_dict``); ``totals`` the rows of :func:`privlens.session.ledger_totals`."""
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -110,7 +110,7 @@ def session_report(
     parts.append(f"<h2>Image</h2>{_png(input_png, f'your image: {image_name}')}")
     parts.append("<h2>Release</h2>")
     if release is None:
-        parts.append("<p>The current draw is a preview that was not sent: it is not in this report.</p>")
+        parts.append("<p>Nothing was sent at these settings, so no release is in this report.</p>")
     else:
         parts.append(_png(attacker_png, "the attacker's reconstruction from the release"))
         parts.append(f"<pre>{_e(json.dumps(release, indent=2, ensure_ascii=False))}</pre>")

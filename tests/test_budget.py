@@ -76,3 +76,12 @@ def test_composition_warnings_follow_the_threshold() -> None:
     assert [img for img, _ in composition_warnings(rows, threshold=10.0)] == ["a"]
     assert [img for img, _ in composition_warnings(rows, threshold=1.0)] == ["a", "b"]
     assert composition_warnings(rows, threshold=12.0) == []
+
+
+@pytest.mark.parametrize("mechanism", ["PTR", "Gauss-Input", "Gauss-Output", "Lap-Output"])
+@pytest.mark.parametrize("n", [1797, 70_000])  # the shipped datasets: digits and Fashion-MNIST
+def test_the_default_settings_trigger_no_warning(mechanism: str, n: int) -> None:
+    """Safe defaults (issue 30, item 5): δ = 1e-5 is below 1e-3 and below 1/n for both datasets."""
+    s = Settings(mechanism=mechanism)
+    assert s.delta == 1e-5 and extreme_warnings(spent_guarantee(s), n=n) == []
+    assert "the noise is drawn when you send" in spent_text(s)

@@ -35,11 +35,11 @@ def test_ledger_composes_the_session_releases() -> None:
     assert list(releases["ε"]) == [2.0, 4.0]  # PTR at ε gives 2ε (posthoc Thm 4.4)
     radius = float(releases["radius"].iloc[0])
     pairs = f"pairs within ℓ∞ distance {radius:.4g} on the embedding z"
-    assert _composed(at) == [
-        ("per relation", pairs, "2 of 2", 6.0, 0.05),
-        ("worst case", pairs, "2 of 2", 6.0, 0.05),
+    assert _composed(at) == [  # two sends at the default δ = 1e-5: each spends δ/2
+        ("per relation", pairs, "2 of 2", 6.0, 1e-5),
+        ("worst case", pairs, "2 of 2", 6.0, 1e-5),
     ]
-    assert "Worst case for" in texts(at) and "ε = 6, δ = 0.05" in texts(at)
+    assert "Worst case for" in texts(at) and "ε = 6, δ = 1e-05" in texts(at)
     at.button(key="clear_ledger").click().run()
     assert not at.session_state["privlens_ledger"]
 
@@ -48,7 +48,7 @@ def test_one_ip_draw_costs_l2_pairs_two_releases_and_l1_pairs_three() -> None:
     at = app(
         "inference_privacy", query={"mech": "Gauss-Input", "eps": "1.0", "delta": "1e-05", "alpha": "0.1"}
     )
-    assert not at.session_state["privlens_ledger"]  # previews cost nothing
+    assert not at.session_state["privlens_ledger"]  # nothing drawn before Send, nothing charged
     send_ip(at)
     assert len(at.session_state["privlens_ledger"]) == 3
     # the Inference-privacy page's own per-draw table and its worst-case line
@@ -151,5 +151,5 @@ def test_composition_past_the_users_threshold_is_flagged() -> None:
     at.number_input(key="acc_threshold").set_value(5.0).run()
     over = [e.value for e in at.error if "Over budget" in e.value]
     assert len(over) == 1 and "worst case ε = 6 > your threshold 5" in over[0]
-    # the calculators are not green at extreme settings: 5 releases at (6, 0.025) → (30, 0.125)
-    assert any("(ε = 30, δ = 0.125" in w.value and "is very large" in w.value for w in at.warning)
+    # the calculators are not green at extreme settings: 5 releases at (6, 5e-06) → (30, 2.5e-05)
+    assert any("(ε = 30, δ = 2.5e-05" in w.value and "is very large" in w.value for w in at.warning)

@@ -1,5 +1,6 @@
 """Inference-privacy page (AppTest): the three mechanisms on the shipped IP classifiers with their
-noise following α, noisy releases recorded in the ledger, and the chaining table's exact values."""
+noise following α, nothing drawn before Send, sent releases recorded in the ledger, and the chaining
+table's exact values. Draw-at-send itself (issue 30, items 3–4) is tests/test_draw_at_send.py."""
 
 from __future__ import annotations
 
@@ -24,13 +25,15 @@ def test_mechanisms_noise_and_chaining() -> None:
     gi = rows[rows["mechanism"].str.startswith("Gauss-Input")].iloc[0]
     assert gi["noise"] == f"σ = {GaussInput(epsilon=1.0, delta=1e-5, alpha=0.1).sigma:.4g} on pixels"
     assert gi["mechanism"].endswith("◀")  # the sidebar's mechanism is highlighted
-    assert len(rows) == 3 and not at.session_state.get("privlens_ledger")  # previews cost nothing
-    assert "nothing has left your device" in " ".join(c.value for c in at.caption)
+    assert len(rows) == 3 and not at.session_state.get("privlens_ledger")  # nothing drawn, nothing charged
+    assert set(rows["sent"]) == {"no (nothing drawn)"} and not at.code  # no noisy scores before Send
+    assert "The server holds your image for this session" in " ".join(c.value for c in at.caption)
     send_ip(at)
     assert len(at.session_state["privlens_ledger"]) == 3
-    assert at.button(key="ip_send_Lap-Output").disabled  # the same draw is not charged twice
+    assert at.button(key="ip_send_Lap-Output").label == "Send another Lap-Output"
     at.run()
-    assert len(at.session_state["privlens_ledger"]) == 3  # re-rendering the same draws costs nothing
+    assert len(at.session_state["privlens_ledger"]) == 3  # re-rendering the sent releases costs nothing
+    assert list(at.dataframe[0].value["sent"]) == ["yes, release #1", "yes, release #2", "yes, release #3"]
     per_draw = at.dataframe[1].value  # one draw per neighbourhood relation (issue 18): ℓ1, ℓ2, worst case
     assert list(per_draw["releases counted"]) == ["3 of 3", "2 of 3", "3 of 3"]
     assert list(per_draw["total ε = Σεᵢ"]) == [3.0, 2.0, 3.0] and set(per_draw["total δ = Σδᵢ"]) == {2e-5}
@@ -43,9 +46,10 @@ def test_mechanisms_noise_and_chaining() -> None:
     at.select_slider(key="w_alpha").set_value(0.2).run()
     noise = at.dataframe[0].value.iloc[0]["noise"]
     assert noise == f"σ = {GaussInput(epsilon=1.0, delta=1e-5, alpha=0.2).sigma:.4g} on pixels"
-    assert len(at.session_state["privlens_ledger"]) == 3  # three new draws at the new α: previews, free
+    assert len(at.session_state["privlens_ledger"]) == 3  # at the new α nothing is drawn until sent
+    assert set(at.dataframe[0].value["sent"]) == {"no (nothing drawn)"}
     send_ip(at)
-    assert len(at.session_state["privlens_ledger"]) == 6  # sent: charged again, as new draws
+    assert len(at.session_state["privlens_ledger"]) == 6  # sent: new draws, charged again
     assert all("(sent)" in r["label"] for r in at.session_state["privlens_ledger"])
     assert len(at.get("plotly_chart")) == 5  # 3 class distributions; accuracy vs α and vs ε from ip.csv
 
@@ -74,21 +78,24 @@ def test_an_upload_on_this_page_shows_all_three_releases_with_their_guarantees()
     assert len(guarantees) == 3
     assert any("(ε = 2, δ = 0) at α = 0.1" in c for c in guarantees)  # Lap-Output: pure ε
     assert sum("(ε = 2, δ = 1e-05) at α = 0.1" in c for c in guarantees) == 2  # the Gaussian two
-    images = " ".join(str(i.proto) for i in at.get("image"))
-    assert "noisy image it releases" in images  # Gauss-Input: the noisy picture
+    assert "noisy image" not in " ".join(str(i.proto) for i in at.get("image"))  # nothing drawn yet
     dists = [f for f in figures(at) if f.layout.title.text == "class distribution"]
-    assert len(dists) == 3 and all(abs(sum(f.data[1].y) - 1) < 1e-9 for f in dists)
-    assert not at.session_state.get("privlens_ledger")  # previews only
+    assert len(dists) == 3 and all(len(f.data) == 1 and abs(sum(f.data[0].y) - 1) < 1e-9 for f in dists)
+    assert not at.session_state.get("privlens_ledger")  # nothing sent
     at.button(key="ip_send_Lap-Output").click().run()
     (row,) = at.session_state["privlens_ledger"]
     assert row["image"] == "mine.png" and row["label"].startswith("IP page: Lap-Output")
+    dists = [f for f in figures(at) if f.layout.title.text == "class distribution"]
+    assert [len(f.data) for f in dists] == [1, 1, 2]  # the sent Lap-Output release beside the clean one
+    assert abs(sum(dists[2].data[1].y) - 1) < 1e-9 and len(at.code) == 1  # its noisy scores
+    at.button(key="ip_send_Gauss-Input").click().run()
+    assert "noisy image it released" in " ".join(str(i.proto) for i in at.get("image"))  # Gauss-Input's
 
 
 def test_a_bad_upload_on_this_page_releases_nothing() -> None:
     at = app("inference_privacy")
-    drawn = len(at.session_state["privlens_ip_draws"])  # the shipped sample's previews
     at.radio(key="ip_source").set_value("Upload your own").run()
     at.file_uploader(key="ip_upload").upload("notes.png", b"not an image at all\n" * 8, "image/png").run()
     assert any("This file cannot be used" in e.value and "Nothing was released" in e.value for e in at.error)
     assert not [c for c in at.caption if c.value.startswith("Guarantee if sent")]
-    assert len(at.session_state["privlens_ip_draws"]) == drawn and not at.session_state.get("privlens_ledger")
+    assert "privlens_sent_releases" not in at.session_state and not at.session_state.get("privlens_ledger")

@@ -1,6 +1,7 @@
-"""Release page (AppTest, headless, on the shipped digits models): a sample or an upload gives a
-release or ⊥ with its numbers; ε/δ moves redraw noise without any solve; bad uploads are refused
-with a clear message and nothing is released; a certification failure releases nothing."""
+"""Release page (AppTest, headless, on the shipped digits models): a sample or an upload gives the
+release's numbers before Send and, once sent, a release or ⊥; ε/δ moves need no solve and draw
+nothing; bad uploads are refused with a clear message and nothing is released; a certification
+failure releases nothing. Draw-at-send itself (issue 30, items 3–4) is tests/test_draw_at_send.py."""
 
 from __future__ import annotations
 
@@ -38,37 +39,49 @@ def _env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFacto
 
 
 def _outcome(at: AppTest) -> str:
-    """'released' or 'bottom' from the page's alert, failing if neither is shown."""
+    """'released' or 'bottom' from the page's alert about the sent release, failing if neither is shown."""
     if any(e.value.startswith("**Released") for e in at.success):
         return "released"
     assert any(e.value.startswith("**⊥") for e in at.error), texts(at)
     return "bottom"
 
 
+def _ready(at: AppTest) -> None:
+    """The page got as far as Send: the release's numbers are shown, and no outcome (nothing drawn)."""
+    assert not at.exception, [e.value for e in at.exception]
+    assert metric(at, "P[this image is released]").endswith("%"), texts(at)
+    assert not any(e.value.startswith("**Released") for e in at.success), texts(at)
+    assert not any(e.value.startswith("**⊥") for e in at.error), texts(at)
+
+
 def _ledger(at: AppTest) -> list:
     return list(at.session_state["privlens_ledger"]) if "privlens_ledger" in at.session_state else []
 
 
-def test_sample_gives_release_or_bottom_with_its_numbers() -> None:
+def test_sample_gives_its_numbers_then_once_sent_a_release_or_bottom() -> None:
     at = app("release")
-    outcome = _outcome(at)
+    _ready(at)
     dp = float(metric(at, "Δp"))
     scale = float(metric(at, "noise scale Δp·R/ε"))
     # the shown noise scale is Δp·R/ε at the sidebar's defaults (ε = 1, the dataset's R), to display precision
     R = default_radius()
     assert scale == pytest.approx(dp * R / 1.0, rel=2e-3)
-    phi_hat, threshold = float(metric(at, "φ̂ = φ + Lap")), float(metric(at, "threshold ln(1/δ)·b"))
-    assert (phi_hat > threshold) == (outcome == "released")
     assert f"Any image whose embedding lies within ℓ∞ distance R = {R:g}" in texts(at)
-    assert "nothing has left your device" in texts(at) and not _ledger(at)  # a preview costs nothing
+    assert "The server holds your image for this session" in texts(at) and not _ledger(at)
+    assert f"(2ε, δ/2, R) = (2, 5e-06, {R:g})" in texts(at)  # the default δ = 1e-5 (issue 30, item 5)
+    assert not any(w.value for w in at.warning)  # ... which no warning flags
     send(at)
+    outcome = _outcome(at)
     (row,) = _ledger(at)
     g = row["guarantee"]
-    assert (g.epsilon, g.delta, g.radius) == (2.0, 0.025, R)  # (2ε, δ/2, R), posthoc Thm 4.4
-    assert "sent" in row["label"] and f"(2ε, δ/2, R) = (2, 0.025, {R:g})" in texts(at)
+    assert (g.epsilon, g.delta, g.radius) == (2.0, 5e-6, R)  # (2ε, δ/2, R), posthoc Thm 4.4
+    assert "(sent)" in row["label"] and f"→ {'released' if outcome == 'released' else '⊥'}" in row["label"]
+    test = next(m.value for m in at.markdown if m.value.startswith("Test: φ̂ = "))
+    assert (" > threshold " in test) == (outcome == "released")  # the test PTR ran, as it ran
+    assert metric(at, "φ̂ = φ + Lap") in test
 
 
-def test_epsilon_and_delta_moves_redraw_without_any_solve(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_epsilon_and_delta_moves_draw_nothing_and_need_no_solve(monkeypatch: pytest.MonkeyPatch) -> None:
     at = app("release")  # certifies (or reads φ from the disk cache)
     phi_before = metric(at, PHI)
     calls = {"decide": 0, "compute_phi": 0}
@@ -91,7 +104,7 @@ def test_epsilon_and_delta_moves_redraw_without_any_solve(monkeypatch: pytest.Mo
         assert not at.exception
         scales.add(metric(at, "noise scale Δp·R/ε"))
         assert metric(at, PHI) == phi_before
-        _outcome(at)
+        _ready(at)
     at.select_slider(key="w_delta").set_value(0.01).run()
     threshold = float(metric(at, "threshold ln(1/δ)·b"))
     # threshold = ln(1/δ)·(R + ζ)/ε up to the sampler's grid (relative 1e-6 here)
@@ -100,23 +113,23 @@ def test_epsilon_and_delta_moves_redraw_without_any_solve(monkeypatch: pytest.Mo
     assert calls == {"decide": 0, "compute_phi": 0}
     assert len(scales) == 3  # Δp·R/ε follows ε
     assert at.query_params["eps"] == "0.5" and at.query_params["delta"] == "0.01"
-    assert not _ledger(at)  # five previews, none sent: nothing charged
+    assert not _ledger(at)  # five settings looked at, none sent: nothing drawn, nothing charged
+    assert "privlens_sent_releases" not in at.session_state
 
 
-def test_rerun_without_changes_draws_no_new_noise_and_resample_does() -> None:
+def test_a_rerun_shows_the_sent_release_and_send_another_draws_and_charges_again() -> None:
     at = send(app("release"))
     first = metric(at, "φ̂ = φ + Lap")
-    assert at.button(key="send").disabled and len(_ledger(at)) == 1
+    assert at.button(key="send").label == "Send another release" and len(_ledger(at)) == 1
     at.run()
-    assert metric(at, "φ̂ = φ + Lap") == first and len(_ledger(at)) == 1  # the same draw: free
-    at.button(key="resample").click().run()
-    assert len(_ledger(at)) == 1 and not at.button(key="send").disabled  # a new draw: a free preview
+    assert metric(at, "φ̂ = φ + Lap") == first and len(_ledger(at)) == 1  # the sent release again: free
     send(at)
-    assert len(_ledger(at)) == 2  # sent: it costs again, and the ledger names the draw
-    assert ["draw 1" in _ledger(at)[0]["label"], "draw 2" in _ledger(at)[1]["label"]] == [True, True]
-    draws = [r.phi_noisy for r in at.session_state["privlens_releases"].values()]
+    assert len(_ledger(at)) == 2  # a new draw: charged again, and the ledger names the release
+    assert ["release #1" in _ledger(at)[0]["label"], "release #2" in _ledger(at)[1]["label"]] == [True, True]
+    draws = [r.outcome.phi_noisy for r in at.session_state["privlens_sent_releases"]]
     # two draws of fresh secure noise: equal φ̂ has probability ~1e-9 (the sampler's grid)
     assert len(draws) == 2 and draws[0] != draws[1]
+    assert any("sent as release #2" in e.value for e in [*at.success, *at.error])  # the newest is shown
 
 
 def _upload(
@@ -140,15 +153,15 @@ def _confirm(at: AppTest) -> AppTest:
     return at
 
 
-def test_upload_gives_release_or_bottom_and_becomes_the_current_image() -> None:
+def test_upload_gives_its_numbers_and_becomes_the_current_image() -> None:
     at = _upload(app("release"), "my-digit.png", sample_png())
-    _outcome(at)
+    _ready(at)
     assert at.session_state["privlens_images"]["digits"]["name"] == "my-digit.png"
     at.switch_page(str(ROOT / "pages" / "neighbourhood.py")).run()
     assert "my-digit.png" in texts(at)
     at.switch_page(str(ROOT / "pages" / "release.py")).run()  # back: the upload is still the current image
     assert "Showing your earlier upload ` my-digit.png `" in texts(at)
-    _outcome(at)
+    _ready(at)
 
 
 @pytest.mark.parametrize(
@@ -187,7 +200,7 @@ def test_bad_upload_is_refused_and_nothing_released(name: str, data: bytes, mess
 def test_alpha_and_16bit_uploads_are_converted_and_said_so(name: str, data: bytes, note: str) -> None:
     at = _upload(app("release"), name, data, confirm=True)
     assert any(note in w.value for w in at.warning), [w.value for w in at.warning]
-    _outcome(at)
+    _ready(at)
 
 
 def test_certification_failure_releases_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -205,10 +218,12 @@ def test_certification_failure_releases_nothing(monkeypatch: pytest.MonkeyPatch)
     assert not at.metric and not at.success and not _ledger(at)
 
 
-def test_downloads_are_offered() -> None:
+def test_the_release_json_is_offered_only_once_sent() -> None:
     at = app("release")
     labels = {b.label for b in at.get("download_button")}
-    assert {"Release (JSON): sends it", "Input (PNG)"} <= labels
+    assert {"Input (PNG)", "Session report (HTML)"} == labels  # no release before Send: none to download
+    send(at)
+    assert "Release (JSON)" in {b.label for b in at.get("download_button")}
 
 
 def test_inference_privacy_mechanism_points_to_its_page() -> None:
@@ -217,7 +232,7 @@ def test_inference_privacy_mechanism_points_to_its_page() -> None:
     assert not at.metric
     at.button(key="use_ptr").click().run()
     assert at.query_params["mech"] == "PTR"
-    _outcome(at)
+    _ready(at)
 
 
 def test_certification_shows_progress_and_can_be_cancelled_then_restarted() -> None:
@@ -227,7 +242,7 @@ def test_certification_shows_progress_and_can_be_cancelled_then_restarted() -> N
         status.label.startswith("Certified (") and "decisions" in status.label and status.state == "complete"
     )
     assert len(status.get("progress")) == 1  # the progress bar of the Lipschitz decisions
-    _outcome(at)
+    _ready(at)
     ledger_before = len(_ledger(at))
     # The user presses "Cancel certification" while φ is being computed: the run that sees the click
     # (φ not yet known) must stop, release nothing, and offer to start again.
@@ -238,8 +253,8 @@ def test_certification_shows_progress_and_can_be_cancelled_then_restarted() -> N
     at.run()  # stays cancelled: no automatic restart
     assert not at.metric
     at.button(key="cert_restart").click().run()
-    _outcome(at)
-    assert len(_ledger(at)) == ledger_before  # the same (ε, δ) outcome again: no new noise, no new entry
+    _ready(at)
+    assert len(_ledger(at)) == ledger_before  # certified again: nothing drawn, nothing charged
 
 
 # ------------------------------------------------------------------ uploads: identity, decoding, names
@@ -265,10 +280,10 @@ def test_a_new_upload_with_the_same_name_and_size_replaces_the_old_one() -> None
     a, b = _stored_png(first), _stored_png(second)
     assert len(a) == len(b) and a != b
     at = _upload(app("release"), "digit.png", a, confirm=True)
-    _outcome(at)
+    _ready(at)
     key_a = send(at) and _ledger(at)[-1]["image_key"]
     at = _upload(at, "digit.png", b, confirm=True)  # same name, same size, other bytes
-    _outcome(at)
+    _ready(at)  # the release sent for the old image is not shown as this one's
     send(at)
     current = at.session_state["privlens_images"]["digits"]
     assert current["data"] == b
@@ -291,7 +306,7 @@ def test_an_upload_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(images_module, "decode_image", counting)  # every decode, by the pages or privlens
     monkeypatch.setattr(privcore.images, "decode_image", counting)
     at = _upload(app("release"), "ramp.png", data, confirm=True)
-    _outcome(at)
+    _ready(at)
     at.select_slider(key="w_epsilon").set_value(2.0).run()  # a rerun with the same upload in the widget
     at.switch_page(str(ROOT / "pages" / "neighbourhood.py")).run()
     assert not at.exception
@@ -307,7 +322,7 @@ def test_a_long_thin_png_is_released_or_refused_cheaply() -> None:
     Image.fromarray(np.full((40_000, 1), 255, np.uint8)).save(buf, format="PNG", optimize=True)
     at = _upload(app("release"), "line.png", buf.getvalue(), confirm=True)  # 11.9 GiB asked before
     assert any("padded from 1×40000" in w.value for w in at.warning), [w.value for w in at.warning]
-    _outcome(at)
+    _ready(at)
 
 
 def test_an_upload_name_is_shown_never_rendered() -> None:
@@ -315,7 +330,7 @@ def test_an_upload_name_is_shown_never_rendered() -> None:
 
     name = "[click here](https://evil.example) <b>x</b>.png"
     at = _upload(app("release"), name, sample_png())
-    _outcome(at)
+    _ready(at)
     for page in ("neighbourhood", "release"):
         at.switch_page(str(ROOT / "pages" / f"{page}.py")).run()
         shown = [t for t in texts(at).split("\n") if "evil.example" in t]
@@ -330,16 +345,16 @@ def test_an_upload_name_is_shown_never_rendered() -> None:
     assert not any("<b>" in t for t in titles), titles
 
 
-def test_downloading_the_release_json_sends_it_once_and_the_png_is_free() -> None:
+def test_downloading_the_sent_release_costs_nothing_more_and_the_png_is_free() -> None:
     at = app("release")
     buttons = {b.key: b for b in at.get("download_button")}
     buttons["dl_input"].click().run()  # the user's own image: nothing leaves through it
-    assert not _ledger(at)
-    {b.key: b for b in at.get("download_button")}["dl_release"].click().run()
+    assert not _ledger(at) and "dl_release" not in buttons
+    send(at)  # charged here, once: the draw happens at Send
+    for _ in range(2):  # the file of that release, twice: post-processing of a charged release
+        {b.key: b for b in at.get("download_button")}["dl_release"].click().run()
     (row,) = _ledger(at)
-    assert "downloaded" in row["label"] and at.button(key="send").disabled
-    {b.key: b for b in at.get("download_button")}["dl_release"].click().run()  # the same file again
-    assert len(_ledger(at)) == 1
+    assert "(sent)" in row["label"] and len(at.session_state["privlens_sent_releases"]) == 1
 
 
 def test_extreme_settings_are_warned_in_the_release_panel() -> None:
@@ -363,14 +378,12 @@ def test_a_blank_or_off_domain_upload_needs_a_confirmation_before_anything_is_re
     buf = io.BytesIO()
     Image.fromarray(np.zeros((8, 8), np.uint8)).save(buf, format="PNG")  # all black: a blank decode
     at = app("release")
-    drawn = len(at.session_state["privlens_releases"])  # the shipped sample's preview
     at = _upload(at, "blank.png", buf.getvalue())
     text = " ".join(w.value for w in at.warning)
     assert "does not look like the digits images" in text and "nearly uniform" in text
     assert not at.metric and not at.success and not at.status  # not even certified
-    assert len(at.session_state["privlens_releases"]) == drawn  # no draw for the blank image
     _confirm(at)
-    _outcome(at)  # confirmed: the page runs
+    _ready(at)  # confirmed: the page runs
     assert "You confirmed this image" in texts(at)
     rng = np.random.default_rng(0)  # a noisy 64×64 "photo": beyond the test data's 99.9th percentiles
     buf = io.BytesIO()
@@ -382,7 +395,7 @@ def test_a_blank_or_off_domain_upload_needs_a_confirmation_before_anything_is_re
 def test_a_shipped_sample_needs_no_confirmation() -> None:
     at = app("release")
     assert not any("does not look like" in w.value for w in at.warning)
-    _outcome(at)
+    _ready(at)
 
 
 def test_digit_style_preprocessing_is_offered_previewed_and_used() -> None:

@@ -1,5 +1,5 @@
 """The session report (issue 16, item 9): one self-contained HTML file with the settings, the guarantee,
-the sent release (never an unsent preview), the curve at the current ε and the ledger; user text is
+the sent release (nothing that was not sent), the curve at the current ε and the ledger; user text is
 escaped. Built from the Release page's download button, lazily."""
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ def _g() -> Guarantee:
     )
 
 
-def test_report_escapes_user_text_and_leaves_an_unsent_preview_out() -> None:
+def test_report_escapes_user_text_and_holds_only_a_sent_release() -> None:
     evil = "<script>alert(1)</script>.png"
-    ledger = [{"image": evil, "label": "Release page: draw 1 (sent)", "guarantee": _g()}]
+    ledger = [{"image": evil, "label": "Release page: release #1 (sent)", "guarantee": _g()}]
     kw = dict(
         settings=Settings(),
         guarantee_text="(2, 0.025, 0.25)",
@@ -38,7 +38,7 @@ def test_report_escapes_user_text_and_leaves_an_unsent_preview_out() -> None:
     )
     page = session_report(release=None, **kw)
     assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;.png" in page
-    assert "not sent: it is not in this report" in page and "Release page: draw 1 (sent)" in page
+    assert "Nothing was sent at these settings" in page and "Release page: release #1 (sent)" in page
     sent = session_report(release={"format": "privlens.release/1", "value": [0.5, -1.25]}, **kw)
     assert "privlens.release/1" in sent and "-1.25" in sent
 

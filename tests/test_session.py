@@ -43,6 +43,18 @@ def test_settings_validate_and_name_the_parameter() -> None:
         Settings(radius=-1.0)
 
 
+def test_the_default_delta_is_small_on_the_grid_and_in_the_url() -> None:
+    """Safe defaults (issue 30, item 5): δ = 1e-5, a slider position, written to and read from the URL."""
+    from privlens.settings import DELTA_GRID
+
+    assert DEFAULT.delta == 1e-5 and 1e-5 in DELTA_GRID
+    assert DEFAULT.to_query()["delta"] == "1e-05"
+    back, problems = settings_from_query(DEFAULT.to_query(), default=DEFAULT, models=MODELS)
+    assert back.delta == 1e-5 and problems == ()
+    back, _ = settings_from_query({}, default=DEFAULT, models=MODELS)  # a link without δ gets the default
+    assert back.delta == 1e-5
+
+
 def test_query_round_trip_is_exact() -> None:
     s = Settings(
         dataset="fashion-mnist",
