@@ -12,7 +12,9 @@ regions resolved on demand; :func:`precompute_pattern_tables` builds them in a w
 
 from __future__ import annotations
 
+import atexit
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,6 +44,18 @@ __all__ = [
 ]
 
 _REALISED: OrderedDict[tuple, PatternTable | None] = OrderedDict()
+#: set at interpreter exit: background resolution stops between two region LPs, so no daemon thread is
+#: inside HiGHS while the process finalises (which aborts it: "terminate called without an active
+#: exception")
+_STOP = threading.Event()
+_RESOLVING: set[threading.Thread] = set()
+
+
+@atexit.register
+def _stop_background_resolution() -> None:
+    _STOP.set()
+    for thread in list(_RESOLVING):
+        thread.join(timeout=10.0)
 
 
 def realised_pattern_table(
@@ -133,9 +147,14 @@ def precompute_pattern_tables(
         table = realised_pattern_table(net, dp, norms)
         if table is not None:
             done[name] = (net, table)
-    for name in done if resolve is True else (resolve or ()):
-        if name in done:
-            resolve_regions(done[name][0], done[name][1], norms)
+    me = threading.current_thread()
+    _RESOLVING.add(me)
+    try:
+        for name in done if resolve is True else (resolve or ()):
+            if name in done and not _STOP.is_set():
+                resolve_regions(done[name][0], done[name][1], norms)
+    finally:
+        _RESOLVING.discard(me)
     return list(done)
 
 
@@ -161,4 +180,6 @@ def resolve_regions(net: ReluNetwork, table: PatternTable, norms: Norms) -> None
         sel = todo[s0 : s0 + _CHUNK]
         G, h = _region_rows_batch(net, table.codes[sel])
         for k, p in enumerate(table.positions[sel]):
+            if _STOP.is_set():  # the interpreter is exiting
+                return
             memo.resolve(int(p), G[k], h[k])
