@@ -19,16 +19,16 @@ def test_home_page_runs_and_sigma_follows_the_epsilon_slider() -> None:
     at = AppTest.from_file(APP, default_timeout=60).run()
     assert not at.exception
     before = _metric(at, "Gauss-Input (analytic)")
-    assert before == f"σ = {GaussInput(epsilon=1.0, delta=0.05, alpha=0.1).sigma:.4g}"
+    assert before == f"σ = {GaussInput(epsilon=1.0, delta=1e-5, alpha=0.1).sigma:.4g}"
     at.select_slider(key="w_epsilon").set_value(0.25).run()  # the sidebar's ε
     assert not at.exception
     after = _metric(at, "Gauss-Input (analytic)")
     assert after != before
-    assert after == f"σ = {GaussInput(epsilon=0.25, delta=0.05, alpha=0.1).sigma:.4g}"
+    assert after == f"σ = {GaussInput(epsilon=0.25, delta=1e-5, alpha=0.1).sigma:.4g}"
     at.select_slider(key="w_alpha_home").set_value(0.5).run()  # α on the page, shared with the sidebar
     assert (
         _metric(at, "Gauss-Input (analytic)")
-        == f"σ = {GaussInput(epsilon=0.25, delta=0.05, alpha=0.5).sigma:.4g}"
+        == f"σ = {GaussInput(epsilon=0.25, delta=1e-5, alpha=0.5).sigma:.4g}"
     )
     assert at.query_params["alpha"] == "0.5" and at.query_params["eps"] == "0.25"
 

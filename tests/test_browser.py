@@ -1,9 +1,9 @@
 """End to end in a real headless Chromium (Debian's /usr/bin/chromium driven by Playwright).
 
 The app is started exactly as the README says (``make run PORT=<free port>``); the browser opens a
-shared deep link to the Release page, uploads a sample image, sees a release or ⊥ with its numbers,
+shared deep link to the Release page, uploads a sample image, sees its numbers (nothing drawn before Send),
 moves ε and sees the page re-render (and the URL follow), then uploads a file that is not an image and
-sees the refusal; a bad link (``?eps=-1``) releases nothing, and a preview costs nothing until sent.
+sees the refusal; a bad link (``?eps=-1``) releases nothing, and nothing is drawn or charged until Send.
 Screenshots go to ``artifacts/screenshots/``. The server's process group is killed
 at the end, always.
 """
@@ -125,11 +125,13 @@ def test_upload_release_and_move_epsilon(server: str, tmp_path: Path) -> None:
             expect(page.get_by_text("Settings", exact=True)).to_be_visible()  # the shared sidebar is there
             page.get_by_text("Upload your own").click()
             page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(image))
+            ready = page.locator('[data-testid="stMetric"]', has_text="P[this image is released]")
+            expect(ready).to_be_visible(timeout=120_000)  # what the release would be: no draw before Send
+            _settled(page)
             outcome = page.locator(
                 '[data-testid="stAlert"]', has_text=re.compile(r"Released \(|⊥ \(nothing released\)")
             )
-            expect(outcome).to_be_visible(timeout=120_000)
-            _settled(page)
+            assert outcome.count() == 0
             assert "my-digit.png" in page.content()
             scale_before = _metric(page, "noise scale Δp·R/ε")
             phi = _metric(page, "φ (private, yours only)")
@@ -143,7 +145,7 @@ def test_upload_release_and_move_epsilon(server: str, tmp_path: Path) -> None:
             scale_after = _metric(page, "noise scale Δp·R/ε")
             assert float(scale_after) == pytest.approx(float(scale_before) / 1.5, rel=2e-3)
             assert _metric(page, "φ (private, yours only)") == phi  # φ reused: no new certification
-            expect(outcome).to_be_visible()
+            expect(ready).to_be_visible()
             page.screenshot(path=str(SHOTS / "02-release-epsilon-moved.png"), full_page=True)
 
             page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(bad))
@@ -156,10 +158,11 @@ def test_upload_release_and_move_epsilon(server: str, tmp_path: Path) -> None:
     assert shutil.which("make")
 
 
-def test_bad_link_releases_nothing_and_a_preview_costs_nothing(server: str, tmp_path: Path) -> None:
+def test_bad_link_releases_nothing_and_nothing_is_charged_before_send(server: str, tmp_path: Path) -> None:
     """``/release?eps=-1``: an error at the top names the parameter, its value and the range, and no
-    certification or outcome appears; fixed in the sidebar, the page shows a preview that says nothing
-    left the device, the Accountant's ledger stays empty until Send is pressed, then holds one release."""
+    certification or outcome appears; fixed in the sidebar, the page says the (shared) server holds the
+    image and only a sent release goes to the recipient, the Accountant's ledger stays empty until Send
+    is pressed (which draws), then holds one release."""
     from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as p:
@@ -177,7 +180,7 @@ def test_bad_link_releases_nothing_and_a_preview_costs_nothing(server: str, tmp_
             page.screenshot(path=str(SHOTS / "04-release-bad-link.png"), full_page=True)
 
             page.get_by_role("button", name="Continue with the sidebar's values").click()
-            preview = main.get_by_text("nothing has left your device", exact=False)
+            preview = main.get_by_text("The server holds your image for this session", exact=False)
             expect(preview).to_be_visible(timeout=120_000)
             _settled(page)
             expect(page).to_have_url(re.compile(r"eps=1\.0"), timeout=30_000)
@@ -188,7 +191,7 @@ def test_bad_link_releases_nothing_and_a_preview_costs_nothing(server: str, tmp_
             expect(page.get_by_text("Nothing released yet", exact=False)).to_be_visible(timeout=120_000)
             nav.get_by_role("link", name="Release").click()
             page.get_by_role("button", name=re.compile(r"Send (this release|⊥)")).click(timeout=90_000)
-            expect(main.get_by_text("Sent: this draw is in the session ledger", exact=False)).to_be_visible(
+            expect(main.get_by_text("Sent: release #1 is in the session ledger", exact=False)).to_be_visible(
                 timeout=120_000
             )
             _settled(page)
@@ -215,7 +218,7 @@ def test_bad_link_releases_nothing_and_a_preview_costs_nothing(server: str, tmp_
 
 def test_upload_on_the_inference_privacy_page(server: str, tmp_path: Path) -> None:
     """An upload on the Inference-privacy page shows what each IP mechanism would release, with its
-    guarantee, and Send charges one of them."""
+    guarantee and no draw; Send draws and charges one of them, which then shows its release."""
     from playwright.sync_api import expect, sync_playwright
 
     image = tmp_path / "my-digit.png"
@@ -230,9 +233,12 @@ def test_upload_on_the_inference_privacy_page(server: str, tmp_path: Path) -> No
             main.get_by_text("Upload your own").click()
             page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(image))
             expect(main.get_by_text("Guarantee if sent", exact=False)).to_have_count(3, timeout=120_000)
-            expect(main.get_by_text("the noisy image it releases", exact=False)).to_be_visible()
+            expect(main.get_by_text("nothing is drawn yet", exact=False)).to_have_count(3)
+            page.get_by_role("button", name="Send Gauss-Input").click()
+            released = main.get_by_text("the noisy image it released", exact=False)
+            expect(released).to_be_visible(timeout=120_000)
             page.get_by_role("button", name="Send Lap-Output").click()
-            expect(page.get_by_role("button", name="Lap-Output: sent")).to_be_visible(timeout=120_000)
+            expect(page.get_by_role("button", name="Send another Lap-Output")).to_be_visible(timeout=120_000)
             _settled(page)
             assert "my-digit.png" in page.content()
             page.screenshot(path=str(SHOTS / "08-inference-privacy-upload.png"), full_page=True)

@@ -86,7 +86,7 @@ def test_bad_url_values_are_named_and_can_be_accepted() -> None:
     assert not at.metric and not _released_anything(at)
     at.button(key="url_accept").click().run()  # continue with the sidebar's values
     s = at.session_state["privlens_settings"]
-    assert (s.epsilon, s.delta, s.mechanism, s.dataset) == (1.0, 0.05, "PTR", "digits")
+    assert (s.epsilon, s.delta, s.mechanism, s.dataset) == (1.0, 1e-5, "PTR", "digits")
     assert at.metric  # the page runs again
     assert at.query_params["eps"] == "1.0" and "foo" not in at.query_params  # the URL is rewritten
 
