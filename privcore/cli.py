@@ -10,6 +10,7 @@ import typer
 
 from privcore import api_cli
 from privcore.experiments.cli import experiment_app
+from privcore.global_cli import global_app
 from privcore.lab.cli import lab_app
 from privcore.lipschitz.cli import cache_app
 from privcore.train.cli import train_app
@@ -37,6 +38,7 @@ app.command("evaluate")(evaluate)
 app.add_typer(experiment_app, name="experiment")
 app.add_typer(lab_app, name="lab")
 app.add_typer(cache_app, name="cache")
+app.add_typer(global_app, name="global")
 app.command("release")(api_cli.release)
 app.command("certify")(api_cli.certify)
 

@@ -15,6 +15,9 @@ Public API (see each function's docstring for the paper and section it follows):
   :func:`max_pattern_norm` — the largest
   Jacobian norm over activation patterns (branch and bound; a certified global bound, or per box
   with its stable neurons fixed).
+* :class:`ClipBox`, :func:`certified_global_constant` — G, a certified bound on L over a public box
+  (exact by pattern enumeration on the box where it applies; :mod:`privcore.lipschitz.global_box`),
+  for the global mechanism of :mod:`privcore.mechanisms.global_mechanism`.
 * :func:`as_network` / :class:`ReluNetwork` — parse a Linear/ReLU torch module (refuses anything
   else); :func:`model_hash`.
 
@@ -30,6 +33,8 @@ from privcore._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "Certificate": "engine",
+    "ClipBox": "global_box",
+    "GlobalConstant": "global_box",
     "Certifier": "certifier",
     "Decision": "engine",
     "LipschitzCache": "cache",
@@ -40,7 +45,9 @@ _EXPORTS: dict[str, str] = {
     "UnsupportedNetworkError": "network",
     "as_network": "network",
     "build_milp": "milp",
+    "certified_global_constant": "global_box",
     "certify_batch": "batch",
+    "compute_global_constant": "global_box",
     "choose_solver": "backends",
     "decide_exact": "engine",
     "default_cache_dir": "cache",
@@ -56,6 +63,7 @@ _EXPORTS: dict[str, str] = {
     "pair_interval_bound": "pair_interval",
     "relaxed_upper_bound": "engine",
     "sampled_lower_bound": "bounds",
+    "verify_global_constant": "global_box",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

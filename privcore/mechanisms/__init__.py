@@ -2,6 +2,7 @@
 
 Papers: Tian et al., "inference privacy" (Lap-Output, Gauss-Output, Gauss-Input); the posthoc
 privacy paper (extended Propose-Test-Release, Algorithm 1, Theorem 4.4; LDP baselines, Table 2);
+the certified global mechanism f(clip z) + Lap(G·R/ε) (issue 31, DESIGN.md "Beyond the papers");
 Balle & Wang 2018 (analytic Gaussian); Canonne, Kamath & Steinke 2020 and Mironov 2012 (exact
 noise on a grid). Accounting lives in :mod:`privcore.accounting`.
 """
@@ -13,6 +14,15 @@ from privcore.mechanisms.gaussian_calibration import (
     classic_gaussian_sigma,
     discrete_gaussian_sigma_floor,
     gaussian_sigma,
+)
+from privcore.mechanisms.global_mechanism import (
+    GlobalRelease,
+    GlobalScales,
+    card_clip_box,
+    card_global_constant,
+    card_global_hint,
+    global_release,
+    global_scales,
 )
 from privcore.mechanisms.guarantee import ANY_METRIC, Guarantee, Neighbourhood, Norm, Space
 from privcore.mechanisms.inference import GaussInput, GaussOutput, LapOutput
@@ -48,6 +58,8 @@ __all__ = [
     "DecidingSensitivityOracle",
     "GaussInput",
     "GaussOutput",
+    "GlobalRelease",
+    "GlobalScales",
     "Guarantee",
     "LDPEmbedding",
     "LDPImage",
@@ -66,6 +78,9 @@ __all__ = [
     "analytic_gaussian_sigma",
     "bisection_decisions",
     "cached_phi",
+    "card_clip_box",
+    "card_global_constant",
+    "card_global_hint",
     "cks_zcdp_delta",
     "classic_gaussian_sigma",
     "compute_phi",
@@ -73,6 +88,8 @@ __all__ = [
     "discrete_gaussian_sigma_floor",
     "discrete_laplace_integers",
     "gaussian_sigma",
+    "global_release",
+    "global_scales",
     "plan_gaussian",
     "plan_laplace",
     "propose_delta_p",

@@ -2,9 +2,10 @@
 
 :func:`check_card` validates every field the loaders use against :data:`CARD_FIELDS` (with
 :mod:`privcore.validation`): every number finite; Δp's statistics (posthoc-PTR Sec. 6), the radius R,
-the Lipschitz constants, noise parameters and the recipe's β in their ranges; sizes (image shape,
-architecture widths, parameter counts) integers within :data:`MAX_CARD_SIZE`; file names plain names
-in the card's folder. A bad card is a CheckpointError naming the card file and the field.
+the Lipschitz constants, noise parameters and the recipe's β in their ranges; the global mechanism's
+clipping box and constant G (``global_lipschitz``, optional: a hint every process verifies); sizes
+(image shape, architecture widths, parameter counts) integers within :data:`MAX_CARD_SIZE`; file
+names plain names in the card's folder. A bad card is a CheckpointError naming the card file and the field.
 """
 
 from __future__ import annotations
@@ -17,19 +18,25 @@ from typing import Any
 from privcore.errors import CheckpointError
 from privcore.validation import (
     check_bool,
+    check_choice,
     check_in_range,
     check_int,
     check_nonnegative,
     check_positive,
+    check_real,
 )
 
-__all__ = ["CARD_FIELDS", "MAX_CARD_SIZE", "check_card"]
+__all__ = ["CARD_FIELDS", "GLOBAL_HOWS", "MAX_CARD_SIZE", "check_card"]
 
 #: Largest integer a card may give as a size (an architecture width, a channel count, an image side, a
 #: parameter count is checked against the weights instead): 2**24, so a tampered card cannot make
 #: :func:`~privcore.nets.checkpoint.build_module` allocate gigabytes before the weights' shapes are compared.
 MAX_CARD_SIZE = 1 << 24
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+#: how a card's global constant G was obtained (:class:`privcore.lipschitz.global_box.How`'s values)
+GLOBAL_HOWS = (
+    "exact", "enumeration-bound", "cube-exact", "split-bound", "milp-bound", "all-patterns", "interval",
+)
 
 
 def _mapping(name: str, value: Any) -> None:
@@ -142,6 +149,34 @@ def _leaves(obj: Any, path: str) -> Any:
         yield path, obj
 
 
+def _global_how(name: str, value: Any) -> None:
+    check_choice(name, value, GLOBAL_HOWS)
+
+
+def _bounds(name: str, value: Any) -> None:
+    _mapping(name, value)
+    for k, v in value.items():
+        check_choice(f"{name} key", k, GLOBAL_HOWS)
+        check_nonnegative(f"{name}.{k}", v)
+
+
+def _clip_box(name: str, value: Any) -> None:
+    """``{"lower": [...], "upper": [...]}``: finite numbers, one length (1 … MAX_CARD_SIZE), lower ≤ upper."""
+    _mapping(name, value)
+    sides = []
+    for side in ("lower", "upper"):
+        v = value.get(side)
+        if not isinstance(v, list | tuple) or not 1 <= len(v) <= MAX_CARD_SIZE:
+            raise ValueError(f"{name}.{side} must be a non-empty list of numbers, got {v!r}")
+        sides.append([check_real(f"{name}.{side}[{i}]", x) for i, x in enumerate(v)])
+    lo, hi = sides
+    if len(lo) != len(hi):
+        raise ValueError(f"{name}.lower and {name}.upper must have one length, got {len(lo)} and {len(hi)}")
+    for i, (a, b) in enumerate(zip(lo, hi, strict=True)):
+        if not (math.isfinite(a) and math.isfinite(b) and a <= b):
+            raise ValueError(f"{name}: coordinate {i} must have finite lower ≤ upper, got {a!r} and {b!r}")
+
+
 _Check = Callable[[str, Any], None]
 #: (field, check, kinds that require it: "*" every card, or a tuple of kinds; () optional). A field of an
 #: optional block is required once the block is there (``delta_p`` is absent before Δp is computed).
@@ -196,6 +231,16 @@ CARD_FIELDS: tuple[tuple[str, _Check, Any], ...] = (
     ("finetune.epsilon", _positive, ()),
     ("finetune.delta", _probability, ()),
     ("finetune.sigma", _nonnegative, ()),
+    ("global_lipschitz", _mapping, ()),
+    ("global_lipschitz.value", _positive, "global_lipschitz"),
+    ("global_lipschitz.how", _global_how, "global_lipschitz"),
+    ("global_lipschitz.clip_box", _clip_box, "global_lipschitz"),
+    ("global_lipschitz.clip_box.margin", _nonnegative, ()),
+    ("global_lipschitz.clip_box.n", _count, ()),
+    ("global_lipschitz.lower", _nonnegative, ()),
+    ("global_lipschitz.seconds", _nonnegative, ()),
+    ("global_lipschitz.time_limit", _positive, ()),
+    ("global_lipschitz.bounds", _bounds, ()),
     ("recipe", _mapping, ()),
     ("recipe.beta", _nonnegative, ()),
     ("recipe.lr", _positive, ()),

@@ -1,0 +1,509 @@
+"""A certified Lipschitz constant of the obfuscator over a public clipping box (issue 31).
+
+Why. PTR (posthoc paper, Alg. 1) spends half its budget on a test, may return ⊥, needs δ and a
+certification per image. If instead G ≥ sup over a public box B of ‖J_f‖_{∞→1} is certified, then
+f(clip_B z) + Lap(G·R/ε) is (ε, 0, R)-private for every pair within ℓ∞ distance R (DESIGN.md, "Beyond
+the papers"; :mod:`privcore.mechanisms.global_mechanism` is the release). This module holds the box
+(:class:`ClipBox`) and computes G over it (:func:`compute_global_constant`), verifies a stored G
+(:func:`verify_global_constant`), and combines both with an in-memory memo
+(:func:`certified_global_constant`).
+
+The box. Public and fixed before any private input: the training embeddings' per-coordinate range plus
+a margin (:meth:`ClipBox.from_points`; the models' cards record it). A box read from a card is a
+parameter, like R: clipping to *any* box is 1-Lipschitz in ℓ∞, so any box gives the guarantee once G is
+certified for it here.
+
+G, by a chain of certified upper bounds on L(f, B) = sup over B of the generalised Jacobian's norm
+(LipMIP's value, Jordan & Dimakis 2020, Thm. 3.2); the smallest one wins and :class:`How` names it:
+
+* ``exact``: the activation patterns above a verified witness, each region tested against the box
+  itself (:mod:`privcore.lipschitz.box_patterns`; networks whose hidden layers are ≤ 12 wide: every
+  shipped obfuscator, in seconds). ``enumeration-bound`` when its deadline came first;
+* ``all-patterns``: the largest ‖J_D‖ over every pattern the box's interval bounds allow
+  (:func:`~privcore.lipschitz.pattern_bnb.max_pattern_norm` with the box's stable neurons fixed; node
+  budget ``max_nodes``);
+* ``cube-exact`` / ``split-bound``: the engine's split branch and bound
+  (:func:`~privcore.lipschitz.splitting.split_value`: CROWN-style Clarke bounds over sub-boxes and
+  neuron splits) on the smallest ℓ∞ cube containing the box (a superset, so an upper bound), with the
+  time left: its exact value, or the largest bound of the sub-boxes still open at the deadline (on
+  8→64→64→8 it lowers the bound faster than LipMIP: 7.9 against 8.3 in 60 s). ``milp-bound``: LipMIP
+  (:func:`~privcore.lipschitz.engine.local_lipschitz`) where the split search does not apply;
+* ``interval``: the smallest of the interval-Jacobian bound on the box, the per-vertex-pair interval
+  bound on the covering cube and the product of the layers' norms. Always finite (the network's weight
+  product is capped, :data:`~privcore.lipschitz.network.MAX_WEIGHT_PRODUCT`), so G never reads ``inf``.
+
+Floating point: every step's bound already carries that step's own safety margin; the published G is
+the winner inflated by 1e-9·(1 + G) (far above the rounding of the float64 sums behind it) and rounded
+up to 7 significant digits, so a card's G and a fresh computation read the same. A hint h passes
+verification when the engine proves L ≤ τ for the τ with τ + 1e-9·(1 + τ) ≤ h: then h is used as is.
+
+Trust (docs/TRUST.md): every G this module returns was computed or verified by this process from the
+weights; a hint read from a card only saves time when it verifies, and a hint that does not verify is
+ignored and G recomputed. The memo lives in memory only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, Context, Decimal
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from privcore.errors import CertificationError, ParameterError
+from privcore.lipschitz.bounds import backward_bounds, forward_bounds, global_upper_bound, jacobian_norms
+from privcore.lipschitz.box_patterns import box_pattern_search
+from privcore.lipschitz.network import ReluNetwork, as_network
+from privcore.lipschitz.norms import DEFAULT_NORMS
+from privcore.lipschitz.pair_interval import pair_interval_bound
+from privcore.lipschitz.pattern_bnb import max_pattern_norm
+from privcore.lipschitz.patterns import stable_masks
+from privcore.lipschitz.witnesses import ascend_witness
+from privcore.validation import check_finite_array, check_int, check_nonnegative, check_positive
+
+__all__ = [
+    "DEFAULT_TIME_LIMIT",
+    "ClipBox",
+    "GlobalConstant",
+    "How",
+    "box_witness",
+    "certified_global_constant",
+    "compute_global_constant",
+    "is_certified",
+    "publish_bound",
+    "verify_global_constant",
+]
+
+#: seconds a computation (and, separately, a verification) may take by default
+DEFAULT_TIME_LIMIT = 60.0
+#: relative (and absolute) inflation of the winning bound before it is published
+_SAFETY = 1e-9
+#: significant digits of a published G (rounded up)
+_DIGITS = 7
+#: the engine step on the covering cube only runs with at least this many seconds left
+_MIN_ENGINE_SECONDS = 1.0
+_TOKEN = object()  # marks constants certified by this module in this process
+
+
+class How(StrEnum):
+    """Which certified bound gave G (module docstring)."""
+
+    EXACT = "exact"
+    ENUMERATION_BOUND = "enumeration-bound"
+    CUBE_EXACT = "cube-exact"
+    SPLIT_BOUND = "split-bound"
+    MILP_BOUND = "milp-bound"
+    ALL_PATTERNS = "all-patterns"
+    INTERVAL = "interval"
+
+
+#: ties go to the earlier (more informative) label
+_PREFERENCE = tuple(How)
+
+
+@dataclass(frozen=True, eq=False)
+class ClipBox:
+    """The public box ``[lower, upper]`` (one bound per embedding coordinate) that z is clipped to.
+
+    Validated on construction: finite 1-D arrays of one length with ``lower ≤ upper`` everywhere
+    (ParameterError naming the coordinate otherwise); stored read-only as float64."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+
+    def __post_init__(self) -> None:
+        lo = np.array(check_finite_array("clip_box.lower", self.lower), dtype=np.float64).reshape(-1)
+        hi = np.array(check_finite_array("clip_box.upper", self.upper), dtype=np.float64).reshape(-1)
+        if lo.size == 0 or lo.shape != hi.shape:
+            raise ParameterError(
+                "clip_box.lower and clip_box.upper must be non-empty and of one length, got "
+                f"{lo.size} and {hi.size}"
+            )
+        bad = np.flatnonzero(lo > hi)
+        if bad.size:
+            i = int(bad[0])
+            raise ParameterError(
+                f"clip_box.lower must be ≤ clip_box.upper in every coordinate; coordinate {i} has lower "
+                f"{lo[i]!r} > upper {hi[i]!r} (allowed: lower[i] ≤ upper[i])"
+            )
+        lo.setflags(write=False)
+        hi.setflags(write=False)
+        object.__setattr__(self, "lower", lo)
+        object.__setattr__(self, "upper", hi)
+
+    @classmethod
+    def from_points(cls, points: Any, *, margin: float, decimals: int = 4) -> ClipBox:
+        """Per-coordinate min/max of ``points`` (n, d) widened by ``margin``, rounded outwards to
+        ``decimals`` decimals (readable cards; the box only grows)."""
+        pts = check_finite_array("points", points)
+        if pts.ndim != 2 or pts.shape[0] == 0:
+            raise ParameterError(f"points must be a non-empty (n, d) array, got shape {pts.shape}")
+        m = check_nonnegative("margin", margin)
+        k = check_int("decimals", decimals, minimum=0)
+        lo, hi = pts.min(axis=0) - m, pts.max(axis=0) + m
+        scale = 10.0**k
+        rlo, rhi = np.floor(lo * scale) / scale, np.ceil(hi * scale) / scale
+        return cls(np.where(rlo <= lo, rlo, np.nextafter(lo, -np.inf)),
+                   np.where(rhi >= hi, rhi, np.nextafter(hi, np.inf)))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ClipBox:
+        """From ``{"lower": [...], "upper": [...]}`` (a card's ``clip_box``)."""
+        if not isinstance(data, Mapping) or "lower" not in data or "upper" not in data:
+            raise ParameterError(f"clip_box must be a mapping with 'lower' and 'upper', got {data!r}")
+        return cls(data["lower"], data["upper"])
+
+    def to_dict(self) -> dict[str, list[float]]:
+        """``{"lower": [...], "upper": [...]}`` (JSON: floats round-trip exactly)."""
+        return {"lower": [float(v) for v in self.lower], "upper": [float(v) for v in self.upper]}
+
+    @property
+    def dim(self) -> int:
+        """The number of coordinates."""
+        return int(self.lower.size)
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the bounds' float64 bytes (memo key)."""
+        h = hashlib.sha256(b"privcore.ClipBox.v1")
+        h.update(self.lower.astype("<f8").tobytes())
+        h.update(self.upper.astype("<f8").tobytes())
+        return h.hexdigest()
+
+    def check_point(self, z: Any, name: str = "z") -> np.ndarray:
+        """``z`` as a finite float64 vector of the box's dimension (ParameterError otherwise)."""
+        arr = check_finite_array(name, z)
+        if arr.shape != (self.dim,):
+            raise ParameterError(
+                f"{name} must have shape ({self.dim},) (the clipping box's dimension), got {arr.shape}"
+            )
+        return arr
+
+    def clip(self, z: Any) -> np.ndarray:
+        """``min(max(z, lower), upper)`` per coordinate: exact in floating point (each output is one of
+        its inputs) and 1-Lipschitz in every coordinate, hence in ℓ∞."""
+        return np.minimum(np.maximum(self.check_point(z), self.lower), self.upper)
+
+    def contains(self, z: Any) -> bool:
+        """True when ``z`` lies in the box (clipping leaves it unchanged)."""
+        arr = self.check_point(z)
+        return bool(np.all(arr >= self.lower) and np.all(arr <= self.upper))
+
+    def covering_cube(self) -> tuple[np.ndarray, float]:
+        """``(center, radius)`` of an ℓ∞ cube containing the box (rounded outwards: the engine's cubes
+        are ``[center − r, center + r]`` in float64)."""
+        center = (self.lower + self.upper) / 2.0
+        need = np.maximum(center - self.lower, self.upper - center)
+        r = float(np.max(need))
+        while np.any(center - r > self.lower) or np.any(center + r < self.upper):
+            r = math.nextafter(r, math.inf)
+        return center, r
+
+    @property
+    def is_cube(self) -> bool:
+        """True when the box is an ℓ∞ cube (every coordinate equally wide)."""
+        width = self.upper - self.lower
+        return bool(np.all(width == width[0]))
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class GlobalConstant:
+    """G, certified by this process: L(f, box) ≤ ``value`` for the network with ``model_digest``.
+
+    ``how`` names the evidence (:class:`How`); ``source`` is ``"computed"`` or ``"verified-hint"`` (a
+    stored G that this process verified, used as is); ``lower`` is a Jacobian norm verified in float64
+    at a point of the box (0 when none was sought: verification does not look for one); ``bounds`` every
+    certified bound the computation obtained, by :class:`How` value; ``seconds`` what it took."""
+
+    value: float
+    how: How
+    lower: float
+    box: ClipBox
+    model_digest: str
+    source: str
+    seconds: float
+    bounds: Mapping[str, float] = field(default_factory=dict)
+    input_norm: str = "linf"
+    output_norm: str = "l1"
+    _token: object = field(default=None, repr=False)
+
+    @property
+    def exact(self) -> bool:
+        """True when ``value`` is L over the box itself (up to the publication's rounding up)."""
+        return self.how is How.EXACT and self.source == "computed"
+
+    def describe(self) -> str:
+        """One line: G, how, and the bracket."""
+        low = f", verified witness {self.lower:.6g}" if self.lower > 0 else ""
+        return f"G = {self.value:.7g} ({self.how.value}, {self.source}{low}; {self.seconds:.2f} s)"
+
+
+def is_certified(constant: Any) -> bool:
+    """True when ``constant`` is a :class:`GlobalConstant` that this module certified in this process
+    (not one built from stored data)."""
+    return isinstance(constant, GlobalConstant) and constant._token is _TOKEN
+
+
+def publish_bound(value: float) -> float:
+    """The published G for a certified bound: inflated by 1e-9·(1 + value), rounded up to 7 digits."""
+    v = check_nonnegative("value", value)
+    inflated = math.nextafter(v + _SAFETY * (1.0 + v), math.inf)
+    up = float(Context(prec=_DIGITS, rounding=ROUND_CEILING).plus(Decimal(inflated)))
+    return up if up >= inflated else math.nextafter(inflated, math.inf)
+
+
+def _verification_threshold(hint: float) -> float:
+    """The τ with τ + 1e-9·(1 + τ) ≤ ``hint``: L ≤ τ proven ⇒ ``hint`` is a certified G."""
+    tau = (hint - _SAFETY) / (1.0 + _SAFETY)
+    while tau > 0 and tau + _SAFETY * (1.0 + tau) > hint:
+        tau = math.nextafter(tau, -math.inf)
+    return math.nextafter(tau, -math.inf)
+
+
+def _checked(net: Any, box: Any) -> tuple[ReluNetwork, ClipBox]:
+    parsed = as_network(net)
+    if not isinstance(box, ClipBox):
+        raise TypeError(f"box must be a ClipBox, got {type(box).__name__}")
+    if box.dim != parsed.in_dim:
+        raise ParameterError(
+            f"box has {box.dim} coordinates but the network's input has {parsed.in_dim} "
+            f"(allowed: {parsed.in_dim})"
+        )
+    return parsed, box
+
+
+def _interval_family(net: ReluNetwork, box: ClipBox) -> float:
+    """min(interval Jacobian bound on the box, per-pair interval bound on the covering cube, product of
+    the layers' norms): each a certified bound on L over the box; the last is always finite."""
+    fwd = forward_bounds(net, box.lower, box.upper)
+    bwd = backward_bounds(net, fwd)
+    with np.errstate(over="ignore", invalid="ignore"):
+        best = float(DEFAULT_NORMS.of_interval(bwd.mid[0].T, bwd.rad[0].T))
+        center, radius = box.covering_cube()
+        pair = pair_interval_bound(net, center, radius, **DEFAULT_NORMS.kwargs)
+    candidates = [global_upper_bound(net, **DEFAULT_NORMS.kwargs), best, math.inf if pair is None else pair]
+    return min(v for v in candidates if not math.isnan(v))
+
+
+def box_witness(
+    net: Any, box: ClipBox, *, n_samples: int = 4096, seed: int = 0
+) -> tuple[float, np.ndarray | None]:
+    """A lower bound on L over the box: Jacobian norms at sampled points (uniform, vertices, the centre),
+    verified in float64 where the network is affine nearby, then a hill climb over realised patterns from
+    the best eight (:func:`~privcore.lipschitz.witnesses.ascend_witness`). ``(-inf, None)`` when none
+    verifies. Seeded: a witness is evidence of a lower bound, not a privacy parameter."""
+    parsed, box = _checked(net, box)
+    rng = np.random.default_rng(seed)
+    lo, hi = box.lower, box.upper
+    pts = np.vstack([(lo + hi)[None] / 2.0, rng.uniform(lo, hi, size=(n_samples, box.dim)),
+                     np.where(rng.random((n_samples // 2, box.dim)) < 0.5, lo, hi)])
+    vals, ok = jacobian_norms(parsed, pts, DEFAULT_NORMS)
+    vals = np.where(ok, vals * (1.0 - 1e-12), -np.inf)
+    for rnd in range(6):  # local random search around the best points, at shrinking scales
+        top = pts[np.argsort(-vals)[:8]]
+        moves = rng.uniform(-1.0, 1.0, size=(8, 64, box.dim)) * (hi - lo) * 0.25 * 0.5**rnd
+        cand = (top[:, None, :] + moves).reshape(-1, box.dim)
+        flips = rng.random(cand.shape) < 1.0 / box.dim  # some coordinates jump to a face
+        cand = np.clip(np.where(flips, np.where(moves.reshape(cand.shape) > 0, hi, lo), cand), lo, hi)
+        cv, cok = jacobian_norms(parsed, cand, DEFAULT_NORMS)
+        pts = np.vstack([pts, cand])
+        vals = np.concatenate([vals, np.where(cok, cv * (1.0 - 1e-12), -np.inf)])
+    best = int(np.argmax(vals))
+    value, point = float(vals[best]), (pts[best] if np.isfinite(vals[best]) else None)
+    order = np.argsort(-vals)[:8]
+    top = pts[order][np.isfinite(vals[order])]
+    if top.size:
+        climbed, where = ascend_witness(parsed, lo, hi, top, DEFAULT_NORMS)
+        if climbed > value:
+            value, point = climbed, where
+    return value, point
+
+
+def _verified_at(net: ReluNetwork, box: ClipBox, pattern: np.ndarray | None) -> float:
+    """‖J_D‖ verified in float64 at a point of the box strictly inside the region of ``pattern`` (an LP,
+    :func:`~privcore.lipschitz.regions.strict_point_for_pattern`), deflated by 1e-12; −inf if none."""
+    from privcore.lipschitz.regions import strict_point_for_pattern
+
+    if pattern is None:
+        return -math.inf
+    point = strict_point_for_pattern(net, box.lower, box.upper, net.split_pattern(pattern))
+    if point is None:
+        return -math.inf
+    vals, ok = jacobian_norms(net, point[None], DEFAULT_NORMS)
+    return float(vals[0]) * (1.0 - 1e-12) if ok[0] else -math.inf
+
+
+def _finish(net: ReluNetwork, box: ClipBox, bounds: dict[str, float], *, lower: float, source: str,
+            start: float, value: float | None = None) -> GlobalConstant:
+    finite = {k: v for k, v in bounds.items() if math.isfinite(v) and v >= 0}
+    if not finite:
+        raise CertificationError(f"no finite certified bound on L over the box: {bounds}; nothing released")
+    best = min(finite.values())
+    how = next(How(h) for h in _PREFERENCE if finite.get(h) == best)
+    published = publish_bound(best) if value is None else value
+    return GlobalConstant(value=published, how=how, lower=max(lower, 0.0), box=box, model_digest=net.digest,
+                          source=source, seconds=time.perf_counter() - start, bounds=dict(bounds),
+                          _token=_TOKEN)
+
+
+def _engine_step(net: ReluNetwork, box: ClipBox, bounds: dict[str, float], lower: float,
+                 point: np.ndarray | None, seconds: float, threads: int) -> float:
+    """The engine on the covering cube for ``seconds``: the split branch and bound's value
+    (:func:`~privcore.lipschitz.splitting.split_value`, certified also when it stops early), or LipMIP
+    (:func:`~privcore.lipschitz.engine.local_lipschitz`) where the split search does not apply. Records
+    its bound in ``bounds``; returns the (possibly raised) verified lower bound on the box."""
+    center, radius = box.covering_cube()
+    if radius <= 0:
+        return lower
+    from privcore.lipschitz.engine import MIP_GAP, local_lipschitz
+    from privcore.lipschitz.splitting import split_value
+
+    start = lower if point is not None and math.isfinite(lower) else -math.inf
+    try:
+        res = split_value(net, center, radius, norms=DEFAULT_NORMS, rtol=MIP_GAP, lower=start, point=point,
+                          max_boxes=1 << 40, max_seconds=seconds)
+        if res is not None:
+            exact = How.EXACT if box.is_cube else How.CUBE_EXACT
+            how = exact if res.complete else How.SPLIT_BOUND
+            bounds[how.value] = float(res.upper)
+            return lower
+        cert = local_lipschitz(net, center, radius, time_limit=seconds, threads=threads,
+                               **DEFAULT_NORMS.kwargs)
+    except (ValueError, CertificationError):
+        return lower  # the cube leaves the engine's range: the other bounds stand
+    how = (How.EXACT if box.is_cube else How.CUBE_EXACT) if cert.exact else How.MILP_BOUND
+    bounds[how.value] = float(cert.upper)
+    if cert.argmax is not None and box.contains(np.asarray(cert.argmax)):
+        lower = max(lower, float(cert.lower))
+    return lower
+
+
+def compute_global_constant(
+    net: Any,
+    box: ClipBox,
+    *,
+    time_limit: float = DEFAULT_TIME_LIMIT,
+    max_nodes: int = 2_000_000,
+    threads: int = 1,
+) -> GlobalConstant:
+    """G over ``box`` by the chain of the module docstring, within about ``time_limit`` seconds (the
+    enumeration stops at the deadline; the engine step gets what is left; the all-pattern search is
+    bounded by ``max_nodes``). Never ``inf``: the interval family is always there."""
+    start = time.perf_counter()
+    net, box = _checked(net, box)
+    limit = check_positive("time_limit", time_limit)
+    max_nodes = check_int("max_nodes", max_nodes, minimum=1)
+    deadline = start + limit
+    bounds: dict[str, float] = {How.INTERVAL.value: _interval_family(net, box)}
+    lower, point = box_witness(net, box)
+    if math.isfinite(lower) and lower > 0:
+        tau = lower * (1.0 - 1e-9)  # the witness's own pattern is above τ whatever the rounding
+        search = box_pattern_search(net, box.lower, box.upper, tau, DEFAULT_NORMS, deadline=deadline)
+        if search is not None and search.passed is False:
+            bounds[How.EXACT.value] = search.value
+            lower = max(lower, _verified_at(net, box, search.pattern))
+        elif search is not None and search.passed is None:
+            bounds[How.ENUMERATION_BOUND.value] = search.value
+        # passed True would contradict the witness's own region: a numerical failure, not used
+    if How.EXACT.value not in bounds:
+        on, off = stable_masks(forward_bounds(net, box.lower, box.upper))
+        ap = max_pattern_norm(net, on=on, off=off, max_nodes=max_nodes, **DEFAULT_NORMS.kwargs)
+        if ap is not None and ap.complete and math.isfinite(ap.upper):
+            bounds[How.ALL_PATTERNS.value] = float(ap.upper)
+        left = deadline - time.perf_counter()
+        if left >= _MIN_ENGINE_SECONDS:
+            lower = _engine_step(net, box, bounds, lower, point, left, threads)
+    return _finish(net, box, bounds, lower=lower, source="computed", start=start)
+
+
+def verify_global_constant(
+    net: Any,
+    box: ClipBox,
+    hint: float,
+    *,
+    time_limit: float = DEFAULT_TIME_LIMIT,
+    max_nodes: int = 2_000_000,
+    threads: int = 1,
+) -> GlobalConstant | None:
+    """``hint`` as a certified G when this process proves L(f, box) ≤ τ (τ just below ``hint``, module
+    docstring), else None (refuted, or undecided within ``time_limit``). Cheapest evidence first: the
+    interval family, the box's pattern enumeration, the all-pattern decision, then the engine's exact
+    decision (:func:`~privcore.lipschitz.decide.decide_exact`) on the covering cube."""
+    start = time.perf_counter()
+    net, box = _checked(net, box)
+    h = check_positive("hint", hint)
+    limit = check_positive("time_limit", time_limit)
+    max_nodes = check_int("max_nodes", max_nodes, minimum=1)
+    tau = _verification_threshold(h)
+    if tau <= 0:
+        return None
+
+    def passed(how: How, bound: float) -> GlobalConstant:
+        return _finish(net, box, {how.value: bound}, lower=0.0, source="verified-hint", start=start, value=h)
+
+    interval = _interval_family(net, box)
+    if interval <= tau:
+        return passed(How.INTERVAL, interval)
+    search = box_pattern_search(net, box.lower, box.upper, tau, DEFAULT_NORMS, deadline=start + limit)
+    if search is not None:
+        if search.passed:
+            return passed(How.EXACT, tau)
+        if search.passed is False:
+            return None  # a pattern above τ meets the box: the hint is too small
+    on, off = stable_masks(forward_bounds(net, box.lower, box.upper))
+    ap = max_pattern_norm(net, threshold=tau, on=on, off=off, max_nodes=max_nodes, **DEFAULT_NORMS.kwargs)
+    if ap is not None and ap.upper <= tau:
+        return passed(How.ALL_PATTERNS, float(ap.upper))
+    left = start + limit - time.perf_counter()
+    center, radius = box.covering_cube()
+    if left < _MIN_ENGINE_SECONDS or radius <= 0:
+        return None
+    from privcore.lipschitz.decide import decide_exact
+
+    try:
+        dec = decide_exact(net, center, radius, tau, time_limit=left, threads=threads, **DEFAULT_NORMS.kwargs)
+    except (ValueError, CertificationError):
+        return None
+    return passed(How.EXACT if box.is_cube else How.CUBE_EXACT, tau) if dec.passed else None
+
+
+_MEMO: OrderedDict[tuple, GlobalConstant] = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def certified_global_constant(
+    net: Any,
+    box: ClipBox,
+    *,
+    hint: float | None = None,
+    time_limit: float = DEFAULT_TIME_LIMIT,
+    max_nodes: int = 2_000_000,
+    threads: int = 1,
+) -> GlobalConstant:
+    """The G a release may use: ``hint`` (e.g. a card's stored G) when this process verifies it
+    (:func:`verify_global_constant`), else computed here (:func:`compute_global_constant`). Memoised in
+    memory per (model digest, box, hint), so only a process's first release pays for it."""
+    parsed, box = _checked(net, box)
+    h = None if hint is None else check_positive("hint", hint)
+    key = (parsed.digest, box.digest, h)
+    with _LOCK:
+        hit = _MEMO.get(key)
+        if hit is not None:
+            _MEMO.move_to_end(key)
+            return hit
+    opts = dict(time_limit=time_limit, max_nodes=max_nodes, threads=threads)
+    result = None if h is None else verify_global_constant(parsed, box, h, **opts)
+    if result is None:
+        result = compute_global_constant(parsed, box, **opts)
+    with _LOCK:
+        _MEMO[key] = result
+        while len(_MEMO) > 64:
+            _MEMO.popitem(last=False)
+    return result

@@ -1,0 +1,299 @@
+"""The certified global mechanism (issue 31): the box, G over it, and f(clip z) + Lap(G·R/ε).
+
+Soundness by brute force on tiny nets (G ≥ the largest Jacobian norm over sampled points and over every
+activation pattern realised in the box, found by an independent LP per pattern), a fallback that never
+reads inf, clipping, the scale, parameter errors, a card's hint that is too small, and a statistical
+neighbour-pair audit (Clopper–Pearson; stated false-alarm rate)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.optimize import linprog
+
+from privcore.errors import CheckpointError, ParameterError
+from privcore.lipschitz import ReluNetwork, operator_norm
+from privcore.lipschitz.bounds import jacobian_norms
+from privcore.lipschitz.box_patterns import box_pattern_search
+from privcore.lipschitz.global_box import (
+    ClipBox,
+    GlobalConstant,
+    How,
+    certified_global_constant,
+    compute_global_constant,
+    publish_bound,
+    verify_global_constant,
+)
+from privcore.lipschitz.norms import DEFAULT_NORMS
+from privcore.mechanisms import (
+    card_global_constant,
+    discrete_laplace_integers,
+    global_release,
+    global_scales,
+)
+from privcore.mechanisms.rounding import CertifiedNet, sensitivity_with_rounding
+from privcore.mechanisms.sampling import RandomBits
+from privcore.nets.card_schema import GLOBAL_HOWS, check_card
+from tests._nets import random_net
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _box(seed: int, d: int) -> ClipBox:
+    rng = np.random.default_rng(seed)
+    lo = rng.uniform(-1.5, -0.2, d)
+    return ClipBox(lo, lo + rng.uniform(0.3, 2.5, d))  # a different width per coordinate: not a cube
+
+
+def _realised_max(net: ReluNetwork, box: ClipBox) -> float:
+    """max ‖J_D‖ over the patterns whose closed region meets the box: every pattern, one scipy LP each
+    (the reference: independent of the engine's region rows and pattern tables)."""
+    widths = net.hidden_widths
+    best = 0.0
+    for flat in itertools.product((0.0, 1.0), repeat=sum(widths)):
+        pats = np.split(np.array(flat), np.cumsum(widths)[:-1])
+        rows, rhs = [], []
+        A, a = np.eye(net.in_dim), np.zeros(net.in_dim)
+        jac = np.eye(net.in_dim)
+        for w, b, p in zip(net.weights[:-1], net.biases[:-1], pats, strict=True):
+            P, p0 = w @ A, w @ a + b
+            s = np.where(p > 0, 1.0, -1.0)
+            rows.append(-s[:, None] * P)  # s·(P x + p0) ≥ 0
+            rhs.append(s * p0)
+            A, a = p[:, None] * P, p * p0
+            jac = p[:, None] * (w @ jac)
+        res = linprog(np.zeros(net.in_dim), A_ub=np.vstack(rows), b_ub=np.concatenate(rhs),
+                      bounds=list(zip(box.lower, box.upper, strict=True)), method="highs")
+        if res.status == 0:
+            best = max(best, float(operator_norm(net.weights[-1] @ jac)))
+    return best
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_exact_g_brute_force(seed: int) -> None:
+    net = random_net(seed, (3, 5, 4, 2))
+    box = _box(seed, 3)
+    g = compute_global_constant(net, box, time_limit=20)
+    assert g.how is How.EXACT and g.source == "computed" and math.isfinite(g.value)
+    ref = _realised_max(net, box)
+    assert ref <= g.value <= publish_bound(ref * (1 + 1e-7))  # exact, up to publication's rounding up
+    pts = np.random.default_rng(seed).uniform(box.lower, box.upper, size=(20000, 3))
+    vals, _ = jacobian_norms(net, pts, DEFAULT_NORMS)
+    assert vals.max() <= g.value
+    assert g.lower <= ref + 1e-9  # the witness is a verified lower bound
+    # the enumeration itself, from far below: every pattern above ref/2 visited in order, LPs on the box
+    search = box_pattern_search(net, box.lower, box.upper, ref / 2, DEFAULT_NORMS)
+    assert search.passed is False and abs(search.value - ref) <= 1e-9 * ref
+    assert box_pattern_search(net, box.lower, box.upper, ref * (1 + 1e-6), DEFAULT_NORMS).passed is True
+    # the box's own value, not the covering cube's
+    center, radius = box.covering_cube()
+    assert np.all(center - radius <= box.lower) and np.all(center + radius >= box.upper)
+
+
+def test_fallback_never_inf() -> None:
+    net = random_net(3, (4, 16, 16, 3))  # 16-wide layers: no pattern table, the enumeration does not apply
+    box = _box(3, 4)
+    g = compute_global_constant(net, box, time_limit=0.05, max_nodes=1)  # all-patterns gives up at once
+    assert g.how is How.INTERVAL and math.isfinite(g.value)
+    pts = np.random.default_rng(0).uniform(box.lower, box.upper, size=(20000, 4))
+    vals, _ = jacobian_norms(net, pts, DEFAULT_NORMS)
+    assert g.value >= max(float(vals.max()), g.lower) > 0
+    more = compute_global_constant(net, box, time_limit=3.0, max_nodes=1)  # the engine's split search too
+    assert math.isfinite(more.value) and more.lower <= more.value <= g.value
+    assert more.how in (How.SPLIT_BOUND, How.CUBE_EXACT, How.MILP_BOUND, How.INTERVAL)
+
+
+def _sum_net() -> ReluNetwork:
+    """f(x) = relu(x₁) + relu(x₂): ‖J‖∞→1 = 2 where both are active."""
+    return ReluNetwork.from_arrays([np.eye(2), np.ones((1, 2))], [np.zeros(2), np.zeros(1)])
+
+
+def test_clipping_keeps_neighbours_and_the_scale() -> None:
+    box = ClipBox([-1.0, -1.0], [1.0, 1.0])
+    rng = np.random.default_rng(0)
+    z = rng.uniform(-4, 4, size=(5000, 2))
+    zp = z + rng.uniform(-0.3, 0.3, size=z.shape)
+    cz = np.array([box.clip(v) for v in z])
+    czp = np.array([box.clip(v) for v in zp])
+    assert np.all(np.abs(cz - czp).max(axis=1) <= np.abs(z - zp).max(axis=1))
+    assert np.all((cz >= -1) & (cz <= 1))
+    net = _sum_net()
+    g = certified_global_constant(net, box)
+    outside, inside = np.array([3.0, -0.5]), np.array([1.0, -0.5])
+    a = global_release(net, outside, epsilon=1.0, radius=0.25, constant=g, rng=7)
+    b = global_release(net, inside, epsilon=1.0, radius=0.25, constant=g, rng=7)
+    assert np.array_equal(a.value, b.value)  # exactly f(clip z) + the same noise
+    assert a.noise_scale_effective == b.noise_scale_effective and a.sensitivity == b.sensitivity
+
+
+def test_scale_is_g_r_over_epsilon_rounded_up() -> None:
+    net = random_net(0, (3, 5, 4, 2))
+    g = certified_global_constant(net, _box(0, 3))
+    rel = global_release(net, np.zeros(3), epsilon=0.7, radius=0.3, constant=g, rng=1)
+    eta = math.ldexp(g.value * 0.3, -24)
+    assert rel.global_lipschitz == g.value and rel.noise_scale == g.value * 0.3 / 0.7
+    assert rel.sensitivity == sensitivity_with_rounding(lipschitz=g.value, radius=0.3, rounding=eta)
+    assert g.value * 0.3 < rel.sensitivity <= g.value * 0.3 * (1 + 3e-7)
+    assert rel.sensitivity / 0.7 <= rel.noise_scale_effective <= rel.sensitivity / 0.7 * (1 + 1e-8)
+    assert rel.guarantee.epsilon == 0.7 and rel.guarantee.delta == 0.0 and rel.guarantee.radius == 0.3
+    scales = global_scales(epsilon=0.7, radius=0.3, global_lipschitz=g.value, numel=2)
+    assert scales.noise_scale_effective == rel.noise_scale_effective
+    assert rel.parameters()["clip_box"] == g.box.to_dict() and rel.parameters()["global_lipschitz"] == g.value
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"epsilon": 0.0}, "epsilon"),
+        ({"epsilon": -1.0}, "epsilon"),
+        ({"epsilon": float("nan")}, "epsilon"),
+        ({"radius": 0.0}, "radius"),
+        ({"radius": float("nan")}, "radius"),
+        ({"z": np.zeros(3)}, "z"),
+    ],
+)
+def test_bad_parameters_name_the_parameter(kwargs: dict, name: str) -> None:
+    net = _sum_net()
+    g = certified_global_constant(net, ClipBox([-1.0, -1.0], [1.0, 1.0]))
+    args = {"z": np.zeros(2), "epsilon": 1.0, "radius": 0.25, **kwargs}
+    z = args.pop("z")
+    with pytest.raises(ParameterError) as err:
+        global_release(net, z, constant=g, **args)
+    msg = str(err.value)
+    assert msg.startswith(name) and ("must be in" in msg or "must have shape" in msg)
+
+
+def test_bad_boxes() -> None:
+    with pytest.raises(ParameterError, match=r"clip_box.lower must be ≤ clip_box.upper.*coordinate 1"):
+        ClipBox([0.0, 1.0], [1.0, 0.5])
+    with pytest.raises(ParameterError, match=r"clip_box\.upper"):
+        ClipBox([0.0, 0.0], [1.0, float("nan")])
+    with pytest.raises(ParameterError, match="one length"):
+        ClipBox([0.0, 0.0], [1.0])
+    with pytest.raises(ParameterError, match=r"box has 3 coordinates.*allowed: 2"):
+        compute_global_constant(_sum_net(), ClipBox([0.0] * 3, [1.0] * 3))
+    box = ClipBox.from_points(np.array([[0.0, 1.0], [2.0, -1.0]]), margin=0.5)
+    assert box.to_dict() == {"lower": [-0.5, -1.5], "upper": [2.5, 1.5]}
+
+
+def test_uncertified_constants_are_refused() -> None:
+    net = _sum_net()
+    box = ClipBox([-1.0, -1.0], [1.0, 1.0])
+    forged = GlobalConstant(value=1e-3, how=How.EXACT, lower=0.0, box=box, model_digest=net.digest,
+                            source="computed", seconds=0.0)
+    with pytest.raises(TypeError, match="certified in this process"):
+        global_release(net, np.zeros(2), epsilon=1.0, radius=0.25, constant=forged)
+    other = certified_global_constant(random_net(5, (2, 3, 1)), box)
+    with pytest.raises(ValueError, match="not for f"):
+        global_release(net, np.zeros(2), epsilon=1.0, radius=0.25, constant=other)
+
+
+def test_a_card_hint_that_is_too_small_is_not_used() -> None:
+    net = random_net(1, (3, 5, 4, 2))
+    box = _box(1, 3)
+    exact = compute_global_constant(net, box)
+    assert verify_global_constant(net, box, exact.value) is not None  # a stored exact G verifies
+    small = exact.value * 0.6
+    assert verify_global_constant(net, box, small) is None
+    card = {"global_lipschitz": {"value": small, "how": "exact", "clip_box": box.to_dict()}}
+    got = card_global_constant(net, card)
+    assert got.source == "computed" and got.value == exact.value
+    rel = global_release(net, np.zeros(3), epsilon=1.0, radius=0.2, constant=got, rng=0)
+    assert rel.global_lipschitz == exact.value and rel.noise_scale == exact.value * 0.2
+    loose_card = {"global_lipschitz": {"value": exact.value * 1.5, "clip_box": box.to_dict()}}
+    loose = card_global_constant(net, loose_card)
+    assert loose.source == "verified-hint" and loose.value == exact.value * 1.5
+    assert card_global_constant(net, loose_card) is loose  # memoised
+
+
+def _clopper_pearson_eps(k1: int, k0: int, n: int, alpha: float) -> float:
+    """ln(p₁_lower / p₀_upper), one-sided (1 − α/2) Clopper–Pearson bounds on each probability."""
+    p1_low = stats.beta.ppf(alpha / 2, k1, n - k1 + 1) if k1 else 0.0
+    p0_high = stats.beta.ppf(1 - alpha / 2, k0 + 1, n - k0) if k0 < n else 1.0
+    return math.log(p1_low / p0_high) if p1_low > 0 else -math.inf
+
+
+def test_neighbour_pair_audit() -> None:
+    """Worst-case pair of f = relu(x₁) + relu(x₂) on [−1, 1]², R = 0.25: z = (0.5, 0.5), z' = (0.75,
+    0.75), |f(z) − f(z')| = 0.5 = G·R. The event Y > f(z') has probability ratio e^ε exactly; with
+    n = 100 000 draws each, the Clopper–Pearson lower bound on ε exceeds the true ε with probability
+    ≤ α = 1e-3 (the false-alarm rate; the seed is fixed, so the test is deterministic). The same audit
+    catches a release with half the noise (lower bound ≈ 2ε)."""
+    net, box, eps, r, n, alpha = _sum_net(), ClipBox([-1.0, -1.0], [1.0, 1.0]), 1.0, 0.25, 100_000, 1e-3
+    g = certified_global_constant(net, box)
+    z, zp = np.array([0.5, 0.5]), np.array([0.75, 0.75])
+    rel = global_release(net, z, epsilon=eps, radius=r, constant=g, rng=0)
+    plan, bits = rel.plan, RandomBits(12345)
+    cnet = CertifiedNet.from_layers([(net.weights[0], net.biases[0]), None, (net.weights[1], net.biases[1])])
+    f0, f1 = float(cnet(box.clip(z))[0]), float(cnet(box.clip(zp))[0])
+    assert f1 - f0 == 0.5
+    t = f1
+
+    def draws(center: float, grid_scale: int) -> np.ndarray:  # what add_noise computes, n at once
+        noise = discrete_laplace_integers(grid_scale, n, bits).astype(np.float64)
+        return plan.grid * (np.rint(center / plan.grid) + noise)
+
+    for scale, bound in ((int(plan.grid_scale), eps), (int(plan.grid_scale) // 2, None)):
+        k1 = int((draws(f1, scale) > t).sum())
+        k0 = int((draws(f0, scale) > t).sum())
+        low = _clopper_pearson_eps(k1, k0, n, alpha)
+        if bound is not None:
+            assert 0.9 * eps < low <= eps  # sharp, and never above ε
+        else:
+            assert low > 1.5 * eps  # half the noise is caught
+
+
+def test_card_schema_accepts_the_block_and_refuses_bad_ones() -> None:
+    assert GLOBAL_HOWS == tuple(h.value for h in How)
+    card = json.loads((ROOT / "models/digits/obfuscator-N.json").read_text())
+    card.pop("global_lipschitz", None)
+    check_card(card)  # a card without the block loads
+    good = {"value": 1.9, "how": "exact", "lower": 1.8, "seconds": 0.2, "bounds": {"exact": 1.9},
+            "clip_box": {"lower": [-1.0, 0.0], "upper": [1.0, 0.0], "margin": 0.5, "n": 10}}
+    check_card({**card, "global_lipschitz": good})
+    for bad, field in [
+        ({**good, "value": -1.0}, "global_lipschitz.value"),
+        ({**good, "how": "guess"}, "global_lipschitz.how"),
+        ({**good, "clip_box": {"lower": [1.0], "upper": [0.0]}}, "global_lipschitz.clip_box"),
+        ({**good, "clip_box": {"lower": [0.0, 0.0], "upper": [1.0]}}, "global_lipschitz.clip_box"),
+        ({**good, "clip_box": {"lower": "0", "upper": [1.0]}}, "global_lipschitz.clip_box"),
+        ({k: v for k, v in good.items() if k != "clip_box"}, "global_lipschitz.clip_box"),
+    ]:
+        with pytest.raises(CheckpointError, match=field.replace(".", r"\.")):
+            check_card({**card, "global_lipschitz": bad})
+
+
+def test_shipped_card_verifies_and_the_command_rewrites_it(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from privcore.global_cli import global_app
+    from privcore.nets.checkpoint import load_checkpoint, read_card
+
+    src = ROOT / "models/digits"
+    if "global_lipschitz" not in json.loads((src / "obfuscator-N.json").read_text()):
+        pytest.skip("the shipped cards carry no global_lipschitz block yet")
+    obf = load_checkpoint(src / "obfuscator-N", kind="obfuscator")
+    got = card_global_constant(obf["obfuscator"], obf.card)
+    assert got.source == "verified-hint" and got.value == obf.card["global_lipschitz"]["value"]
+    center = (got.box.lower + got.box.upper) / 2
+    rel = global_release(obf["obfuscator"], center, epsilon=1.0, radius=0.35, constant=got, rng=0)
+    assert rel.value.shape == (8,) and rel.global_lipschitz == got.value and rel.how == "exact"
+    (tmp_path / "digits").mkdir()
+    for name in ("obfuscator-N.json", "obfuscator-N.safetensors", "embedder.json", "embedder.safetensors"):
+        shutil.copy(src / name, tmp_path / "digits" / name)
+    runner = CliRunner()
+    args = ["--dataset", "digits", "--variant", "N", "--models-dir", str(tmp_path)]
+    res = runner.invoke(global_app, ["compute", *args, "--time-limit", "20"])
+    assert res.exit_code == 0, res.output
+    block = read_card(tmp_path / "digits/obfuscator-N")["global_lipschitz"]
+    assert block["how"] == "exact" and block["value"] == obf.card["global_lipschitz"]["value"]
+    assert block["clip_box"] == obf.card["global_lipschitz"]["clip_box"]
+    res = runner.invoke(global_app, ["verify", *args])
+    assert res.exit_code == 0 and "verified (exact)" in res.output
