@@ -88,3 +88,23 @@ def test_the_time_limit_bounds_the_whole_decision(monkeypatch) -> None:
     for at, given in calls:
         assert 0 < given <= limit
         assert given + (at - first) <= limit + 1e-9
+
+
+def test_a_threshold_inside_the_milp_tolerance_is_never_guessed(monkeypatch) -> None:
+    """A MILP solved to optimality whose proven bound is above τ, with no point above τ confirmed in
+    float64 (the incumbent within the solver's tolerance of τ), decides nothing: a guessed fail
+    could break φ's stability |φ(z) − φ(z')| ≤ R + ζ. It raises, as a time-out does."""
+    import privcore.lipschitz.decide as decide
+    from privcore.lipschitz.backends import SolveResult
+
+    net = random_net(6, (4, 8, 3))
+    center = np.random.default_rng(6).standard_normal(4)
+    tau = mip_value(net, center, 0.3)
+
+    def tie(milp, **kw):  # proven bound just above τ, incumbent just below: a tie within tolerance
+        return SolveResult(status="optimal", upper=tau * (1 + 1e-10), lower=tau * (1 - 1e-10), solution=None,
+                           seconds=0.0, solver="stub")
+
+    monkeypatch.setattr(decide, "solve", tie)
+    with pytest.raises(CertificationError, match="within the MILP's tolerance"):
+        decide_exact(net, center, 0.3, tau, steps=("milp",))

@@ -33,9 +33,9 @@ milp                  LipMIP with early stops: pass when the proven bound ≤ τ
                       ``BestBdStop``, HiGHS dual-bound interrupt); fail when an incumbent > τ is
                       confirmed in float64 at a point of its region. An unconfirmed incumbent is
                       re-solved with 1e-9 tolerances and decided by its proven bound at
-                      optimality ("mip-strict"; a τ inside the 1e-6 gap fails, never guessed as a
-                      pass). A time-out (the decision's ``time_limit`` spent) raises
-                      :class:`CertificationError`: never a decision.
+                      optimality ("mip-strict"; a τ still inside the gap raises
+                      :class:`CertificationError`: never guessed either way). A time-out
+                      (the decision's ``time_limit`` spent) raises it too: never a decision.
 ====================  =========================================================================
 
 Every step uses only certified bounds on the same L (every pass an upper bound ≤ τ, every fail a
@@ -360,8 +360,17 @@ def _milp(q: _Query) -> Decision:
         dec = _confirmed_incumbent(q, res, info)
         if dec is not None:
             return dec
+    if res.status == "optimal" and res.upper <= tau:
+        return q.out(True, How.MIP_OPTIMAL, upper=min(q.upper, res.upper), **q.lower_kw, **info)
     if res.status == "optimal":
-        return q.out(res.upper <= tau, How.MIP_OPTIMAL, upper=min(q.upper, res.upper), **q.lower_kw, **info)
+        # proven bound above τ, yet no point above τ confirmed in float64: L lies within the solver's
+        # tolerance of τ. A fail here would be a guess (no verified point), and a guessed answer can
+        # break φ's stability |φ(z) − φ(z')| ≤ R + ζ; so, like a time-out, it decides nothing
+        raise CertificationError(
+            f"L ≤ {tau:g} at radius {q.ball.radius:g} is within the MILP's tolerance of the threshold "
+            f"(proven bound {res.upper:.9g}, no point above it confirmed in float64; {res.solver}): "
+            "undecidable here, so the query fails and nothing is released"
+        )
     raise CertificationError(
         f"the MILP deciding L ≤ {tau:g} at radius {q.ball.radius:g} ended with status {res.status!r} "
         f"after {res.seconds:.2f} s ({res.solver}; proven bound {res.upper:.6g}, incumbent {res.lower:.6g}); "
