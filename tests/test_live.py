@@ -55,7 +55,8 @@ def test_release_page_live_panel_follows_the_sliders(results) -> None:
     p2 = float(metric(at, "P[this image is released]").rstrip(" %"))
     phi = float(metric(at, "φ (private, yours only)"))
     zeta = next(iter(at.session_state["privlens_phi"].values())).zeta
-    expected = 100 * release_probability(phi, epsilon=2.0, delta=0.05, radius=0.25, zeta=zeta)
+    delta = at.session_state["privlens_settings"].delta  # the default, 1e-5
+    expected = 100 * release_probability(phi, epsilon=2.0, delta=delta, radius=0.25, zeta=zeta)
     assert p2 == pytest.approx(expected, abs=0.06 + 100 * 1e-3)  # φ is shown to 4 digits
     at.select_slider(key="w_epsilon").set_value(5.0).run()
     assert metric(at, "model accuracy at this ε").startswith(f"{_acc(5):.3f} [")
