@@ -21,7 +21,7 @@ a wider 8→32→32→8, at R = 0.2 and 0.5, on embeddings z ~ N(0, I) (the β-V
   dimension and the depth, for the MILP (Gurobi) and for the engine's choice.
 
 R_max = 10·R: with δ = 0.05 and ε = 1 the test passes with probability 1 − 1e-3 once
-φ ≥ (ln(1/δ) + ln 500)·R ≈ 9.2·R (DESIGN.md: bisecting beyond that buys nothing). tol = 1e-3.
+φ ≥ (ln(1/δ) + ln 500)·R ≈ 9.2·R (docs/DESIGN.md: bisecting beyond that buys nothing). tol = 1e-3.
 
     .venv/bin/python bench/lipschitz.py            # full run (tens of minutes)
     .venv/bin/python bench/lipschitz.py --quick    # ~2 minutes; last line "speedup: N", the

@@ -12,7 +12,7 @@ accounting and Lipschitz engine lives here so it can be tested without a browser
 * :func:`ledger_of`, :func:`ledger_totals` — the session's releases composed per image and per
   neighbourhood relation, with the worst case (:mod:`privcore.accounting`);
 * :func:`ptr_search_range` — R_max and tol for the bisection that do not depend on the current
-  ε/δ (so one φ serves every slider position, DESIGN.md);
+  ε/δ (so one φ serves every slider position, docs/DESIGN.md);
 * :func:`load_results`, :func:`experiment_command`, :func:`smallest_epsilon` — the experiment
   CSVs of ``data/results/README.md`` and reading the trade-off curves;
 * :func:`list_samples` — the shipped sample images under ``data/samples``.

@@ -94,7 +94,7 @@ def fmt_num(v: float) -> str:
 
 
 def default_settings(models: Mapping[str, Sequence[str]]) -> Settings:
-    """Defaults: digits, its first model, PTR with δ = 1e-5 (safe by default, issue 30) and the dataset's R."""
+    """Defaults: digits, its first model, PTR with δ = 1e-5 (safe by default) and the dataset's R."""
     radius = 0.25
     try:
         from privcore.data import get_spec

@@ -262,7 +262,7 @@ def test_lp_tightening_keeps_the_optimum_and_encloses_the_truth(monkeypatch: pyt
 @pytest.mark.parametrize("kind", ["interval", "lp"])
 def test_relaxed_certifiers_are_capped_by_the_global_pattern_bound(kind: str) -> None:
     """``lp``/``interval`` U = min(relaxation, G): ≥ the exact value, ≤ G at every radius, and monotone
-    in the radius (G is one constant per model, so the cap keeps DESIGN.md's inclusion argument)."""
+    in the radius (G is one constant per model, so the cap keeps docs/DESIGN.md's inclusion argument)."""
     from privcore.lipschitz.engine import global_bound, relaxed_upper_bound
 
     net = random_net(7, (3, 4, 4, 2))

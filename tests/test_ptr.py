@@ -1,4 +1,4 @@
-"""Extended PTR (posthoc Alg. 1 / Thm 4.4 per DESIGN.md) and the exact affine ℓ∞→ℓ1 oracle.
+"""Extended PTR (posthoc Alg. 1 / Thm 4.4 per docs/DESIGN.md) and the exact affine ℓ∞→ℓ1 oracle.
 
 Statistical tests use fixed seeds and a false-alarm level of 1e-3.
 """

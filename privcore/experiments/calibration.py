@@ -5,13 +5,13 @@ with PTR's test ignored (every point released: an upper bound on what PTR's rele
 and the same for every calibration), averaged over ``n_draws`` seeded draws, for four scales b:
 
 * ``corrected`` — b = Δp·R/ε with Δp from exact ℓ∞→ℓ1 constants on training points (what privcore
-  releases; DESIGN.md);
+  releases; docs/DESIGN.md);
 * ``paper-text`` — b = Δp/ε, the paper's formula with the same Δp (more noise for R < 1, not
   private for R > 1);
 * ``paper-code-linf`` — b = Δp∞/ε with Δp∞ = μ + 3σ of the ℓ∞→ℓ∞ constants (LipMIP's ``l1Ball1``
   c-set, as the authors' code), on training points (up to m times smaller than the ℓ∞→ℓ1 one);
 * ``paper-code-local`` — b = L∞(f, N(z, R))/ε, the data-dependent ℓ∞→ℓ∞ constant *of the test
-  point itself*, as the authors' public code released (DESIGN.md: never do this; not private).
+  point itself*, as the authors' public code released (docs/DESIGN.md: never do this; not private).
 
 ``corrected`` is followed up to ε = 100, with ``accuracy_refit`` (the classifier fine-tuned on
 training releases at that noise, as in ``table1``), to show at which ε our obfuscators reach the

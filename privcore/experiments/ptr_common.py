@@ -64,7 +64,7 @@ def ptr_setup(
     certifier: str = "exact",
     grid_steps: int = 32,
 ) -> PTRSetup:
-    """R_max and tol for a table over ``epsilons`` (DESIGN.md, "certifier choice").
+    """R_max and tol for a table over ``epsilons`` (docs/DESIGN.md, "certifier choice").
 
     R_max is where the test passes with probability ≥ 1 − 10⁻³ at the smallest finite ε:
     φ must exceed ln(1/δ)·b + b·ln(500), b = (R + ζ)/ε_min, and φ ≥ R* − R, so

@@ -5,7 +5,7 @@ ARL-C, ARL-N, C-N, ARL-C-N, and the paper-recipe twins ``<variant>-paper`` of th
 whichever exist, :func:`privcore.train.recipes.table1_order`), on a seeded test subsample:
 
 * ``epsilon = inf`` ("Informal"): classifier(f(g(x))) with no noise and no test;
-* ε ∈ {1, 2, 5, 10}: the full extended PTR (Algorithm 1 with DESIGN.md's corrections) with the
+* ε ∈ {1, 2, 5, 10}: the full extended PTR (Algorithm 1 with docs/DESIGN.md's corrections) with the
   paper's δ = 0.05, the dataset's R and the Δp stored with the obfuscator (μ + 3σ over training
   embeddings); the pipeline's classifier (the noise-aware release classifier when shipped) sees
   the release f(z) + Lap(Δp·R/ε) and its public scale Δp·R/ε, and ⊥ is answered by a

@@ -22,7 +22,7 @@ Public API (see each function's docstring for the paper and section it follows):
   else); :func:`model_hash`.
 
 The region is always the ℓ∞ box B(z, r); ``input_norm`` ∈ {"linf", "l1"} and ``output_norm`` ∈
-{"l1", "linf"} choose the Jacobian's operator norm (default ℓ∞→ℓ1, DESIGN.md).
+{"l1", "linf"} choose the Jacobian's operator norm (default ℓ∞→ℓ1, docs/DESIGN.md).
 
 Exports are loaded lazily (PEP 562), so that ``python -m privcore --help`` does not import torch.
 """

@@ -3,7 +3,7 @@
 Both receive the same :class:`~privcore.lipschitz.milp.LipschitzMILP` (sparse, one-sided rows)
 and return a :class:`SolveResult` whose ``upper`` is the solver's *proven* bound — Gurobi's
 ``ObjBound``, HiGHS's ``mip_dual_bound`` (for an LP: the optimal value, a dual-feasible
-objective) — never the incumbent, also on a time-out (DESIGN.md, "maths contract").
+objective) — never the incumbent, also on a time-out (docs/DESIGN.md, "maths contract").
 
 Early stops for decisions "L ≤ τ?": ``stop_bound_at=τ`` ends the solve as soon as the proven
 bound is ≤ τ (Gurobi ``BestBdStop``; HiGHS by a MIP-interrupt callback on the dual bound) and

@@ -5,7 +5,7 @@ or the decision "L(f, B) ≤ τ?" (:func:`~privcore.lipschitz.decide.decide_exac
 :class:`Ball`. It is validated once and caches what every step needs: the box, the interval
 bounds on hidden pre-activations (IBP), the unstable neurons and the interval upper bound on L.
 
-Region and norms (DESIGN.md): the region is always the ℓ∞ box ``[center − r, center + r]``;
+Region and norms (docs/DESIGN.md): the region is always the ℓ∞ box ``[center − r, center + r]``;
 :class:`~privcore.lipschitz.norms.Norms` only chooses the operator norm of the Jacobian: ℓ∞→ℓ1
 (default; the product's d_X = ℓ∞, d_Y = ℓ1), ℓ∞→ℓ∞, ℓ1→ℓ1 or ℓ1→ℓ∞.
 """

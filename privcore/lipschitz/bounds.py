@@ -1,6 +1,6 @@
 """Cheap bounds on the local Lipschitz constant of a ReLU network over a box.
 
-Notation (DESIGN.md, "maths contract"): ``L(f, B) = sup_{x ∈ B} ‖J_f(x)‖_{p→q}`` with the
+Notation (docs/DESIGN.md, "maths contract"): ``L(f, B) = sup_{x ∈ B} ‖J_f(x)‖_{p→q}`` with the
 generalized (Clarke) Jacobian, ``B = [lo, hi]`` a box (the ℓ∞ ball ``B(z, r)`` in the API),
 ``p`` the input norm ("linf" or "l1") and ``q`` the output norm ("l1" or "linf").
 
@@ -17,7 +17,7 @@ generalized (Clarke) Jacobian, ``B = [lo, hi]`` a box (the ℓ∞ ball ``B(z, r)
   improved by a local random search; every reported value is the exact float64 norm of the
   Jacobian at a point where the network is affine nearby, hence a certified lower bound.
 
-Monotonicity (what PTR needs of a certifier, DESIGN.md "certifier choice"): interval
+Monotonicity (what PTR needs of a certifier, docs/DESIGN.md "certifier choice"): interval
 arithmetic is inclusion-isotone, so for boxes ``B' ⊆ B`` the pre-activation intervals, the
 stability pattern (stable stays stable) and the Jacobian interval matrix over ``B'`` are
 contained in those over ``B``; the maximum of a norm over a smaller set is no larger. Hence

@@ -22,7 +22,7 @@ meets the box (Jordan & Dimakis, NeurIPS 2020, Thm. 3.2). So, as
 
 A decision "L ≤ τ?" needs only step 2 for every pattern above τ: all dropped is a pass. Every pass and
 every value is therefore a certified upper bound on L over the box, exactly as the engine's decisions
-on cubes (DESIGN.md). None where the threshold table does not apply (a hidden layer wider than
+on cubes (docs/DESIGN.md). None where the threshold table does not apply (a hidden layer wider than
 :data:`~privcore.lipschitz.patterns.MAX_THRESHOLD_LAYER_WIDTH`, or too many patterns above τ).
 """
 

@@ -1,6 +1,6 @@
 """The sensitivity oracle for PTR: ``Certifier(kind="exact" | "lp" | "interval")``.
 
-A certifier is chosen *before* the query (DESIGN.md, "certifier choice"):
+A certifier is chosen *before* the query (docs/DESIGN.md, "certifier choice"):
 
 * ``exact`` — U = L(f, B(z, r)), LipMIP solved to optimality (Jordan & Dimakis 2020): the
   largest R*, the most releases, the slowest.
@@ -213,7 +213,7 @@ def store_certificate(cache: LipschitzCache | None, key: dict, cert: Certificate
 
 @dataclass(frozen=True, kw_only=True)
 class Certifier:
-    """Sensitivity oracle ``U(f, center, radius)`` with an exact ``decide`` (posthoc PTR, DESIGN.md).
+    """Sensitivity oracle ``U(f, center, radius)`` with an exact ``decide`` (posthoc PTR, docs/DESIGN.md).
 
     ``kind``: "exact", "lp" or "interval" (fixed before any query). ``solver``: "auto", "gurobi"
     or "highs". ``time_limit`` (seconds per certificate or decision, its split

@@ -39,7 +39,7 @@ milp                  LipMIP with early stops: pass when the proven bound ≤ τ
 ====================  =========================================================================
 
 Every step uses only certified bounds on the same L (every pass an upper bound ≤ τ, every fail a
-point verified in float64), so the answer is the same whichever step gives it (DESIGN.md).
+point verified in float64), so the answer is the same whichever step gives it (docs/DESIGN.md).
 ``Decision.how`` names the evidence (:class:`How`). A fail's witness is moved to the point of its
 activation region nearest z and on to nearer adjacent regions still above τ
 (:mod:`~privcore.lipschitz.witnesses`, each point re-verified), so ``Decision.lower_radius`` is the

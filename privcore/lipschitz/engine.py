@@ -11,7 +11,7 @@ of the two. "L ≤ τ?" is answered by
 the chain of :mod:`privcore.lipschitz.decide` (re-exported here), which backs the PTR oracle in
 :mod:`privcore.lipschitz.certifier`. Both take the query as a :class:`~privcore.lipschitz.ball.Ball`.
 
-Region and norms (DESIGN.md): the region is always the ℓ∞ box ``B(center, r) = [center − r,
+Region and norms (docs/DESIGN.md): the region is always the ℓ∞ box ``B(center, r) = [center − r,
 center + r]``; ``input_norm``/``output_norm`` only choose the operator norm of the Jacobian:
 ℓ∞→ℓ1 (default; the product's d_X = ℓ∞, d_Y = ℓ1), ℓ∞→ℓ∞ (max row ℓ1 norm), ℓ1→ℓ1 (max column
 ℓ1 norm, used to verify a global bound on a box) and ℓ1→ℓ∞ (max entry).
@@ -126,7 +126,7 @@ def global_bound(net: ReluNetwork, *, input_norm: str = "linf", output_norm: str
     bound of :func:`~privcore.lipschitz.pattern_bnb.global_pattern_bound` does not finish).
 
     G bounds L(f, B) for every ball B and is one constant per model and norms, so ``min(U, G)`` keeps
-    the inclusion monotonicity of any monotone U (DESIGN.md, "Certifier choice"): the ``lp`` and
+    the inclusion monotonicity of any monotone U (docs/DESIGN.md, "Certifier choice"): the ``lp`` and
     ``interval`` certifiers use it, and stay private."""
     res = global_pattern_bound(net, None, Norms(input=input_norm, output=output_norm))
     return math.inf if res is None else float(res.upper)
@@ -144,7 +144,7 @@ def relaxed_upper_bound(
 ) -> float:
     """The ``interval`` or ``lp`` certifier's U(center, radius): the interval bound (and, for ``lp``,
     :func:`lp_upper_bound`), capped by :func:`global_bound`. Each term is monotone under ball
-    inclusion, so their minimum is too (DESIGN.md)."""
+    inclusion, so their minimum is too (docs/DESIGN.md)."""
     check_choice("kind", kind, ("interval", "lp"))
     ball = Ball.of(net, center, radius, input_norm=input_norm, output_norm=output_norm)
     net, norms = ball.net, ball.norms.kwargs
@@ -174,7 +174,7 @@ def local_lipschitz(
     :data:`SPLIT_SHARE` of it (``solver="split"`` when its bracket closes to 1e-6 plus its bounds'
     float64 margin, ``ValueResult.slack``), then the MILP has the rest; on a time-out
     ``exact=False``, ``upper`` the smaller proven bound, ``lower`` the larger verified one.
-    ``"lp"``/``"interval"``: the monotone relaxations of DESIGN.md (``upper`` is their value).
+    ``"lp"``/``"interval"``: the monotone relaxations of docs/DESIGN.md (``upper`` is their value).
     ``net`` is a torch module made of Linear and ReLU layers (anything else is refused) or a
     :class:`~privcore.lipschitz.network.ReluNetwork`. ``solver`` is "auto" (Gurobi when the
     model fits its licence, else HiGHS), "gurobi" or "highs"; with "auto" a network with no

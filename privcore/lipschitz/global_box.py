@@ -2,7 +2,7 @@
 
 Why. PTR (posthoc paper, Alg. 1) spends half its budget on a test, may return ⊥, needs δ and a
 certification per image. If instead G ≥ sup over a public box B of ‖J_f‖_{∞→1} is certified, then
-f(clip_B z) + Lap(G·R/ε) is (ε, 0, R)-private for every pair within ℓ∞ distance R (DESIGN.md, "Beyond
+f(clip_B z) + Lap(G·R/ε) is (ε, 0, R)-private for every pair within ℓ∞ distance R (docs/DESIGN.md, "Beyond
 the papers"; :mod:`privcore.mechanisms.global_mechanism` is the release). This module holds the box
 (:class:`ClipBox`) and computes G over it (:func:`compute_global_constant`), verifies a stored G
 (:func:`verify_global_constant`), and combines both with an in-memory memo

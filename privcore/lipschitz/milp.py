@@ -10,7 +10,7 @@ NeurIPS 2020, §3–4. For ``f = A_L ∘ σ ∘ … ∘ σ ∘ A_1`` and a box `
 
 since ``‖J‖_{p→q} = max_{c ∈ C_q} ‖Jᵀc‖_{p*}``. **Output ℓ1 needs the box** [−1, 1]^m: LipMIP's
 ready-made ``'l1Ball1'`` set is the ℓ1 ball, which gives ‖J‖_{∞→∞}, up to m times smaller than
-‖J‖_{∞→1} (DESIGN.md; the seed authors' code under-calibrated its noise this way).
+‖J‖_{∞→1} (docs/DESIGN.md; the seed authors' code under-calibrated its noise this way).
 
 Encoding (only unstable neurons get variables; everything stable is an affine expression):
 

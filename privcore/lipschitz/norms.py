@@ -1,6 +1,6 @@
 """The Jacobian's operator norm ``‖J‖_{p→q}``: one validated value for every step of the engine.
 
-Region and norms (DESIGN.md): the region is always the ℓ∞ box ``[center − r, center + r]``;
+Region and norms (docs/DESIGN.md): the region is always the ℓ∞ box ``[center − r, center + r]``;
 ``p`` ∈ {ℓ∞, ℓ1} (``input``) and ``q`` ∈ {ℓ1, ℓ∞} (``output``) only choose the norm of the
 Jacobian — ℓ∞→ℓ1 by default (the product's d_X = ℓ∞, d_Y = ℓ1). The public functions take them as
 the keywords ``input_norm``/``output_norm`` and build one :class:`Norms`; everything below them
@@ -122,7 +122,7 @@ class Norms:
         return (self.input, self.output) == ("linf", "l1") and min(shape[-2:]) > MAX_EXACT_SIGN_DIM
 
 
-#: ℓ∞ → ℓ1, the product's norm pair (DESIGN.md)
+#: ℓ∞ → ℓ1, the product's norm pair (docs/DESIGN.md)
 DEFAULT_NORMS = Norms()
 
 

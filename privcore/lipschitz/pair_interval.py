@@ -42,7 +42,7 @@ def pair_interval_bound(net: ReluNetwork, center: np.ndarray, radius: float, *, 
     layer.
 
     Certified (:mod:`~privcore.lipschitz.clarke`'s docstring), and monotone under ball inclusion *in
-    floating point*, so the ``lp`` and ``interval`` certifiers may use it (DESIGN.md, "Certifier
+    floating point*, so the ``lp`` and ``interval`` certifiers may use it (docs/DESIGN.md, "Certifier
     choice"). Every step is evaluated in endpoint form, float64 on the CPU, summed in a fixed order,
     so each rounded operation is monotone in its inputs: the box ``fl(z ± r)`` of a ball inside
     another is inside the other's; its pre-activation intervals, and the margins (which grow with

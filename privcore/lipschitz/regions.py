@@ -8,7 +8,7 @@ and :func:`_box_refutes` proves by interval constraint propagation that a region
 LP feasibility is decided with HiGHS's tolerances (1e-7); regions are closed, so a region touching
 the box counts, as LipMIP's free binaries at a zero pre-activation do. A MILP incumbent or a
 sampled point claims ‖J_D‖ > τ only after :func:`verified_lower_bound` re-evaluates the Jacobian in
-float64 at a point strictly inside a region (the soundness rule of DESIGN.md: every fail comes from
+float64 at a point strictly inside a region (the soundness rule of docs/DESIGN.md: every fail comes from
 a verified point).
 """
 

@@ -1,7 +1,7 @@
 """φ(z) for extended Propose-Test-Release: the certified distance to the sensitivity boundary.
 
 The ε/δ-free half of :mod:`privcore.mechanisms.ptr` (posthoc paper, Alg. 1 lines 1–8, with the
-corrections of DESIGN.md): :func:`compute_phi` bisects over a fixed dyadic grid of radii asking a
+corrections of docs/DESIGN.md): :func:`compute_phi` bisects over a fixed dyadic grid of radii asking a
 sensitivity oracle "U(z, r) ≤ Δp?" and returns a :class:`PhiResult` bound to the model, the oracle
 and the grid. ``check_grid``, ``check_center`` and ``check_ptr_oracle`` validate those inputs for
 both halves.
@@ -44,7 +44,7 @@ class SensitivityOracle(Protocol):
     """Certified upper bound U(center, radius) on the local Lipschitz constant of f.
 
     ``oracle(f, center, radius) -> float`` bounds sup over the ℓ∞ ball B(center, radius) of
-    ‖J_f‖∞→1 (ℓ∞ input, ℓ1 output; DESIGN.md). U must be a certified *upper* bound (e.g. a MIP's
+    ‖J_f‖∞→1 (ℓ∞ input, ℓ1 output; docs/DESIGN.md). U must be a certified *upper* bound (e.g. a MIP's
     proven dual bound, never its incumbent) and monotone under ball inclusion:
     B(c', r') ⊆ B(c, r) ⇒ U(c', r') ≤ U(c, r). It may raise
     :class:`privcore.errors.CertificationError` (e.g. a solver time-out); PTR then fails and
@@ -328,7 +328,7 @@ def compute_phi(
     tol: float,
     lipschitz: SensitivityOracle,
 ) -> PhiResult:
-    """φ(z) = max(R*/2, R* − R) by bisection over a fixed dyadic grid (posthoc Alg. 1, DESIGN.md).
+    """φ(z) = max(R*/2, R* − R) by bisection over a fixed dyadic grid (posthoc Alg. 1, docs/DESIGN.md).
 
     Decisions are "U(z, r) ≤ Δp?" with the sensitivity oracle (``lipschitz.decide`` when it
     exists, else ``lipschitz(f, z, r) <= Δp``). If U(z, R) > Δp: φ = 0, R* = None. Else, with the

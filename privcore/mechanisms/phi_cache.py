@@ -85,7 +85,7 @@ def cached_phi_source(
     verified hit; ``"computed"``) (key: model hash, z bytes, R, Δp, R_max,
     tol, norms, certifier kind — stored only as an HMAC); on a miss
     :func:`~privcore.mechanisms.phi.compute_phi` with ``certifier`` as the oracle. φ never depends
-    on ε or δ (DESIGN.md), so one entry serves every slider position. The stored value holds no
+    on ε or δ (docs/DESIGN.md), so one entry serves every slider position. The stored value holds no
     embedding: a hit is rebuilt with ``z`` as its centre, and must carry this model's digest, this
     certifier's kind and norms and this grid (else it is deleted and recomputed, never trusted).
 

@@ -1,6 +1,6 @@
 """Extended Propose-Test-Release for (ε, δ, R)-semantic-neighbourhood privacy (posthoc PTR paper).
 
-Follows Algorithm 1 and Theorem 4.4 of the posthoc paper with the corrections of DESIGN.md:
+Follows Algorithm 1 and Theorem 4.4 of the posthoc paper with the corrections of docs/DESIGN.md:
 the bisection evaluates the local Lipschitz bound at R_mid and keeps the lower end; φ is
 max(R*/2, R* − R); the test noise carries the bisection grid spacing ζ; the release noise is
 Lap(Δp·R/ε), not Lap(Δp/ε). Metrics: ℓ∞ on the embedding z, ℓ1 on the obfuscator output f(z).
@@ -156,7 +156,7 @@ def propose_test_release(
     rng: RngLike = None,
     phi: PhiResult | None = None,
 ) -> PTRResult:
-    """Extended PTR (posthoc Alg. 1, Thm 4.4 with DESIGN.md's corrections): (2ε, δ/2, R)-private release.
+    """Extended PTR (posthoc Alg. 1, Thm 4.4 with docs/DESIGN.md's corrections): (2ε, δ/2, R)-private release.
 
     1. φ = :func:`compute_phi` (or the given ``phi``, refused with a ValueError naming what differs
        unless it was computed for this z, R, Δp, R_max, tol, ζ, f's :func:`model_digest` and this

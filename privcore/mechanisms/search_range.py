@@ -1,4 +1,4 @@
-"""The bisection range of posthoc PTR's φ, chosen by the library (DESIGN.md, "certifier choice").
+"""The bisection range of posthoc PTR's φ, chosen by the library (docs/DESIGN.md, "certifier choice").
 
 R_max and tol must be public and fixed before the input is seen; they may depend on the smallest
 ε and δ that will be asked for. The dashboard offers ε ≥ 0.1 and δ ≥ 1e-10, which are the defaults
@@ -26,7 +26,7 @@ def ptr_search_range(
     miss: float = 1e-3,
     tol_fraction: float = 1 / 16,
 ) -> tuple[float, float]:
-    """(R_max, tol) for φ's bisection, fixed before any ε/δ is chosen (posthoc Alg. 1; DESIGN.md).
+    """(R_max, tol) for φ's bisection, fixed before any ε/δ is chosen (posthoc Alg. 1; docs/DESIGN.md).
 
     With test noise Lap(b), b = R/ε, and threshold ln(1/δ)·b, a φ of b·(ln(1/δ) + ln(1/(2·miss)))
     passes with probability ≥ 1 − ``miss`` (Laplace tail ½e^{−t/b}); φ = R* − R once R* ≥ 2R, so

@@ -1,7 +1,7 @@
 """Training the reconstruction attacker (posthoc-PTR paper, Sec. 6 and Tables 3–6).
 
 Training data: for each training image x, the release f(g(x)) + Lap(Δp·R/ε) i.i.d. per
-coordinate (the PTR release noise, DESIGN.md; plain torch sampling, since training data is not
+coordinate (the PTR release noise, docs/DESIGN.md; plain torch sampling, since training data is not
 a release) at ε drawn from a few values, mixed with noise-free f(g(x)) so the same attacker also
 shows what an informal (ε = ∞) obfuscation leaks. The attacker
 (:class:`privcore.attacks.reconstruction.ReconstructionAttacker`) never sees ε: it is the
