@@ -39,6 +39,7 @@ run: install fashion-mnist
 # the tests also cover the optional Ray executor (tests/test_ray.py), so they install its extra
 # the shipped Fashion-MNIST models are checked against their data: a missing dataset fails, never skips
 test: install-dev system-deps fashion-mnist
+	$(PY) -m ruff check .
 	PRIVLENS_REQUIRE_DATASETS=1 $(PY) -m pytest -q $(PYTEST_PARALLEL)
 
 test-slow: install-dev system-deps fashion-mnist
