@@ -1,12 +1,14 @@
-"""One-call posthoc privacy for notebooks and scripts: :func:`certify` and :func:`release`.
+"""One-call release for notebooks and scripts: :func:`certify` and :func:`release`.
 
 ``privcore.release(image, dataset="digits", model="ARL-C-N", epsilon=1)`` loads the shipped
-networks, embeds the image, certifies φ (posthoc PTR, Alg. 1, with the library's search range
+networks, embeds the image and releases it with the chosen mechanism
+(:mod:`privcore.mechanisms.registry`): by default the certified global mechanism, f(clip z) +
+Lap(G·R/ε) with G certified over the model's public box by this process, (ε, 0, R), never ⊥;
+with ``mechanism="ptr"`` posthoc PTR, which certifies φ (Alg. 1, with the library's search range
 :func:`privcore.mechanisms.search_range.ptr_search_range`) and runs the test and the release
-(Thm 4.4); δ defaults to :data:`DEFAULT_DELTA` = 1e-5 and must lie in :data:`DELTA_RANGE`, the
+(Thm 4.4). δ defaults to :data:`DEFAULT_DELTA` = 1e-5 and must lie in :data:`DELTA_RANGE`, the
 dashboard's [1e-12, 0.5]. Results are frozen dataclasses; :meth:`Release.document` is the public
-JSON (the dashboard's download format), which never holds φ, R* or anything else computed from
-the image without noise.
+JSON, which never holds φ, R* or anything else computed from the image without noise.
 
 **Timing.** Certifying takes longer for some images than for others, and how long correlates with
 the private φ; the noise covers the release's content, not the moment it leaves the device. So a
@@ -101,41 +103,42 @@ class Certification:
 
 @dataclass(frozen=True, kw_only=True)
 class Release:
-    """The outcome of posthoc PTR for one image: ``value`` (the noisy f(z)) or ⊥ (``released``
-    False, ``value`` None), with its (2ε, δ/2, R) guarantee (Thm 4.4) and public parameters."""
+    """The outcome of one release of an image: ``value`` (the noisy f(z)) or ⊥ (``released`` False,
+    ``value`` None; PTR only), with its ``guarantee`` — (ε, 0, R) for ``mechanism`` "Global",
+    (2ε, δ/2, R) for "PTR" (Thm 4.4) — and public parameters. ``certification`` (PTR only) is
+    private: :meth:`document` never includes it."""
 
+    mechanism: str
     released: bool
     value: tuple[float, ...] | None
     predicted_class: int | None
     guarantee: Any
     epsilon: float
     delta: float
-    certification: Certification
     noise_scale: float
     noise_scale_effective: float
-    test_scale_effective: float
+    public: dict[str, Any]
+    model: dict[str, str]
+    certification: Certification | None = None
+    test_scale_effective: float | None = None
 
     def document(self) -> dict[str, Any]:
-        """The public JSON of this release (no φ, φ̂, R*, trace, image or digest of it)."""
-        c = self.certification
+        """The public JSON of this release, the one builder of it (no φ, φ̂, R*, trace, image or
+        digest of it): outcome, value, the guarantee with its text, the public parameters, the model."""
         return {
             "format": RELEASE_FORMAT,
+            "mechanism": self.mechanism,
             "outcome": "released" if self.released else "bottom",
             "value": None if self.value is None else list(self.value),
-            "guarantee": self.guarantee.to_dict(),
+            "guarantee": {**self.guarantee.to_dict(), "text": self.guarantee.describe()},
             "parameters": {
                 "epsilon": self.epsilon,
                 "delta": self.delta,
-                "radius": c.radius,
-                "delta_p": c.delta_p,
-                "r_max": c.r_max,
-                "tol": c.tol,
+                **self.public,
                 "release_noise_scale": self.noise_scale,
                 "release_noise_scale_effective": self.noise_scale_effective,
-                "test_noise_scale_effective": self.test_scale_effective,
-                "certifier": c.certifier,
             },
-            "model": {"dataset": c.dataset, "obfuscator": c.model, "digest": c.model_digest},
+            "model": dict(self.model),
         }
 
 
@@ -301,6 +304,7 @@ def release(
     delta: float = DEFAULT_DELTA,
     dataset: str = "digits",
     model: str = "ARL-C-N",
+    mechanism: str = "global",
     radius: float | None = None,
     certifier: str = "exact",
     time_limit: float | None = 60.0,
@@ -310,19 +314,26 @@ def release(
     certification: Certification | None = None,
     min_seconds: float | None = None,
 ) -> Release:
-    """Posthoc PTR on one image: (2ε, δ/2, R)-private release of f(g(image)) or ⊥ (Thm 4.4).
+    """Release f(g(image)) with ``mechanism`` (:mod:`privcore.mechanisms.registry`), ``epsilon``
+    being that mechanism's ε:
+
+    * ``"global"`` (the default): f(clip z) + Lap(G·R/ε) over the card's public box, G certified by
+      this process (verified once per model and process): (ε, 0, R), always released, no δ and
+      no per-image certification (docs/DESIGN.md, "Beyond the papers"). ``delta`` is checked but
+      unused; the document's δ is 0.
+    * ``"ptr"``: posthoc PTR, (2ε, δ/2, R)-private release or ⊥ (Thm 4.4).
 
     ``delta`` in :data:`DELTA_RANGE` ([1e-12, 0.5]), default 1e-5. Every parameter is checked
     before anything is computed; a certification that cannot be completed (e.g. a solver
     time-out) raises :class:`~privcore.errors.CertificationError` and nothing is released.
 
-    How long certifying takes depends on φ (module docstring, *Timing*), so for a release that is
-    sent as soon as it is made:
+    How long PTR's certification takes depends on φ (module docstring, *Timing*); the global
+    mechanism's time does not depend on the image. For a PTR release sent as soon as it is made:
 
-    * ``certification``: a :class:`Certification` from :func:`certify` of this image with the
-      same dataset, model, radius, certifier and models_dir (ParameterError naming what differs
-      otherwise, and when its search range does not cover ε and δ). Nothing is certified: the
-      call embeds the image, runs the test and draws the noise, whose time does not depend on φ.
+    * ``certification`` (PTR only): a :class:`Certification` from :func:`certify` of this image
+      with the same dataset, model, radius, certifier and models_dir (ParameterError naming what
+      differs otherwise, and when its search range does not cover ε and δ). Nothing is certified:
+      the call embeds the image, runs the test and draws the noise, whose time does not depend on φ.
     * ``min_seconds``: the call returns no earlier than this many seconds after it began. If the
       work (certification included) takes longer, :class:`DeadlineExceededError` is raised and
       nothing is released; choose it above the slowest certification you expect (a time-out
@@ -330,15 +341,79 @@ def release(
 
     ``rng`` only for tests (default: the OS's randomness)."""
     start = _monotonic()
+    from privcore.mechanisms.registry import get as get_mechanism
+
+    spec = get_mechanism(mechanism)
+    if spec.family != "posthoc":
+        raise ParameterError(
+            f"mechanism {spec.name!r} releases a classifier's output (the dashboard's Inference privacy "
+            "page); privcore.release takes 'global' or 'ptr'"
+        )
+    eps, dlt = check_epsilon(epsilon), check_release_delta(delta)
+    budget = None if min_seconds is None else check_positive("min_seconds", min_seconds)
+    check_choice("certifier", certifier, CERTIFIERS)
+    if spec.name == "Global":
+        if certification is not None:
+            raise ParameterError("certification applies to mechanism 'ptr' only (the global mechanism "
+                                 "certifies nothing per image)")
+        result = _release_global(image, epsilon=eps, dataset=dataset, model=model, radius=radius,
+                                 time_limit=time_limit, models_dir=models_dir, rng=rng)
+    else:
+        result = _release_ptr(image, eps=eps, dlt=dlt, dataset=dataset, model=model, radius=radius,
+                              certifier=certifier, time_limit=time_limit, models_dir=models_dir, cache=cache,
+                              rng=rng, certification=certification)
+    if budget is not None:
+        _wait_until(start, budget)
+    return result
+
+
+def _model_block(pipe: Any, dataset: str, model: str) -> dict[str, str]:
+    return {"dataset": str(dataset), "obfuscator": str(model),
+            "digest": str(pipe.cards["obfuscator"]["weights"]["sha256"])}
+
+
+def _predict(pipe: Any, value: tuple[float, ...], noise_scale: float) -> int:
+    """The release classifier's class for a released vector, told the noise scale it carries."""
     import torch
 
+    logits = pipe.classify(torch.tensor([value], dtype=torch.float32), float(noise_scale))
+    return int(logits.argmax(-1)[0])
+
+
+def _release_global(image: Any, *, epsilon: float, dataset: str, model: str, radius: float | None,
+                    time_limit: float | None, models_dir: Any, rng: Any) -> Release:
+    """The certified global mechanism on one image (:func:`release`, ``mechanism="global"``)."""
+    from privcore.mechanisms.global_mechanism import card_global_constant, global_release
+
+    pipe = _pipeline(str(dataset), str(model), None if models_dir is None else str(models_dir))
+    r = pipe.radius if radius is None else check_positive("radius", radius)
+    z = pipe.embed(_image(image, tuple(pipe.image_shape))).double().cpu().numpy().reshape(-1)
+    try:
+        constant = card_global_constant(pipe.obfuscator, pipe.cards["obfuscator"],
+                                        time_limit=60.0 if time_limit is None else time_limit)
+    except ValueError as exc:
+        raise CheckpointError(f"{dataset}/{model}: {exc}") from exc
+    out = global_release(pipe.obfuscator, z, epsilon=epsilon, radius=float(r), constant=constant, rng=rng)
+    value = tuple(float(v) for v in np.asarray(out.value).ravel())
+    params = out.parameters()
+    public = {"radius": float(r), "global_lipschitz": params["global_lipschitz"],
+              "global_lipschitz_how": params["global_lipschitz_how"], "clip_box": params["clip_box"],
+              "sensitivity": params["sensitivity"]}
+    return Release(mechanism="global", released=True, value=value,
+                   predicted_class=_predict(pipe, value, out.noise_scale), guarantee=out.guarantee,
+                   epsilon=epsilon, delta=0.0, noise_scale=float(out.noise_scale),
+                   noise_scale_effective=float(out.noise_scale_effective), public=public,
+                   model=_model_block(pipe, dataset, model))
+
+
+def _release_ptr(image: Any, *, eps: float, dlt: float, dataset: str, model: str, radius: float | None,
+                 certifier: str, time_limit: float | None, models_dir: Any, cache: Any, rng: Any,
+                 certification: Certification | None) -> Release:
+    """Posthoc PTR on one image (:func:`release`, ``mechanism="ptr"``)."""
     from privcore.lipschitz.certifier import Certifier
     from privcore.mechanisms.ptr import propose_test_release
     from privcore.mechanisms.search_range import DEFAULT_DELTA_MIN, DEFAULT_EPSILON_MIN
 
-    eps, dlt = check_epsilon(epsilon), check_release_delta(delta)
-    budget = None if min_seconds is None else check_positive("min_seconds", min_seconds)
-    check_choice("certifier", certifier, CERTIFIERS)
     if certification is None:
         cert = certify(
             image,
@@ -371,27 +446,16 @@ def release(
         rng=rng,
     )
     value = None if not out.released else tuple(float(v) for v in np.asarray(out.value).ravel())
-    predicted = None
-    if value is not None:
-        logits = pipe.classify(torch.tensor([value], dtype=torch.float32), float(out.noise_scale))
-        predicted = int(logits.argmax(-1)[0])
+    predicted = None if value is None else _predict(pipe, value, out.noise_scale)
     finite = [float(v) for v in (out.noise_scale, out.noise_scale_effective, out.test_scale_effective)]
     assert all(math.isfinite(v) for v in finite)  # propose_test_release validated ε, δ, R and Δp
-    result = Release(
-        released=bool(out.released),
-        value=value,
-        predicted_class=predicted,
-        guarantee=out.guarantee,
-        epsilon=eps,
-        delta=dlt,
-        certification=cert,
-        noise_scale=finite[0],
-        noise_scale_effective=finite[1],
-        test_scale_effective=finite[2],
-    )
-    if budget is not None:
-        _wait_until(start, budget)
-    return result
+    public = {"radius": cert.radius, "delta_p": cert.delta_p, "r_max": cert.r_max, "tol": cert.tol,
+              "test_noise_scale_effective": finite[2], "certifier": cert.certifier}
+    return Release(mechanism="ptr", released=bool(out.released), value=value, predicted_class=predicted,
+                   guarantee=out.guarantee, epsilon=eps, delta=dlt, noise_scale=finite[0],
+                   noise_scale_effective=finite[1], public=public,
+                   model={"dataset": cert.dataset, "obfuscator": cert.model, "digest": cert.model_digest},
+                   certification=cert, test_scale_effective=finite[2])
 
 
 def _wait_until(start: float, budget: float) -> None:

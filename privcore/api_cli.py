@@ -28,12 +28,19 @@ _MIN_SECONDS_HELP = (
 )
 
 
+_MECHANISM_HELP = (
+    "global: f(clip z) + Lap(G·R/ε) with G certified over the model's public box, (ε, 0, R), never ⊥; "
+    "ptr: posthoc Propose-Test-Release, (2ε, δ/2, R), or ⊥"
+)
+
+
 def release(
     image: Annotated[Path, _IMAGE],
-    epsilon: Annotated[float, typer.Option(help="ε (the release is (2ε, δ/2, R)-private, Thm 4.4)")],
+    epsilon: Annotated[float, typer.Option(help="ε of the mechanism: global (ε, 0, R); ptr (2ε, δ/2, R)")],
     delta: Annotated[float, typer.Option(help=_DELTA_HELP)] = 1e-5,
     dataset: Annotated[str, _DATASET] = "digits",
     model: Annotated[str, _MODEL] = "ARL-C-N",
+    mechanism: Annotated[str, typer.Option(help=_MECHANISM_HELP)] = "global",
     radius: Annotated[float | None, _RADIUS] = None,
     certifier: Annotated[str, _CERTIFIER] = "exact",
     time_limit: Annotated[float, _TIME_LIMIT] = 60.0,
@@ -41,15 +48,16 @@ def release(
     out: Annotated[Path | None, typer.Option(help="write the release JSON here (default: stdout)")] = None,
     min_seconds: Annotated[float | None, typer.Option(help=_MIN_SECONDS_HELP)] = None,
 ) -> None:
-    """Release one image by posthoc PTR: the noisy obfuscated embedding, or ⊥, as JSON.
+    """Release one image: the noisy obfuscated embedding (or ⊥ under PTR) as UTF-8 JSON.
 
-    Certifying takes longer for some (private) φ than others: send the output when you choose, or
-    use --min-seconds."""
+    Under ptr, certifying takes longer for some (private) φ than others: send the output when you
+    choose, or use --min-seconds."""
     from privcore.api import release as run
 
-    res = run(image, epsilon=epsilon, delta=delta, dataset=dataset, model=model, radius=radius,
-              certifier=certifier, time_limit=time_limit, models_dir=models_dir, min_seconds=min_seconds)
-    text = json.dumps(res.document(), indent=2)
+    res = run(image, epsilon=epsilon, delta=delta, dataset=dataset, model=model, mechanism=mechanism,
+              radius=radius, certifier=certifier, time_limit=time_limit, models_dir=models_dir,
+              min_seconds=min_seconds)
+    text = json.dumps(res.document(), indent=2, ensure_ascii=False)
     if out is None:
         typer.echo(text)
     else:

@@ -28,16 +28,17 @@ def test_the_docs_example_runs_in_at_most_ten_lines(tmp_path: Path) -> None:
                          timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
-    assert re.fullmatch(r"phi=\d+\.\d{3} R\*=\d+\.\d{3} L=\d+\.\d{3} \(delta_p=\d+\.\d{3}\)", lines[0])
-    assert lines[1].split()[0] in ("True", "False") and "extended PTR" in lines[1]
-    assert lines[2] == "['format', 'guarantee', 'model', 'outcome', 'parameters', 'value']"
+    assert lines[0].startswith("global True ") and "global Lipschitz release" in lines[0]
+    assert re.fullmatch(r"phi=\d+\.\d{3} R\*=\d+\.\d{3} L=\d+\.\d{3} \(delta_p=\d+\.\d{3}\)", lines[1])
+    assert lines[2] == "['format', 'guarantee', 'mechanism', 'model', 'outcome', 'parameters', 'value']"
 
 
 def test_release_is_typed_frozen_and_public_only(tmp_path: Path) -> None:
     from sklearn.datasets import load_digits
 
     image = load_digits().images[3] / 16
-    out = privcore.release(image, epsilon=10.0, delta=1e-5, cache=tmp_path, rng=np.random.default_rng(0))
+    out = privcore.release(image, epsilon=10.0, delta=1e-5, mechanism="ptr", cache=tmp_path,
+                           rng=np.random.default_rng(0))
     cert = out.certification
     with pytest.raises(AttributeError):
         out.released = False  # frozen
@@ -73,7 +74,7 @@ def test_the_documented_release_is_sent_at_a_time_that_does_not_depend_on_phi() 
     and warns that a Ray cluster has no authentication."""
     text = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
     code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
-    release_lines = [line for line in code.splitlines() if "privcore.release(" in line]
+    release_lines = [line for line in code.splitlines() if "privcore.release(" in line and '"ptr"' in line]
     assert release_lines and all("certification=cert" in line for line in release_lines)
     assert "min_seconds" in text and "DeadlineExceededError" in text
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

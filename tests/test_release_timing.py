@@ -57,11 +57,13 @@ def certification_work(monkeypatch: pytest.MonkeyPatch) -> Counter:
 def test_releasing_with_a_certification_does_no_certification_work(
     image: np.ndarray, cert: Any, certification_work: Counter, tmp_path: Path
 ) -> None:
-    out = privcore.release(image, epsilon=10.0, certification=cert, rng=np.random.default_rng(0))
+    out = privcore.release(image, epsilon=10.0, mechanism="ptr", certification=cert,
+                           rng=np.random.default_rng(0))
     assert certification_work == Counter()  # the send step: embedding, test and noise only
     assert out.certification is cert and out.delta == 1e-5
     # the one call certifies (here through the counted functions) and releases the same thing
-    one_call = privcore.release(image, epsilon=10.0, cache=tmp_path, rng=np.random.default_rng(0))
+    one_call = privcore.release(image, epsilon=10.0, mechanism="ptr", cache=tmp_path,
+                                rng=np.random.default_rng(0))
     assert certification_work["cached_phi"] == 1 and certification_work["certifier query"] >= 1
     assert one_call.document() == out.document() and one_call.certification.phi == cert.phi
 
@@ -70,7 +72,8 @@ def test_a_certification_of_something_else_is_refused(
     image: np.ndarray, cert: Any, certification_work: Counter
 ) -> None:
     def release(img: Any = image, **kw: Any) -> Any:
-        return privcore.release(img, epsilon=kw.pop("epsilon", 1.0), certification=cert, **kw)
+        return privcore.release(img, epsilon=kw.pop("epsilon", 1.0), mechanism="ptr", certification=cert,
+                                **kw)
 
     with pytest.raises(ParameterError, match="another image"):
         release(np.clip(image + 0.25, 0, 1))
@@ -81,7 +84,7 @@ def test_a_certification_of_something_else_is_refused(
     with pytest.raises(ParameterError, match=r"certify with epsilon_min=0\.05"):
         release(epsilon=0.05)  # its search range was sized for ε ≥ 0.1
     with pytest.raises(ParameterTypeError, match="certification must be a Certification"):
-        privcore.release(image, epsilon=1.0, certification={"phi": 99.0})
+        privcore.release(image, epsilon=1.0, mechanism="ptr", certification={"phi": 99.0})
     assert certification_work == Counter()
 
 
@@ -115,17 +118,17 @@ def test_min_seconds_returns_after_a_fixed_budget_or_releases_nothing(
         return run
 
     monkeypatch.setattr(api, "_matching", working(3.0, real_matching))
-    out = privcore.release(image, epsilon=10.0, certification=cert, min_seconds=10)
+    out = privcore.release(image, epsilon=10.0, mechanism="ptr", certification=cert, min_seconds=10)
     assert clock.t == 110.0 and clock.slept == [7.0] and out.certification is cert
     with pytest.raises(api.DeadlineExceededError, match=r"took 3\.0 s, more than min_seconds = 2: nothing"):
-        privcore.release(image, epsilon=10.0, certification=cert, min_seconds=2)
+        privcore.release(image, epsilon=10.0, mechanism="ptr", certification=cert, min_seconds=2)
     # the one call: certification counts against the budget too
     monkeypatch.setattr(api, "certify", working(50.0, lambda *a, **k: cert))
     with pytest.raises(api.DeadlineExceededError, match=r"took 50\.0 s"):
-        privcore.release(image, epsilon=10.0, min_seconds=30)
+        privcore.release(image, epsilon=10.0, mechanism="ptr", min_seconds=30)
     for bad in (0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ParameterError, match=r"min_seconds must be in \(0, ∞\)"):
-            privcore.release(image, epsilon=10.0, certification=cert, min_seconds=bad)
+            privcore.release(image, epsilon=10.0, mechanism="ptr", certification=cert, min_seconds=bad)
 
 
 def _cli_commands() -> dict[str, Any]:
