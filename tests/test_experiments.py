@@ -138,6 +138,21 @@ def test_table1_tiny(out: Path, shipped: Path) -> None:
     assert (ptr["delta"] == 0.05).all()
 
 
+def test_table1_global_tiny(out: Path, shipped: Path) -> None:
+    """Issue 31: every image released, the scale G·R/ε of the G this process certified (equal to the
+    card's value, which verified), an interval around the accuracy, and the noise ratio against PTR."""
+    import json
+
+    frame = _run_cli("table1-global", out)
+    card = json.loads((shipped / "digits" / "obfuscator-ARL-C-N.json").read_text())
+    row = frame.iloc[0]
+    assert row["obfuscator"] == "ARL-C-N" and row["mechanism"] == "global" and row["release_rate"] == 1.0
+    assert row["delta"] == 0.0 and row["global_lipschitz"] == card["global_lipschitz"]["value"]
+    assert row["noise_scale"] == pytest.approx(row["global_lipschitz"] * row["radius"] / row["epsilon_total"])
+    assert row["noise_ratio_vs_ptr"] == pytest.approx(row["global_lipschitz"] / (2 * row["delta_p"]))
+    assert row["low"] <= row["accuracy"] <= row["high"]
+
+
 def test_table1_row_does_not_depend_on_which_other_variants_ran(shipped: Path, tmp_path: Path) -> None:
     """Issue 19: a variant's noise seed comes from (variant, ε), not its position in --obfuscators."""
     from privcore.cli import app
