@@ -93,6 +93,21 @@ def test_wide_net_bound_is_sound_and_far_below_the_product_of_norms() -> None:
     assert global_pattern_bound(net, res.lower * 0.999).at_most(res.lower * 0.999) is False
 
 
+@pytest.mark.parametrize("budget", [50, 500, 5_000, 50_000])
+def test_out_of_nodes_the_bound_is_finite_and_still_above_every_pattern(budget: int) -> None:
+    """Issue 31: a search that runs out of nodes returns the largest bound of a node still open, a
+    finite certified bound ≥ the exact maximum (from the complete search) — never inf — and it
+    tightens as the budget grows."""
+    rng = np.random.default_rng(7)
+    net = random_net(rng, [8, 24, 24, 4])
+    exact = max_pattern_norm(net)
+    assert exact.complete
+    cut = max_pattern_norm(net, max_nodes=budget)
+    assert not cut.complete and math.isfinite(cut.upper)
+    assert exact.upper <= cut.upper * (1 + 1e-12) and cut.lower <= exact.upper
+    assert cut.upper <= max_pattern_norm(net, max_nodes=max(1, budget // 10)).upper
+
+
 def test_bad_masks_and_too_many_pairs() -> None:
     rng = np.random.default_rng(0)
     net = random_net(rng, [3, 4, 4, 2])

@@ -68,11 +68,13 @@ class PatternNormBound:
     """Result of :func:`max_pattern_norm`.
 
     ``upper``: certified, every pattern consistent with the fixed neurons has ``‖J_D‖ ≤ upper``
-    (``inf`` when the search stopped at a leaf above the threshold or ran out of nodes).
+    (``inf`` when the search stopped at a leaf above the threshold; when it ran out of nodes, the
+    largest bound of a node still open, finite).
     ``lower``: ``‖J_D‖`` of the best pattern found (consistent with the fixed neurons; not
     necessarily realised anywhere, so it is *not* a lower bound on a local Lipschitz constant).
     ``pattern``: that pattern (0/1 per hidden neuron). ``nodes``: branch-and-bound nodes visited.
-    ``complete``: the search ended (False: ``max_nodes`` was reached and ``upper`` is ``inf``).
+    ``complete``: the search ended (False: ``max_nodes`` was reached; ``upper`` is then the open
+    nodes' bound, looser than the exact maximum).
     """
 
     upper: float
@@ -157,6 +159,9 @@ class _Search:
         self.A, self.slack = A, slack
         self.nodes = 0
         self.pruned_max = -math.inf
+        #: when the node budget runs out: the largest bound of a node still open (a certified bound on
+        #: every pattern below it), so the search still returns a finite upper bound
+        self.open_max = -math.inf
         self.best, self.best_pat = -math.inf, None
 
     def completion(self, layer: int, a: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -209,10 +214,18 @@ class _Search:
                     target = max(target, self.best)
         return target, False
 
-    def run(self, U: np.ndarray, target: float, stop_above: bool, max_nodes: int) -> tuple[bool, bool]:
+    def _frontier_bound(self, f: _Frontier) -> float:
+        if not f.size:
+            return -math.inf
+        ub = self.completion(f.k + 1, self.A[f.pid], f.y + f.neg, f.y + f.pos) + self.slack[f.pid]
+        return float(ub.max())
+
+    def run(self, U: np.ndarray, target: float, stop_above: bool, max_nodes: int,
+            root: np.ndarray | None = None) -> tuple[bool, bool]:
         """Search every pair (rows of ``U``/``A``); prune nodes whose bound ≤ ``target`` (raised to the
         best leaf when ``stop_above`` is False). Returns (stopped at a leaf above target, ran out of
-        nodes)."""
+        nodes). Out of nodes, :attr:`open_max` bounds every pattern not yet settled: the open
+        frontier's bounds and, for pairs not started, their ``root`` bounds."""
         last = len(self.widths) - 1
         for s0 in range(0, U.shape[0], _CHUNK_PAIRS):
             pid = np.arange(s0, min(s0 + _CHUNK_PAIRS, U.shape[0]))
@@ -233,6 +246,10 @@ class _Search:
                         self.pruned_max = max(self.pruned_max, float(ub[~keep].max()))
                         f = f.take(keep)
                     if self.nodes > max_nodes:
+                        rest = root[s0 + _CHUNK_PAIRS:] if root is not None else np.full(1, math.inf)
+                        self.open_max = max([float(ub[keep].max()) if keep.any() else -math.inf,
+                                             *(self._frontier_bound(g) for g in stack),
+                                             float(rest.max()) if rest.size else -math.inf])
                         return False, True
                     if not f.size:
                         break
@@ -371,12 +388,12 @@ def max_pattern_norm(
             search.pruned_max = float(root[pruned].max())
         live = order[~pruned[order]]
         search.A, search.slack = A[live], slack[live]
-        above, exhausted = search.run(U[live], target, stop_above, max_nodes)
+        above, exhausted = search.run(U[live], target, stop_above, max_nodes, root=root[live])
     found = dict(lower=search.best, nodes=search.nodes, pattern=search.best_pat)
-    if above or exhausted:
-        return PatternNormBound(upper=math.inf, complete=not exhausted, **found)
-    upper = max(search.pruned_max, search.best + _SAFETY * (1.0 + abs(search.best)))
-    return PatternNormBound(upper=upper, complete=True, **found)
+    if above:
+        return PatternNormBound(upper=math.inf, complete=True, **found)
+    upper = max(search.pruned_max, search.open_max, search.best + _SAFETY * (1.0 + abs(search.best)))
+    return PatternNormBound(upper=upper, complete=not exhausted, **found)
 
 
 def _pattern_values(net: ReluNetwork, U: np.ndarray, A: np.ndarray, pats: np.ndarray) -> np.ndarray:
