@@ -38,7 +38,7 @@ from privcore.lipschitz.codes import to_bits
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.norms import Norms
 from privcore.lipschitz.patterns import stable_masks, threshold_pattern_table
-from privcore.lipschitz.regions import polytope_in_box
+from privcore.lipschitz.regions import polytope_in_box, region_rows
 
 __all__ = ["BoxSearch", "box_pattern_search", "region_rows"]
 
@@ -65,31 +65,6 @@ class BoxSearch:
     n_candidates: int
     n_lps: int
     seconds: float
-
-
-def region_rows(
-    net: ReluNetwork, bits: np.ndarray, layers: int | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """``G x ≤ h`` (shapes (N, k, d) and (N, k)) of the closed regions of the patterns ``bits`` (N,
-    n_hidden), 0/1: row ``s·(P x + p₀) ≥ 0`` per hidden neuron with ``P x + p₀`` its pre-activation under
-    the pattern and ``s = ±1`` its side. With ``layers``, only the first ``layers`` hidden layers' rows
-    (a superset of the region)."""
-    n = bits.shape[0]
-    A = np.broadcast_to(np.eye(net.in_dim), (n, net.in_dim, net.in_dim))
-    a = np.zeros((n, net.in_dim))
-    G, h = [], []
-    start = 0
-    count = len(net.weights) - 1 if layers is None else layers
-    for w, b in zip(net.weights[:count], net.biases[:count], strict=True):
-        P = np.matmul(w, A)
-        p0 = a @ w.T + b
-        p = bits[:, start : start + w.shape[0]]
-        start += w.shape[0]
-        s = np.where(p > 0.5, 1.0, -1.0)
-        G.append(-(s[:, :, None] * P))
-        h.append(s * p0)
-        A, a = p[:, :, None] * P, p * p0
-    return np.concatenate(G, axis=1), np.concatenate(h, axis=1)
 
 
 def _row_refuted(G: np.ndarray, h: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -171,13 +171,23 @@ def _distance_lp(
 
 def _region_rows_batch(net: ReluNetwork, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_region_rows` for many patterns at once: ``G`` (N, n_hidden, d) and ``h`` (N, n_hidden)."""
-    bits = to_bits(codes, net.n_hidden)
-    k = codes.shape[0]
-    A = np.broadcast_to(np.eye(net.in_dim), (k, net.in_dim, net.in_dim))
-    a = np.zeros((k, net.in_dim))
+    return region_rows(net, to_bits(codes, net.n_hidden))
+
+
+def region_rows(
+    net: ReluNetwork, bits: np.ndarray, layers: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``G x ≤ h`` (shapes (N, k, d) and (N, k)) of the closed regions of the patterns ``bits`` (N,
+    n_hidden), 0/1: row ``s·(P x + p₀) ≥ 0`` per hidden neuron with ``P x + p₀`` its pre-activation under
+    the pattern and ``s = ±1`` its side. With ``layers``, only the first ``layers`` hidden layers' rows
+    (a superset of the region)."""
+    n = bits.shape[0]
+    A = np.broadcast_to(np.eye(net.in_dim), (n, net.in_dim, net.in_dim))
+    a = np.zeros((n, net.in_dim))
     G, h = [], []
     start = 0
-    for w, b in zip(net.weights[:-1], net.biases[:-1], strict=True):
+    count = len(net.weights) - 1 if layers is None else layers
+    for w, b in zip(net.weights[:count], net.biases[:count], strict=True):
         P = np.matmul(w, A)
         p0 = a @ w.T + b
         p = bits[:, start : start + w.shape[0]]
