@@ -56,7 +56,8 @@ $(STAMP): requirements.txt requirements-cuda.txt pyproject.toml
 	else $(PIP_INSTALL) -r requirements.txt -r requirements-cuda.txt; fi; \
 	echo $$build > $(VENV)/.torch-build
 	@# the project itself, editable: .venv/bin/privcore and .venv/bin/privlens run this checkout's code
-	$(PIP_INSTALL) --no-deps --no-build-isolation -e .
+	@$(PIP_INSTALL) --no-deps --no-build-isolation -e . > $(VENV)/.install-project.log 2>&1 \
+	  || { cat $(VENV)/.install-project.log; exit 1; }
 	@touch $@
 
 # Which torch build `make install` takes: prints cpu or cuda (notes on stderr). auto: cpu where no NVIDIA
