@@ -27,7 +27,7 @@ PAGES = {
     "": [
         st.Page(PAGES_DIR / "home.py", title="Home", icon=":material/home:", default=True),
     ],
-    "Posthoc privacy (PTR)": [
+    "Posthoc privacy (Global, PTR)": [
         st.Page(PAGES_DIR / "release.py", title="Release", icon=":material/upload:"),
         st.Page(PAGES_DIR / "tradeoffs.py", title="Trade-offs", icon=":material/insights:"),
         st.Page(PAGES_DIR / "neighbourhood.py", title="Neighbourhood", icon=":material/blur_on:"),

@@ -117,7 +117,12 @@ st.subheader("Calculators")
 st.caption("Start from the sidebar's mechanism and parameters, or enter any guarantee.")
 base = budget.spent_guarantee(s)
 if s.is_ptr:
-    origin = f"PTR at ε = {s.epsilon:g}, δ = {s.delta:g}: (2ε, δ/2, R) by posthoc Thm 4.4"
+    origin = (
+        f"PTR at ε/2 = {s.mechanism_epsilon:g} (total ε = {s.epsilon:g}), δ = {s.delta:g}: (2·ε/2, δ/2, R) "
+        "by posthoc Thm 4.4"
+    )
+elif s.is_global:
+    origin = f"the certified global mechanism at ε = {s.epsilon:g}: (ε, 0, R)"
 else:
     origin = f"{s.mechanism} at ε = {s.epsilon:g}, α = {s.alpha:g}"
 c1, c2, c3 = st.columns(3)

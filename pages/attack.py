@@ -15,6 +15,7 @@ import torch
 from privcore.attacks import ImageMetrics, image_metrics, mean_image_baseline
 from privcore.errors import DatasetUnavailableError
 from privcore.images import encode_png
+from privcore.mechanisms import registry
 from privlens import charts, pipelines, ptr, ui
 from privlens.image import require_image
 from privlens.session import load_results
@@ -46,6 +47,7 @@ def _baseline(dataset: str) -> ImageMetrics | None:
 
 
 s = ui.page_setup()
+PTR_EPSILON = registry.get("PTR").mechanism_epsilon(s.epsilon)  # PTR's own ε at the sidebar's total ε
 st.title("Attack")
 st.caption(
     "An attacker who sees the releases trains a decoder from noisy obfuscated vectors back to images. "
@@ -81,7 +83,7 @@ else:
             name=f"{name} (measured)",
         )
     )
-    col_pos = charts.grid_position([float(c) for c in grid.columns], s.epsilon, log=True)
+    col_pos = charts.grid_position([float(c) for c in grid.columns], PTR_EPSILON, log=True)
     row_pos = charts.grid_position([float(r) for r in grid.index], s.radius, log=False)
     if col_pos is not None and row_pos is not None:
         on_grid = col_pos.is_integer() and row_pos.is_integer()
@@ -99,19 +101,26 @@ else:
                     "color": "crimson",
                     "line": {"width": 3},
                 },
-                hovertemplate=f"R = {s.radius:g}, ε = {s.epsilon:g}<br>{name} ≈ {value:.4g}<extra></extra>",
+                hovertemplate=f"R = {s.radius:g}, ε = {PTR_EPSILON:g}<br>{name} ≈ {value:.4g}<extra></extra>",
             )
         )
         how = "measured" if on_grid else "interpolated between the measured cells around it (an estimate)"
-        st.caption(f"At the current R = {s.radius:g}, ε = {s.epsilon:g}: {name} ≈ {value:.3g}, {how}.")
+        st.caption(
+            f"At the current R = {s.radius:g} and PTR's ε = {PTR_EPSILON:g} (half the sidebar's total "
+            f"ε = {s.epsilon:g}): {name} ≈ {value:.3g}, {how}."
+        )
     else:
         st.caption(
-            f"The current (R = {s.radius:g}, ε = {s.epsilon:g}) lies outside the experiment's grid "
+            f"The current (R = {s.radius:g}, PTR's ε = {PTR_EPSILON:g}) lies outside the experiment's grid "
             f"(R {rows[0]}–{rows[-1]}, ε {cols[0]}–{cols[-1]}): not marked."
         )
     fig.update_layout(
         title=f"Attacker's {name} — {dataset} ({hint})",
-        xaxis={"title": "ε (∞ = no noise)", "tickvals": list(range(len(cols))), "ticktext": cols},
+        xaxis={
+            "title": "PTR's ε, half the total of a sent release (∞ = no noise)",
+            "tickvals": list(range(len(cols))),
+            "ticktext": cols,
+        },
         yaxis={
             "title": "R (ℓ∞ radius in the embedding)",
             "tickvals": list(range(len(rows))),
@@ -139,8 +148,8 @@ else:
         )
 
 st.subheader("On your image")
-if not s.is_ptr:
-    st.info("Pick the PTR mechanism in the sidebar to run the attacker on your image.")
+if not s.is_posthoc:
+    st.info("Pick Global or PTR in the sidebar to run the attacker on your image.")
     st.stop()
 loaded = pipelines.pipeline(s)
 if loaded is None:
@@ -160,12 +169,13 @@ phi = ptr.certify(ctx)
 if phi is None:
     st.stop()
 st.caption(
-    f"Simulated releases at R = {ctx.radius:g}, δ = {s.delta:g} (fresh secure noise each; shown here only, "
-    "not recorded in the ledger). ε = ∞ is the obfuscated vector without noise: the attacker's best case."
+    f"Simulated PTR releases at R = {ctx.radius:g}, δ = {s.delta:g} and PTR's own ε (the sidebar's total "
+    f"ε = {s.epsilon:g} runs it at {PTR_EPSILON:g}; fresh secure noise each; shown here only, not recorded "
+    "in the ledger). ε = ∞ is the obfuscated vector without noise: the attacker's best case."
 )
 x = image.tensor
 scale = max(1, 120 // pipe.image_shape[2])
-live = tuple(sorted({*LIVE_EPSILONS, s.epsilon}))  # the sidebar's ε among them
+live = tuple(sorted({*LIVE_EPSILONS, PTR_EPSILON}))  # the sidebar's (PTR's ε/2) among them
 tiles = st.columns(len(live) + 3)
 tiles[0].image(encode_png(x, scale=scale), caption="your image", width=120)
 rows = []
@@ -188,7 +198,8 @@ for col, eps in zip(tiles[2:], (*live, math.inf), strict=True):
     else:
         res = ptr.release(ctx, phi, epsilon=eps, delta=s.delta, label="Attack page")
         released, vec = res.released, (ptr.as_tensor(res.value) if res.released else None)
-    label = "ε = ∞" if math.isinf(eps) else f"ε = {eps:g}" + (" (sidebar)" if eps == s.epsilon else "")
+    mine = " (sidebar's ε/2)" if eps == PTR_EPSILON else ""
+    label = "ε = ∞" if math.isinf(eps) else f"ε = {eps:g}{mine}"
     if not released:
         col.markdown(f"**{label}**\n\n### ⊥\nnothing released")
         rows.append({"epsilon": eps, "released": False, "ssim": None, "psnr": None})

@@ -17,7 +17,9 @@ from privcore.mechanisms import (
     LapOutput,
     LDPEmbedding,
     LDPImage,
+    global_scales,
     ptr_scales,
+    registry,
 )
 from privlens import ui
 from privlens.session import ALPHA_GRID, RADIUS_GRID
@@ -33,7 +35,9 @@ st.markdown(
     "Pick a mechanism and its privacy parameters and the dashboard computes, with the `privcore` "
     "library, the certified noise it adds, the privatized release (or the refusal ⊥), what an attacker "
     "could rebuild from it, and where it sits on the privacy–utility curves. It implements posthoc "
-    "privacy by extended Propose-Test-Release over exact local Lipschitz constants, inference privacy "
+    "privacy by a certified global mechanism (one Lipschitz constant G certified over a public box: "
+    "(ε, 0, R), never ⊥, the default) and by extended Propose-Test-Release over exact local Lipschitz "
+    "constants, inference privacy "
     "(Lap-Output, Gauss-Output, Gauss-Input) with its accounting, and local-DP baselines; all noise is "
     "drawn by exact samplers on a fixed grid from the operating system's secure random source."
 )
@@ -46,7 +50,10 @@ st.page_link(
 epsilon, delta = s.epsilon, s.delta
 left, right = st.columns(2)
 with left:
-    st.markdown(f"ε = **{epsilon:g}**, δ = **{delta:g}** (from the sidebar)")
+    st.markdown(
+        f"ε = **{epsilon:g}**, δ = **{delta:g}** (from the sidebar; ε is the total of one sent release, so "
+        f"PTR runs at ε/2 = {registry.get('PTR').mechanism_epsilon(epsilon):g})"
+    )
     ui.bound_widget(
         "select_slider",
         "alpha",
@@ -65,7 +72,10 @@ with right:
         suffix="_home",
     )
     lipschitz = st.select_slider(
-        "μ (global Lipschitz constant; Δp for PTR)", options=LIPSCHITZ, value=1.0, key="home_lipschitz"
+        "μ (global Lipschitz constant; G for Global, Δp for PTR)",
+        options=LIPSCHITZ,
+        value=1.0,
+        key="home_lipschitz",
     )
 s = ui.settings()
 alpha, radius = s.alpha, s.radius
@@ -115,9 +125,15 @@ def _lap_output() -> tuple[str, float, str]:
     return "b", mech.scale, mech.guarantee.describe()
 
 
-def _ptr() -> tuple[str, float, str]:
-    scales = ptr_scales(epsilon=epsilon, delta=delta, radius=radius, delta_p=lipschitz)
+def _ptr() -> tuple[str, float, str]:  # at ε/2: its (2·ε/2, δ/2, R) spends the sidebar's total ε
+    half = registry.get("PTR").mechanism_epsilon(epsilon)
+    scales = ptr_scales(epsilon=half, delta=delta, radius=radius, delta_p=lipschitz)
     return "b", scales.release_scale, scales.guarantee.describe()
+
+
+def _global() -> tuple[str, float, str]:
+    scales = global_scales(epsilon=epsilon, radius=radius, global_lipschitz=lipschitz)
+    return "b", scales.noise_scale, scales.guarantee.describe()
 
 
 def _ldp_image() -> tuple[str, float, str]:
@@ -148,12 +164,18 @@ _row(
 )
 _row("Gauss-Output", "Tian et al. Def. 4", "C(x) + N(0, σ²), σ from α·μ₂/ε, δ (analytic)", _gauss_output)
 _row("Lap-Output", "Tian et al. Def. 3", "C(x) + Lap(μ₁·α/ε)", _lap_output)
-_row("Extended PTR (release)", "posthoc Alg. 1, Thm 4.4", "test Lap(R/ε); release f(z) + Lap(Δp·R/ε)", _ptr)
+_row(
+    "Extended PTR at ε/2 (release)",
+    "posthoc Alg. 1, Thm 4.4",
+    "test Lap(R/(ε/2)); release f(z) + Lap(Δp·R/(ε/2))",
+    _ptr,
+)
+_row("Global (certified)", "docs/DESIGN.md, Beyond the papers", "f(clip z) + Lap(G·R/ε)", _global)
 _row("LDP-Image (28×28)", "posthoc Table 2", "clip to [0,1], Lap(d/ε)", _ldp_image)
 _row("LDP-Embedding (k=8, B=3)", "posthoc Table 2", "clip to [−B,B], Lap(2Bk/ε)", _ldp_embedding)
 
-metric_columns = st.columns(5)
-for column, row in zip(metric_columns, ROWS[:5], strict=False):
+metric_columns = st.columns(6)
+for column, row in zip(metric_columns, ROWS[:6], strict=False):
     column.metric(row["mechanism"], row["now"])
 
 st.subheader("Mechanisms")

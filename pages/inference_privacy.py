@@ -14,7 +14,7 @@ import streamlit as st
 
 from privcore.accounting import chaining, chaining_hops
 from privcore.images import encode_png
-from privlens import budget, charts, checks, pipelines, sending, ui, upload
+from privlens import budget, charts, checks, compare_panel, pipelines, sending, ui, upload
 from privlens import ip as iplens
 from privlens.session import (
     ALPHA_GRID,
@@ -33,10 +33,11 @@ st.caption(
     "Lap-Output add noise to the outputs of a classifier whose global Lipschitz constant μ is certified "
     "by construction."
 )
-if s.is_ptr:
+if s.is_posthoc:
     st.info(
-        "The sidebar's mechanism is PTR; this page shows the three inference-privacy mechanisms with the "
-        "sidebar's ε and δ and the α below (pick one of them in the sidebar to highlight it)."
+        f"The sidebar's mechanism is {ui.mechanism_label(s.mechanism)}; this page shows the three "
+        "inference-privacy mechanisms with the sidebar's ε and δ and the α below (pick one of them in the "
+        "sidebar to highlight it)."
     )
     ui.bound_widget(
         "select_slider",
@@ -203,6 +204,11 @@ if ip is not None:
             "Chaining (IP paper Prop. 4, Appendix D): (ε, δ) at α gives (h·ε, δ·(e^{hε} − 1)/(e^ε − 1)) at "
             "β with h = ⌈β/α⌉ (the main text's h·δ is a misprint)."
         )
+
+    st.subheader("All mechanisms at this ε")
+    posthoc = pipelines.pipeline(s) if s.dataset == dataset else None
+    if posthoc is not None:  # Global and PTR on the sidebar's model, beside these three
+        compare_panel.panel(s, posthoc, None, allow_certify=False)
 
 st.subheader("Accuracy curves (ip experiment)")
 df = load_results(dataset, "ip")

@@ -1,20 +1,39 @@
-"""Release: upload an image (or pick a sample), see what posthoc PTR would let out, and send it.
+"""Release: upload an image (or pick a sample), see what a release of it would be, compare the
+mechanisms, and send it.
 
-The image as the model sees it and its VAE reconstruction; before Send, what the release would be
-in distribution (the guarantee, the noise scales, the probability that extended Propose-Test-Release
-releases at all; posthoc paper, Algorithm 1, Theorem 4.4) and no draw; Send draws once and charges
-the ledger (privlens.sending), then the page shows the sent release — the noisy vector and the
-attacker's reconstruction from it, or ⊥ with the reason — and its downloads. Widgets and layout only.
+Two mechanisms release the obfuscated embedding (privcore.mechanisms.registry, family "posthoc"): the
+certified global mechanism, f(clip z) + Lap(G·R/ε) with G certified over the model's public box —
+(ε, 0, R), never ⊥ (docs/DESIGN.md, "Beyond the papers"; the default) — and extended
+Propose-Test-Release (posthoc paper, Algorithm 1, Theorem 4.4), run at ε/2 so that its statement
+(2·ε/2, δ/2, R) spends the sidebar's total ε. Before Send the page shows what the release would be in
+distribution (the guarantee, the noise scale, the probability that it is released at all) and no draw,
+and compares the mechanisms (privlens.compare_panel); Send draws once and charges the ledger
+(privlens.sending), then the page shows the sent release — the noisy vector and the attacker's
+reconstruction from it, or ⊥ with the reason — and its downloads. Widgets and layout only.
 """
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from privcore.errors import PrivcoreError
 from privcore.images import encode_png
-from privlens import budget, checks, live, pipelines, ptr, report, sending, ui, upload
+from privlens import (
+    budget,
+    checks,
+    compare_panel,
+    globalmech,
+    live,
+    pipelines,
+    ptr,
+    report,
+    sending,
+    ui,
+    upload,
+)
 from privlens.session import (
+    global_document,
     ledger_totals,
     load_results,
     outcome_summary,
@@ -25,23 +44,27 @@ from privlens.session import (
 s = ui.page_setup()
 st.title("Release")
 st.caption(
-    "What a release of your image would be, and sending it. The image is embedded (β-VAE mean "
-    "z = g(x)), the obfuscator's local Lipschitz constant around z is certified, and extended "
-    "Propose-Test-Release either releases f(z) + Laplace noise or refuses (⊥). Posthoc paper, "
-    "Algorithm 1 and Theorem 4.4."
+    "What a release of your image would be, and sending it. The image is embedded (β-VAE mean z = g(x)) "
+    "and an obfuscator f maps z to the vector that is released with Laplace noise: by the certified global "
+    "mechanism (f(clip z) + Lap(G·R/ε), G certified over a public box: (ε, 0, R), never ⊥) or by extended "
+    "Propose-Test-Release (z's local Lipschitz constant certified, then f(z) + noise or a refusal ⊥; posthoc "
+    "Algorithm 1, Theorem 4.4). The sidebar's ε is the total of a sent release's guarantee for both."
 )
 
-if not s.is_ptr:
+if not s.is_posthoc:
     st.info(
         f"The sidebar's mechanism is **{s.mechanism}**, an inference-privacy mechanism: its release (a noisy "
-        "prediction) is on the Inference privacy page. This page runs posthoc PTR."
+        "prediction) is on the Inference privacy page. This page releases the obfuscated embedding with the "
+        "certified global mechanism or PTR."
     )
     st.page_link(
         ui.page_path("inference_privacy"), label="Open the Inference privacy page", icon=":material/shield:"
     )
-    if st.button("Use PTR here", key="use_ptr"):
-        ui.update_settings(mechanism="PTR")
-        st.rerun()
+    b = st.columns(2)
+    for col, name, key in ((b[0], "Global", "use_global"), (b[1], "PTR", "use_ptr")):
+        if col.button(f"Use {ui.mechanism_label(name)} here", key=key):
+            ui.update_settings(mechanism=name)
+            st.rerun()
     st.stop()
 
 loaded = pipelines.pipeline(s)
@@ -49,6 +72,7 @@ if loaded is None:
     st.stop()
 pipe = loaded.pipeline
 shape = tuple(pipe.image_shape)
+names = pipe.class_names
 
 # ----------------------------------------------------------------------------------- input
 st.subheader("1 · Your image")
@@ -57,39 +81,49 @@ for note in image.decoded.notes:
     st.warning(f"Note: {note}")
 checks.confirm(loaded.dataset, image, key="release")  # blank or out of domain: stop until confirmed
 
-# ------------------------------------------------------------------------------ certification
-ctx = ptr.context(s, loaded, image)
-if ctx is None:
-    st.stop()
-phi = ptr.certify(ctx)
-if phi is None:
-    st.stop()
+# ---------------------------------------------------------------- the mechanism's context (no draw)
+eps_m = s.mechanism_epsilon  # the ε the mechanism runs at: PTR ε/2, Global ε
+ptr.disk_cache()  # a misconfigured deployment (PRIVLENS_DEPLOYMENT) stops here: nothing is released
+ctx = gctx = phi = look = glook = None
 try:
-    look = ptr.outlook(ctx, phi, epsilon=s.epsilon, delta=s.delta)
+    if s.is_ptr:
+        ctx = ptr.context(s, loaded, image)
+        phi = None if ctx is None else ptr.certify(ctx)
+        if phi is None:
+            st.stop()
+        look = ptr.outlook(ctx, phi, epsilon=eps_m, delta=s.delta)
+        sent, g = ptr.latest(ctx, epsilon=eps_m, delta=s.delta), look.guarantee
+    else:
+        gctx = globalmech.context(s.radius, loaded, image)
+        if gctx is None:
+            st.stop()
+        glook = globalmech.outlook(gctx, epsilon=eps_m)
+        sent, g = globalmech.latest(gctx, epsilon=eps_m), glook.guarantee
 except (ValueError, PrivcoreError) as exc:  # e.g. parameters the exact sampler cannot honour
     st.error(f"**Nothing can be sent at these settings:** {exc}")
     st.stop()
-sent = ptr.latest(ctx, epsilon=s.epsilon, delta=s.delta)  # the release sent at these settings, if any
+here = ctx if ctx is not None else gctx
 result = None if sent is None else sent.outcome
-g = look.guarantee
-names = pipe.class_names
+released = result is not None and (s.is_global or result.released)
 
 # ------------------------------------------------------------------------------ pictures
 st.subheader("2 · What happens to it")
 scale = max(1, 160 // shape[2])
-views = ptr.image_views(ctx, scale=scale)  # ε-independent: computed once per image
+views = ptr.image_views(here, scale=scale)  # ε-independent: computed once per image
+clean_class = views.clean_class if glook is None else glook.clean_class
 cols = st.columns(3)
 cols[0].image(views.input_png, caption="As the model sees it (x)", width=160)
 cols[1].image(views.reconstruction_png, caption="VAE reconstruction g⁻¹(g(x))", width=160)
 attack_png = None
 if result is None:
     cols[2].info("The attacker's reconstruction is computed from the sent release: it appears once you send.")
-elif result.released:
+elif released:
     rec = pipe.reconstruct(ptr.as_tensor(result.value))[0] if pipe.attacker is not None else None
     if rec is not None:
         attack_png = encode_png(rec, scale=scale)
-        caption = f"Attacker's reconstruction from sent release #{sent.id}"
-        cols[2].image(attack_png, caption=caption, width=160)
+        cols[2].image(
+            attack_png, caption=f"Attacker's reconstruction from sent release #{sent.id}", width=160
+        )
     else:
         cols[2].info("No attacker is shipped for this model.")
 else:
@@ -98,56 +132,121 @@ else:
 # ------------------------------------------------------------------------------ before sending
 st.subheader("3 · What the release would be")
 st.caption(sending.custody())
-m = st.columns(5)
-m[0].metric("φ (private, yours only)", f"{phi.phi:.4g}")
-m[1].metric(
-    "P[this image is released]",
-    f"{100 * look.probability:.1f} %",
-    help="P[φ + Lap((R+ζ)/ε) > ln(1/δ)·(R+ζ)/ε] from this image's certified φ (posthoc Alg. 1).",
-)
-m[2].metric("threshold ln(1/δ)·b", f"{look.threshold:.4g}", help="b = (R + ζ)/ε, the test's Laplace scale.")
-m[3].metric("Δp", f"{ctx.delta_p:.4g}", help="Proposed sensitivity μ + 3σ from training embeddings.")
-m[4].metric(
-    "noise scale Δp·R/ε",
-    f"{look.noise_scale:.4g}",
-    help="Laplace scale per coordinate of a released vector (the exact sampler's grid adds a little).",
-)
+if look is not None:  # PTR
+    st.info(budget.ptr_epsilon_note(s), icon=":material/call_split:")
+    m = st.columns(5)
+    m[0].metric("φ (private, yours only)", f"{phi.phi:.4g}")
+    m[1].metric(
+        "P[this image is released]",
+        f"{100 * look.probability:.1f} %",
+        help="P[φ + Lap((R+ζ)/ε) > ln(1/δ)·(R+ζ)/ε] at PTR's ε = total/2, from this image's certified φ "
+        "(posthoc Alg. 1).",
+    )
+    m[2].metric(
+        "threshold ln(1/δ)·b", f"{look.threshold:.4g}", help="b = (R + ζ)/ε, the test's Laplace scale."
+    )
+    m[3].metric("Δp", f"{ctx.delta_p:.4g}", help="Proposed sensitivity μ + 3σ from training embeddings.")
+    m[4].metric(
+        "noise scale Δp·R/ε",
+        f"{look.noise_scale:.4g}",
+        help="Laplace scale per coordinate of a released vector at PTR's ε = total/2 (the exact sampler's "
+        "grid adds a little).",
+    )
+    noise, chance = (
+        look.noise_scale,
+        f"with probability {100 * look.probability:.1f} % the noisy test passes and ",
+    )
+    otherwise = "; otherwise it is ⊥"
+else:  # Global
+    m = st.columns(4)
+    m[0].metric(
+        "G (certified)",
+        f"{glook.global_lipschitz:.4g}",
+        help=f"sup of ‖J_f‖ (ℓ∞→ℓ1) over the public box: {globalmech.certified_how(glook)}.",
+    )
+    m[1].metric("P[this image is released]", "100 %", help="The global mechanism never refuses (no ⊥).")
+    m[2].metric(
+        "noise scale G·R/ε",
+        f"{glook.noise_scale:.4g}",
+        help="Laplace scale per coordinate of a released vector (the exact sampler draws "
+        f"{glook.noise_scale_effective:.6g}: its grid and f's float64 rounding add a little).",
+    )
+    m[3].metric("δ", "0", help="A pure guarantee: (ε, 0, R).")
+    st.markdown(
+        f"**G = {glook.global_lipschitz:.7g}** — {globalmech.certified_how(glook)}. Before f is applied, "
+        "z is clipped to the model's **public box** (from its training embeddings, fixed before any image; "
+        "clipping keeps neighbours within R of each other, so one G covers every image):"
+    )
+    box = pd.DataFrame(
+        [glook.lower, glook.upper],
+        index=["lower", "upper"],
+        columns=[f"z{i + 1}" for i in range(len(glook.lower))],
+    )
+    st.dataframe(box.style.format("{:.3g}"), width="content")
+    st.caption(
+        "Your embedding lies inside the box: clipping leaves it unchanged."
+        if glook.inside
+        else "Your embedding lies partly outside the box: the release is of its clipped point (shown to "
+        "you only)."
+    )
+    noise, chance, otherwise = glook.noise_scale, "", ""
 st.markdown(
-    f"**If you send**, PTR draws once: with probability {100 * look.probability:.1f} % the noisy test "
-    f"passes and the release is the obfuscated vector f(z) plus Laplace noise of scale "
-    f"{look.noise_scale:.4g} on each coordinate (on average {look.noise_scale:.4g} away from f(z)); "
-    f"otherwise it is ⊥. Without noise the classifier would read f(z) as **{names[views.clean_class]}** "
-    "(shown to you only: f(z) itself is never released). Nothing is drawn before you send, so there is "
+    f"**If you send**, {s.mechanism} draws once: {chance}the release is the obfuscated vector plus Laplace "
+    f"noise of scale {noise:.4g} on each coordinate (on average {noise:.4g} away from the noise-free vector)"
+    f"{otherwise}. Without noise the classifier would read it as **{names[clean_class]}** (shown to you "
+    "only: the noise-free vector itself is never released). Nothing is drawn before you send, so there is "
     "no draw to look at, keep or discard."
 )
 st.markdown("**At this setting** (follows the sliders):")
 lv = st.columns(2)
-acc = live.accuracy_at(
-    load_results(loaded.dataset, "table1"), model=loaded.model, certifier=ctx.certifier, epsilon=s.epsilon
-)
+if s.is_ptr:
+    acc = live.accuracy_at(
+        load_results(loaded.dataset, "table1"), model=loaded.model, certifier=s.certifier, epsilon=eps_m
+    )
+else:
+    acc = live.global_accuracy_at(
+        load_results(loaded.dataset, "table1-global"), model=loaded.model, epsilon=eps_m, radius=s.radius
+    )
 if acc is None:
     lv[0].metric("model accuracy at this ε", "—", help="Not measured at this ε (Trade-offs page).")
 else:
     ci = "" if acc.low is None else f" [{acc.low:.3f}, {acc.high:.3f}]"
     lv[0].metric("model accuracy at this ε", f"{acc.value:.3f}{ci}", help=f"Test accuracy, {acc.how}.")
-ssim = live.attack_at(load_results(loaded.dataset, "attack"), radius=ctx.radius, epsilon=s.epsilon)
-if ssim is None:
-    lv[1].metric("attacker's SSIM at (R, ε)", "—", help="Not measured at this (R, ε) (Attack page).")
-else:
-    lv[1].metric("attacker's SSIM at (R, ε)", f"{ssim.value:.3f}", help=f"Mean over test images, {ssim.how}.")
-r_star = "—" if phi.r_star is None else f"{phi.r_star:.4g}"
-st.caption(
-    f"φ = max(R*/2, R* − R) with R* = {r_star}, the largest certified radius whose local Lipschitz "
-    f"constant stays ≤ Δp (searched up to R_max = {ctx.r_max:.3g} on a grid of spacing ζ = {phi.zeta:.3g}; "
-    f"the test noise is Lap((R + ζ)/ε)). Certifier: {ctx.certifier}. Moving ε or δ reuses φ: no new solve."
-)
+if s.is_ptr:  # the attack experiment attacks PTR releases, at PTR's own ε
+    ssim = live.attack_at(load_results(loaded.dataset, "attack"), radius=s.radius, epsilon=eps_m)
+    if ssim is None:
+        lv[1].metric("attacker's SSIM at (R, ε)", "—", help="Not measured at this (R, ε) (Attack page).")
+    else:
+        lv[1].metric(
+            "attacker's SSIM at (R, ε)",
+            f"{ssim.value:.3f}",
+            help=f"Mean over test images at PTR's ε = {eps_m:g}, {ssim.how}.",
+        )
+    r_star = "—" if phi.r_star is None else f"{phi.r_star:.4g}"
+    st.caption(
+        f"φ = max(R*/2, R* − R) with R* = {r_star}, the largest certified radius whose local Lipschitz "
+        f"constant stays ≤ Δp (searched up to R_max = {ctx.r_max:.3g} on a grid of spacing "
+        f"ζ = {phi.zeta:.3g}; the test noise is Lap((R + ζ)/ε)). Certifier: {ctx.certifier}. Moving ε or δ "
+        "reuses φ: no new solve."
+    )
+
+st.subheader("4 · Which mechanism")
+compare_panel.panel(s, loaded, image, constant=None if gctx is None else gctx.constant, phi=phi, ptr_ctx=ctx)
 
 # ------------------------------------------------------------------------------ send
-st.subheader("4 · Send")
-st.info(
-    f"**Sending spends (2ε, δ/2, R) = ({g.epsilon:g}, {g.delta:g}, {ctx.radius:g})** (posthoc "
-    f"Theorem 4.4, PTR run at ε = {s.epsilon:g}, δ = {s.delta:g}). {plain_guarantee(g)}"
-)
+st.subheader("5 · Send")
+if s.is_ptr:
+    spends = (
+        f"(ε, δ/2, R) = ({g.epsilon:g}, {g.delta:g}, {s.radius:g})** (posthoc Theorem 4.4, PTR run at ε/2 "
+    )
+    spends += f"= {eps_m:g}, δ = {s.delta:g})."
+    on_send, args, kwargs = ptr.send, (ctx, phi), {"epsilon": eps_m, "delta": s.delta}
+else:
+    spends = (
+        f"(ε, 0, R) = ({g.epsilon:g}, 0, {s.radius:g})** (the certified global mechanism: no δ, never ⊥)."
+    )
+    on_send, args, kwargs = globalmech.send, (gctx,), {"epsilon": eps_m}
+st.info(f"**Sending spends {spends} {plain_guarantee(g)}")
 for warning in budget.extreme_warnings(g, n=pipelines.dataset_size(pipe)):
     st.warning(warning, icon=":material/warning:")
 failed = sending.failure(ptr.PAGE)
@@ -159,9 +258,9 @@ a[0].button(
     key="send",
     type="primary",
     icon=":material/send:",
-    on_click=ptr.send,
-    args=(ctx, phi),
-    kwargs={"epsilon": s.epsilon, "delta": s.delta},
+    on_click=on_send,
+    args=args,
+    kwargs=kwargs,
     help="Draws the noise now, once, and charges the session ledger for it; you see the outcome after it "
     "has been sent. Another send is a new draw, charged again.",
 )
@@ -177,24 +276,43 @@ a[1].download_button(
 
 doc = None
 if sent is not None:
-    st.subheader("5 · The sent release")
-    text = outcome_summary(result)
+    st.subheader("6 · The sent release")
     state = f"sent as release #{sent.id}"
-    if result.released:
-        st.success(f"**{text.headline}** ({state}). {text.detail}")
+    if s.is_ptr:
+        text = outcome_summary(result)
+        (st.success if result.released else st.error)(f"**{text.headline}** ({state}). {text.detail}")
+        st.markdown(f"Test: {text.test}")
+        o = st.columns(2)
+        o[0].metric(
+            "φ̂ = φ + Lap",
+            f"{result.phi_noisy:.4g}",
+            help="The noisy test value (ε-DP): yours, not in the file.",
+        )
+        doc = release_document(
+            result,
+            dataset=loaded.dataset,
+            model=loaded.model,
+            model_digest=ctx.model_digest,
+            epsilon=eps_m,
+            delta=s.delta,
+            certifier=ctx.certifier,
+        )
     else:
-        st.error(f"**{text.headline}** ({state}). {text.detail}")
-    st.markdown(f"Test: {text.test}")
-    o = st.columns(2)
-    o[0].metric(
-        "φ̂ = φ + Lap", f"{result.phi_noisy:.4g}", help="The noisy test value (ε-DP): yours, not in the file."
-    )
+        st.success(
+            f"**Released** ({state}). The output is the obfuscated vector of the clipped embedding plus "
+            f"Laplace noise of scale {result.noise_scale_effective:.4g} per coordinate."
+        )
+        o = st.columns(2)
+        o[0].metric("G", f"{result.global_lipschitz:.6g}", help=f"Certified ({result.how}) by this server.")
+        doc = global_document(
+            result, dataset=loaded.dataset, model=loaded.model, model_digest=gctx.model_digest
+        )
     o[1].metric(
         "noise drawn at scale",
         f"{result.noise_scale_effective:.6g}",
-        help="What the exact sampler drew per coordinate (Δp·R/ε on its grid).",
+        help="What the exact sampler drew per coordinate (the noise scale on its grid).",
     )
-    if result.released:
+    if released:
         b_eff = result.noise_scale_effective
         noisy_class = int(pipe.classify(ptr.as_tensor(result.value), b_eff).argmax(-1)[0])
         vector = ", ".join(f"{v:.3f}" for v in result.value)
@@ -206,17 +324,8 @@ if sent is not None:
         st.markdown(
             f"Released vector ({len(result.value)} numbers): `{vector}`  \n"
             f"The server's classifier reads it as **{names[noisy_class]}** (without noise: "
-            f"{names[views.clean_class]}){told}"
+            f"{names[clean_class]}){told}"
         )
-    doc = release_document(
-        result,
-        dataset=loaded.dataset,
-        model=loaded.model,
-        model_digest=ctx.model_digest,
-        epsilon=s.epsilon,
-        delta=s.delta,
-        certifier=ctx.certifier,
-    )
     d = st.columns(2)
     with d[0]:
         ui.download_json(
@@ -238,7 +347,7 @@ if sent is not None:
         )
     st.success(
         f"Sent: release #{sent.id} is in the session ledger, charged ({g.epsilon:g}, {g.delta:g}, "
-        f"{ctx.radius:g}) once. Sending another draws new noise and is charged again."
+        f"{s.radius:g}) once. Sending another draws new noise and is charged again."
     )
 
 
@@ -248,8 +357,21 @@ ledger_now = list(ui.ledger_rows())  # read here: the download runs outside this
 def _report() -> str:
     """The session report, built when the user downloads it (Streamlit calls this lazily, outside the
     script run: it uses only what this run captured — at most the release already sent)."""
-    table1 = load_results(loaded.dataset, "table1")
-    curve = report.accuracy_figure(table1, model=loaded.model, epsilon=s.epsilon)
+    if s.is_ptr:
+        curve = report.accuracy_figure(
+            load_results(loaded.dataset, "table1"),
+            model=loaded.model,
+            epsilon=eps_m,
+            label="PTR's ε = total/2",
+        )
+    else:
+        curve = report.accuracy_figure(
+            load_results(loaded.dataset, "table1-global"),
+            model=loaded.model,
+            epsilon=eps_m,
+            column="epsilon_total",
+            mechanism="Global",
+        )
     try:
         totals = ledger_totals(ledger_now)
     except ValueError:
@@ -282,9 +404,11 @@ st.download_button(
 
 with st.sidebar:
     st.markdown("---")
-    outcome = "" if result is None else f"; sent #{sent.id}: **{'released' if result.released else '⊥'}**"
-    st.markdown(
-        f"**This image:** φ = {phi.phi:.3g}, Δp = {ctx.delta_p:.3g}, noise b = {look.noise_scale:.3g}, "
-        f"P[released] = {100 * look.probability:.1f} %{outcome}"
-    )
+    outcome = "" if result is None else f"; sent #{sent.id}: **{'released' if released else '⊥'}**"
+    if s.is_ptr:
+        mine = f"φ = {phi.phi:.3g}, Δp = {ctx.delta_p:.3g}, noise b = {look.noise_scale:.3g}, "
+        mine += f"P[released] = {100 * look.probability:.1f} %"
+    else:
+        mine = f"G = {glook.global_lipschitz:.4g}, noise b = {glook.noise_scale:.3g}, P[released] = 100 %"
+    st.markdown(f"**This image ({s.mechanism}):** {mine}{outcome}")
     st.caption(("Sent. " if sent is not None else "Nothing drawn or sent yet. ") + plain_guarantee(g))

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from privcore.experiments import hoeffding_halfwidth
+from privcore.mechanisms import registry
 from privlens import charts, pipelines, ptr, ui
 from privlens.image import current_image
 from privlens.session import load_results, release_probability, smallest_epsilon
@@ -19,9 +20,11 @@ s = ui.page_setup()
 st.title("Trade-offs")
 st.caption(
     "Test accuracy and release rate of posthoc PTR against ε for each obfuscator (posthoc Table 1) and the "
-    "local-DP baselines (Table 2). A ⊥ counts as a uniform random guess, the paper's convention. PTR at ε "
-    "guarantees (2ε, δ/2, R) on the embedding; LDP's ε holds for every pair of images — a stronger notion, "
-    "so compare the curves with that in mind."
+    "local-DP baselines (Table 2). A ⊥ counts as a uniform random guess, the paper's convention. The x axis "
+    "is each mechanism's own ε: PTR at ε guarantees (2ε, δ/2, R) on the embedding, so the sidebar's total ε "
+    "runs it at ε/2 (both are marked); LDP's ε is its total and holds for every pair of images — a "
+    "stronger notion, so compare the curves with that in mind. The certified global mechanism's accuracy, "
+    "at the total ε, is in the Release page's comparison (data/results/<dataset>/table1-global.csv)."
 )
 
 models = pipelines.catalogue()
@@ -43,11 +46,17 @@ def _n_and_bars(g: pd.DataFrame) -> tuple[str, dict | None]:
     return label, {"type": "data", "array": [hoeffding_halfwidth(v) for v in g["n_test"]], "thickness": 1}
 
 
-def _mark_current(fig: go.Figure) -> None:
-    """The sidebar's ε as a named line, and an x range showing it and every plotted point."""
+PTR_EPSILON = registry.get("PTR").mechanism_epsilon(s.epsilon)  # PTR's own ε at the sidebar's total
+
+
+def _mark_current(fig: go.Figure, *, total: bool = True) -> None:
+    """The sidebar's total ε and PTR's ε/2 as named lines, and an x range showing them and every plotted
+    point (``total`` False: PTR's only, for a chart of PTR alone)."""
     xs = [v for t in fig.data if t.x is not None for v in t.x if v is not None]
-    charts.mark_x(fig, s.epsilon, f"current ε = {s.epsilon:g}", log=True)
-    charts.log_axis(fig, [*xs, s.epsilon])
+    charts.mark_x(fig, PTR_EPSILON, f"PTR's ε/2 = {PTR_EPSILON:g}", log=True)
+    if total:
+        charts.mark_x(fig, s.epsilon, f"total ε = {s.epsilon:g}", log=True, color="gray")
+    charts.log_axis(fig, [*xs, PTR_EPSILON, *([s.epsilon] if total else [])])
 
 
 curves: dict[str, pd.DataFrame] = {}
@@ -98,7 +107,7 @@ else:
     _mark_current(fig)
     fig.update_layout(
         title=f"Test accuracy vs ε — {dataset}",
-        xaxis_title="ε (mechanism parameter, log scale)",
+        xaxis_title="the mechanism's own ε (PTR: half the total; LDP: the total; log scale)",
         yaxis_title="test accuracy (fraction)",
         legend_title_text="method",
         xaxis_type="log",
@@ -135,14 +144,14 @@ if t1 is not None and "release_rate" in t1:
             rate_data.append(g[["epsilon", "release_rate"]].assign(series=f"{name}: test set"))
 loaded = pipelines.pipeline(s) if s.dataset == dataset else None
 phi = None
-if loaded is not None and s.is_ptr:
+if loaded is not None and s.is_posthoc:
     image = current_image(loaded.dataset, loaded.pipeline.image_shape)
     ctx = ptr.context(s, loaded, image) if image is not None else None
     phi = ptr.known_phi(ctx) if ctx is not None else None
     if phi is None and ctx is not None and st.session_state.get("to_add_image"):
         phi = ptr.certify(ctx)  # progress + cancel, once per (model, image, R, Δp, certifier)
     if phi is not None:
-        top = max(30.0, 1.5 * s.epsilon)  # the curve reaches past the current ε
+        top = max(30.0, 1.5 * PTR_EPSILON)  # the curve reaches past the current ε
         eps_grid = [0.1 * 1.1**k for k in range(200) if 0.1 * 1.1**k <= top]
         probs = [
             release_probability(phi.phi, epsilon=e, delta=s.delta, radius=ctx.radius, zeta=phi.zeta)
@@ -154,7 +163,7 @@ if loaded is not None and s.is_ptr:
                 y=probs,
                 mode="lines",
                 # plotly renders trace names as HTML (links included): the file name is escaped
-                name=f"your image ({html.escape(image.name[:80])}), δ = {s.delta:g}",
+                name=f"your image under PTR ({html.escape(image.name[:80])}), δ = {s.delta:g}",
                 line={"color": "black", "dash": "dot"},
             )
         )
@@ -164,10 +173,10 @@ if loaded is not None and s.is_ptr:
             )
         )
 if fig.data:
-    _mark_current(fig)
+    _mark_current(fig, total=False)
     fig.update_layout(
         title=f"Fraction released (not ⊥) vs ε — {dataset}",
-        xaxis_title="ε (log scale)",
+        xaxis_title="PTR's ε (half the total of a sent release; log scale)",
         yaxis_title="release probability / rate",
         legend_title_text="series",
         xaxis_type="log",
@@ -179,7 +188,7 @@ if phi is None:
         "Your current image's own release probability can be added to this chart: it needs its φ "
         "(certified once; every ε and δ then reuses it)."
     )
-    if loaded is not None and s.is_ptr:
+    if loaded is not None and s.is_posthoc:
         st.button("Add the current image", key="to_add_image")  # read above, at the next run
 else:
     st.caption("The current image's curve is P[φ + Lap((R+ζ)/ε) > ln(1/δ)·(R+ζ)/ε] from its certified φ.")
@@ -201,10 +210,11 @@ else:
     (st.success if sol.reachable else st.warning)(sol.note)
     if sol.reachable and method in models.get(dataset, ()):
         eps = sol.measured if sol.interpolated is None else round(sol.interpolated, 3)
+        total = None if eps is None else 2 * eps  # the curve's ε is PTR's: a sent release spends twice it
         if (
-            eps is not None
-            and eps != s.epsilon
-            and st.button(f"Use ε = {eps:g} in the sidebar", key="use_eps")
+            total is not None
+            and total != s.epsilon
+            and st.button(f"Use total ε = {total:g} in the sidebar (PTR at ε/2 = {eps:g})", key="use_eps")
         ):
-            ui.update_settings(epsilon=float(eps))
+            ui.update_settings(epsilon=float(total))
             st.rerun()

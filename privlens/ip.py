@@ -54,6 +54,14 @@ def models(dataset: str) -> Any | None:
         return None
 
 
+def models_if_shipped(dataset: str) -> Any | None:
+    """The dataset's IP classifiers, or None (silently: for a comparison that can do without them)."""
+    try:
+        return _ip_models(dataset, pipelines.models_dir())
+    except (CheckpointError, DatasetUnavailableError, FileNotFoundError):
+        return None
+
+
 @dataclass(frozen=True)
 class Plan:
     """One mechanism on its model at the current settings: the mechanism object and its noise in words."""

@@ -144,8 +144,10 @@ class ImageViews:
     clean_class: int
 
 
-def image_views(ctx: PTRContext, *, scale: int) -> ImageViews:
-    """The model's input and its VAE reconstruction as PNGs, and the noise-free class (memoised)."""
+def image_views(ctx: Any, *, scale: int) -> ImageViews:
+    """The model's input and its VAE reconstruction as PNGs, and the noise-free class of f(z) (memoised).
+    ``ctx``: a :class:`PTRContext` or any context with its ``pipe``, ``image`` and ``z`` (the global
+    mechanism's)."""
     from privcore.images import encode_png
 
 
@@ -272,12 +274,17 @@ def outlook(ctx: PTRContext, phi: PhiResult, *, epsilon: float, delta: float) ->
 
 
 def send(ctx: PTRContext, phi: PhiResult, *, epsilon: float, delta: float) -> sending.SentRelease | None:
-    """Send a PTR release at (ε, δ): one draw (OS randomness, the exact sampler) and one ledger
-    entry, in one step (:func:`privlens.sending.send`); None when PTR refused the parameters."""
+    """Send a PTR release at (ε, δ) — PTR's own ε, half the sidebar's total: one draw (OS randomness,
+    the exact sampler) and one ledger entry, in one step (:func:`privlens.sending.send`); None when PTR
+    refused the parameters."""
 
     def describe(result: PTRResult, number: int) -> tuple[Guarantee, str]:
         what = "released" if result.released else "⊥"
-        label = f"{PAGE}: PTR ε={epsilon:g}, δ={delta:g}, R={ctx.radius:g}, release #{number} → {what} (sent)"
+        total = result.guarantee.epsilon  # (2ε, δ/2, R): the total a sent release spends
+        label = (
+            f"{PAGE}: PTR at ε/2={epsilon:g} (total ε={total:g}), δ={delta:g}, R={ctx.radius:g}, "
+            f"release #{number} → {what} (sent)"
+        )
         return result.guarantee, label
 
     key = release_key(ctx, epsilon=epsilon, delta=delta)

@@ -58,25 +58,39 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> str:
     return pd.DataFrame(list(rows)).to_html(index=False, escape=True, border=0)
 
 
-def accuracy_figure(table1: Any, *, model: str, epsilon: float) -> Any | None:
-    """Test accuracy of ``model`` against ε (Table 1 CSV, finite ε) with the current ε marked; None
-    without data."""
+def accuracy_figure(
+    table1: Any,
+    *,
+    model: str,
+    epsilon: float,
+    column: str = "epsilon",
+    label: str = "ε",
+    mechanism: str = "PTR",
+) -> Any | None:
+    """Test accuracy of ``model`` against ε (a Table 1 CSV: ``table1`` for PTR, whose ε is PTR's own,
+    ``table1-global`` with ``column="epsilon_total"``; finite ε) with ``epsilon`` marked; ``label``
+    names the axis's ε, ``mechanism`` the mechanism measured. None without data."""
     import plotly.graph_objects as go
 
     from privlens import charts
 
-    if table1 is None or "obfuscator" not in table1:
+    if table1 is None or "obfuscator" not in table1 or column not in table1 or "accuracy" not in table1:
         return None
     mine = table1[table1["obfuscator"].astype(str) == model]
     if mine.empty:
         return None
-    mine = mine[np.isfinite(mine["epsilon"].astype(float).to_numpy())].sort_values("epsilon")
+    mine = mine[np.isfinite(mine[column].astype(float).to_numpy())].sort_values(column)
     if mine.empty:
         return None
-    fig = go.Figure(go.Scatter(x=mine["epsilon"], y=mine["accuracy"], mode="lines+markers", name=model))
-    charts.mark_x(fig, epsilon, f"current ε = {epsilon:g}", log=True)
-    charts.log_axis(fig, [*mine["epsilon"], epsilon])
-    fig.update_layout(title="Test accuracy vs ε (Table 1)", yaxis_range=[0, 1], height=380)
+    fig = go.Figure(go.Scatter(x=mine[column], y=mine["accuracy"], mode="lines+markers", name=model))
+    charts.mark_x(fig, epsilon, f"current {label} = {epsilon:g}", log=True)
+    charts.log_axis(fig, [*mine[column], epsilon])
+    fig.update_layout(
+        title=f"Test accuracy vs {label} ({mechanism}, Table 1)",
+        yaxis_range=[0, 1],
+        height=380,
+        xaxis_title=label,
+    )
     return fig
 
 

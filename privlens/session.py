@@ -4,9 +4,10 @@ The dashboard's pages hold widgets and layout only; what they need beyond privco
 accounting and Lipschitz engine lives here so it can be tested without a browser:
 
 * :class:`Settings` and its URL form (from :mod:`privlens.settings`, re-exported here);
-* :func:`release_document` — the JSON a user downloads after a posthoc-PTR release
-  (posthoc paper, Algorithm 1): only what the mechanism outputs and public parameters, never φ,
-  the image or anything else computed from the private input;
+* :func:`release_document`, :func:`global_document` — the JSON a user downloads after a posthoc-PTR
+  release (posthoc paper, Algorithm 1) or one of the certified global mechanism, both built by
+  :meth:`privcore.api.Release.document`: only what the mechanism outputs and public parameters, never
+  φ, the image or anything else computed from the private input;
 * :func:`outcome_summary`, :func:`plain_guarantee` — the outcome and the (2ε, δ/2, R) guarantee of
   Theorem 4.4 in plain words;
 * :func:`ledger_of`, :func:`ledger_totals` — the session's releases composed per image and per
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from privcore._paths import results_dir
+from privcore.api import RELEASE_FORMAT as _API_RELEASE_FORMAT
 from privcore.mechanisms import ptr_search_range
 from privcore.validation import (
     check_delta,
@@ -40,6 +42,7 @@ from privcore.validation import (
     check_nonnegative,
     check_positive,
 )
+from privlens.documents import global_document, release_document
 from privlens.settings import (
     ALPHA_GRID,
     CERTIFIER_CHOICES,
@@ -54,6 +57,7 @@ from privlens.settings import (
     grid_with,
     md_code,
     md_literal,
+    mechanism_label,
     settings_from_query,
 )
 
@@ -74,6 +78,7 @@ __all__ = [
     "Sample",
     "Settings",
     "experiment_command",
+    "global_document",
     "grid_with",
     "image_digest",
     "latent_walk",
@@ -83,6 +88,7 @@ __all__ = [
     "load_results",
     "md_code",
     "md_literal",
+    "mechanism_label",
     "outcome_summary",
     "plain_guarantee",
     "ptr_search_range",
@@ -99,7 +105,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLES_DIR = REPO_ROOT / "data" / "samples"
 RESULTS_DIR = results_dir()
 
-RELEASE_FORMAT = "privlens.release/1"
+RELEASE_FORMAT = _API_RELEASE_FORMAT  # privcore.api's: the dashboard's JSON is the API's
 
 
 # ------------------------------------------------------------------------- PTR presentation
@@ -239,46 +245,6 @@ LEDGER_EXPLANATION = (
 )
 
 
-def release_document(
-    result: Any,
-    *,
-    dataset: str,
-    model: str,
-    model_digest: str,
-    epsilon: float,
-    delta: float,
-    certifier: str,
-) -> dict[str, Any]:
-    """The downloadable JSON of one posthoc-PTR outcome (posthoc Alg. 1 output).
-
-    Contains the outcome (the noisy vector, or ⊥ as ``null``), the guarantee of Thm 4.4 and the
-    public parameters (ε, δ, R, Δp, R_max, tol, noise scales, certifier, model). Deliberately
-    absent: φ, φ̂, R*, the bisection trace, the image, its digest or name — all computed from the
-    private input without noise, hence not covered by the guarantee.
-    """
-    phi_result = result.phi_result
-    value = None if not result.released else [float(v) for v in np.asarray(result.value).ravel()]
-    return {
-        "format": RELEASE_FORMAT,
-        "outcome": "released" if result.released else "bottom",
-        "value": value,
-        "guarantee": {**result.guarantee.to_dict(), "text": plain_guarantee(result.guarantee)},
-        "parameters": {
-            "epsilon": float(epsilon),
-            "delta": float(delta),
-            "radius": float(phi_result.radius),
-            "delta_p": float(phi_result.delta_p),
-            "r_max": float(phi_result.r_max),
-            "tol": float(phi_result.tol),
-            "release_noise_scale": float(result.noise_scale),
-            "release_noise_scale_effective": float(result.noise_scale_effective),
-            "test_noise_scale_effective": float(result.test_scale_effective),
-            "certifier": certifier,
-        },
-        "model": {"dataset": dataset, "obfuscator": model, "digest": model_digest},
-    }
-
-
 def release_probability(
     phi: float, *, epsilon: float, delta: float, radius: float, zeta: float = 0.0
 ) -> float:
@@ -370,7 +336,8 @@ def image_digest(image: Any) -> str:
 def results_path(dataset: str, name: str, *, root: Path | None = None) -> Path:
     """``<root>/<dataset>/<name>.csv``; root defaults to ``$PRIVLENS_RESULTS_DIR`` or ``data/results``
     (see ``data/results/README.md``)."""
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", dataset) or not re.fullmatch(r"[A-Za-z0-9_]+", name):
+    simple = re.fullmatch(r"[A-Za-z0-9_]+(-[A-Za-z0-9_]+)*", name)  # table1, table1-global
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", dataset) or not simple:
         raise ValueError(f"dataset and name must be simple identifiers, got {dataset!r}, {name!r}")
     env = os.environ.get("PRIVLENS_RESULTS_DIR")
     base = root if root is not None else (Path(env).expanduser() if env else RESULTS_DIR)

@@ -18,16 +18,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from privcore.mechanisms import registry
 from privcore.validation import check_choice, check_in_range
 
 __all__ = [
     "ALPHA_GRID",
     "CERTIFIER_CHOICES",
+    "DEFAULT_MECHANISM",
     "DELTA_GRID",
     "EPSILON_GRID",
     "IP_MECHANISMS",
     "MECHANISMS",
     "PARAMS",
+    "POSTHOC_MECHANISMS",
     "RADIUS_GRID",
     "NumericParam",
     "QueryProblem",
@@ -35,12 +38,36 @@ __all__ = [
     "grid_with",
     "md_code",
     "md_literal",
+    "mechanism_label",
     "settings_from_query",
 ]
 
-#: "PTR" is posthoc Propose-Test-Release on the obfuscator; the others are the IP paper's.
-MECHANISMS: tuple[str, ...] = ("PTR", "Gauss-Input", "Gauss-Output", "Lap-Output")
-IP_MECHANISMS: tuple[str, ...] = MECHANISMS[1:]
+#: Every mechanism, in the order of :mod:`privcore.mechanisms.registry` (the one list the library, CLI,
+#: API, experiments, ledger and dashboard share): "Global" and "PTR" release the obfuscated embedding
+#: (posthoc family, the Release page), the others the IP paper's classifier outputs (Inference privacy).
+MECHANISMS: tuple[str, ...] = registry.names()
+POSTHOC_MECHANISMS: tuple[str, ...] = registry.names(family="posthoc")
+IP_MECHANISMS: tuple[str, ...] = registry.names(family="inference")
+#: The sidebar's default: the certified global mechanism, the least noise at the strongest guarantee of
+#: the posthoc family for every shipped obfuscator (G/(2Δp) ≈ 0.4–0.7 of PTR's noise at the same total
+#: ε, with δ = 0 and never ⊥; docs/DESIGN.md, "Beyond the papers").
+DEFAULT_MECHANISM = "Global"
+
+
+def mechanism_label(name: str) -> str:
+    """What a person reads for the mechanism ``name`` (the registry's label)."""
+    return registry.get(name).label
+
+
+def _canonical_mechanism(text: str) -> str:
+    """The registry's spelling of a mechanism name given in any case (``ptr`` → ``PTR``); ``text``
+    unchanged when it names none (the caller reports it)."""
+    try:
+        return registry.get(text).name
+    except ValueError:
+        return text
+
+
 CERTIFIER_CHOICES: tuple[str, ...] = ("exact", "lp", "interval")
 
 # Slider grids (log-spaced where the parameter is). Any value in the parameter's range is accepted
@@ -121,10 +148,12 @@ _STREAMLIT_KEYS = frozenset({"embed", "embed_options"})
 class Settings:
     """The dashboard's shared sidebar values; every field validated on construction.
 
-    ``radius`` is R of posthoc PTR (ℓ∞ on the embedding); ``alpha`` is α of inference privacy
-    (ℓ2 on pixels for the Gauss mechanisms, ℓ1 for Lap-Output). ``epsilon``/``delta`` are the
-    per-mechanism parameters (PTR then guarantees (2ε, δ/2, R), posthoc Thm 4.4). Numeric fields
-    must lie in their :data:`PARAMS` range.
+    ``radius`` is R of the posthoc mechanisms (ℓ∞ on the embedding); ``alpha`` is α of inference
+    privacy (ℓ2 on pixels for the Gauss mechanisms, ℓ1 for Lap-Output). ``epsilon`` is the **total** ε
+    of one sent release's guarantee, for every mechanism: Global spends it all, (ε, 0, R); PTR runs at
+    ε/2 (:attr:`mechanism_epsilon`) so that its statement (2·ε/2, δ/2, R) spends the same total
+    (posthoc Thm 4.4). ``delta`` is the δ a mechanism that uses one runs at (PTR then spends δ/2;
+    Global and Lap-Output spend 0). Numeric fields must lie in their :data:`PARAMS` range.
 
     The default δ is 1e-5 (issue 30, item 5): below 1e-3 and below 1/n for both shipped datasets
     (n = 1797 and 70 000 images), so the release panels' warnings
@@ -135,7 +164,7 @@ class Settings:
 
     dataset: str = "digits"
     model: str = "ARL-C-N"
-    mechanism: str = "PTR"
+    mechanism: str = DEFAULT_MECHANISM
     epsilon: float = 1.0
     delta: float = 1e-5
     radius: float = 0.25
@@ -147,15 +176,38 @@ class Settings:
             value = getattr(self, name)
             if not isinstance(value, str) or not value:
                 raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+        object.__setattr__(self, "mechanism", _canonical_mechanism(self.mechanism))
         check_choice("mechanism", self.mechanism, MECHANISMS)
         check_choice("certifier", self.certifier, CERTIFIER_CHOICES)
         for name, param in PARAMS.items():
             object.__setattr__(self, name, param.check(getattr(self, name)))
 
     @property
+    def spec(self) -> registry.MechanismSpec:
+        """The mechanism's registry entry."""
+        return registry.get(self.mechanism)
+
+    @property
     def is_ptr(self) -> bool:
-        """True for posthoc PTR, False for an inference-privacy mechanism."""
+        """True for posthoc PTR."""
         return self.mechanism == "PTR"
+
+    @property
+    def is_global(self) -> bool:
+        """True for the certified global mechanism."""
+        return self.mechanism == "Global"
+
+    @property
+    def is_posthoc(self) -> bool:
+        """True for a mechanism that releases the obfuscated embedding (Global, PTR: the Release page,
+        a model, R); False for an inference-privacy mechanism (α)."""
+        return self.spec.family == "posthoc"
+
+    @property
+    def mechanism_epsilon(self) -> float:
+        """The ε the mechanism runs at for a sent release whose guarantee spends the total
+        :attr:`epsilon` (PTR: half of it; the others: all of it)."""
+        return self.spec.mechanism_epsilon(self.epsilon)
 
     def to_query(self) -> dict[str, str]:
         """URL query parameters (short keys, floats written so they read back exactly)."""
@@ -304,6 +356,8 @@ def settings_from_query(
                 values[name] = PARAMS[name].check(float(text))
             except (TypeError, ValueError, OverflowError):
                 refuse(name, key, text, PARAMS[name].allowed, values[name])
+        elif name == "mechanism":
+            values[name] = _canonical_mechanism(text)  # any case: ?mech=ptr, ?mech=global
         else:
             values[name] = text
     for name, choices in (

@@ -27,6 +27,7 @@ from typing import Any
 import streamlit as st
 
 from privcore.errors import PrivcoreError
+from privcore.mechanisms import registry
 from privlens import pipelines
 from privlens.budget import spent_text
 from privlens.image import CurrentImage
@@ -42,6 +43,7 @@ from privlens.session import (
     QueryProblem,
     Settings,
     grid_with,
+    mechanism_label,
     settings_from_query,
 )
 
@@ -53,15 +55,23 @@ RUN_TIME_KEY = "privlens_last_run_seconds"
 URL_PROBLEMS_KEY = "privlens_url_problems"
 LEDGER_KEY = "privlens_ledger"
 
+#: One line per mechanism, from its registry entry (privcore.mechanisms.registry): what it releases,
+#: the guarantee of one sent release in terms of the sidebar's (total) ε, and its source.
 MECHANISM_HELP = {
-    "PTR": "posthoc Propose-Test-Release on the obfuscator: (2ε, δ/2, R) over ℓ∞ on the embedding",
-    "Gauss-Input": "IP paper Def. 5: C(x + N(0, σ²)), α in ℓ2 on pixels",
-    "Gauss-Output": "IP paper Def. 4: C(x) + N(0, σ²), α in ℓ2 on the input",
-    "Lap-Output": "IP paper Def. 3: C(x) + Lap(μ₁α/ε), α in ℓ1 on the input",
+    m.name: (
+        f"{m.label}: {m.description}; its statement is {m.guarantee} in its own ε ({m.source})"
+        + (
+            ""
+            if m.epsilon_share == 1.0
+            else f". It runs at {m.epsilon_share:g}·ε of the sidebar's ε, so a sent release spends that total"
+        )
+    )
+    for m in registry.MECHANISMS
 }
 EPS_HELP = (
-    "How much one release may tell about your image, in plain words: no output becomes more than e^ε times "
-    "more likely for your image than for a protected neighbour. Smaller is more private and noisier."
+    "The total ε of one sent release's guarantee, for every mechanism — in plain words, no output becomes "
+    "more than e^ε times more likely for your image than for a protected neighbour. Smaller is more "
+    "private and noisier. PTR spends half of it on its test and half on its noise (it runs at ε/2)."
 )
 DELTA_HELP = (
     "The probability that the guarantee fails outright. Keep it tiny: well below 1/n for a dataset of n "
@@ -69,7 +79,8 @@ DELTA_HELP = (
 )
 RADIUS_HELP = (
     "Which images are protected from each other: those whose embeddings lie within R (largest coordinate "
-    "difference). A larger R protects more images but is refused (⊥) more often; see the Neighbourhood page."
+    "difference). A larger R protects more images but needs more noise (Global) or is refused (⊥) more often "
+    "(PTR); see the Neighbourhood page."
 )
 ALPHA_HELP = (
     "Which inputs are protected from each other: images within distance α of yours, in pixels in [0, 1] "
@@ -94,7 +105,8 @@ def fmt_num(v: float) -> str:
 
 
 def default_settings(models: Mapping[str, Sequence[str]]) -> Settings:
-    """Defaults: digits, its first model, PTR with δ = 1e-5 (safe by default) and the dataset's R."""
+    """Defaults: digits, its first model, the certified global mechanism (the least noise at the
+    strongest guarantee), δ = 1e-5 (safe by default) and the dataset's R."""
     radius = 0.25
     try:
         from privcore.data import get_spec
@@ -214,7 +226,7 @@ def sidebar() -> Settings:
         options=tuple(models),
         help="Datasets with shipped models. digits (8×8, scikit-learn) is embedded and always works.",
     )
-    if s.is_ptr:  # the obfuscator matters to posthoc PTR only
+    if s.is_posthoc:  # the obfuscator matters to the posthoc mechanisms (Global, PTR) only
         bound_widget(
             "selectbox",
             "model",
@@ -229,10 +241,10 @@ def sidebar() -> Settings:
         "Mechanism",
         where=sb,
         options=MECHANISMS,
-        format_func=lambda m: m if m != "PTR" else "PTR (posthoc)",
+        format_func=mechanism_label,
         help=MECHANISM_HELP[s.mechanism],
     )
-    eps_label = "ε — PTR's parameter (a sent release spends 2ε)" if s.is_ptr else "ε — spent per sent release"
+    eps_label = "ε — total of one sent release" + (" (PTR runs at ε/2)" if s.is_ptr else "")
     bound_widget(
         "select_slider",
         "epsilon",
@@ -243,7 +255,12 @@ def sidebar() -> Settings:
         help=EPS_HELP,
     )
     sb.caption(spent_text(settings()))
-    delta_label = "δ — PTR's parameter (spends δ/2)" if s.is_ptr else "δ — failure probability"
+    if s.is_ptr:
+        delta_label = "δ — PTR's parameter (a sent release spends δ/2)"
+    elif s.is_global:  # pure ε: δ only sets PTR's in the Release page's comparison
+        delta_label = "δ — PTR's, for the comparison (Global spends δ = 0)"
+    else:
+        delta_label = "δ — failure probability"
     bound_widget(
         "select_slider",
         "delta",
@@ -254,7 +271,7 @@ def sidebar() -> Settings:
         help=DELTA_HELP,
     )
     s = settings()
-    if s.is_ptr:
+    if s.is_posthoc:
         bound_widget(
             "select_slider",
             "radius",
@@ -264,9 +281,15 @@ def sidebar() -> Settings:
             format_func=fmt_num,
             help=RADIUS_HELP,
         )
-        bound_widget(
-            "selectbox", "certifier", "Certifier", where=sb, options=CERTIFIER_CHOICES, help=CERTIFIER_HELP
-        )
+        if s.is_ptr:  # φ is PTR's: the global mechanism certifies nothing per image
+            bound_widget(
+                "selectbox",
+                "certifier",
+                "Certifier",
+                where=sb,
+                options=CERTIFIER_CHOICES,
+                help=CERTIFIER_HELP,
+            )
     else:
         metric = "ℓ1" if s.mechanism == "Lap-Output" else "ℓ2"
         bound_widget(

@@ -120,7 +120,7 @@ def test_upload_release_and_move_epsilon(server: str, tmp_path: Path) -> None:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1700})
-            page.goto(f"{server}/release?eps=1.0&R=0.25", timeout=120_000)  # a shared deep link
+            page.goto(f"{server}/release?mech=PTR&eps=1.0&R=0.25", timeout=120_000)  # a shared deep link
             expect(page.locator("h1", has_text="Release")).to_be_visible(timeout=90_000)
             expect(page.get_by_text("Settings", exact=True)).to_be_visible()  # the shared sidebar is there
             page.get_by_text("Upload your own").click()
@@ -139,7 +139,7 @@ def test_upload_release_and_move_epsilon(server: str, tmp_path: Path) -> None:
 
             slider = page.locator('[data-testid="stSidebar"] .st-key-w_epsilon input[type="range"]')
             slider.focus()
-            slider.press("ArrowRight")  # ε: 1 → 1.5
+            slider.press("ArrowRight")  # the total ε: 1 → 1.5 (PTR's: 0.5 → 0.75)
             expect(page).to_have_url(re.compile(r"eps=1\.5"), timeout=120_000)
             _settled(page)
             scale_after = _metric(page, "noise scale Δp·R/ε")

@@ -5,18 +5,34 @@ from __future__ import annotations
 
 import pytest
 
-from privcore.mechanisms import GaussInput, Norm, Space, ptr_scales
+from privcore.mechanisms import GaussInput, Norm, Space, global_scales, ptr_scales
 from privlens.budget import composition_warnings, extreme_warnings, spent_guarantee, spent_text
 from privlens.settings import Settings
 
 
-def test_ptr_spends_two_epsilon_half_delta_at_r() -> None:
-    g = spent_guarantee(Settings(epsilon=1.5, delta=0.02, radius=0.3))
+def test_the_slider_epsilon_is_the_total_ptr_runs_at_half_and_spends_it_with_half_delta() -> None:
+    """Issue 31, item 4: the sidebar's ε is the total of a sent release's guarantee for every mechanism;
+    PTR runs at ε/2, whose statement (2·ε/2, δ/2, R) (posthoc Thm 4.4) spends exactly that total."""
+    s = Settings(mechanism="PTR", epsilon=3.0, delta=0.02, radius=0.3)
+    assert s.mechanism_epsilon == 1.5
+    g = spent_guarantee(s)
     assert (g.epsilon, g.delta, g.radius, g.space) == (3.0, 0.01, 0.3, Space.EMBEDDING)
     full = ptr_scales(epsilon=1.5, delta=0.02, radius=0.3, delta_p=7.0).guarantee  # Δp does not enter
     keys = ("epsilon", "delta", "radius", "space", "norm", "mechanism")
     assert [getattr(g, k) for k in keys] == [getattr(full, k) for k in keys]
-    assert "(2ε, δ/2, R) = (3, 0.01, 0.3)" in spent_text(Settings(epsilon=1.5, delta=0.02, radius=0.3))
+    text = spent_text(s)
+    assert "(ε, δ/2, R) = (3, 0.01, 0.3)" in text and "PTR runs at ε/2 = 1.5" in text
+    assert "(2·ε/2, δ/2, R) = (3, 0.01, 0.3)" in text
+
+
+def test_the_global_mechanism_spends_epsilon_and_no_delta_at_r() -> None:
+    s = Settings(mechanism="Global", epsilon=3.0, delta=0.02, radius=0.3)
+    g = spent_guarantee(s)
+    assert (g.epsilon, g.delta, g.radius, g.space, g.norm) == (3.0, 0.0, 0.3, Space.EMBEDDING, Norm.LINF)
+    full = global_scales(epsilon=3.0, radius=0.3, global_lipschitz=7.0).guarantee  # G does not enter
+    keys = ("epsilon", "delta", "radius", "space", "norm", "mechanism")
+    assert [getattr(g, k) for k in keys] == [getattr(full, k) for k in keys]
+    assert "(ε, 0, R) = (3, 0, 0.3)" in spent_text(s)
 
 
 def test_ip_mechanisms_spend_epsilon_delta_at_alpha() -> None:
@@ -34,8 +50,8 @@ def test_ip_mechanisms_spend_epsilon_delta_at_alpha() -> None:
     "eps,delta,n,expected",
     [
         (1.0, 1e-6, 1797, []),
-        (20.0, 1e-6, None, ["ε = 40 is very large"]),  # PTR at ε = 20 spends 2ε = 40: e^40
-        (5.0, 1e-6, None, []),  # 2ε = 10: at the threshold, not past it
+        (40.0, 1e-6, None, ["ε = 40 is very large"]),  # the total: PTR at ε/2 = 20 spends 40, e^40
+        (10.0, 1e-6, None, []),  # at the threshold, not past it
         (1.0, 0.05, None, ["δ = 0.025 is large"]),
         (1.0, 1e-3, 5000, ["δ = 0.0005 ≥ 1/n"]),  # δ/2 = 5e-4 < 1e-3 but ≥ 1/5000
         (1.0, 1e-3, 1797, []),  # 5e-4 < 1/1797
@@ -43,7 +59,7 @@ def test_ip_mechanisms_spend_epsilon_delta_at_alpha() -> None:
     ],
 )
 def test_extreme_warnings(eps: float, delta: float, n: int | None, expected: list[str]) -> None:
-    got = extreme_warnings(spent_guarantee(Settings(epsilon=eps, delta=delta)), n=n)
+    got = extreme_warnings(spent_guarantee(Settings(mechanism="PTR", epsilon=eps, delta=delta)), n=n)
     assert len(got) == len(expected), got
     for text, want in zip(got, expected, strict=True):
         assert want in text
@@ -78,7 +94,7 @@ def test_composition_warnings_follow_the_threshold() -> None:
     assert composition_warnings(rows, threshold=12.0) == []
 
 
-@pytest.mark.parametrize("mechanism", ["PTR", "Gauss-Input", "Gauss-Output", "Lap-Output"])
+@pytest.mark.parametrize("mechanism", ["Global", "PTR", "Gauss-Input", "Gauss-Output", "Lap-Output"])
 @pytest.mark.parametrize("n", [1797, 70_000])  # the shipped datasets: digits and Fashion-MNIST
 def test_the_default_settings_trigger_no_warning(mechanism: str, n: int) -> None:
     """Safe defaults (issue 30, item 5): δ = 1e-5 is below 1e-3 and below 1/n for both datasets."""

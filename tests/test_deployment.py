@@ -44,7 +44,7 @@ def _session(monkeypatch: pytest.MonkeyPatch) -> tuple[AppTest, str, int]:
 
     with monkeypatch.context() as m:
         m.setattr(Certifier, "decide", counting)
-        at = app("release", query={"R": "0.2"})
+        at = app("release", query={"mech": "PTR", "R": "0.2"})  # φ is PTR's: the per-image certification
     (status,) = at.status
     assert status.state == "complete"
     shown = texts(at) + status.label

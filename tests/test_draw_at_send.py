@@ -33,8 +33,9 @@ def _env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFacto
     isolate(monkeypatch, tmp_path_factory)
 
 
-#: ε = 0.75, δ = 0.01: the first digits sample (φ ≈ 1.22) is released with probability ≈ 17 % per draw
-MODERATE = {"eps": "0.75", "delta": "0.01"}
+#: PTR at ε = 1.5/2 = 0.75, δ = 0.01: the first digits sample (φ ≈ 1.22) is released with probability
+#: ≈ 17 % per draw (the URL's ε is the total of a sent release's guarantee: PTR runs at half of it)
+MODERATE = {"mech": "PTR", "eps": "1.5", "delta": "0.01"}
 IP_SENDS = ("Gauss-Input", "Gauss-Output", "Lap-Output")
 
 
@@ -102,7 +103,7 @@ def test_the_release_page_holds_no_draw_before_send_and_charges_every_draw(
     at = app("release", query=MODERATE)
     at.run()  # a rerun
     at.select_slider(key="w_epsilon").set_value(2.0).run()  # a slider move and back
-    at.select_slider(key="w_epsilon").set_value(0.75).run()
+    at.select_slider(key="w_epsilon").set_value(1.5).run()
     assert draws == [] and _drawn(at) == [] and not _ledger(at)  # nothing drawn: nothing to select on
     assert not _shows_an_outcome(at), texts(at)
     assert metric(at, "P[this image is released]").endswith("%")  # what it would be, in distribution
@@ -212,7 +213,7 @@ def test_a_sent_release_is_what_the_page_shows_after_96_slider_moves(monkeypatch
         real(label, doc, **kwargs)
 
     monkeypatch.setattr(ui, "download_json", spy)
-    at = send(app("release", query={"eps": "20.0", "delta": "0.1"}))  # φ > 0: released, nearly surely
+    at = send(app("release", query={"mech": "PTR", "eps": "20.0", "delta": "0.1"}))  # φ > 0: released
     (sent_doc,) = {str(doc): doc for key, doc in offered if key == "dl_release"}.values()
     shown = [m.value for m in at.markdown if m.value.startswith("Released vector")]
     phi_hat = metric(at, "φ̂ = φ + Lap")

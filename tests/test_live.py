@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from privlens.live import accuracy_at, attack_at
+from privlens.live import accuracy_at, attack_at, global_accuracy_at, ip_accuracy_at
 from privlens.session import release_probability
 from tests._dashboard import app, isolate, metric
 
@@ -29,7 +29,7 @@ def test_accuracy_is_measured_with_a_wilson_interval_or_interpolated(results) ->
     r = accuracy_at(t1, model="ARL-C-N", certifier="exact", epsilon=2.0)
     ci = binomtest(round(_acc(2) * 360), 360).proportion_ci(method="wilson")
     assert r.value == pytest.approx(_acc(2)) and (r.low, r.high) == pytest.approx((ci.low, ci.high))
-    assert "measured at ε = 2" in r.how and "n = 360" in r.how
+    assert "measured at PTR's ε = 2" in r.how and "n = 360" in r.how
     r = accuracy_at(t1, model="ARL-C-N", certifier="exact", epsilon=3.0)
     t = math.log10(3 / 2) / math.log10(5 / 2)
     assert r.value == pytest.approx((1 - t) * _acc(2) + t * _acc(5)) and "interpolated" in r.how
@@ -48,9 +48,40 @@ def test_attack_ssim_is_read_at_r_and_epsilon(results) -> None:
     assert attack_at(atk, radius=2.0, epsilon=2.0) is None
 
 
+def test_global_accuracy_is_read_at_the_total_epsilon_defensively() -> None:
+    table = pd.DataFrame(
+        {
+            "variant": ["ARL-C-N"] * 3 + ["Encoder"],
+            "mechanism": ["global"] * 4,
+            "epsilon_total": [2.0, 4.0, 8.0, 2.0],
+            "radius": [0.25] * 4,
+            "accuracy": [0.5, 0.6, 0.7, 0.2],
+            "low": [0.45, 0.55, 0.65, 0.15],
+            "n": [360] * 4,  # no "high": the interval is left out, the value is still read
+        }
+    )
+    r = global_accuracy_at(table, model="ARL-C-N", epsilon=4.0, radius=0.25)
+    assert r.value == 0.6 and r.low is None and "measured at total ε = 4" in r.how and "n = 360" in r.how
+    r = global_accuracy_at(table, model="ARL-C-N", epsilon=2 * 2**0.5, radius=0.25)
+    assert r.value == pytest.approx(0.55) and "interpolated" in r.how
+    assert global_accuracy_at(table, model="ARL-C-N", epsilon=1.0, radius=0.25) is None  # not measured
+    assert global_accuracy_at(table, model="ARL-C-N", epsilon=4.0, radius=0.5) is None  # another R
+    assert global_accuracy_at(table.drop(columns="accuracy"), model="ARL-C-N", epsilon=4.0) is None
+    assert global_accuracy_at(None, model="ARL-C-N", epsilon=4.0) is None
+
+
+def test_ip_accuracy_is_read_at_epsilon_and_alpha(results) -> None:
+    ip = pd.read_csv(results / "digits" / "ip.csv")
+    r = ip_accuracy_at(ip, mechanism="Lap-Output", model="ip-lipschitz-l1", epsilon=1.0, alpha=0.1)
+    assert r.value == pytest.approx(0.5 + 0.04) and (r.low, r.high) == pytest.approx((0.53, 0.55))
+    assert ip_accuracy_at(ip, mechanism="Lap-Output", model="ip-lipschitz-l1", epsilon=1.0, alpha=0.3) is None
+
+
 def test_release_page_live_panel_follows_the_sliders(results) -> None:
-    at = app("release", query={"eps": "2.0"})
+    """PTR's readings at the sidebar's total ε are taken at PTR's own ε, half of it (Table 1's ε is PTR's)."""
+    at = app("release", query={"mech": "PTR", "eps": "4.0"})
     assert metric(at, "model accuracy at this ε").startswith(f"{_acc(2):.3f} [")
+    assert "PTR's ε = 2" in next(m for m in at.metric if m.label == "model accuracy at this ε").help
     assert metric(at, "attacker's SSIM at (R, ε)") == f"{0.8:.3f}"
     p2 = float(metric(at, "P[this image is released]").rstrip(" %"))
     phi = float(metric(at, "φ (private, yours only)"))
@@ -58,8 +89,10 @@ def test_release_page_live_panel_follows_the_sliders(results) -> None:
     delta = at.session_state["privlens_settings"].delta  # the default, 1e-5
     expected = 100 * release_probability(phi, epsilon=2.0, delta=delta, radius=0.25, zeta=zeta)
     assert p2 == pytest.approx(expected, abs=0.06 + 100 * 1e-3)  # φ is shown to 4 digits
-    at.select_slider(key="w_epsilon").set_value(5.0).run()
+    at.select_slider(key="w_epsilon").set_value(10.0).run()
     assert metric(at, "model accuracy at this ε").startswith(f"{_acc(5):.3f} [")
     assert float(metric(at, "P[this image is released]").rstrip(" %")) >= p2  # more ε, more releases
-    at.select_slider(key="w_epsilon").set_value(20.0).run()
+    at.select_slider(key="w_epsilon").set_value(20.0).run()  # PTR at 10: measured, as total ε 20
+    assert metric(at, "model accuracy at this ε").startswith(f"{_acc(10):.3f} [")
+    at.select_slider(key="w_epsilon").set_value(1.0).run()  # PTR at 0.5: below the measured ε
     assert metric(at, "model accuracy at this ε") == "—"

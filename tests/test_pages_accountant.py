@@ -26,20 +26,20 @@ def _composed(at) -> list[tuple]:
 
 
 def test_ledger_composes_the_session_releases() -> None:
-    at = send(app("release"))
-    at.select_slider(key="w_epsilon").set_value(2.0).run()
+    at = send(app("release", query={"mech": "PTR", "eps": "2.0"}))
+    at.select_slider(key="w_epsilon").set_value(5.0).run()
     send(at)
     at.switch_page(str(ROOT / "pages" / "accountant.py")).run()
     assert not at.exception
     releases = at.dataframe[0].value
-    assert list(releases["ε"]) == [2.0, 4.0]  # PTR at ε gives 2ε (posthoc Thm 4.4)
+    assert list(releases["ε"]) == [2.0, 5.0]  # the sidebar's total ε: PTR at ε/2 states (2·ε/2, δ/2, R)
     radius = float(releases["radius"].iloc[0])
     pairs = f"pairs within ℓ∞ distance {radius:.4g} on the embedding z"
     assert _composed(at) == [  # two sends at the default δ = 1e-5: each spends δ/2
-        ("per relation", pairs, "2 of 2", 6.0, 1e-5),
-        ("worst case", pairs, "2 of 2", 6.0, 1e-5),
+        ("per relation", pairs, "2 of 2", 7.0, 1e-5),
+        ("worst case", pairs, "2 of 2", 7.0, 1e-5),
     ]
-    assert "Worst case for" in texts(at) and "ε = 6, δ = 1e-05" in texts(at)
+    assert "Worst case for" in texts(at) and "ε = 7, δ = 1e-05" in texts(at)
     at.button(key="clear_ledger").click().run()
     assert not at.session_state["privlens_ledger"]
 
@@ -71,7 +71,7 @@ def test_one_ip_draw_costs_l2_pairs_two_releases_and_l1_pairs_three() -> None:
 
 
 def test_pixel_and_embedding_releases_are_listed_apart_and_added_in_the_worst_case() -> None:
-    at = send(app("release", query={"eps": "1.0"}))  # one PTR release: (2, δ/2) over embeddings
+    at = send(app("release", query={"eps": "1.0"}))  # one Global release (the default): (1, 0) on embeddings
     ptr = at.session_state["privlens_ledger"][0]["guarantee"]
     at.switch_page(str(ROOT / "pages" / "inference_privacy.py")).run()  # the same image, three more
     send_ip(at)
@@ -145,7 +145,7 @@ def test_calculators_follow_the_formulas() -> None:
 
 
 def test_composition_past_the_users_threshold_is_flagged() -> None:
-    at = send(app("release", query={"eps": "3.0"}))  # one sent release: ε = 6
+    at = send(app("release", query={"mech": "PTR", "eps": "6.0"}))  # one sent release: ε = 6 (PTR at 3)
     at.switch_page(str(ROOT / "pages" / "accountant.py")).run()
     assert not any("Over budget" in e.value for e in at.error)  # 6 ≤ the default 10
     at.number_input(key="acc_threshold").set_value(5.0).run()

@@ -26,7 +26,7 @@ def _heatmap(at):
 
 
 def test_heatmap_and_live_reconstructions() -> None:
-    at = app("attack", query={"R": "0.25", "eps": "2.0"})
+    at = app("attack", query={"R": "0.25", "eps": "4.0"})  # the total: PTR's ε = 2, the CSV's ε
     fig, heat, marker = _heatmap(at)
     assert heat.type == "heatmap"
     assert list(fig.layout.xaxis.ticktext) == ["1", "2", "5", "10", "∞"]
@@ -45,7 +45,7 @@ def test_heatmap_and_live_reconstructions() -> None:
 
 def test_the_default_r_between_cells_is_interpolated_and_shown() -> None:
     # synthetic CSV: ssim = min(0.9, 0.1·ε/R) on R ∈ {0.1, 0.25, 0.5}, ε ∈ {1, 2, 5, 10, ∞}
-    at = app("attack", query={"R": "0.3", "eps": "3.0"})
+    at = app("attack", query={"R": "0.3", "eps": "6.0"})  # PTR's ε = 3
     _, heat, marker = _heatmap(at)
     (m,) = marker
     assert m.name == "current (R, ε), interpolated"
@@ -54,8 +54,8 @@ def test_the_default_r_between_cells_is_interpolated_and_shown() -> None:
     assert m.x[0] == pytest.approx(col) and m.y[0] == pytest.approx(row)
     expected = interpolate(heat.z, row, col)
     assert f"SSIM ≈ {expected:.3g}, interpolated" in texts(at)
-    # an ε beyond the measured finite ε is not marked, and the page says so
-    at.select_slider(key="w_epsilon").set_value(20.0).run()
+    # a PTR ε outside the measured finite ε is not marked, and the page says so
+    at.select_slider(key="w_epsilon").set_value(0.1).run()  # PTR's ε = 0.05
     assert not _heatmap(at)[2] and "outside the experiment's grid" in texts(at)
 
 

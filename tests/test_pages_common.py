@@ -86,7 +86,7 @@ def test_bad_url_values_are_named_and_can_be_accepted() -> None:
     assert not at.metric and not _released_anything(at)
     at.button(key="url_accept").click().run()  # continue with the sidebar's values
     s = at.session_state["privlens_settings"]
-    assert (s.epsilon, s.delta, s.mechanism, s.dataset) == (1.0, 1e-5, "PTR", "digits")
+    assert (s.epsilon, s.delta, s.mechanism, s.dataset) == (1.0, 1e-5, "Global", "digits")
     assert at.metric  # the page runs again
     assert at.query_params["eps"] == "1.0" and "foo" not in at.query_params  # the URL is rewritten
 
@@ -173,7 +173,7 @@ def test_url_values_are_shown_never_rendered() -> None:
     assert not at.metric
     at.button(key="url_accept").click().run()
     s = at.session_state["privlens_settings"]
-    assert (s.model, s.mechanism, s.certifier, s.dataset) == ("ARL-C-N", "PTR", "exact", "digits")
+    assert (s.model, s.mechanism, s.certifier, s.dataset) == ("ARL-C-N", "Global", "exact", "digits")
     assert s.epsilon == 1.0
 
 
@@ -183,7 +183,7 @@ def test_an_unhandled_error_is_a_message_and_a_server_log_not_a_traceback(
     def boom(*a, **k):
         raise RuntimeError("internal detail /srv/privlens/secret.py")
 
-    monkeypatch.setattr("privlens.ptr.context", boom)
+    monkeypatch.setattr("privlens.globalmech.context", boom)  # the default mechanism's first step
     with caplog.at_level("ERROR", logger="privlens"):
         at = app("release")
     assert not at.exception
@@ -222,25 +222,36 @@ def test_a_tampered_card_is_a_message_naming_the_field(
 
 
 def test_the_epsilon_slider_says_what_it_is_and_what_a_release_spends() -> None:
-    at = app("release", query={"eps": "2.0", "delta": "0.01", "R": "0.3"})
+    """The ε slider is the total of a sent release's guarantee for every mechanism (issue 31, item 4):
+    PTR runs at ε/2, and the sidebar says so and what a sent release spends."""
+    at = app("release", query={"mech": "PTR", "eps": "2.0", "delta": "0.01", "R": "0.3"})
     slider = at.sidebar.select_slider(key="w_epsilon")
-    assert "spends 2ε" in slider.label and "[0.01, 100]" in slider.help
+    assert "total of one sent release" in slider.label and "PTR runs at ε/2" in slider.label
+    assert "[0.01, 100]" in slider.help
     captions = " ".join(c.value for c in at.sidebar.caption)
-    assert "(2ε, δ/2, R) = (4, 0.005, 0.3)" in captions and "Previews cost nothing" in captions
+    assert "(ε, δ/2, R) = (2, 0.005, 0.3)" in captions and "Previews cost nothing" in captions
+    assert "PTR runs at ε/2 = 1" in captions
     assert "e^ε times more likely" in slider.help  # plain-language help under every slider
     assert "fails outright" in at.sidebar.select_slider(key="w_delta").help
     assert "protected from each other" in at.sidebar.select_slider(key="w_radius").help
+    at.sidebar.selectbox(key="w_mechanism").set_value("Global").run()
+    assert "(ε, 0, R) = (2, 0, 0.3)" in " ".join(c.value for c in at.sidebar.caption)
+    assert "PTR runs at" not in at.sidebar.select_slider(key="w_epsilon").label
     at.sidebar.selectbox(key="w_mechanism").set_value("Lap-Output").run()
-    assert "spent per sent release" in at.sidebar.select_slider(key="w_epsilon").label
+    assert "total of one sent release" in at.sidebar.select_slider(key="w_epsilon").label
     assert "ℓ1 for Lap-Output" in at.sidebar.select_slider(key="w_alpha").help
     assert "(ε, δ) = (2, 0) at α = 0.1 (ℓ1 on the input)" in " ".join(c.value for c in at.sidebar.caption)
 
 
-def test_the_obfuscator_selector_is_shown_for_ptr_only() -> None:
+def test_the_obfuscator_selector_is_shown_for_the_posthoc_mechanisms_only() -> None:
     at = app("inference_privacy", query={"mech": "Gauss-Output"})
     assert not [w for w in at.sidebar.selectbox if w.key == "w_model"]
     at.sidebar.selectbox(key="w_mechanism").set_value("PTR").run()
     assert at.sidebar.selectbox(key="w_model").value == "ARL-C-N"
+    assert at.sidebar.selectbox(key="w_certifier").value == "exact"  # φ's certifier: PTR's only
+    at.sidebar.selectbox(key="w_mechanism").set_value("Global").run()
+    assert at.sidebar.selectbox(key="w_model").value == "ARL-C-N"
+    assert not [w for w in at.sidebar.selectbox if w.key == "w_certifier"]
 
 
 def test_the_session_memo_computes_once_per_key_and_evicts_the_oldest() -> None:

@@ -1,7 +1,9 @@
 """Release page (AppTest, headless, on the shipped digits models): a sample or an upload gives the
 release's numbers before Send and, once sent, a release or ⊥; ε/δ moves need no solve and draw
 nothing; bad uploads are refused with a clear message and nothing is released; a certification
-failure releases nothing. Draw-at-send itself (issue 30, items 3–4) is tests/test_draw_at_send.py."""
+failure releases nothing. Draw-at-send itself (issue 30, items 3–4) is tests/test_draw_at_send.py;
+the certified global mechanism (the default) and the comparison panel are tests/test_release_global.py.
+Tests about PTR name it in the URL (``mech=PTR``), whose ε there is the total: PTR runs at ε/2."""
 
 from __future__ import annotations
 
@@ -58,23 +60,28 @@ def _ledger(at: AppTest) -> list:
     return list(at.session_state["privlens_ledger"]) if "privlens_ledger" in at.session_state else []
 
 
+PTR = {"mech": "PTR"}
+
+
 def test_sample_gives_its_numbers_then_once_sent_a_release_or_bottom() -> None:
-    at = app("release")
+    at = app("release", query={**PTR, "eps": "2.0"})  # total ε = 2: PTR runs at ε = 1
     _ready(at)
     dp = float(metric(at, "Δp"))
     scale = float(metric(at, "noise scale Δp·R/ε"))
-    # the shown noise scale is Δp·R/ε at the sidebar's defaults (ε = 1, the dataset's R), to display precision
+    # the shown noise scale is Δp·R/ε at PTR's ε = 1 and the dataset's R, to display precision
     R = default_radius()
     assert scale == pytest.approx(dp * R / 1.0, rel=2e-3)
     assert f"Any image whose embedding lies within ℓ∞ distance R = {R:g}" in texts(at)
     assert "The server holds your image for this session" in texts(at) and not _ledger(at)
-    assert f"(2ε, δ/2, R) = (2, 5e-06, {R:g})" in texts(at)  # the default δ = 1e-5 (issue 30, item 5)
+    assert f"(ε, δ/2, R) = (2, 5e-06, {R:g})" in texts(at)  # the default δ = 1e-5 (issue 30, item 5)
+    assert "PTR runs at ε/2 = 1 (half for its test, half for its noise)" in texts(at)
+    assert f"its statement is (2·ε/2, δ/2, R) = (2, 5e-06, {R:g})" in texts(at)
     assert not any(w.value for w in at.warning)  # ... which no warning flags
     send(at)
     outcome = _outcome(at)
     (row,) = _ledger(at)
     g = row["guarantee"]
-    assert (g.epsilon, g.delta, g.radius) == (2.0, 5e-6, R)  # (2ε, δ/2, R), posthoc Thm 4.4
+    assert (g.epsilon, g.delta, g.radius) == (2.0, 5e-6, R)  # (2·ε/2, δ/2, R), posthoc Thm 4.4
     assert "(sent)" in row["label"] and f"→ {'released' if outcome == 'released' else '⊥'}" in row["label"]
     test = next(m.value for m in at.markdown if m.value.startswith("Test: φ̂ = "))
     assert (" > threshold " in test) == (outcome == "released")  # the test PTR ran, as it ran
@@ -82,7 +89,7 @@ def test_sample_gives_its_numbers_then_once_sent_a_release_or_bottom() -> None:
 
 
 def test_epsilon_and_delta_moves_draw_nothing_and_need_no_solve(monkeypatch: pytest.MonkeyPatch) -> None:
-    at = app("release")  # certifies (or reads φ from the disk cache)
+    at = app("release", query=PTR)  # certifies (or reads φ from the disk cache)
     phi_before = metric(at, PHI)
     calls = {"decide": 0, "compute_phi": 0}
     real_decide, real_compute = Certifier.decide, ptr_module.compute_phi
@@ -107,8 +114,8 @@ def test_epsilon_and_delta_moves_draw_nothing_and_need_no_solve(monkeypatch: pyt
         _ready(at)
     at.select_slider(key="w_delta").set_value(0.01).run()
     threshold = float(metric(at, "threshold ln(1/δ)·b"))
-    # threshold = ln(1/δ)·(R + ζ)/ε up to the sampler's grid (relative 1e-6 here)
-    zeta_free = ptr_scales(epsilon=0.5, delta=0.01, radius=default_radius(), delta_p=1.0).threshold
+    # threshold = ln(1/δ)·(R + ζ)/ε at PTR's ε = 0.5/2, up to the sampler's grid (relative 1e-6 here)
+    zeta_free = ptr_scales(epsilon=0.25, delta=0.01, radius=default_radius(), delta_p=1.0).threshold
     assert zeta_free <= threshold <= zeta_free * (1 + 1 / 16) * (1 + 1e-6)
     assert calls == {"decide": 0, "compute_phi": 0}
     assert len(scales) == 3  # Δp·R/ε follows ε
@@ -118,7 +125,7 @@ def test_epsilon_and_delta_moves_draw_nothing_and_need_no_solve(monkeypatch: pyt
 
 
 def test_a_rerun_shows_the_sent_release_and_send_another_draws_and_charges_again() -> None:
-    at = send(app("release"))
+    at = send(app("release", query=PTR))
     first = metric(at, "φ̂ = φ + Lap")
     assert at.button(key="send").label == "Send another release" and len(_ledger(at)) == 1
     at.run()
@@ -208,7 +215,7 @@ def test_certification_failure_releases_nothing(monkeypatch: pytest.MonkeyPatch)
         raise CertificationError("MILP time-out at radius 0.5 (test)")
 
     monkeypatch.setattr("privlens.ptr.cached_phi", fail)
-    at = app()
+    at = app(query=PTR)
     at.select_slider(key="w_radius").set_value(
         0.3
     ).run()  # a (model, image, R) this session has not certified
@@ -236,7 +243,7 @@ def test_inference_privacy_mechanism_points_to_its_page() -> None:
 
 
 def test_certification_shows_progress_and_can_be_cancelled_then_restarted() -> None:
-    at = app("release", query={"R": "0.15"})  # an R no other test certifies: a real certification
+    at = app("release", query={**PTR, "R": "0.15"})  # an R no other test certifies: a real certification
     (status,) = at.status
     assert (
         status.label.startswith("Certified (") and "decisions" in status.label and status.state == "complete"
@@ -358,9 +365,9 @@ def test_downloading_the_sent_release_costs_nothing_more_and_the_png_is_free() -
 
 
 def test_extreme_settings_are_warned_in_the_release_panel() -> None:
-    at = app("release", query={"eps": "20.0", "delta": "1e-05"})
+    at = app("release", query={**PTR, "eps": "40.0", "delta": "1e-05"})
     warnings = " ".join(w.value for w in at.warning)
-    assert "ε = 40 is very large" in warnings and "e^40" in warnings  # PTR at ε = 20 spends 2ε
+    assert "ε = 40 is very large" in warnings and "e^40" in warnings  # the total: PTR runs at ε/2 = 20
     assert "δ = 5e-06" not in warnings
     at.select_slider(key="w_delta").set_value(0.01).run()
     warnings = " ".join(w.value for w in at.warning)

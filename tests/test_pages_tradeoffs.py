@@ -31,10 +31,11 @@ def test_charts_mark_the_current_epsilon_and_follow_the_slider(results) -> None:
     # each point carries its 95 % Hoeffding half-width at n = 360: sqrt(ln(40) / 720)
     bars = [t["error_y"]["array"] for t in acc["data"] if "(PTR" in t.get("name", "")]
     assert bars and all(abs(b - 0.0715782) < 1e-6 for arr in bars for b in arr)
-    assert acc["layout"]["xaxis"]["title"]["text"].startswith("ε") and acc["layout"]["yaxis"]["title"]["text"]
-    assert _vline_x(specs[0]) == [1.0]
+    assert "own ε" in acc["layout"]["xaxis"]["title"]["text"] and acc["layout"]["yaxis"]["title"]["text"]
+    assert _vline_x(specs[0]) == [0.5, 1.0]  # PTR's ε/2 and the sidebar's total ε
+    assert _vline_x(specs[1]) == [0.5]  # release rates are PTR's: its ε only
     at.select_slider(key="w_epsilon").set_value(5.0).run()
-    assert _vline_x(chart_specs(at)[0]) == [5.0]
+    assert _vline_x(chart_specs(at)[0]) == [2.5, 5.0]
     assert {b.label for b in at.get("download_button")} >= {"Download data (accuracy-vs-epsilon-digits.csv)"}
 
 
@@ -44,10 +45,11 @@ def test_smallest_epsilon_solver_sets_the_sidebar(results) -> None:
     # ARL-C-N: accuracy 0.1 + 0.8·ε/6 → 0.367 at ε = 2, 0.767 at ε = 5 → smallest measured ε = 5
     assert any("ε = 5 is the smallest measured ε" in s.value for s in at.success), texts(at)
     button = at.button(key="use_eps")
-    label_eps = float(button.label.split("=")[1].split()[0])
-    assert 2.0 < label_eps < 5.0  # log-ε interpolation between the bracketing measurements
+    label_total = float(button.label.split("=")[1].split()[0])
+    assert 2.0 < label_total / 2 < 5.0  # log-ε interpolation between the bracketing measurements of PTR's ε
+    assert f"(PTR at ε/2 = {label_total / 2:g})" in button.label
     button.click().run()
-    assert at.session_state["privlens_settings"].epsilon == pytest.approx(label_eps)
+    assert at.session_state["privlens_settings"].epsilon == pytest.approx(label_total)  # the total
     at.number_input(key="to_target").set_value(0.95).run()
     assert any("No measured ε reaches accuracy 0.95" in w.value for w in at.warning)
 
@@ -81,15 +83,17 @@ def test_current_epsilon_label_sits_on_its_line_on_the_log_axis(results, eps: fl
     at = app("tradeoffs", query={"eps": repr(eps)})
     figs = figures(at)
     assert len(figs) == 2
-    for fig in figs:
+    for i, fig in enumerate(figs):
         assert fig.layout.xaxis.type == "log"
-        (label,) = [a for a in fig.layout.annotations if a.text == f"current ε = {eps:g}"]
-        assert label.x == pytest.approx(math.log10(eps)) and label.xref == "x"
-        assert [s.x0 for s in fig.layout.shapes if s.x0 == s.x1] == [eps]
+        marks = {f"PTR's ε/2 = {eps / 2:g}": eps / 2, **({f"total ε = {eps:g}": eps} if i == 0 else {})}
+        for text, x in marks.items():
+            (label,) = [a for a in fig.layout.annotations if a.text == text]
+            assert label.x == pytest.approx(math.log10(x)) and label.xref == "x"
+        assert [s.x0 for s in fig.layout.shapes if s.x0 == s.x1] == list(marks.values())
         lo, hi = fig.layout.xaxis.range
         xs = [float(x) for t in fig.data if t.x is not None for x in t.x if x is not None and x > 0]
         assert lo < math.log10(min(xs)) and math.log10(max(xs)) < hi  # ε and every point are on screen
         assert hi < math.log10(max(xs)) + 0.5  # and the axis is not stretched beyond them
         lines = [t for t in fig.data if "lines" in (t.mode or "")]
         assert all(t.name and t.showlegend is not False for t in lines)
-        assert f"current ε = {eps:g}" in [t.name for t in lines]
+        assert set(marks) <= {t.name for t in lines}

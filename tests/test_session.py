@@ -43,6 +43,27 @@ def test_settings_validate_and_name_the_parameter() -> None:
         Settings(radius=-1.0)
 
 
+def test_the_mechanisms_are_the_registrys_and_old_links_still_parse() -> None:
+    """Issue 31, item 2: the sidebar lists privcore.mechanisms.registry's mechanisms, in its order; a link
+    written before the registry (mech=PTR, mech=Gauss-Input, …) still parses, any case does too, and
+    the default is the certified global mechanism (issue 31, item 4)."""
+    from privcore.mechanisms import registry
+    from privlens.settings import IP_MECHANISMS, MECHANISMS, POSTHOC_MECHANISMS
+
+    assert MECHANISMS == registry.names() and MECHANISMS[0] == "Global"
+    assert POSTHOC_MECHANISMS == ("Global", "PTR") and IP_MECHANISMS == registry.names(family="inference")
+    assert DEFAULT.mechanism == "Global" and DEFAULT.is_posthoc and DEFAULT.mechanism_epsilon == 1.0
+    for old in ("PTR", "Gauss-Input", "Gauss-Output", "Lap-Output"):
+        s, problems = settings_from_query({"mech": old}, default=DEFAULT, models=MODELS)
+        assert s.mechanism == old and problems == ()
+    for spelled, name in (("global", "Global"), ("ptr", "PTR"), ("lap-output", "Lap-Output")):
+        s, problems = settings_from_query({"mechanism": spelled}, default=DEFAULT, models=MODELS)
+        assert s.mechanism == name and problems == ()
+        assert Settings(mechanism=spelled).mechanism == name
+    ptr = Settings(mechanism="PTR", epsilon=2.0)
+    assert ptr.epsilon == 2.0 and ptr.mechanism_epsilon == 1.0  # eps= is the total; PTR runs at half
+
+
 def test_the_default_delta_is_small_on_the_grid_and_in_the_url() -> None:
     """Safe defaults (issue 30, item 5): δ = 1e-5, a slider position, written to and read from the URL."""
     from privlens.settings import DELTA_GRID
@@ -91,7 +112,7 @@ def test_bad_query_values_are_problems_naming_key_value_and_range() -> None:
     assert by_key["eps"].instead == "ε = 1" and by_key["eps"].field == "epsilon"
     assert "a number in [1e-12, 0.5]" in by_key["delta"].message
     assert "a number in [0.001, 2]" in by_key["R"].message
-    assert "one of PTR, Gauss-Input" in by_key["mech"].message
+    assert "one of Global, PTR, Gauss-Input" in by_key["mech"].message
     assert by_key["unknown"].field is None and "Unknown URL parameter" in by_key["unknown"].message
     assert "eps / epsilon" in by_key["unknown"].message  # the known keys, aliases included
     s, problems = settings_from_query({"dataset": "imagenet"}, default=DEFAULT, models=MODELS)
@@ -217,7 +238,8 @@ def test_release_document_holds_only_the_outcome_and_public_parameters() -> None
     )
     text = json.dumps(doc)  # JSON-serialisable
     assert doc["outcome"] == "released" and doc["value"] == [float(v) for v in res.value]
-    assert set(doc) == {"format", "outcome", "value", "guarantee", "parameters", "model"}
+    assert set(doc) == {"format", "mechanism", "outcome", "value", "guarantee", "parameters", "model"}
+    assert doc["mechanism"] == "ptr" and doc["guarantee"]["text"] == res.guarantee.describe()
     assert set(doc["parameters"]) == {
         "epsilon",
         "delta",
