@@ -210,8 +210,9 @@ else:
 if acc is None:
     lv[0].metric("model accuracy at this ε", "—", help="Not measured at this ε (Trade-offs page).")
 else:
-    ci = "" if acc.low is None else f" [{acc.low:.3f}, {acc.high:.3f}]"
-    lv[0].metric("model accuracy at this ε", f"{acc.value:.3f}{ci}", help=f"Test accuracy, {acc.how}.")
+    lv[0].metric("model accuracy at this ε", f"{acc.value:.3f}", help=f"Test accuracy, {acc.how}.")
+    ci = "" if acc.low is None else f"interval [{acc.low:.3f}, {acc.high:.3f}], "
+    lv[0].caption(f"{ci}{acc.how}")  # under the value: a metric too narrow for it would cut it
 if s.is_ptr:  # the attack experiment attacks PTR releases, at PTR's own ε
     ssim = live.attack_at(load_results(loaded.dataset, "attack"), radius=s.radius, epsilon=eps_m)
     if ssim is None:

@@ -12,7 +12,7 @@ from scipy.stats import binomtest
 
 from privlens.live import accuracy_at, attack_at, global_accuracy_at, ip_accuracy_at
 from privlens.session import release_probability
-from tests._dashboard import app, isolate, metric
+from tests._dashboard import app, isolate, metric, texts
 
 
 @pytest.fixture
@@ -80,8 +80,10 @@ def test_ip_accuracy_is_read_at_epsilon_and_alpha(results) -> None:
 def test_release_page_live_panel_follows_the_sliders(results) -> None:
     """PTR's readings at the sidebar's total ε are taken at PTR's own ε, half of it (Table 1's ε is PTR's)."""
     at = app("release", query={"mech": "PTR", "eps": "4.0"})
-    assert metric(at, "model accuracy at this ε").startswith(f"{_acc(2):.3f} [")
+    assert metric(at, "model accuracy at this ε") == f"{_acc(2):.3f}"
     assert "PTR's ε = 2" in next(m for m in at.metric if m.label == "model accuracy at this ε").help
+    ci = binomtest(round(_acc(2) * 360), 360).proportion_ci(method="wilson")
+    assert f"interval [{ci.low:.3f}, {ci.high:.3f}], measured at PTR's ε = 2" in texts(at)
     assert metric(at, "attacker's SSIM at (R, ε)") == f"{0.8:.3f}"
     p2 = float(metric(at, "P[this image is released]").rstrip(" %"))
     phi = float(metric(at, "φ (private, yours only)"))
@@ -90,9 +92,9 @@ def test_release_page_live_panel_follows_the_sliders(results) -> None:
     expected = 100 * release_probability(phi, epsilon=2.0, delta=delta, radius=0.25, zeta=zeta)
     assert p2 == pytest.approx(expected, abs=0.06 + 100 * 1e-3)  # φ is shown to 4 digits
     at.select_slider(key="w_epsilon").set_value(10.0).run()
-    assert metric(at, "model accuracy at this ε").startswith(f"{_acc(5):.3f} [")
+    assert metric(at, "model accuracy at this ε") == f"{_acc(5):.3f}"
     assert float(metric(at, "P[this image is released]").rstrip(" %")) >= p2  # more ε, more releases
     at.select_slider(key="w_epsilon").set_value(20.0).run()  # PTR at 10: measured, as total ε 20
-    assert metric(at, "model accuracy at this ε").startswith(f"{_acc(10):.3f} [")
+    assert metric(at, "model accuracy at this ε") == f"{_acc(10):.3f}"
     at.select_slider(key="w_epsilon").set_value(1.0).run()  # PTR at 0.5: below the measured ε
     assert metric(at, "model accuracy at this ε") == "—"
