@@ -122,6 +122,36 @@ class Release:
     certification: Certification | None = None
     test_scale_effective: float | None = None
 
+    @classmethod
+    def of_global(cls, out: Any, *, model: dict[str, str], predicted_class: int | None = None) -> Release:
+        """A :class:`~privcore.mechanisms.GlobalRelease` with its public parameters (R, G and how it was
+        certified, the clipping box, the sensitivity): the API's and the dashboard's one constructor."""
+        params = out.parameters()
+        keys = ("radius", "global_lipschitz", "global_lipschitz_how", "clip_box", "sensitivity")
+        return cls(mechanism="global", released=True,
+                   value=tuple(float(v) for v in np.asarray(out.value).ravel()),
+                   predicted_class=predicted_class, guarantee=out.guarantee, epsilon=float(out.epsilon),
+                   delta=0.0, noise_scale=float(out.noise_scale),
+                   noise_scale_effective=float(out.noise_scale_effective),
+                   public={k: params[k] for k in keys}, model=dict(model))
+
+    @classmethod
+    def of_ptr(cls, out: Any, *, epsilon: float, delta: float, certifier: str, model: dict[str, str],
+               predicted_class: int | None = None, certification: Certification | None = None) -> Release:
+        """A :class:`~privcore.mechanisms.PTRResult` run at ``epsilon``/``delta`` (PTR's own) with its
+        public parameters (R, Δp, R_max, tol, the test's scale, the certifier): the API's and the
+        dashboard's one constructor. No φ, R* or trace: those stay private."""
+        phi = out.phi_result
+        value = None if not out.released else tuple(float(v) for v in np.asarray(out.value).ravel())
+        public = {"radius": float(phi.radius), "delta_p": float(phi.delta_p), "r_max": float(phi.r_max),
+                  "tol": float(phi.tol), "test_noise_scale_effective": float(out.test_scale_effective),
+                  "certifier": certifier}
+        return cls(mechanism="ptr", released=bool(out.released), value=value, predicted_class=predicted_class,
+                   guarantee=out.guarantee, epsilon=float(epsilon), delta=float(delta),
+                   noise_scale=float(out.noise_scale), noise_scale_effective=float(out.noise_scale_effective),
+                   public=public, model=dict(model), certification=certification,
+                   test_scale_effective=float(out.test_scale_effective))
+
     def document(self) -> dict[str, Any]:
         """The public JSON of this release, the one builder of it (no φ, φ̂, R*, trace, image or
         digest of it): outcome, value, the guarantee with its text, the public parameters, the model."""
@@ -395,15 +425,8 @@ def _release_global(image: Any, *, epsilon: float, dataset: str, model: str, rad
         raise CheckpointError(f"{dataset}/{model}: {exc}") from exc
     out = global_release(pipe.obfuscator, z, epsilon=epsilon, radius=float(r), constant=constant, rng=rng)
     value = tuple(float(v) for v in np.asarray(out.value).ravel())
-    params = out.parameters()
-    public = {"radius": float(r), "global_lipschitz": params["global_lipschitz"],
-              "global_lipschitz_how": params["global_lipschitz_how"], "clip_box": params["clip_box"],
-              "sensitivity": params["sensitivity"]}
-    return Release(mechanism="global", released=True, value=value,
-                   predicted_class=_predict(pipe, value, out.noise_scale), guarantee=out.guarantee,
-                   epsilon=epsilon, delta=0.0, noise_scale=float(out.noise_scale),
-                   noise_scale_effective=float(out.noise_scale_effective), public=public,
-                   model=_model_block(pipe, dataset, model))
+    return Release.of_global(out, model=_model_block(pipe, dataset, model),
+                             predicted_class=_predict(pipe, value, out.noise_scale))
 
 
 def _release_ptr(image: Any, *, eps: float, dlt: float, dataset: str, model: str, radius: float | None,
@@ -449,13 +472,9 @@ def _release_ptr(image: Any, *, eps: float, dlt: float, dataset: str, model: str
     predicted = None if value is None else _predict(pipe, value, out.noise_scale)
     finite = [float(v) for v in (out.noise_scale, out.noise_scale_effective, out.test_scale_effective)]
     assert all(math.isfinite(v) for v in finite)  # propose_test_release validated ε, δ, R and Δp
-    public = {"radius": cert.radius, "delta_p": cert.delta_p, "r_max": cert.r_max, "tol": cert.tol,
-              "test_noise_scale_effective": finite[2], "certifier": cert.certifier}
-    return Release(mechanism="ptr", released=bool(out.released), value=value, predicted_class=predicted,
-                   guarantee=out.guarantee, epsilon=eps, delta=dlt, noise_scale=finite[0],
-                   noise_scale_effective=finite[1], public=public,
-                   model={"dataset": cert.dataset, "obfuscator": cert.model, "digest": cert.model_digest},
-                   certification=cert, test_scale_effective=finite[2])
+    model_block = {"dataset": cert.dataset, "obfuscator": cert.model, "digest": cert.model_digest}
+    return Release.of_ptr(out, epsilon=eps, delta=dlt, certifier=cert.certifier, predicted_class=predicted,
+                          model=model_block, certification=cert)
 
 
 def _wait_until(start: float, budget: float) -> None:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 __all__ = ["global_document", "release_document"]
 
 
@@ -36,29 +34,8 @@ def release_document(
     """
     from privcore.api import Release
 
-    phi_result = result.phi_result
-    value = None if not result.released else tuple(float(v) for v in np.asarray(result.value).ravel())
-    public = {
-        "radius": float(phi_result.radius),
-        "delta_p": float(phi_result.delta_p),
-        "r_max": float(phi_result.r_max),
-        "tol": float(phi_result.tol),
-        "test_noise_scale_effective": float(result.test_scale_effective),
-        "certifier": certifier,
-    }
-    return Release(
-        mechanism="ptr",
-        released=bool(result.released),
-        value=value,
-        predicted_class=None,
-        guarantee=result.guarantee,
-        epsilon=float(epsilon),
-        delta=float(delta),
-        noise_scale=float(result.noise_scale),
-        noise_scale_effective=float(result.noise_scale_effective),
-        public=public,
-        model={"dataset": dataset, "obfuscator": model, "digest": model_digest},
-    ).document()
+    return Release.of_ptr(result, epsilon=epsilon, delta=delta, certifier=certifier,
+                          model={"dataset": dataset, "obfuscator": model, "digest": model_digest}).document()
 
 
 def global_document(result: Any, *, dataset: str, model: str, model_digest: str) -> dict[str, Any]:
@@ -68,21 +45,5 @@ def global_document(result: Any, *, dataset: str, model: str, model_digest: str)
     certified, the clipping box and the sensitivity. Nothing in it depends on the image but the value."""
     from privcore.api import Release
 
-    params = result.parameters()
-    public = {
-        key: params[key]
-        for key in ("radius", "global_lipschitz", "global_lipschitz_how", "clip_box", "sensitivity")
-    }
-    return Release(
-        mechanism="global",
-        released=True,
-        value=tuple(float(v) for v in np.asarray(result.value).ravel()),
-        predicted_class=None,
-        guarantee=result.guarantee,
-        epsilon=float(result.epsilon),
-        delta=0.0,
-        noise_scale=float(result.noise_scale),
-        noise_scale_effective=float(result.noise_scale_effective),
-        public=public,
-        model={"dataset": dataset, "obfuscator": model, "digest": model_digest},
-    ).document()
+    return Release.of_global(result, model={"dataset": dataset, "obfuscator": model,
+                                            "digest": model_digest}).document()

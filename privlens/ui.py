@@ -59,12 +59,8 @@ LEDGER_KEY = "privlens_ledger"
 #: the guarantee of one sent release in terms of the sidebar's (total) ε, and its source.
 MECHANISM_HELP = {
     m.name: (
-        f"{m.label}: {m.description}; its statement is {m.guarantee} in its own ε ({m.source})"
-        + (
-            ""
-            if m.epsilon_share == 1.0
-            else f". It runs at {m.epsilon_share:g}·ε of the sidebar's ε, so a sent release spends that total"
-        )
+        f"{m.label}: {m.description}; one sent release spends {m.guarantee}, ε the sidebar's total "
+        f"({m.source})"
     )
     for m in registry.MECHANISMS
 }

@@ -71,7 +71,7 @@ def test_registry_lists_every_mechanism_once_with_its_guarantee() -> None:
     assert registry.names(page="release") == ("Global", "PTR")
     assert registry.get("global") is registry.get("GLOBAL") is registry.MECHANISMS[0]
     ptr = registry.get("ptr")
-    assert ptr.guarantee == "(2ε, δ/2, R)" and ptr.mechanism_epsilon(4.0) == 2.0 and ptr.uses_delta
+    assert ptr.guarantee == "(ε, δ/2, R)" and ptr.mechanism_epsilon(4.0) == 2.0 and ptr.uses_delta
     assert registry.get("Global").mechanism_epsilon(4.0) == 4.0 and not registry.get("Global").uses_delta
     with pytest.raises(ParameterError, match="got 'nope'"):
         registry.get("nope")

@@ -4,14 +4,15 @@ The library, the API and CLI (``mechanism=``), the dashboard's mechanism picker 
 list mechanisms from :data:`MECHANISMS`; :func:`get` resolves a name. Each entry says what a sent
 release guarantees, which parameters it takes, what it needs from the model, and how its own ε
 relates to the *total* ε of the sent release's guarantee (``epsilon_share``: PTR runs at half the
-total, since its statement is (2ε, δ/2, R); the others spend all of it).
+total, since Thm 4.4's statement for PTR at ε is (2ε, δ/2, R); the others spend all of it). Every
+``guarantee`` below is written in the total ε.
 
 ========================  =====================  ===========================================
 mechanism                 guarantee of a release  needs from the model
 ========================  =====================  ===========================================
 Global (certified)        (ε, 0, R)              obfuscator, card's clipping box; G certified
                                                  here (docs/DESIGN.md, "Beyond the papers")
-PTR                       (2ε, δ/2, R)           obfuscator, Δp; φ certified per image
+PTR (run at ε/2)          (ε, δ/2, R)            obfuscator, Δp; φ certified per image
                                                  (posthoc Alg. 1, Thm 4.4)
 Gauss-Input               {(ε, δ), α} ℓ2         a classifier fine-tuned on input noise
 Gauss-Output              {(ε, δ), α} ℓ2         an ℓ2→ℓ2 Lipschitz classifier (constant ≤ 1)
@@ -66,10 +67,11 @@ MECHANISMS: tuple[MechanismSpec, ...] = (
         source="docs/DESIGN.md, \"Beyond the papers\"", page="release",
     ),
     MechanismSpec(
-        name="PTR", label="PTR", family="posthoc", guarantee="(2ε, δ/2, R)",
+        name="PTR", label="PTR", family="posthoc", guarantee="(ε, δ/2, R)",
         parameters=("epsilon", "delta", "radius"), uses_delta=True, epsilon_share=0.5,
         needs="the obfuscator and its card's Δp; φ certified per image (exact local Lipschitz constants)",
-        description="extended Propose-Test-Release: f(z) + Lap(Δp·R/ε) when the noisy test passes, else ⊥",
+        description=("extended Propose-Test-Release at ε/2: f(z) + Lap(Δp·R/(ε/2)) when the noisy test "
+                     "passes, else ⊥"),
         source="posthoc paper, Alg. 1 and Thm 4.4", page="release",
     ),
     MechanismSpec(
