@@ -264,13 +264,19 @@ def test_phi_from_a_partly_resolved_table_equals_the_milp_reference(
             assert_same_phi(fast, slow, partial(straightforward, net, z), delta_p)
 
 
-def test_warm_up_builds_the_table_in_memory_and_stores_nothing(tmp_path: Path) -> None:
+def test_warm_up_builds_the_table_in_memory_and_stores_only_certificates(tmp_path: Path) -> None:
     """The dashboard's warm-up (``precompute_pattern_tables``) builds each shipped obfuscator's
-    table in this process, equal to a fresh eager build; no table reaches the cache or the models
-    directory (nothing from disk may make a decision pass: tests/test_trust_boundary.py)."""
+    table in this process, equal to a fresh eager build without a store; what reaches the cache is
+    one row of region certificates (no table: codes and norms are enumerated by every process, and
+    a label is used only after its certificate verifies, tests/test_region_certs.py), and nothing
+    reaches the models directory. A next process loads every label from it."""
     import shutil
 
-    from privcore.lipschitz.pattern_store import precompute_pattern_tables, shipped_obfuscators
+    from privcore.lipschitz.pattern_store import (
+        precompute_pattern_tables,
+        shipped_obfuscators,
+        use_certificate_store,
+    )
 
     models = tmp_path / "models"
     (models / "digits").mkdir(parents=True)
@@ -285,14 +291,21 @@ def test_warm_up_builds_the_table_in_memory_and_stores_nothing(tmp_path: Path) -
     assert warm is not None and np.all(warm.state != RegionMemo.UNKNOWN)
     clear_pattern_tables()
     assert realised_pattern_table(net, dp, build=False, **kw) is None  # memory only
-    fresh = nonempty_threshold_table(net, dp, **kw)
+    previous = use_certificate_store(False)
+    try:
+        fresh = nonempty_threshold_table(net, dp, **kw)
+    finally:
+        use_certificate_store(previous)
     _same_table(warm.subset(np.flatnonzero(warm.state != RegionMemo.EMPTY)), fresh)
     assert sorted(p.name for p in models.iterdir()) == ["digits"]
-    db = tmp_path / "cache" / "cache.sqlite3"
-    if db.exists():
-        con = sqlite3.connect(db)
-        assert con.execute("SELECT COUNT(*) FROM entries WHERE kind = 'pattern_table'").fetchone()[0] == 0
-        con.close()
+    con = sqlite3.connect(tmp_path / "cache" / "cache.sqlite3")
+    kinds = dict(con.execute("SELECT kind, COUNT(*) FROM entries GROUP BY kind").fetchall())
+    con.close()
+    assert kinds == {"pattern_certs": 1}
+    clear_pattern_tables()
+    loaded = realised_pattern_table(net, dp, **kw)  # the next process
+    assert np.all(loaded.state != RegionMemo.UNKNOWN)
+    assert np.all(loaded.state[warm.state == RegionMemo.EMPTY] == RegionMemo.EMPTY)
 
 
 @pytest.mark.parametrize("variant", [

@@ -25,7 +25,16 @@ from privcore.lipschitz.cache import LipschitzCache, _canonical
 from privcore.lipschitz.certifier import certificate_key
 from privcore.lipschitz.codes import codes_to_b64
 from privcore.lipschitz.network import ReluNetwork
-from privcore.lipschitz.pattern_store import clear_pattern_tables, shipped_obfuscators
+from privcore.lipschitz.norms import Norms
+from privcore.lipschitz.pattern_store import (
+    CERT_KIND,
+    clear_pattern_tables,
+    realised_pattern_table,
+    region_certificate_key,
+    shipped_obfuscators,
+)
+from privcore.lipschitz.patterns import RegionMemo, threshold_pattern_table
+from privcore.lipschitz.region_certs import RegionCertificates
 from privcore.mechanisms.phi_cache import cached_phi, phi_key
 from privcore.mechanisms.ptr import compute_phi
 
@@ -121,6 +130,34 @@ def test_a_cached_certificate_cannot_make_a_decision_pass(digits, tmp_path: Path
     store.put("certificate", key, asdict(replace(true_cert, upper=0.5, lower=0.5)))
     certifier.certify(net, z, R)  # reads the row back (a report may show it)
     assert certifier.decide(net, z, R, dp) is False
+
+
+def test_forged_region_certificates_cannot_make_a_decision_pass(digits, tmp_path: Path) -> None:
+    """An authentic row of region certificates (written through the cache's API) that labels every
+    pattern above Δp EMPTY and boxes every region tightly, with made-up dual vectors: the table
+    loaded from it holds only labels whose certificates verify here (a box side is recomputed from
+    its vector, so it can be loose, never wrong), and the ball whose certified L is above Δp
+    still fails, decision and φ alike."""
+    _, net, dp, z = digits
+    store = LipschitzCache(tmp_path / "cache")
+    codes = threshold_pattern_table(net, dp, Norms()).codes
+    n, d, m = codes.size, net.in_dim, net.in_dim + 1
+    rng = np.random.default_rng(0)
+    rows = np.stack([np.sort(rng.choice(net.n_hidden, size=m, replace=False)) for _ in range(n)])
+    forged = RegionCertificates(
+        empty_codes=codes, empty_rows=rows, empty_y=rng.exponential(size=(n, m)),
+        boxed_codes=codes, side_codes=np.repeat(codes, 2 * d), side_kind=np.tile(np.arange(2 * d), n),
+        side_rows=np.repeat(rows, 2 * d, axis=0), side_y=rng.exponential(size=(2 * d * n, m)) * 1e-3)
+    value = forged.to_value(d=d, k=net.n_hidden)
+    value["box_lower"] = value["box_upper"] = "AAAAAAAAAAA="  # what an old table held: never read
+    store.put(CERT_KIND, region_certificate_key(net.digest, dp, Norms()), value)
+    clear_pattern_tables()
+    with pytest.warns(RuntimeWarning, match="did not verify"):
+        table = realised_pattern_table(net, dp, Norms())
+    assert (table.state == RegionMemo.EMPTY).sum() < n // 2
+    assert Certifier(time_limit=60).decide(net, z, R, dp) is False
+    phi = compute_phi(net, z, radius=R, delta_p=dp, r_max=4.0, tol=R / 4, lipschitz=Certifier(time_limit=60))
+    assert phi.phi == 0.0 and phi.r_star is None
 
 
 class _PassingCertifier(Certifier):

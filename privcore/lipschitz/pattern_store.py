@@ -1,13 +1,24 @@
-"""Pattern tables held by this process: built here from the weights, never read from disk.
+"""Pattern tables held by this process: enumerated here from the weights; region labels resolved
+here or re-derived here from stored LP-duality certificates.
 
 A threshold table (every activation pattern with ‖J_D‖ > τ) and the region memo the searches fill
 decide passes: a table missing a pattern, or marking a realised region empty, would let a ball
-whose L exceeds Δp pass PTR's test. So a table is trusted only when this process enumerated it
-from the weights (:func:`threshold_pattern_table`, about a second for a shipped obfuscator) and
-resolved its regions with its own LPs; it lives in memory, per model, norms and τ, and nothing
-of it is written to or read from a models directory or the cache (docs/TRUST.md).
-:func:`realised_pattern_table` is the entry point: the table of patterns above τ with its
-regions resolved on demand; :func:`precompute_pattern_tables` builds them in a warm-up thread.
+whose L exceeds Δp pass PTR's test. So the table is always enumerated in this process from the
+weights (:func:`threshold_pattern_table`, about a second for a shipped obfuscator; codes and norms
+are never stored), and a region label is trusted only when this process computed it with its own
+LPs or re-derived it from a certificate (docs/TRUST.md). :func:`realised_pattern_table` is the
+entry point: the table of patterns above τ with its regions resolved on demand;
+:func:`precompute_pattern_tables` builds them in a warm-up thread.
+
+Persistence (:mod:`privcore.lipschitz.region_certs`): once a table is fully resolved by
+:func:`resolve_regions` with ``save=True`` (the warm-up does this in the background), a dual vector
+per label is put into the Lipschitz cache (kind ``"pattern_certs"``, key: model digest, τ, norms,
+table domain, format; HMAC-authenticated like every row, :func:`store_certificates`). A later
+process enumerates its table, reads that row, and pre-fills the memo with exactly the labels whose
+certificates verify against the rows it computes from the weights (numpy sums, tens of ms); the
+rest stay UNKNOWN and are resolved by LPs as without a store. A row that cannot be parsed is
+reported and deleted; certificates that do not verify are reported and ignored. No store
+(:func:`use_certificate_store` with False, or no cache database yet) changes nothing but speed.
 """
 
 from __future__ import annotations
@@ -15,9 +26,11 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,19 +41,26 @@ from privcore.lipschitz.patterns import (
     _GLOBAL,
     _LOCK,
     _THRESHOLD,
+    TABLE_DOMAIN,
     PatternTable,
     RegionMemo,
     threshold_pattern_table,
 )
+from privcore.lipschitz.region_certs import CERT_FORMAT, RegionCertificates, certify, verify
 from privcore.lipschitz.regions import _region_rows_batch
 
 __all__ = [
+    "CERT_KIND",
     "clear_pattern_tables",
+    "load_certificates",
     "precompute_pattern_tables",
     "realised_pattern_table",
+    "region_certificate_key",
     "resolve_regions",
     "shipped_obfuscators",
+    "store_certificates",
     "threshold_table_due",
+    "use_certificate_store",
 ]
 
 _REALISED: OrderedDict[tuple, PatternTable | None] = OrderedDict()
@@ -66,9 +86,10 @@ def realised_pattern_table(
     reaches it, so the first φ costs the enumeration above the threshold and the LPs of the
     patterns near its own embedding, not an LP sweep of every pattern.
 
-    Held in memory per model, norms and threshold, and built here from the weights: never read
-    from disk (module docstring). ``build=False`` only looks it up (None when this process has
-    not built it yet)."""
+    Held in memory per model, norms and threshold, and enumerated here from the weights; region
+    labels with a stored certificate that verifies here are filled in at once
+    (:func:`load_certificates`). ``build=False`` only looks it up (None when this process has not
+    built it yet)."""
     key = (net.digest, norms, float(threshold))
     with _LOCK:
         if key in _REALISED:
@@ -81,6 +102,7 @@ def realised_pattern_table(
     if above is not None:
         table = PatternTable(codes=above.codes, norms=above.norms, n_hidden=above.n_hidden,
                              floor=above.floor, regions=RegionMemo(above.codes.size, net.in_dim, key=key))
+        load_certificates(net, table)
     with _LOCK:
         table = _REALISED.setdefault(key, table)
         while len(_REALISED) > 64:
@@ -134,14 +156,16 @@ def shipped_obfuscators(models_dir: str | os.PathLike | None = None) -> list[tup
 
 def precompute_pattern_tables(
     models_dir: str | os.PathLike | None = None, *, resolve: bool | Sequence[str] = False,
-    norms: Norms = DEFAULT_NORMS,
+    norms: Norms = DEFAULT_NORMS, save: bool = True,
 ) -> list[str]:
     """Make the realised-pattern table of every shipped obfuscator (at its card's Δp) ready in this
-    process: enumerated from the weights (about a second each); then the regions of the tables
-    ``resolve`` names (``"dataset/variant"``, in that order; True: all) are resolved as well
-    (seconds to tens of seconds per model), so that model's certifications need no region LP.
-    For a background warm-up thread: the searches share the tables in memory. Returns the models
-    enumerated."""
+    process: enumerated from the weights (about a second each), with the labels of stored
+    certificates that verify; then the regions of the tables ``resolve`` names
+    (``"dataset/variant"``, in that order; True: all) are resolved as well (seconds to tens of
+    seconds per model when nothing was stored), so that model's certifications need no region LP,
+    and with ``save`` their certificates are stored for the next process (as many LPs again, in
+    this thread). For a background warm-up thread: the searches share the tables in memory.
+    Returns the models enumerated."""
     done = {}
     for name, net, dp in shipped_obfuscators(models_dir):
         table = realised_pattern_table(net, dp, norms)
@@ -152,30 +176,31 @@ def precompute_pattern_tables(
     try:
         for name in done if resolve is True else (resolve or ()):
             if name in done and not _STOP.is_set():
-                resolve_regions(done[name][0], done[name][1], norms)
+                resolve_regions(done[name][0], done[name][1], norms, save=save)
     finally:
         _RESOLVING.discard(me)
     return list(done)
 
 
 def clear_pattern_tables() -> None:
-    """Forget every pattern table held in memory."""
+    """Forget every pattern table held in memory (stored certificates stay where they are)."""
     with _LOCK:
         _GLOBAL.clear()
         _THRESHOLD.clear()
         _REALISED.clear()
         _LOOKUPS.clear()
+        _SETTLED.clear()
 
 
-def resolve_regions(net: ReluNetwork, table: PatternTable, norms: Norms) -> None:
+def resolve_regions(net: ReluNetwork, table: PatternTable, norms: Norms, *, save: bool = False) -> None:
     """Resolve every still-unknown region of ``table`` (emptiness and bounding box; about 2d + 1
-    LPs each): what the searches otherwise do on demand."""
+    LPs each): what the searches otherwise do on demand. With ``save``, a table that is then fully
+    resolved and whose labels did not all come from the store gets its certificates stored
+    (:func:`store_certificates`: about as many LPs again; for background threads only)."""
     memo = table.regions
     if memo is None:
         return
     todo = np.flatnonzero(table.state == RegionMemo.UNKNOWN)
-    if todo.size == 0:
-        return
     for s0 in range(0, todo.size, _CHUNK):
         sel = todo[s0 : s0 + _CHUNK]
         G, h = _region_rows_batch(net, table.codes[sel])
@@ -183,3 +208,114 @@ def resolve_regions(net: ReluNetwork, table: PatternTable, norms: Norms) -> None
             if _STOP.is_set():  # the interpreter is exiting
                 return
             memo.resolve(int(p), G[k], h[k])
+    if save and table.index is None:
+        with _LOCK:
+            settled = memo.key in _SETTLED
+        if not settled:
+            store_certificates(net, table)
+
+
+# -- stored certificates of region labels (privcore.lipschitz.region_certs) --------------------------
+
+#: the cache kind of a table's region certificates
+CERT_KIND = "pattern_certs"
+#: where certificates are read and written: True (the default Lipschitz cache, ``$PRIVLENS_CACHE_DIR``),
+#: a directory or :class:`~privcore.lipschitz.cache.LipschitzCache`, or None/False (none)
+_STORE: Any = True
+#: tables (memo keys) whose labels all came from the store or were stored by this process
+_SETTLED: set[tuple] = set()
+
+
+def use_certificate_store(cache: Any) -> Any:
+    """Read and write region certificates in ``cache`` (as :func:`~privcore.lipschitz.cache.resolve_cache`
+    takes it; None/False: no store, every label is resolved by LPs). Returns the previous setting."""
+    global _STORE
+    previous, _STORE = _STORE, cache
+    return previous
+
+
+_DEFAULT_STORES: dict[str, Any] = {}
+
+
+def _store():
+    """The store now: the default cache of ``$PRIVLENS_CACHE_DIR`` (one instance per directory,
+    so a disabled cache warns once), or what :func:`use_certificate_store` set."""
+    from privcore.lipschitz.cache import LipschitzCache, default_cache_dir, resolve_cache
+
+    if _STORE is True:
+        directory = str(default_cache_dir())
+        with _LOCK:
+            return _DEFAULT_STORES.setdefault(directory, LipschitzCache(directory))
+    return resolve_cache(_STORE)
+
+
+def region_certificate_key(digest: str, threshold: float, norms: Norms) -> dict:
+    """The cache key of a table's region certificates (stored only as an HMAC, like every key)."""
+    return {"model": digest, "threshold": float(threshold), "input_norm": norms.input,
+            "output_norm": norms.output, "domain": TABLE_DOMAIN, "format": CERT_FORMAT}
+
+
+def _rows_of(net: ReluNetwork):
+    return lambda codes: _region_rows_batch(net, codes)
+
+
+def load_certificates(net: ReluNetwork, table: PatternTable) -> int:
+    """Fill ``table``'s unknown region labels from the store: only those whose certificate verifies
+    against rows computed here (:func:`~privcore.lipschitz.region_certs.verify`). A row that is
+    not a certificate set of this format is reported and deleted; certificates that fail are
+    reported and ignored (their regions stay UNKNOWN). Returns the labels filled."""
+    memo = table.regions
+    store = _store()
+    if memo is None or memo.key is None or store is None or not store.path.exists():
+        return 0
+    digest, norms, threshold = memo.key
+    key = region_certificate_key(digest, threshold, norms)
+    value = store.get(CERT_KIND, key)
+    if value is None:
+        return 0
+    try:
+        certs = RegionCertificates.from_value(value, d=net.in_dim, k=net.n_hidden)
+    except (ValueError, TypeError):
+        warnings.warn(f"Lipschitz cache {store.path}: a {CERT_KIND!r} entry is not a certificate set "
+                      "of this format; deleted, its regions are resolved here", RuntimeWarning, stacklevel=2)
+        store.delete(CERT_KIND, key)
+        return 0
+    got = verify(certs, table.codes, _rows_of(net), net.in_dim)
+    with memo.lock:
+        unknown = memo.state == RegionMemo.UNKNOWN
+        empty, boxed = got.empty & unknown, got.boxed & unknown
+        memo.state[empty] = RegionMemo.EMPTY
+        memo.lower[boxed], memo.upper[boxed] = got.lower[boxed], got.upper[boxed]
+        memo.state[boxed] = RegionMemo.BOXED
+        complete = not np.any(memo.state == RegionMemo.UNKNOWN)
+    if complete:
+        with _LOCK:
+            _SETTLED.add(memo.key)
+    if got.rejected:
+        warnings.warn(f"Lipschitz cache {store.path}: {got.rejected} region certificates did not verify "
+                      "and were ignored (their regions are resolved here; was the entry edited?)",
+                      RuntimeWarning, stacklevel=2)
+    return int(empty.sum() + boxed.sum())
+
+
+def store_certificates(net: ReluNetwork, table: PatternTable) -> RegionCertificates | None:
+    """Compute certificates of every resolved label of ``table`` (LPs: about one per EMPTY and 2d
+    per BOXED region; stops early at interpreter exit) and put them into the store. None (nothing
+    stored) when there is no store or the table is not a fully resolved threshold table."""
+    memo = table.regions
+    store = _store()
+    if memo is None or memo.key is None or table.index is not None or store is None:
+        return None
+    with memo.lock:
+        state = memo.state.copy()
+    if np.any(state == RegionMemo.UNKNOWN):
+        return None
+    certs = certify(table.codes, state, _rows_of(net), stop=_STOP.is_set)
+    if _STOP.is_set():
+        return None
+    digest, norms, threshold = memo.key
+    store.put(CERT_KIND, region_certificate_key(digest, threshold, norms),
+              certs.to_value(d=net.in_dim, k=net.n_hidden))
+    with _LOCK:
+        _SETTLED.add(memo.key)
+    return certs

@@ -58,7 +58,9 @@ MAX_GLOBAL_NEURONS = 16
 #: millions of units away (seen: one at |x| ≈ 6e6, on its boundary to 1e-11) may get it. Latent
 #: balls live within a few units of the origin, so inside this domain the label is a proof
 #: (tests/test_lipschitz_patterns.py checks the labels against a reference LP on this box);
-#: a box outside it falls back to the per-box enumeration / MILP, which use no such label.
+#: a box outside it falls back to the per-box enumeration / MILP, which use no such label. Labels
+#: loaded from stored certificates (:mod:`privcore.lipschitz.region_certs`) are proven on this
+#: domain only.
 TABLE_DOMAIN = 1e3
 #: largest per-box enumeration (patterns of the unstable neurons)
 MAX_PATTERNS = 1 << 14
@@ -68,13 +70,16 @@ _CHUNK = 4096
 class RegionMemo:
     """What is known of the region of each pattern of one threshold table, filled on demand.
 
-    Per pattern (position in the table): unknown, empty in all of ℝ^d, or contained in a padded
-    bounding box (:func:`_region_box`, 2d + 1 small LPs); in memory also "non-empty, box not yet
-    computed" (:meth:`meets_space`, one LP). A search pays one LP for each region it reaches;
-    boxes come later, in bulk (:func:`~privcore.lipschitz.pattern_search._searched`), once per
-    process (in memory only: :mod:`~privcore.lipschitz.pattern_store`). Every entry is a proof (an
-    empty region meets no ball, a region lies in its box), so a partly resolved memo prunes less
-    but never decides differently. Thread-safe; entries only go from unknown to known."""
+    Per pattern (position in the table): unknown, empty (in all of ℝ^d when resolved here; on
+    [−TABLE_DOMAIN, TABLE_DOMAIN]^d, the only place tables serve, when loaded from a verified
+    certificate), or contained in a padded bounding box (:func:`_region_box`, 2d + 1 small LPs);
+    in memory also "non-empty, box not yet computed" (:meth:`meets_space`, one LP). A search pays
+    one LP for each region it reaches; boxes come later, in bulk
+    (:func:`~privcore.lipschitz.pattern_search._searched`), once per process, or from certificates
+    an earlier process stored, verified here (:mod:`~privcore.lipschitz.pattern_store`). Every
+    entry is a proof (an empty region meets no ball, a region lies in its box), so a partly
+    resolved memo prunes less but never decides differently. Thread-safe; entries only go from
+    unknown to known."""
 
     UNKNOWN, EMPTY, BOXED = 0, -1, 1
 
