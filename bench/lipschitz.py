@@ -30,8 +30,10 @@ R_max = 10·R: with δ = 0.05 and ε = 1 the test passes with probability 1 − 
 
 ``--first-phi`` runs each shipped ARL-C-N obfuscator in a fresh process (nothing in memory) and
 times its first φ (pattern table included) and the median of the next ``--n`` images, with the
-bench's R_max and with the dashboard's; set ``PRIVLENS_CACHE_DIR`` to an empty directory to time a
-fresh clone with nothing cached (pattern tables are always built in the process).
+bench's R_max and with the dashboard's, side by side with an empty cache and with a warm one that
+holds the table's region certificates (filled first, in this run, by a process that resolves the
+table and stores them: its line gives the stored size and the time to read and verify them).
+Pattern codes are always enumerated in the process; a stored label is used only once verified.
 """
 
 from __future__ import annotations
@@ -367,13 +369,42 @@ def _first_phi_one(name: str, net: ReluNetwork, radius: float, delta_p: float, z
           f"median of the next {len(times) - 1} {rest:7.4f} s | max {max(times[1:], default=0):7.4f} s")
 
 
-def first_phi(n_more: int, specs: tuple[str, ...]) -> None:
-    """First φ per shipped obfuscator, each in a fresh Python process (nothing memoised in memory;
-    on-disk tables in the default cache directory are used when present)."""
-    import subprocess
+def fill_store_child(spec: str) -> None:
+    """In this process: enumerate, resolve and certify one shipped obfuscator's table at its Δp,
+    store the certificates in ``$PRIVLENS_CACHE_DIR``, then time reading and verifying them back."""
+    from privcore.lipschitz import pattern_store as ps
+    from privcore.lipschitz.cache import LipschitzCache, _canonical
 
-    print(f"first φ in a fresh process (load average {load()}; PRIVLENS_CACHE_DIR="
-          f"{os.environ.get('PRIVLENS_CACHE_DIR', '<default>')})")
+    ((_, net, dp),) = [s for s in ps.shipped_obfuscators() if s[0] == spec]
+    t0 = time.perf_counter()
+    table = ps.realised_pattern_table(net, dp, Norms())
+    t1 = time.perf_counter()
+    ps.resolve_regions(net, table, Norms())
+    t2 = time.perf_counter()
+    certs = ps.store_certificates(net, table)
+    t3 = time.perf_counter()
+    value = LipschitzCache().get(ps.CERT_KIND, ps.region_certificate_key(net.digest, dp, Norms()))
+    ps.clear_pattern_tables()
+    previous = ps.use_certificate_store(False)
+    fresh = ps.realised_pattern_table(net, dp, Norms())  # enumerated, nothing loaded
+    ps.use_certificate_store(previous)
+    t4 = time.perf_counter()
+    filled = ps.load_certificates(net, fresh)
+    t5 = time.perf_counter()
+    print(f"  {spec:<22} store: {table.codes.size} patterns enumerated {t1 - t0:.2f} s, "
+          f"resolved {t2 - t1:.2f} s, certified {t3 - t2:.2f} s ({certs.empty_codes.size} EMPTY, "
+          f"{certs.boxed_codes.size} boxed, "
+          f"{certs.side_codes.size} box sides); {len(_canonical(value)) / 2**20:.2f} MiB stored | "
+          f"read + verify {t5 - t4:.3f} s: {filled}/{fresh.codes.size} labels verified")
+
+
+def first_phi(n_more: int, specs: tuple[str, ...]) -> None:
+    """First φ per shipped obfuscator, each in a fresh Python process (nothing memoised in memory),
+    with an empty cache and with one holding the table's region certificates."""
+    import subprocess
+    import tempfile
+
+    print(f"first φ in a fresh process (load average {load()})")
     models = Path(__file__).resolve().parents[1] / "models"
     expanded = []
     for spec in specs:
@@ -383,10 +414,17 @@ def first_phi(n_more: int, specs: tuple[str, ...]) -> None:
                          for p in sorted((models / dataset).glob("obfuscator-*.json"))]
         else:
             expanded.append(spec)
-    for spec in expanded:
-        for setting in ("bench", "dashboard"):
-            subprocess.run([sys.executable, __file__, "--first-phi-child", spec, "--setting", setting,
-                            "--n", str(n_more)], check=True)
+    with tempfile.TemporaryDirectory() as cold, tempfile.TemporaryDirectory() as warm:
+        for spec in expanded:
+            subprocess.run([sys.executable, __file__, "--fill-store", spec], check=True,
+                           env={**os.environ, "PRIVLENS_CACHE_DIR": warm})
+        for spec in expanded:
+            for setting in ("bench", "dashboard"):
+                for label, directory in (("empty cache", cold), ("warm store", warm)):
+                    print(f"  [{label}]", end="", flush=True)
+                    subprocess.run([sys.executable, __file__, "--first-phi-child", spec, "--setting", setting,
+                                    "--n", str(n_more)], check=True,
+                                   env={**os.environ, "PRIVLENS_CACHE_DIR": directory})
 
 
 def load() -> str:
@@ -414,8 +452,12 @@ def main() -> None:
                         help="full run: shipped obfuscators to include (dataset/variant, comma-separated; "
                              "empty for none)")
     parser.add_argument("--first-phi-child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--fill-store", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--setting", default="bench", choices=("bench", "dashboard"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.fill_store:
+        fill_store_child(args.fill_store)
+        return
     if args.first_phi_child:
         first_phi_child(args.first_phi_child, args.n, args.setting)
         return
