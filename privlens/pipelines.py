@@ -67,9 +67,10 @@ SLOW_IMPORTS = ("privcore.attacks.metrics",)
 @st.cache_resource(show_spinner=False)
 def warm_up() -> threading.Thread:
     """Start importing :data:`SLOW_IMPORTS` in a daemon thread (once per process), then make the
-    exact certifier's pattern tables of the shipped obfuscators ready (enumerated here from the weights,
-    never read from disk: :func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`; their
-    regions are resolved on demand by the certifications, which share them)."""
+    exact certifier's pattern tables of the shipped obfuscators ready (enumerated here from the
+    weights; region labels only from certificates verified here:
+    :func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`; the rest of their regions are
+    resolved on demand by the certifications, which share them)."""
 
     # privcore.lipschitz is imported here, in the script's thread (~0.3 s, once per process): imported by
     # the thread while a page imports it too, its circular modules (package __init__ → engine → patterns)
@@ -80,7 +81,7 @@ def warm_up() -> threading.Thread:
         precompute_pattern_tables = None
     directory = models_dir()
     # the default model of each dataset, the default dataset first, fully resolved in the background:
-    # their certifications then need no region LP (tables are never read from disk: docs/TRUST.md)
+    # their certifications then need no region LP (and their verified labels are stored: docs/TRUST.md)
     first = [f"{ds}/{names[0]}" for ds, names in _catalogue(directory).items() if names]
 
     def run() -> None:

@@ -176,7 +176,7 @@ def _candidates(table: PatternTable, fwd: ForwardBounds) -> PatternTable:
 
 
 def nonempty_threshold_table(net: ReluNetwork, threshold: float, norms: Norms) -> PatternTable | None:
-    """:func:`threshold_pattern_table` without the patterns whose region is empty in all of ℝ^d,
+    """:func:`threshold_pattern_table` without the patterns whose region is empty (on the table domain),
     with a bounding box of each remaining region: :func:`realised_pattern_table` with every
     region resolved up front (:func:`resolve_regions`).
 
