@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +91,8 @@ def warm_up() -> threading.Thread:
                 importlib.import_module(name)
             except Exception:  # pragma: no cover - the page that needs it imports it again and reports
                 LOG.warning("warm-up import of %s failed", name, exc_info=True)
+        if os.environ.get("PRIVLENS_WARM_UP", "").lower() in ("off", "0", "no"):
+            return  # tables are built on demand (the test suite: many short-lived dashboards)
         try:
             if precompute_pattern_tables is not None:
                 precompute_pattern_tables(directory, resolve=first)

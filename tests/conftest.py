@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Every AppTest and test server starts the dashboard's warm-up thread, which enumerates, resolves and
+# certifies the shipped models' pattern tables in the background (tens of seconds of LPs): dozens of
+# short-lived dashboards doing that at once would only slow the suite. Tables are then built on demand,
+# as in any process; the warm-up itself is tested in tests/test_lipschitz_patterns.py.
+os.environ.setdefault("PRIVLENS_WARM_UP", "off")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
