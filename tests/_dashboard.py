@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -64,6 +67,33 @@ def send_ip(at: AppTest) -> AppTest:
         at.button(key=f"ip_send_{mech}").click().run()
         assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def held(at: AppTest, match: Callable[[Any], bool]) -> list[Any]:
+    """Every object held anywhere in the session state (through dicts, sequences and privlens
+    dataclasses) that ``match`` accepts: what a page keeps between reruns."""
+    found: dict[int, Any] = {}
+
+    def walk(obj: Any) -> None:
+        if match(obj):
+            found[id(obj)] = obj
+        elif isinstance(obj, dict):
+            for v in obj.values():
+                walk(v)
+        elif isinstance(obj, list | tuple | set | frozenset):
+            for v in obj:
+                walk(v)
+        elif dataclasses.is_dataclass(obj) and type(obj).__module__.startswith("privlens"):
+            for f in dataclasses.fields(obj):
+                walk(getattr(obj, f.name))
+
+    walk(at.session_state.to_dict())
+    return list(found.values())
+
+
+def ledger(at: AppTest) -> list:
+    """The session's ledger rows (empty before any send)."""
+    return list(at.session_state["privlens_ledger"]) if "privlens_ledger" in at.session_state else []
 
 
 def metric(at: AppTest, label: str) -> str:

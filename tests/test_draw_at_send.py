@@ -13,7 +13,6 @@ the page shows and offers for download the release that was sent, and the ledger
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,7 @@ import privlens.ptr
 from privcore.mechanisms import GaussInput, GaussOutput, LapOutput, PTRResult
 from privlens import ui
 from privlens.settings import EPSILON_GRID
-from tests._dashboard import app, isolate, metric, send, texts
+from tests._dashboard import app, held, isolate, ledger, metric, send, texts
 
 
 @pytest.fixture(autouse=True)
@@ -40,31 +39,14 @@ IP_SENDS = ("Gauss-Input", "Gauss-Output", "Lap-Output")
 
 
 def _ledger(at: AppTest) -> list:
-    return list(at.session_state["privlens_ledger"]) if "privlens_ledger" in at.session_state else []
+    return ledger(at)
 
 
 def _drawn(at: AppTest) -> list[Any]:
     """Every drawn outcome held anywhere in the session: PTR results and IP draws (any object of a
-    privlens class with a ``noisy`` field), found through dicts, sequences and privlens dataclasses."""
-    found: dict[int, Any] = {}
-
-    def walk(obj: Any) -> None:
-        if isinstance(obj, PTRResult) or (
-            type(obj).__module__.startswith("privlens") and hasattr(obj, "noisy")
-        ):
-            found[id(obj)] = obj
-        elif isinstance(obj, dict):
-            for v in obj.values():
-                walk(v)
-        elif isinstance(obj, list | tuple | set | frozenset):
-            for v in obj:
-                walk(v)
-        elif dataclasses.is_dataclass(obj) and type(obj).__module__.startswith("privlens"):
-            for f in dataclasses.fields(obj):
-                walk(getattr(obj, f.name))
-
-    walk(at.session_state.to_dict())
-    return list(found.values())
+    privlens class with a ``noisy`` field)."""
+    return held(at, lambda o: isinstance(o, PTRResult)
+                or (type(o).__module__.startswith("privlens") and hasattr(o, "noisy")))
 
 
 def _shows_an_outcome(at: AppTest) -> bool:

@@ -9,7 +9,6 @@ once; its JSON carries the API's keys.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -20,7 +19,7 @@ import privlens.globalmech
 import privlens.ptr
 from privcore.mechanisms import GlobalRelease, registry
 from privlens import ui
-from tests._dashboard import ROOT, app, default_radius, isolate, metric, send, texts
+from tests._dashboard import ROOT, app, default_radius, held, isolate, ledger, metric, send, texts
 
 
 @pytest.fixture(autouse=True)
@@ -29,28 +28,12 @@ def _env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFacto
 
 
 def _ledger(at: AppTest) -> list:
-    return list(at.session_state["privlens_ledger"]) if "privlens_ledger" in at.session_state else []
+    return ledger(at)
 
 
 def _global_draws(at: AppTest) -> list[GlobalRelease]:
-    """Every GlobalRelease held anywhere in the session (dicts, sequences, privlens dataclasses)."""
-    found: dict[int, Any] = {}
-
-    def walk(obj: Any) -> None:
-        if isinstance(obj, GlobalRelease):
-            found[id(obj)] = obj
-        elif isinstance(obj, dict):
-            for v in obj.values():
-                walk(v)
-        elif isinstance(obj, list | tuple | set | frozenset):
-            for v in obj:
-                walk(v)
-        elif dataclasses.is_dataclass(obj) and type(obj).__module__.startswith("privlens"):
-            for f in dataclasses.fields(obj):
-                walk(getattr(obj, f.name))
-
-    walk(at.session_state.to_dict())
-    return list(found.values())
+    """Every GlobalRelease held anywhere in the session."""
+    return held(at, lambda o: isinstance(o, GlobalRelease))
 
 
 def _comparison(at: AppTest, column: str = "noise per coordinate") -> Any:
