@@ -130,6 +130,13 @@ def _at_least_as_strong(a: Guarantee, b: Guarantee) -> bool:
     return b.neighbourhood.within(a.neighbourhood) and a.epsilon <= b.epsilon and a.delta <= b.delta
 
 
+def _unavailable(name: str, label: str, runs_at: str, accuracy: Reading | None, note: str) -> Choice:
+    """The row of a mechanism that cannot run for this model (``note`` says why)."""
+    return Choice(name=name, label=label, runs_at=runs_at, guarantee=None, comparable=True, noise_scale=None,
+                  noise="—", calibration="", probability=None, probability_text="—", accuracy=accuracy,
+                  note=note)
+
+
 def compare(
     *,
     epsilon: float,
@@ -158,22 +165,8 @@ def compare(
 
     g_spec = spec["Global"]
     if global_lipschitz is None:
-        choices.append(
-            Choice(
-                name="Global",
-                label=g_spec.label,
-                runs_at=f"ε = {epsilon:g}",
-                guarantee=None,
-                comparable=True,
-                noise_scale=None,
-                noise="—",
-                calibration="",
-                probability=None,
-                probability_text="—",
-                accuracy=accuracy.get("Global"),
-                note="no certified G for this model (its card records no clipping box)",
-            )
-        )
+        choices.append(_unavailable("Global", g_spec.label, f"ε = {epsilon:g}", accuracy.get("Global"),
+                                    "no certified G for this model (its card records no clipping box)"))
     else:
         gs = global_scales(
             epsilon=g_spec.mechanism_epsilon(epsilon),
@@ -211,22 +204,7 @@ def compare(
         except ValueError as exc:
             ptr_note = f"refused: {exc}"
     if ps is None:
-        choices.append(
-            Choice(
-                name="PTR",
-                label=p_spec.label,
-                runs_at=f"ε/2 = {half:g}",
-                guarantee=None,
-                comparable=True,
-                noise_scale=None,
-                noise="—",
-                calibration="",
-                probability=None,
-                probability_text="—",
-                accuracy=accuracy.get("PTR"),
-                note=ptr_note,
-            )
-        )
+        choices.append(_unavailable("PTR", p_spec.label, f"ε/2 = {half:g}", accuracy.get("PTR"), ptr_note))
     else:
         prob_text = (
             unknown_probability if ptr_probability is None else f"{100 * ptr_probability:.1f} % (else ⊥)"
