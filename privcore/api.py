@@ -42,11 +42,13 @@ from privcore.errors import (
     PrivcoreError,
 )
 from privcore.validation import (
+    DELTA_RANGE,
+    RADIUS_RANGE,
     check_choice,
-    check_epsilon,
     check_finite_array,
-    check_in_range,
     check_positive,
+    check_range,
+    check_release_epsilon,
 )
 
 __all__ = [
@@ -64,8 +66,8 @@ RELEASE_FORMAT = "privlens.release/1"
 CERTIFIERS = ("exact", "lp", "interval")
 #: δ of :func:`release` and ``privcore release`` when none is given (issue 30: ≤ 1e-5 everywhere).
 DEFAULT_DELTA = 1e-5
-#: The δ :func:`release` accepts, ends included: the dashboard's δ slider (privlens.settings).
-DELTA_RANGE = (1e-12, 0.5)
+# DELTA_RANGE (re-exported): the δ :func:`release` accepts, ends included, defined once in
+# privcore.validation with ε's and R's ranges, which the CLI and the dashboard read too.
 _monotonic, _sleep = time.monotonic, time.sleep  # module attributes, so tests can stand in a clock
 
 
@@ -76,7 +78,7 @@ class DeadlineExceededError(PrivcoreError):
 
 def check_release_delta(value: Any) -> float:
     """δ of a PTR release: in :data:`DELTA_RANGE` (ParameterError naming it, its value and the range)."""
-    return check_in_range("delta", value, *DELTA_RANGE, low_open=False, high_open=False)
+    return check_range("delta", value, DELTA_RANGE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -241,6 +243,8 @@ def certify(
     from privcore.mechanisms.search_range import DEFAULT_DELTA_MIN, DEFAULT_EPSILON_MIN, ptr_search_range
 
     check_choice("certifier", certifier, CERTIFIERS)
+    if radius is not None:
+        check_range("radius", radius, RADIUS_RANGE)
     pipe, delta_p, r, z = _setup(image, dataset, model, radius, models_dir)
     eps_min = DEFAULT_EPSILON_MIN if epsilon_min is None else epsilon_min
     dlt_min = DEFAULT_DELTA_MIN if delta_min is None else delta_min
@@ -353,7 +357,9 @@ def release(
       unused; the document's δ is 0.
     * ``"ptr"``: posthoc PTR, (2ε, δ/2, R)-private release or ⊥ (Thm 4.4).
 
-    ``delta`` in :data:`DELTA_RANGE` ([1e-12, 0.5]), default 1e-5. Every parameter is checked
+    ``delta`` in :data:`DELTA_RANGE` ([1e-12, 0.5]), default 1e-5; the guarantee's total ε (``epsilon``
+    for global, 2·``epsilon`` for ptr) in EPSILON_RANGE and ``radius`` in RADIUS_RANGE, the dashboard's
+    ranges (:mod:`privcore.validation`). Every parameter is checked
     before anything is computed; a certification that cannot be completed (e.g. a solver
     time-out) raises :class:`~privcore.errors.CertificationError` and nothing is released.
 
@@ -379,7 +385,9 @@ def release(
             f"mechanism {spec.name!r} releases a classifier's output (the dashboard's Inference privacy "
             "page); privcore.release takes 'global' or 'ptr'"
         )
-    eps, dlt = check_epsilon(epsilon), check_release_delta(delta)
+    eps, dlt = check_release_epsilon(epsilon, share=spec.epsilon_share), check_release_delta(delta)
+    if radius is not None:
+        check_range("radius", radius, RADIUS_RANGE)
     budget = None if min_seconds is None else check_positive("min_seconds", min_seconds)
     check_choice("certifier", certifier, CERTIFIERS)
     if spec.name == "Global":

@@ -16,6 +16,10 @@ import numpy as np
 from privcore.errors import ParameterError, ParameterTypeError
 
 __all__ = [
+    "ALPHA_RANGE",
+    "DELTA_RANGE",
+    "EPSILON_RANGE",
+    "RADIUS_RANGE",
     "check_bool",
     "check_choice",
     "check_delta",
@@ -25,8 +29,22 @@ __all__ = [
     "check_int",
     "check_nonnegative",
     "check_positive",
+    "check_range",
     "check_real",
+    "check_release_epsilon",
 ]
+
+# The ranges of the release parameters, closed (ends included) and defined here only: the API
+# (privcore.api.release / certify), the CLI (``privcore release`` / ``certify``) and the dashboard
+# (privlens.settings.PARAMS: sliders, shared links and their messages) all read them.
+#: ε: the *total* ε of one sent release's guarantee (PTR runs at half of it, Thm 4.4).
+EPSILON_RANGE: tuple[float, float] = (0.01, 100.0)
+#: δ a mechanism runs at (PTR's guarantee then spends δ/2).
+DELTA_RANGE: tuple[float, float] = (1e-12, 0.5)
+#: R, the ℓ∞ radius on the embedding of the posthoc mechanisms.
+RADIUS_RANGE: tuple[float, float] = (1e-3, 2.0)
+#: α, the input radius of inference privacy.
+ALPHA_RANGE: tuple[float, float] = (1e-4, 10.0)
 
 
 def check_real(name: str, value: Any) -> float:
@@ -80,6 +98,28 @@ def check_in_range(
         hi = ")" if high_open else "]"
         raise ParameterError(f"{name} must be in {lo}{low:g}, {high:g}{hi}, got {value!r}")
     return v
+
+
+def check_range(name: str, value: Any, bounds: tuple[float, float]) -> float:
+    """A real number in the closed interval ``bounds`` (one of the ranges above)."""
+    return check_in_range(name, value, bounds[0], bounds[1], low_open=False, high_open=False)
+
+
+def check_release_epsilon(value: Any, *, share: float = 1.0, name: str = "epsilon") -> float:
+    """ε of a mechanism that runs at ``share`` of its guarantee's total ε (PTR: 0.5), so that the total,
+    ε / share, lies in :data:`EPSILON_RANGE` (the dashboard's; the message names both)."""
+    low, high = EPSILON_RANGE[0] * share, EPSILON_RANGE[1] * share
+    try:
+        return check_in_range(name, value, low, high, low_open=False, high_open=False)
+    except ParameterTypeError:
+        raise
+    except ParameterError as exc:
+        if share == 1.0:
+            raise
+        raise ParameterError(
+            f"{exc} (the mechanism runs at {share:g} × the total ε of its guarantee, which must lie in "
+            f"[{EPSILON_RANGE[0]:g}, {EPSILON_RANGE[1]:g}])"
+        ) from None
 
 
 def check_epsilon(value: Any, name: str = "epsilon") -> float:

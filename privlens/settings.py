@@ -19,7 +19,14 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from privcore.mechanisms import registry
-from privcore.validation import check_choice, check_in_range
+from privcore.validation import (
+    ALPHA_RANGE,
+    DELTA_RANGE,
+    EPSILON_RANGE,
+    RADIUS_RANGE,
+    check_choice,
+    check_in_range,
+)
 
 __all__ = [
     "ALPHA_GRID",
@@ -105,27 +112,18 @@ class NumericParam:
         return check_in_range(self.field, value, self.low, self.high, low_open=False, high_open=False)
 
 
+#: The ranges themselves live in privcore.validation (EPSILON_RANGE, …): the API and the CLI check the same.
 PARAMS: dict[str, NumericParam] = {
     p.field: p
     for p in (
-        NumericParam(
-            field="epsilon",
-            key="eps",
-            aliases=("epsilon",),
-            symbol="ε",
-            grid=EPSILON_GRID,
-            low=0.01,
-            high=100.0,
-        ),
-        NumericParam(
-            field="delta", key="delta", aliases=(), symbol="δ", grid=DELTA_GRID, low=1e-12, high=0.5
-        ),
-        NumericParam(
-            field="radius", key="R", aliases=("radius", "r"), symbol="R", grid=RADIUS_GRID, low=1e-3, high=2.0
-        ),
-        NumericParam(
-            field="alpha", key="alpha", aliases=(), symbol="α", grid=ALPHA_GRID, low=1e-4, high=10.0
-        ),
+        NumericParam(field="epsilon", key="eps", aliases=("epsilon",), symbol="ε", grid=EPSILON_GRID,
+                     low=EPSILON_RANGE[0], high=EPSILON_RANGE[1]),
+        NumericParam(field="delta", key="delta", aliases=(), symbol="δ", grid=DELTA_GRID,
+                     low=DELTA_RANGE[0], high=DELTA_RANGE[1]),
+        NumericParam(field="radius", key="R", aliases=("radius", "r"), symbol="R", grid=RADIUS_GRID,
+                     low=RADIUS_RANGE[0], high=RADIUS_RANGE[1]),
+        NumericParam(field="alpha", key="alpha", aliases=(), symbol="α", grid=ALPHA_GRID,
+                     low=ALPHA_RANGE[0], high=ALPHA_RANGE[1]),
     )
 }
 
