@@ -127,7 +127,7 @@ def test_table1_tiny(out: Path, shipped: Path) -> None:
     inf = frame[np.isinf(frame["epsilon"])].iloc[0]
     assert inf["release_rate"] == 1.0 and inf["noise_scale"] == 0.0
     ptr = frame[np.isfinite(frame["epsilon"])]
-    # the corrected calibration: Lap(Δp·R/ε)
+    # the release calibration Lap(Δp·R/ε) (as the authors' code scales; not the printed Lap(Δp/ε))
     expected = ptr["delta_p"] * ptr["radius"] / ptr["epsilon"]
     np.testing.assert_allclose(ptr["noise_scale"], expected, rtol=1e-12)
     # ⊥ as a uniform guess: accuracy = (hits + n_⊥/K)/n, never below the ⊥-wrong reading
@@ -287,17 +287,39 @@ def test_report_puts_paper_numbers_beside_ours(out: Path) -> None:
 
 def test_calibration_tiny(out: Path, shipped: Path) -> None:
     frame = _run_cli("calibration", out)
-    corrected = frame[frame["calibration"] == "corrected"].set_index("epsilon")
+    ours = frame[frame["calibration"] == "ours"].set_index("epsilon")
     text = frame[frame["calibration"] == "paper-text"].set_index("epsilon")
-    assert set(text.index) == {1.0, 2.0, 5.0, 10.0} and max(corrected.index) == 100.0
-    # b = Δp·R/ε (ours) and Δp/ε (the paper's text): 1/R times the noise
-    np.testing.assert_allclose(
-        corrected["noise_scale_mean"], corrected["delta_p"] * corrected["radius"] / corrected.index
-    )
-    shared = corrected.loc[text.index]
+    assert set(text.index) == {1.0, 2.0, 5.0, 10.0} and max(ours.index) == 100.0
+    # b = Δp·R/ε (ours) and Δp/ε (the paper's printed text): 1/R times the noise
+    np.testing.assert_allclose(ours["noise_scale_mean"], ours["delta_p"] * ours["radius"] / ours.index)
+    shared = ours.loc[text.index]
     np.testing.assert_allclose(text["noise_scale_mean"], shared["noise_scale_mean"] / shared["radius"])
-    assert corrected["private"].all() and corrected["accuracy_refit"].notna().all()
-    assert not frame[frame["calibration"].str.startswith("paper-code")]["private"].any()
+    assert ours["private"].all() and ours["accuracy_refit"].notna().all()
+    # the authors' code: Lap(Δp∞·R/ε) with ε ∈ {1, 2, 5, 10, ∞}, every image, never private
+    for cal in ("authors-code", "authors-code-release-clf"):
+        authors = frame[frame["calibration"] == cal].set_index("epsilon")
+        assert set(authors.index) == {1.0, 2.0, 5.0, 10.0, np.inf} and not authors["private"].any()
+        finite = authors.loc[[1.0, 2.0, 5.0, 10.0]]
+        np.testing.assert_allclose(finite["noise_scale_mean"],
+                                   finite["delta_p"] * finite["radius"] / finite.index)
+        assert authors.loc[np.inf, "noise_scale_mean"] == 0.0 and authors.loc[np.inf, "n_draws"] == 1
+        assert (authors["n_test"] > ours["n_test"].max()).all()  # more images than the subsample
+    meta = json.loads((out / "digits" / "calibration.json").read_text())
+    stats = meta["notes"]["authors_delta_p_linf"]["ARL-C-N"]
+    assert stats["proposed"] == pytest.approx(stats["mu"] + 3 * stats["sigma"])
+    dp_inf = frame.loc[frame["calibration"] == "authors-code", "delta_p"].iloc[0]
+    assert stats["proposed"] == pytest.approx(dp_inf)
+
+
+def test_authors_delta_p_is_mean_plus_three_population_sd() -> None:
+    from privcore.experiments.calibration import authors_delta_p_linf
+
+    stats = authors_delta_p_linf([1.0, 2.0, 3.0, 4.0])
+    # np.array(lip_vals).std() in the authors' privacy_estimation.py: ddof = 0
+    assert stats["sigma"] == pytest.approx(np.std([1.0, 2.0, 3.0, 4.0]))
+    assert stats["proposed"] == pytest.approx(2.5 + 3 * np.sqrt(1.25)) and stats["n"] == 4
+    with pytest.raises(ValueError):
+        authors_delta_p_linf([1.0])
 
 
 def test_a_quick_or_tiny_run_never_writes_the_committed_results(
@@ -350,3 +372,37 @@ def test_select_tiny_chooses_on_validation_and_reads_the_test_set_once(
     assert len(cards) == 2
     card = json.loads(cards[0].read_text())
     assert card["dataset"]["n_train"] == split["n_fit"] and card["dataset"]["options"]["validation"]
+
+
+def test_select_global_tiny_chooses_on_validation_and_reads_the_test_set_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31: the global mechanism's obfuscator (incl. one trained with its own noise) and
+    classifier schedule are chosen on validation; only the selected pair is read on test, and each
+    candidate's G is certified over a box of its fit embeddings."""
+    from privcore.cli import app
+
+    monkeypatch.setenv("PRIVCORE_SELECT_DIR", str(tmp_path / "cache"))
+    args = ["experiment", "select-global", "--dataset", "digits", "--tiny", "--out", str(tmp_path / "out"),
+            "--certifier", "interval", "--workers", "1", "--no-progress"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    frame = pd.read_csv(tmp_path / "out" / "digits" / "select-global.csv")
+    assert list(frame.columns) == documented_columns("select-global")
+    meta = json.loads((tmp_path / "out" / "digits" / "select-global.json").read_text())
+    assert meta["complete"] is True
+    for choice in ("obfuscator", "classifier_schedule"):
+        part = frame[frame["choice"] == choice]
+        assert (part["split"] == "validation").all()
+        assert part[part["selected"]]["candidate"].nunique() == 1
+    assert set(frame[frame["choice"] == "obfuscator"]["obfuscator"]) == {"ARL-C-N", "ARL-C-N-global"}
+    test = frame[frame["split"] == "test"]
+    assert (test["choice"] == "final").all() and test["selected"].all() and test["candidate"].nunique() == 1
+    assert sorted(test["epsilon_total"]) == [2.0, 4.0, 10.0, 20.0]
+    assert ((frame["low"] <= frame["accuracy"]) & (frame["accuracy"] <= frame["high"])).all()
+    assert (frame["release_rate"] == 1.0).all() and (frame["global_lipschitz"] > 0).all()
+    cards = list((tmp_path / "cache").rglob("obfuscator-ARL-C-N-global.json"))
+    assert len(cards) == 1
+    card = json.loads(cards[0].read_text())
+    assert card["recipe"]["noise_mode"] == "global" and card["global_lipschitz"]["clip_box"]
+    assert card["dataset"]["options"]["validation"]

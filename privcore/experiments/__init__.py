@@ -16,6 +16,7 @@ every CSV: ``data/results/README.md``. Our numbers beside the papers': ``docs/RE
 ``audit``     empirical privacy audit of every mechanism (lower bounds on ε)
 ``calibration``  Table 1's release noise under the paper's and the authors' code's calibrations
 ``select``    issue 15: the ARL-C-N release margin and classifier schedule chosen on validation
+``select-global``  issue 31: obfuscator and classifier for the global mechanism chosen on validation
 ============  ==================================================================================
 """
 
@@ -53,9 +54,10 @@ EXPERIMENTS: dict[str, str] = {
     "attack": "attack",
     "calibration": "calibration",
     "select": "select",
+    "select-global": "select_global",
 }
 #: Experiments that ``all`` leaves out: they train models (run them by name).
-NOT_IN_ALL: frozenset[str] = frozenset({"select"})
+NOT_IN_ALL: frozenset[str] = frozenset({"select", "select-global"})
 
 
 def get_experiment(name: str) -> Callable[[RunContext], Any]:

@@ -88,11 +88,18 @@ def _noisy(z: torch.Tensor, sigma: float, on: bool) -> torch.Tensor:
 
 class _Regulariser:
     """The "N" noise of a recipe applied to z̃ = f(z) before the classifier: the paper's
-    Lap(σ), or the release-aware Δ̂·R/ε·Lap(1) (:mod:`privcore.train.release_aware`)."""
+    Lap(σ), the release-aware Δ̂·R/ε·Lap(1), or the global-aware Ĝ·R/ε·Lap(1)
+    (:mod:`privcore.train.release_aware`)."""
 
     def __init__(self, recipe: ObfuscatorRecipe, radius: float, generator: torch.Generator) -> None:
         self.recipe, self.radius, self.gen = recipe, radius, generator
-        self.release = recipe.noise and recipe.noise_mode == "release"
+        self.release = recipe.noise and recipe.noise_mode in ("release", "global")
+        self.global_aware = recipe.noise and recipe.noise_mode == "global"
+
+    def scale(self, norms: torch.Tensor) -> torch.Tensor:
+        """The sensitivity the training noise is calibrated to: Δ̂ = μ + nσ of the batch's norms
+        (PTR's Δp rule), or their maximum Ĝ for the global mechanism."""
+        return norms.amax() if self.global_aware else delta_hat(norms, n_sigma=self.recipe.noise_n_sigma)
 
     def norms(self, f: nn.Module, z: torch.Tensor) -> torch.Tensor:
         """Per-sample ‖J_f‖∞→1 estimates over the R-ball (differentiable in f)."""
@@ -106,7 +113,7 @@ class _Regulariser:
         assert norms is not None
         return release_noise(
             zt,
-            delta_hat(norms, n_sigma=self.recipe.noise_n_sigma),
+            self.scale(norms),
             self.radius,
             epsilons=self.recipe.noise_epsilons,
             clean_fraction=self.recipe.noise_clean_fraction,
@@ -206,7 +213,7 @@ def train_obfuscator(
                 norms = reg.norms(f, z) if reg.release else None
                 loss = (1.0 - alpha_now) * F.cross_entropy(h(reg(zt, norms)), y)
                 if norms is not None:
-                    dh_now = float(delta_hat(norms.detach(), n_sigma=recipe.noise_n_sigma))
+                    dh_now = float(reg.scale(norms.detach()))
                     sums["delta_hat"] += dh_now * len(idx)
                     if rho > 0:
                         spread = spread_penalty(norms)
@@ -214,7 +221,8 @@ def train_obfuscator(
                         sums["spread"] += spread.item() * len(idx)
                 if alpha_now > 0:
                     loss = loss - alpha_now * F.mse_loss(a(zt), t)
-                if norms is not None and recipe.release_weight > 0 and recipe.release_radius_factor > 0:
+                if (norms is not None and not reg.global_aware and recipe.release_weight > 0
+                        and recipe.release_radius_factor > 0):
                     big = ball_jacobian_norms(
                         f,
                         z,
@@ -229,7 +237,7 @@ def train_obfuscator(
                     zc = zt
                     if norms is not None and recipe.contrastive_units == "release":
                         # distances in units of the smallest training release-noise scale Δ̂·R/max ε
-                        unit = delta_hat(norms, n_sigma=recipe.noise_n_sigma).clamp_min(1e-6) * spec.radius
+                        unit = reg.scale(norms).clamp_min(1e-6) * spec.radius
                         zc = zt * (max(recipe.noise_epsilons) / unit)
                     con = contrastive_loss(zc, y, margin=recipe.margin)
                     loss = loss + lam * con

@@ -31,6 +31,7 @@ from privcore.validation import (
 
 __all__ = [
     "ALPHA_SWEEP",
+    "GLOBAL_RECIPE_SUFFIX",
     "PAPER_RECIPE_SUFFIX",
     "PAPER_WEIGHTS",
     "VARIANTS",
@@ -71,6 +72,10 @@ PAPER_WEIGHTS: dict[str, float] = {
 #: Checkpoint-name suffix of an N variant trained with the paper's own noise regulariser
 #: (``noise_mode="paper"``): ``ARL-C-N-paper`` ships beside the release-aware ``ARL-C-N``.
 PAPER_RECIPE_SUFFIX = "-paper"
+#: Checkpoint-name suffix of an N variant trained with the global mechanism's noise
+#: (``noise_mode="global"``), e.g. ``ARL-C-N-global``.
+GLOBAL_RECIPE_SUFFIX = "-global"
+_MODE_SUFFIX = {"paper": PAPER_RECIPE_SUFFIX, "global": GLOBAL_RECIPE_SUFFIX}
 
 
 def parse_variant(variant: str) -> tuple[bool, bool, bool]:
@@ -82,15 +87,19 @@ def parse_variant(variant: str) -> tuple[bool, bool, bool]:
 
 def parse_obfuscator_name(name: str) -> tuple[str, str | None]:
     """(Table-1 variant, ``noise_mode`` the name fixes or None) of a Table-1 checkpoint name:
-    ``"ARL-C-N"`` → ``("ARL-C-N", None)``, ``"ARL-C-N-paper"`` → ``("ARL-C-N", "paper")``. Only the
-    N variants have a paper-recipe twin (the others have no noise regulariser to differ in)."""
-    if name.endswith(PAPER_RECIPE_SUFFIX):
-        variant = name.removesuffix(PAPER_RECIPE_SUFFIX)
+    ``"ARL-C-N"`` → ``("ARL-C-N", None)``, ``"ARL-C-N-paper"`` → ``("ARL-C-N", "paper")``,
+    ``"ARL-C-N-global"`` → ``("ARL-C-N", "global")``. Only the N variants have such twins (the
+    others have no noise regulariser to differ in)."""
+    for mode, suffix in _MODE_SUFFIX.items():
+        if not name.endswith(suffix):
+            continue
+        variant = name.removesuffix(suffix)
         if variant in VARIANTS and parse_variant(variant)[2]:
-            return variant, "paper"
+            return variant, mode
         raise ValueError(
             f"variant must be one of {', '.join(map(repr, VARIANTS))}, or an N variant with the suffix "
-            f"{PAPER_RECIPE_SUFFIX!r} (the paper's σ = {PAPER_SIGMA:g} noise regulariser), got {name!r}"
+            f"{PAPER_RECIPE_SUFFIX!r} (the paper's σ = {PAPER_SIGMA:g} noise regulariser) or "
+            f"{GLOBAL_RECIPE_SUFFIX!r} (the global mechanism's noise), got {name!r}"
         )
     check_choice("variant", name, VARIANTS)
     return name, None
@@ -102,7 +111,7 @@ def table1_order(names: Any) -> list[str]:
     have = set(names)
     out: list[str] = []
     for v in VARIANTS:
-        out += [n for n in (v, v + PAPER_RECIPE_SUFFIX) if n in have]
+        out += [n for n in (v, v + PAPER_RECIPE_SUFFIX, v + GLOBAL_RECIPE_SUFFIX) if n in have]
     return out
 
 
@@ -154,6 +163,11 @@ class ObfuscatorRecipe:
     α = 0 without ARL, λ = 0 without C, n = 0 without N. With N, ``noise_mode`` picks n:
 
     * ``"paper"``: n ~ Lap(σ) i.i.d., σ = 0.01 (App. E, literally; blind to the release noise);
+    * ``"global"``: the certified global mechanism's noise (f(clip z) + Lap(G·R/ε)), n =
+      Ĝ·R/ε·Lap(1) with Ĝ the batch's largest ‖J_f‖∞→1 (at z and ``noise_ball_samples`` vertices
+      of its R-ball; an estimate of G, which bounds every point), ε from ``noise_epsilons`` (the
+      release's total ε); no PTR test to pass, so no release margin. Trains f for the ratio of
+      class separation to G·R that the global mechanism's utility depends on (issue 31.6);
     * ``"release"`` (default): the release noise itself, n = Δ̂·R/ε·Lap(1) per coordinate with
       Δ̂ = μ + 3σ of ‖J_f‖∞→1 over the batch (at z and ``noise_ball_samples`` vertices of the
       R-ball), ε drawn per sample from ``noise_epsilons`` and a ``noise_clean_fraction`` left clean,
@@ -210,7 +224,7 @@ class ObfuscatorRecipe:
         check_nonnegative("lam", self.lam)
         check_positive("margin", self.margin)
         check_positive("sigma", self.sigma)
-        check_choice("noise_mode", self.noise_mode, ("paper", "release"))
+        check_choice("noise_mode", self.noise_mode, ("paper", "release", "global"))
         if not self.noise_epsilons:
             raise ValueError("noise_epsilons must name at least one ε, got ()")
         for e in self.noise_epsilons:
@@ -247,7 +261,7 @@ class ObfuscatorRecipe:
         paper's noise regulariser, or ``ARL-alpha<α>`` for members of the Fig. 2 sweep."""
         if self.sweep:
             return f"ARL-alpha{self.alpha:g}"
-        return self.variant + (PAPER_RECIPE_SUFFIX if self.paper_noise else "")
+        return self.variant + (_MODE_SUFFIX.get(self.noise_mode, "") if self.noise else "")
 
     def loss_terms(self) -> dict[str, Any]:
         """The loss of f as trained, with only the terms and weights in force (for the card)."""
@@ -264,6 +278,12 @@ class ObfuscatorRecipe:
         elif self.noise_mode == "paper":
             terms["noise"] = f"Lap(σ = {self.sigma:g}) i.i.d. per coordinate (posthoc-PTR App. E)"
             terms["sigma"] = self.sigma
+        elif self.noise_mode == "global":
+            terms["noise"] = (
+                "global-aware: Ĝ·R/ε·Lap(1), Ĝ the batch's largest sampled ‖J_f‖∞→1, ε drawn from "
+                f"noise_epsilons {list(self.noise_epsilons)} (privcore.train.release_aware)"
+            )
+            terms["spread_weight"] = self.spread_weight
         else:
             terms["noise"] = (
                 "release-aware: Δ̂·R/ε·Lap(1), ε drawn from noise_epsilons (privcore.train.release_aware)"
@@ -499,9 +519,12 @@ def obfuscator_recipe(
             named = variant + PAPER_RECIPE_SUFFIX
             raise ValueError(f"noise_mode {overrides['noise_mode']!r} contradicts the name {named!r}")
         overrides = {**overrides, "noise_mode": named_mode}
+    if named_mode == "global" and overrides.get("noise_epsilons") is None:
+        # the global mechanism's ε is the release's total: PTR's ε = 1, 2, 5, 10 at the same total
+        overrides = {**overrides, "noise_epsilons": (2.0, 4.0, 10.0, 20.0)}
     arl, con, noise = parse_variant(variant)
     spec = get_spec(dataset)
-    release = noise and overrides.get("noise_mode") in (None, "release")
+    release = noise and overrides.get("noise_mode") in (None, "release", "global")
     defaults: dict[str, Any] = {
         "variant": variant,
         "alpha": PAPER_ALPHA if arl else 0.0,
