@@ -67,7 +67,7 @@ CERTIFIERS = ("exact", "lp", "interval")
 #: δ of :func:`release` and ``privcore release`` when none is given (issue 30: ≤ 1e-5 everywhere).
 DEFAULT_DELTA = 1e-5
 # DELTA_RANGE (re-exported): the δ :func:`release` accepts, ends included, defined once in
-# privcore.validation with ε's and R's ranges, which the CLI and the dashboard read too.
+# privcore.ranges with ε's and R's ranges, which the CLI and the dashboard read too.
 _monotonic, _sleep = time.monotonic, time.sleep  # module attributes, so tests can stand in a clock
 
 
@@ -359,7 +359,7 @@ def release(
 
     ``delta`` in :data:`DELTA_RANGE` ([1e-12, 0.5]), default 1e-5; the guarantee's total ε (``epsilon``
     for global, 2·``epsilon`` for ptr) in EPSILON_RANGE and ``radius`` in RADIUS_RANGE, the dashboard's
-    ranges (:mod:`privcore.validation`). Every parameter is checked
+    ranges (:mod:`privcore.ranges`). Every parameter is checked
     before anything is computed; a certification that cannot be completed (e.g. a solver
     time-out) raises :class:`~privcore.errors.CertificationError` and nothing is released.
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from privcore.errors import ParameterError, ParameterTypeError
+from privcore.ranges import ALPHA_RANGE, DELTA_RANGE, EPSILON_RANGE, RADIUS_RANGE  # defined there only
 
 __all__ = [
     "ALPHA_RANGE",
@@ -33,18 +34,6 @@ __all__ = [
     "check_real",
     "check_release_epsilon",
 ]
-
-# The ranges of the release parameters, closed (ends included) and defined here only: the API
-# (privcore.api.release / certify), the CLI (``privcore release`` / ``certify``) and the dashboard
-# (privlens.settings.PARAMS: sliders, shared links and their messages) all read them.
-#: ε: the *total* ε of one sent release's guarantee (PTR runs at half of it, Thm 4.4).
-EPSILON_RANGE: tuple[float, float] = (0.01, 100.0)
-#: δ a mechanism runs at (PTR's guarantee then spends δ/2).
-DELTA_RANGE: tuple[float, float] = (1e-12, 0.5)
-#: R, the ℓ∞ radius on the embedding of the posthoc mechanisms.
-RADIUS_RANGE: tuple[float, float] = (1e-3, 2.0)
-#: α, the input radius of inference privacy.
-ALPHA_RANGE: tuple[float, float] = (1e-4, 10.0)
 
 
 def check_real(name: str, value: Any) -> float:

@@ -112,7 +112,7 @@ class NumericParam:
         return check_in_range(self.field, value, self.low, self.high, low_open=False, high_open=False)
 
 
-#: The ranges themselves live in privcore.validation (EPSILON_RANGE, …): the API and the CLI check the same.
+#: The ranges themselves live in privcore.ranges (EPSILON_RANGE, …): the API and the CLI check the same.
 PARAMS: dict[str, NumericParam] = {
     p.field: p
     for p in (
