@@ -47,21 +47,35 @@ def test_t_interval_covers_a_bounded_metric_at_moderate_n() -> None:
     assert misses <= 280
 
 
-def test_like_for_like_table_puts_the_paper_its_calibration_and_ours_side_by_side() -> None:
+def test_like_for_like_table_puts_the_paper_the_authors_code_and_ours_side_by_side() -> None:
     import pandas as pd
 
     from privcore.experiments.report import render_table1_like_for_like
 
-    t1 = pd.DataFrame({"obfuscator": "C", "epsilon": [1.0, 2.0, 5.0, 10.0], "accuracy": 0.5, "n_test": 10000})
-    cal = pd.DataFrame({"obfuscator": "C", "calibration": ["paper-text"] * 4 + ["corrected"],
-                        "epsilon": [1.0, 2.0, 5.0, 10.0, 1.0], "accuracy_mean": 0.25, "n_test": 1000,
-                        "n_draws": 10})
-    text = render_table1_like_for_like(t1, cal, "fashion-mnist")
+    inf = float("inf")
+    t1 = pd.DataFrame({"obfuscator": "C", "epsilon": [inf, 1.0, 2.0, 5.0, 10.0], "accuracy": 0.5,
+                       "n_test": 10000})
+    cal = pd.DataFrame({"obfuscator": "C",
+                        "calibration": ["paper-text"] * 4 + ["ours"] + ["authors-code"] * 5
+                        + ["authors-code-release-clf"] * 5,
+                        "epsilon": [1.0, 2.0, 5.0, 10.0, 1.0] + [1.0, 2.0, 5.0, 10.0, inf] * 2,
+                        "accuracy_mean": [0.25] * 5 + [0.3] * 5 + [0.35] * 5,
+                        "n_test": [1000] * 5 + [10000] * 10, "n_draws": [10] * 5 + [3, 3, 3, 3, 1] * 2})
+    glob = pd.DataFrame({"obfuscator": "C", "epsilon_total": [2.0, 4.0, 10.0, 20.0], "accuracy": 0.6,
+                         "low": 0.59, "high": 0.61, "n_test": 10000, "draws": 3})
+    text = render_table1_like_for_like(t1, cal, "fashion-mnist", glob)
     lines = [ln for ln in text.splitlines() if ln.startswith("| C |")]
-    assert len(lines) == 3
-    assert "paper" in lines[0] and "0.158" in lines[0]  # the paper's FMNIST C at ε = 1
-    assert "0.250 ±0.043" in lines[1] and "1000 × 10 draws" in lines[1]  # sqrt(ln 40 / 2000) = 0.043
-    assert "0.500 ±0.014" in lines[2] and lines[2].endswith("| 10000 |")
+    assert len(lines) == 6
+    # the paper's row is the authors' code, not PTR with the printed formula
+    assert "authors' code" in lines[0] and "0.781 | 0.158" in lines[0]  # FMNIST C: Informal, ε = 1
+    assert "Lap(Δp∞·R/ε)" in lines[1] and "not private" in lines[1] and "0.300 ±0.014" in lines[1]
+    assert lines[1].endswith("| 10000 × 3 draws |")  # ε = ∞ (one draw) does not set the count
+    assert "release classifier" in lines[2] and "0.350 ±0.014" in lines[2]
+    assert "printed formula" in lines[3] and "0.250 ±0.043" in lines[3] and "1000 × 10 draws" in lines[3]
+    assert "| – |" in lines[3]  # no informal cell for a noise calibration
+    assert "PTR" in lines[4] and "0.500 ±0.014" in lines[4] and lines[4].endswith("| 10000 |")
+    assert "global" in lines[5] and "0.600 [0.590, 0.610]" in lines[5] and "(2ε, 0, R)" in lines[5]
+    assert "multi_eps" in text
 
 
 def test_like_for_like_puts_the_paper_recipe_twin_after_its_variant() -> None:
@@ -79,12 +93,33 @@ def test_like_for_like_puts_the_paper_recipe_twin_after_its_variant() -> None:
     assert len(rows) == 4  # the paper's row once, ours, then the twin's two rows
     assert rows[0].startswith("| ARL-C-N | paper") and "0.371" in rows[0]
     assert rows[1].startswith("| ARL-C-N | ours, PTR") and "0.500" in rows[1]
-    assert rows[2].startswith("| ARL-C-N-paper | ours, the paper's recipe") and "noise only" in rows[2]
+    assert rows[2].startswith("| ARL-C-N-paper | ours, the paper's recipe") and "printed formula" in rows[2]
     assert rows[3].startswith("| ARL-C-N-paper | ours, the paper's recipe") and "0.100 ±0.014" in rows[3]
     assert "App. E" in text
     table = render_table1(t1.assign(epsilon=eps * 2), "fashion-mnist")
     names = [ln.split("|")[1].strip() for ln in table.splitlines() if ln.startswith("| ARL")]
     assert names == ["ARL-C-N", "ARL-C-N-paper"] and "(0.371)" in table.split("ARL-C-N-paper")[1]
+
+
+def test_calibration_table_labels_each_row_and_gives_n_and_the_interval() -> None:
+    import pandas as pd
+
+    from privcore.experiments.report import render_calibration
+
+    inf = float("inf")
+    frame = pd.DataFrame({"obfuscator": "C", "calibration": ["ours", "authors-code", "authors-code"],
+                          "epsilon": [1.0, 1.0, inf], "noise_scale_mean": [2.0, 0.5, 0.0],
+                          "accuracy_mean": [0.2, 0.3, 0.8], "accuracy_refit": [0.25, None, None],
+                          "private": [True, False, False], "n_draws": [10, 3, 1],
+                          "n_test": [1000, 10000, 10000]})
+    text = render_calibration(frame)
+    assert "ε = ∞" in text and "ε = inf" not in text
+    ours = next(ln for ln in text.splitlines() if "| `ours`" in ln)
+    assert "0.200 (b=2)" in ours and ours.endswith("| 1000 × 10 (±0.043) |") and "not private" not in ours
+    authors = next(ln for ln in text.splitlines() if "`authors-code`" in ln)
+    assert "(not private)" in authors and "0.800 (b=0)" in authors and authors.endswith("(±0.014) |")
+    refit = next(ln for ln in text.splitlines() if "refit" in ln)
+    assert "0.250" in refit and "× 1 (" in refit
 
 
 def test_fig2_table_shows_n_and_the_bootstrap_interval() -> None:

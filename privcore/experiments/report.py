@@ -15,7 +15,7 @@ from typing import Any
 from privcore.experiments import paper_numbers as paper
 from privcore.experiments.runner import DEFAULT_RESULTS_DIR
 
-__all__ = ["PAPER_DATASET", "hoeffding_halfwidth", "render_report", "t_halfwidth"]
+__all__ = ["CALIBRATION_LABELS", "PAPER_DATASET", "hoeffding_halfwidth", "render_report", "t_halfwidth"]
 
 #: Which paper column our dataset is compared with (digits: the closest, MNIST; not in the papers).
 PAPER_DATASET = {"digits": "MNIST", "mnist": "MNIST", "fashion-mnist": "FMNIST", "utkface": "UTKFace"}
@@ -125,47 +125,87 @@ def render_table1(frame: Any, dataset: str, column: str = "accuracy") -> str:
     return _n_note(frame, "n_test", "test images per cell") + _table(header, rows)
 
 
-def render_table1_like_for_like(table1: Any, calibration: Any, dataset: str) -> str:
-    """Per obfuscator: the paper's row, ours under the paper's calibration Lap(Δp/ε) (noise only, no
-    ⊥; ``calibration``'s ``paper-text`` rows) and ours under PTR with Lap(Δp·R/ε) (``table1``)."""
+#: how each calibration.csv calibration is named in the report
+CALIBRATION_LABELS = {
+    "ours": "ours: Lap(Δp·R/ε), ℓ∞→ℓ1 Δp from training points",
+    "paper-text": "the printed formula Lap(Δp/ε), text only",
+    "authors-code": "authors' code: Lap(Δp∞·R/ε), Δp∞ from test points, own head",
+    "authors-code-release-clf": "authors' code noise, release classifier",
+}
+
+
+def _cell(row: Any, column: str) -> str:
+    """``value ±h`` with h the 95 % Hoeffding half-width over the row's ``n_test`` images."""
+    return "–" if row is None else f"{_fmt(row[column])} ±{hoeffding_halfwidth(row['n_test']):.3f}"
+
+
+def render_table1_like_for_like(
+    table1: Any, calibration: Any, dataset: str, table1_global: Any = None
+) -> str:
+    """Per obfuscator, at the paper's columns (Informal, ε = 1, 2, 5, 10): the paper's Table 1; ours
+    under the authors' code protocol (``calibration``'s ``authors-code`` rows: Lap(Δp∞·R/ε), no test,
+    every image, the obfuscator's own head; and ``authors-code-release-clf``); ours under the
+    printed formula Lap(Δp/ε) (``paper-text``); ours under PTR (``table1``); and ours under the
+    certified global mechanism at the same total ε as PTR's column (``table1_global`` at 2ε)."""
     ref = paper.TABLE1.get(PAPER_DATASET.get(dataset, ""), {})
-    epss = [e for e in paper.TABLE1_COLUMNS if not math.isinf(e)]
-    header = ["obfuscator", "row"] + [f"ε = {e:g}" for e in epss] + ["n"]
+    cols = list(paper.TABLE1_COLUMNS)
+    header = ["obfuscator", "row"] + ["Informal" if math.isinf(e) else f"ε = {e:g}" for e in cols] + ["n"]
     from privcore.train.recipes import PAPER_RECIPE_SUFFIX
+
+    def cal_rows(name: str, calib: str) -> Any:
+        if calibration is None or "calibration" not in calibration:
+            return None
+        part = calibration[(calibration["obfuscator"] == name) & (calibration["calibration"] == calib)]
+        return None if part.empty else part
 
     rows = []
     names = _order(table1["obfuscator"])
     for name in names:
         twin = name.endswith(PAPER_RECIPE_SUFFIX)
-        recipe = "the paper's recipe (σ = 0.01 N), " if twin else ""
+        recipe = "the paper's recipe, " if twin else ""
         theirs = _paper_ref(ref, name)
         # the paper's row once per variant: before the variant, or before a twin shown alone
         if theirs is not None and not (twin and name.removesuffix(PAPER_RECIPE_SUFFIX) in names):
             column = PAPER_DATASET.get(dataset, "")
             same = column.lower().replace("fmnist", "fashion-mnist") == dataset
             other = "" if same else f"{column}, not {dataset}; "
-            rows.append([name, f"paper ({other}its recipe, Lap(Δp/ε), PTR)"]
-                        + [f"{theirs[k + 1]:.3f}" for k in range(len(epss))] + ["–"])
-        cal = None if calibration is None else calibration[
-            (calibration["obfuscator"] == name) & (calibration["calibration"] == "paper-text")]
-        if cal is not None and not cal.empty:
-            cells = [name, f"ours, {recipe}the paper's Lap(Δp/ε), noise only"]
-            for e in epss:
-                row = _lookup(cal, epsilon=e)
-                cells.append("–" if row is None else
-                             f"{_fmt(row['accuracy_mean'])} ±{hoeffding_halfwidth(row['n_test']):.3f}")
-            cells.append(f"{int(cal['n_test'].max())} × {int(cal['n_draws'].max())} draws")
+            rows.append([name, f"paper ({other}the authors' code: Lap(Δp∞·R/ε), no test, every image)"]
+                        + [f"{theirs[k]:.3f}" for k in range(len(cols))] + ["–"])
+        for calib, label in (
+            ("authors-code",
+             "authors' code: Lap(Δp∞·R/ε), Δp∞ from test points, no test, own head; not private"),
+            ("authors-code-release-clf", "authors' code noise, our release classifier; not private"),
+            ("paper-text", "the printed formula Lap(Δp/ε) (text only, no code runs it), no test"),
+        ):
+            part = cal_rows(name, calib)
+            if part is None:
+                continue
+            cells = [name, f"ours, {recipe}{label}"]
+            cells += [_cell(_lookup(part, epsilon=e), "accuracy_mean") for e in cols]
+            finite = part[part["epsilon"].map(math.isfinite)]
+            cells.append(f"{int(finite['n_test'].max())} × {int(finite['n_draws'].max())} draws")
             rows.append(cells)
-        cells = [name, f"ours, {recipe}PTR with Lap(Δp·R/ε)"]
+        cells = [name, f"ours, {recipe}PTR, Lap(Δp·R/ε), ℓ∞→ℓ1 Δp from training points; (2ε, δ/2, R)"]
         n = "–"
-        for e in epss:
+        for e in cols:
             row = _lookup(table1, obfuscator=name, epsilon=e)
-            cells.append("–" if row is None else
-                         f"{_fmt(row['accuracy'])} ±{hoeffding_halfwidth(row['n_test']):.3f}")
+            cells.append(_cell(row, "accuracy"))
             n = str(int(row["n_test"])) if row is not None else n
         rows.append([*cells, n])
-    note = ("Accuracy with ⊥ as a uniform guess; ± is a 95 % Hoeffding half-width over the n test images. "
-            "The noise-only rows skip PTR's test (every image released) and average the noise draws.")
+        g = None if table1_global is None else table1_global[table1_global["obfuscator"] == name]
+        if g is not None and not g.empty:
+            cells = [name, f"ours, {recipe}certified global mechanism at total 2ε, Lap(G·R/(2ε)); (2ε, 0, R)"]
+            for e in cols:
+                row = None if math.isinf(e) else _lookup(g, epsilon_total=2 * e)
+                cells.append("–" if row is None else
+                             f"{row['accuracy']:.3f} [{row['low']:.3f}, {row['high']:.3f}]")
+            cells.append(f"{int(g['n_test'].max())} × {int(g['draws'].max())} draws")
+            rows.append(cells)
+    note = ("Accuracy; ± is a 95 % Hoeffding half-width over the n test images (per-image scores averaged "
+            "over the noise draws; ⊥ under PTR scores a uniform guess), [lo, hi] a 95 % percentile "
+            "bootstrap over images. Rows without PTR release every image. The authors' code rows follow "
+            "github.com/tremblerz/posthoc_privacy@66a8d35 `experiment_automation.py:multi_eps` (Δp∞ = "
+            "μ + 3σ of exact ℓ∞→ℓ∞ constants at 101 test points, `privacy_estimation.py:156–223`).")
     if any(n.endswith(PAPER_RECIPE_SUFFIX) for n in names):
         note += (" `<variant>-paper` is that variant trained with the paper's own recipe (App. E: α = 0.99, "
                  "Lap(σ = 0.01) noise regulariser, λ = 1, margin 25), beside our release-aware N; the "
@@ -308,24 +348,30 @@ def render_ip_grid(frame: Any) -> str:
 
 
 def render_calibration(frame: Any) -> str:
-    """Noise-only accuracy per obfuscator × calibration × ε."""
+    """Noise-only accuracy per obfuscator × calibration × ε (Laplace scale b), with n and the 95 %
+    Hoeffding half-width of each row."""
     import pandas as pd
 
     epss = sorted(frame["epsilon"].unique())
-    header = ["obfuscator", "calibration"] + [f"ε = {e:g}" for e in epss]
+    header = ["obfuscator", "calibration"] + [f"ε = {_eps_label(e)}" for e in epss] + ["n (± 95 %)"]
     if "accuracy_refit" in frame:
-        refit = frame[frame["calibration"] == "corrected"].copy()
-        refit["calibration"] = "corrected, refit classifier"
+        refit = frame[frame["calibration"] == "ours"].copy()
+        refit["calibration"] = "ours, refit classifier"
         refit["accuracy_mean"] = refit["accuracy_refit"]
+        refit["n_draws"] = 1
         frame = pd.concat([frame, refit])
     rows = []
     for (name, cal), part in frame.groupby(["obfuscator", "calibration"], sort=False):
-        cells = [name, cal + ("" if bool(part["private"].iloc[0]) else " (not private)")]
+        label = CALIBRATION_LABELS.get(cal, cal) if cal != "ours, refit classifier" else (
+            "ours, classifier refit on training releases at that ε (one draw)")
+        cells = [name, f"`{cal}`: {label}" + ("" if bool(part["private"].iloc[0]) else " (not private)")]
         for e in epss:
             row = _lookup(part, epsilon=e)
             cells.append(
                 "–" if row is None else f"{row['accuracy_mean']:.3f} (b={row['noise_scale_mean']:.3g})"
             )
+        n, draws = int(part["n_test"].max()), int(part["n_draws"].max())
+        cells.append(f"{n} × {draws} (±{hoeffding_halfwidth(n):.3f})")
         rows.append(cells)
     return _table(header, rows)
 
@@ -400,9 +446,11 @@ def render_report(
     if only is None or "table1" in only:
         t1, cal = res / "table1.csv", res / "calibration.csv"
         if t1.is_file():
+            tg = res / "table1-global.csv"
             body = render_table1_like_for_like(pd.read_csv(t1), pd.read_csv(cal) if cal.is_file() else None,
-                                               dataset)
-            title = "Table 1 like for like: the paper, ours under its calibration, ours under PTR"
+                                               dataset, pd.read_csv(tg) if tg.is_file() else None)
+            title = ("Table 1 like for like: the paper, ours under the authors' code, the printed formula, "
+                     "PTR and the global mechanism")
             parts.append(f"### {title}\n\n{body}\n")
     if only is None or "table1-global" in only:
         tg, t1 = res / "table1-global.csv", res / "table1.csv"
@@ -415,7 +463,7 @@ def render_report(
                          f"--dataset {dataset}`)\n")
     section(
         "calibration",
-        "Table 1's release noise under other calibrations (noise only, no ⊥; accuracy (Laplace scale b))",
+        "Release noise under each calibration (no test, every image released; accuracy (Laplace scale b))",
         render_calibration,
     )
     section("table2", "Table 2 — LDP baselines (ours (paper))", lambda f: render_table2(f, dataset))
