@@ -65,7 +65,12 @@ def digit_style(
     rows, cols = torch.nonzero(mask.any(dim=1)).flatten(), torch.nonzero(mask.any(dim=0)).flatten()
     r0, r1, c0, c1 = int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
     crop = ink_map[None, r0:r1, c0:c1]
-    steps.append(f"cropped to the ink ({c1 - c0}×{r1 - r0} of {w}×{h} pixels)")
+    # in shares of the image, not pixels: x is a working copy at a few times the model's size, whose
+    # pixel count is neither the upload's nor the model's
+    steps.append(
+        f"cropped to the ink (a box {100 * (c1 - c0) / w:.0f} % of the image's width and "
+        f"{100 * (r1 - r0) / h:.0f} % of its height)"
+    )
     # the working frame: the target size times k, so the crop is resampled once, with area averaging
     k = max(1, min(h // th, w // tw, 8))
     fh, fw = th * k, tw * k

@@ -422,7 +422,7 @@ def test_digit_style_preprocessing_is_offered_previewed_and_used() -> None:
     at.checkbox(key="release_digit").check().run()
     assert not at.exception, [e.value for e in at.exception]
     captions = " ".join(str(i.proto) for i in at.get("image"))
-    assert "as it is" in captions and "digit-style" in captions  # previewed side by side
+    assert "without it (not used)" in captions and "digit-style (used)" in captions  # side by side
     current = at.session_state["privlens_images"]["digits"]
     assert current["digit_style"] is True
     expected = digit_style(
@@ -431,6 +431,7 @@ def test_digit_style_preprocessing_is_offered_previewed_and_used() -> None:
     notes = " ".join(w.value for w in at.warning)
     assert "digit-style: inverted (light background); cropped to the ink" in notes
     assert "to 8×8" in notes and "to 32×32" not in notes and "invert it" not in notes  # the real resize
+    assert "32×32" not in notes and "of the image's width" in notes  # never the working copy's size
     _confirm(at)  # a synthetic drawing may still be off-domain: the check runs on the processed image
     from privlens.session import image_digest
 

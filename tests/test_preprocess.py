@@ -19,7 +19,9 @@ def _drawing() -> torch.Tensor:
 def test_a_small_dark_stroke_on_a_light_page_becomes_a_centred_light_digit() -> None:
     out = digit_style(_drawing(), target_hw=(8, 8), fill=0.875)
     assert out.tensor.shape == (1, 8, 8) and out.tensor.dtype == torch.float32
-    assert out.steps[0] == "inverted (light background)" and "cropped to the ink (3×16" in out.steps[1]
+    assert out.steps[0] == "inverted (light background)" and (
+        out.steps[1] == "cropped to the ink (a box 5 % of the image's width and 25 % of its height)"
+    )
     t = out.tensor[0]
     assert float(t.max()) == pytest.approx(1.0)  # light ink at full contrast
     assert float(t[:, 0].max()) < 0.05 and float(t[:, -1].max()) < 0.05  # on black, away from the sides
