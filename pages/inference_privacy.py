@@ -14,6 +14,7 @@ import streamlit as st
 
 from privcore.accounting import chaining, chaining_hops
 from privcore.images import encode_png
+from privcore.inputs import note_text
 from privlens import budget, charts, checks, compare_panel, pipelines, sending, ui, upload
 from privlens import ip as iplens
 from privlens.session import (
@@ -63,7 +64,7 @@ if ip is not None:
     st.subheader("Your image")
     image = upload.pick_image(dataset, ip.image_shape, key="ip")
     for note in image.decoded.notes:
-        st.warning(f"Note: {note}")
+        st.warning(note_text(note))
     checks.confirm(dataset, image, key="ip")  # blank or out of domain: stop until confirmed
     names = ip.class_names
     plans = iplens.plans(ip, s)

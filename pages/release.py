@@ -19,6 +19,7 @@ import streamlit as st
 
 from privcore.errors import PrivcoreError
 from privcore.images import encode_png
+from privcore.inputs import note_text
 from privlens import (
     budget,
     checks,
@@ -78,7 +79,7 @@ names = pipe.class_names
 st.subheader("1 · Your image")
 image = upload.pick_image(loaded.dataset, shape, key="release")
 for note in image.decoded.notes:
-    st.warning(f"Note: {note}")
+    st.warning(note_text(note))
 checks.confirm(loaded.dataset, image, key="release")  # blank or out of domain: stop until confirmed
 
 # ---------------------------------------------------------------- the mechanism's context (no draw)

@@ -145,6 +145,7 @@ def decode_image(
     max_memory: int = MEMORY_BUDGET_BYTES,
     background: float = 0.0,
     invert: bool = False,
+    name: str = "the upload",
 ) -> DecodedImage:
     """Check and decode an uploaded PNG/JPEG into the model's input (see the module docstring).
 
@@ -153,7 +154,8 @@ def decode_image(
     padding; ``invert`` (a bool) maps v ↦ 1 − v last (dark-on-light drawings for light-on-dark
     datasets). ``max_memory`` bounds the working memory (bytes) of the whole decode, checked from
     the header before any pixel is decoded. Raises ``ValueError`` naming the problem and the allowed
-    range (``TypeError`` for a wrong type); never returns partial data.
+    range (``TypeError`` for a wrong type); never returns partial data. ``name`` is what the messages
+    call the file (the CLI: "the IMAGE argument").
     """
     from PIL import Image, ImageOps, UnidentifiedImageError
 
@@ -168,7 +170,7 @@ def decode_image(
     data = bytes(data)
 
     if len(data) == 0:
-        raise ValueError("the upload is empty (0 bytes); allowed: a PNG or JPEG image")
+        raise ValueError(f"{name} is empty (0 bytes); allowed: a PNG or JPEG image")
     if len(data) > max_bytes:
         raise ValueError(
             f"the file is too large: {_fmt_bytes(len(data))}; the limit is {_fmt_bytes(max_bytes)}"
@@ -176,7 +178,7 @@ def decode_image(
     kind = sniff(data)
     if kind not in ALLOWED_FORMATS:
         what = f"a {kind} file" if kind else "not an image (unrecognised content)"
-        raise ValueError(f"the upload is {what}; allowed formats: PNG, JPEG")
+        raise ValueError(f"{name} is {what}; allowed formats: PNG, JPEG")
 
     bit_depth = 8
     if kind == "PNG":

@@ -160,11 +160,21 @@ def _stem(models_dir: Path, dataset: str, name: str) -> Path:
     return models_dir / dataset / name
 
 
-def _missing(models_dir: Path, dataset: str, what: str) -> CheckpointError:
-    have = sorted(p.name for p in models_dir.iterdir() if p.is_dir()) if models_dir.is_dir() else []
+def _missing(models_dir: Path, dataset: str, what: str, pattern: str) -> CheckpointError:
+    """The error for a missing model: it lists the datasets whose directory holds a card matching
+    ``pattern`` (``embedder.json``, ``obfuscator-*.json``, ``ip-*.json``) — datasets a user can pick —
+    never other folders there (the lab's models, caches), and the names ``dataset`` has, if any."""
+    have = (
+        sorted(p.name for p in models_dir.iterdir() if p.is_dir() and any(p.glob(pattern)))
+        if models_dir.is_dir()
+        else []
+    )
+    prefix = pattern.split("*", 1)[0] if "*" in pattern else ""
+    names = sorted(p.name[len(prefix) : -len(".json")] for p in (models_dir / dataset).glob(pattern))
+    here = f"; {dataset} has: {', '.join(names)}" if names else ""
     return CheckpointError(
         f"no {what} for dataset {dataset!r} in {models_dir} "
-        f"(datasets with models: {', '.join(have) or 'none'}); "
+        f"(datasets with such models: {', '.join(have) or 'none'}{here}); "
         f"train it with `python -m privcore train all --dataset {dataset}`"
     )
 
@@ -181,9 +191,9 @@ def load_pipeline(
     dev = _device(device)
     emb_stem, obf_stem = _stem(mdir, dataset, "embedder"), _stem(mdir, dataset, f"obfuscator-{obfuscator}")
     if not card_path(emb_stem).is_file():
-        raise _missing(mdir, dataset, "embedder")
+        raise _missing(mdir, dataset, "embedder", "embedder.json")
     if not card_path(obf_stem).is_file():
-        raise _missing(mdir, dataset, f"obfuscator {obfuscator!r}")
+        raise _missing(mdir, dataset, f"obfuscator {obfuscator!r}", "obfuscator-*.json")
     emb = load_checkpoint(emb_stem, kind="embedder", dataset=dataset, device=dev)
     obf = load_checkpoint(obf_stem, kind="obfuscator", dataset=dataset, device=dev)
     if obf.card["embedder"]["sha256"] != emb.card["weights"]["sha256"]:
@@ -369,7 +379,7 @@ def load_ip_models(
     dev = _device(device)
     stems = sorted((mdir / dataset).glob("ip-*.json"))
     if not stems:
-        raise _missing(mdir, dataset, "IP classifiers")
+        raise _missing(mdir, dataset, "IP classifiers", "ip-*.json")
     models: dict[str, IPModel] = {}
     shape: tuple[int, int, int] | None = None
     classes: tuple[str, ...] = ()

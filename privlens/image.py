@@ -13,6 +13,7 @@ from typing import Any
 import streamlit as st
 
 from privcore.images import DecodedImage, decode_image
+from privcore.inputs import digit_styled as _digit_styled
 from privlens.memo import memo
 from privlens.session import Sample, image_digest, list_samples, md_literal
 
@@ -69,36 +70,22 @@ def set_image(
     }
 
 
-#: Digit-style preprocessing works on the upload decoded at this many times the model's size.
-DIGIT_STYLE_FACTOR = 4
-
-
 def digit_styled(
     data: bytes, shape: Sequence[int], *, invert: bool = False, sha256: str | None = None
 ) -> DecodedImage:
-    """The upload decoded at :data:`DIGIT_STYLE_FACTOR` × the model's size, then made digit-style
-    (:func:`privcore.preprocess.digit_style`: invert a light page, crop to the ink, scale, centre by
-    mass, pad) at ``shape``; the steps are added to its notes. ValueError when it cannot be used."""
-    from dataclasses import replace
-
-    from privcore.preprocess import digit_style
-
+    """:func:`privcore.inputs.digit_styled` (what ``privcore release --digit-style`` does too) on this
+    session's decodes (:func:`decode`), once per bytes, shape and inversion. ValueError when it cannot
+    be used."""
     c, h, w = (int(v) for v in shape)
-    big = decode(data, (c, h * DIGIT_STYLE_FACTOR, w * DIGIT_STYLE_FACTOR), invert=invert, sha256=sha256)
-    fill = 20 / 28 if min(h, w) >= 28 else 7 / 8  # MNIST's 20-pixel box in 28; small frames fuller
 
-    def compute() -> DecodedImage:
-        pre = digit_style(big.tensor, target_hw=(h, w), fill=fill)
-        # the notes of the upload at the model's size (its real resize), less the hint to invert a light
-        # border when the preprocessing has just done so
-        small = decode(data, (c, h, w), invert=invert, sha256=sha256)
-        inverted = any(step.startswith("inverted") for step in pre.steps)
-        notes = [n for n in small.notes if not (inverted and "invert it" in n)]
-        notes.append("digit-style: " + "; ".join(pre.steps) + ".")
-        return replace(small, tensor=pre.tensor, notes=tuple(notes))
+    def dec(d: bytes, target: tuple[int, int, int], inv: bool) -> DecodedImage:
+        return decode(d, target, invert=inv, sha256=sha256)
 
     key = (sha256 or content_digest(data), (c, h, w), bool(invert))
-    return memo("privlens_digit_style", key, compute, max_entries=16)
+    return memo(
+        "privlens_digit_style", key, lambda: _digit_styled(data, (c, h, w), invert=invert, decode=dec),
+        max_entries=16,
+    )
 
 
 def current_image(
