@@ -1,46 +1,155 @@
 """``privcore release IMAGE …`` and ``privcore certify IMAGE …``: :mod:`privcore.api` on the
-command line (same checks; errors reported by :func:`privcore.cli.main`)."""
+command line, the dashboard's twin (issue 33): the same preparation of the image (``--invert``,
+``--digit-style``; :mod:`privcore.inputs`), the same notes and blank / out-of-domain warnings (on
+stderr, in the dashboard's words; such an image is refused unless ``--force``), the same parameter
+ranges (:mod:`privcore.ranges`) and the same JSON document (:meth:`privcore.api.Release.document`).
+Errors are reported by :func:`privcore.cli.main`. Nothing heavy is imported before a command runs, so
+``privcore --help`` stays fast."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from privcore.cli_errors import dataset_option
+from privcore.ranges import DELTA_RANGE, EPSILON_RANGE, RADIUS_RANGE
+
+#: what the CLI's messages call the image file
+IMAGE_WORDS = "the IMAGE argument"
 
 _IMAGE = typer.Argument(help="a PNG or JPEG image", show_default=False)
 _DATASET = typer.Option(help="dataset of the model (digits, fashion-mnist, …)", callback=dataset_option)
 _MODEL = typer.Option(help="obfuscator variant (Table 1 name, e.g. ARL-C-N)")
-_RADIUS = typer.Option(help="R, ℓ∞ on the embedding (default: the model card's)")
+_RADIUS = typer.Option(
+    help=f"R, ℓ∞ on the embedding, in [{RADIUS_RANGE[0]:g}, {RADIUS_RANGE[1]:g}] (default: the model card's)"
+)
 _CERTIFIER = typer.Option(help="exact (LipMIP), lp or interval")
 _TIME_LIMIT = typer.Option(help="seconds per MIP; reaching it fails the certification (nothing released)")
 _MODELS_DIR = typer.Option(help="models directory (default: $PRIVCORE_MODELS_DIR or the shipped models)")
+_INVERT = typer.Option(
+    "--invert",
+    help="invert the image (v ↦ 1 − v) after decoding, for dark-on-light drawings: the training images are "
+    "light on a dark background (the dashboard's Invert box)",
+)
+_DIGIT_STYLE = typer.Option(
+    "--digit-style",
+    help="digit-style preprocessing for hand-drawn digits: invert a light page, crop to the ink, centre by "
+    "mass, pad (what MNIST did to its digits; the dashboard's box of that name)",
+)
+_FORCE = typer.Option(
+    "--force",
+    help="use an image that looks blank or unlike the dataset's images anyway (the warning still goes to "
+    "stderr); without it nothing is computed or released for such an image, as the dashboard waits for "
+    "'Use this image anyway'",
+)
 
-
-_DELTA_HELP = "δ, in [1e-12, 0.5] (the dashboard's range)"
+_EPSILON_HELP = (
+    f"ε of the mechanism: global (ε, 0, R); ptr (2ε, δ/2, R). The guarantee's total ε must lie in "
+    f"[{EPSILON_RANGE[0]:g}, {EPSILON_RANGE[1]:g}] (the dashboard's range)"
+)
+_DELTA_HELP = f"δ, in [{DELTA_RANGE[0]:g}, {DELTA_RANGE[1]:g}] (the dashboard's range; ptr only)"
 _MIN_SECONDS_HELP = (
     "return (and write the release) no earlier than this many seconds after the release began, so that "
     "when a script sends it straight away the send time does not depend on the private φ; if the work "
     "takes longer, nothing is released (exit 1). Without it, send the written file at a time of your choosing"
 )
-
-
 _MECHANISM_HELP = (
     "global: f(clip z) + Lap(G·R/ε) with G certified over the model's public box, (ε, 0, R), never ⊥; "
     "ptr: posthoc Propose-Test-Release, (2ε, δ/2, R), or ⊥"
 )
 
 
+def _err(line: str) -> None:
+    typer.echo(line, err=True)
+
+
+def _check_release_parameters(*, epsilon: float, delta: float, mechanism: str, radius: float | None,
+                              certifier: str, min_seconds: float | None) -> None:
+    """The API's checks of :func:`privcore.api.release`, before the image is read (same functions,
+    same ranges, same messages)."""
+    from privcore.api import CERTIFIERS, check_release_delta
+    from privcore.errors import ParameterError
+    from privcore.mechanisms.registry import get as get_mechanism
+    from privcore.validation import check_choice, check_positive, check_range, check_release_epsilon
+
+    spec = get_mechanism(mechanism)
+    if spec.family != "posthoc":
+        raise ParameterError(f"mechanism {spec.name!r} releases a classifier's output (the dashboard's "
+                             "Inference privacy page); privcore release takes global or ptr")
+    check_release_epsilon(epsilon, share=spec.epsilon_share)
+    check_release_delta(delta)
+    if radius is not None:
+        check_range("radius", radius, RADIUS_RANGE)
+    check_choice("certifier", certifier, CERTIFIERS)
+    if min_seconds is not None:
+        check_positive("min_seconds", min_seconds)
+
+
+def prepared_image(image: Path, *, dataset: str, model: str, models_dir: Path | None, invert: bool,
+                   digit_style: bool, force: bool) -> Any:
+    """The model input of ``image`` as the dashboard makes it (:func:`privcore.inputs.prepare_image`),
+    with its notes and the blank / out-of-domain warnings on stderr in the dashboard's words. Such an
+    image stops the command (exit 1, nothing computed) unless ``force``."""
+    from privcore import api, inputs
+    from privcore.errors import ParameterError, PrivcoreError
+    from privcore.images import DEFAULT_MAX_BYTES
+
+    pipe = api._pipeline(str(dataset), str(model), None if models_dir is None else str(models_dir))
+    shape = tuple(int(v) for v in pipe.image_shape)
+    path = Path(image)
+    if not path.is_file():
+        raise FileNotFoundError(2, "No such file or directory", str(path))
+    size = path.stat().st_size
+    if size > DEFAULT_MAX_BYTES:
+        raise ParameterError(f"{IMAGE_WORDS} is too large: {size:,} bytes; the limit is "
+                             f"{DEFAULT_MAX_BYTES // (1 << 20)} MiB")
+    data = path.read_bytes()
+    decoded = inputs.prepare_image(data, shape, invert=invert, name=IMAGE_WORDS)  # ValueError: bad file
+    if digit_style:
+        try:
+            decoded = inputs.prepare_image(data, shape, invert=invert, digit_style=True, name=IMAGE_WORDS)
+        except ValueError as exc:
+            raise ParameterError(f"digit-style preprocessing failed: {exc}; nothing was released: drop "
+                                 "--digit-style to use the image as it is") from exc
+    for note in decoded.notes:
+        _err(inputs.note_text(note))
+    found = inputs.concerns(decoded.tensor, pipe=pipe, profile=lambda: inputs.domain_profile(dataset, pipe))
+    if found:
+        _err(f"Warning: {inputs.concern_heading(str(image), dataset)}")
+        for reason in found:
+            _err(f"* {reason}")
+        _err(inputs.CONCERN_CONSEQUENCE)
+        if not force:
+            raise PrivcoreError(f"{inputs.UNCONFIRMED.rstrip('.')}: rerun with --force to use it anyway")
+        _err(f"{inputs.CONFIRMED} (--force)")
+    return decoded.tensor
+
+
+def _write_json(text: str) -> None:
+    """``text`` on stdout as UTF-8 whatever the locale (ℓ∞, ε and δ stay characters)."""
+    stream = getattr(sys.stdout, "buffer", None)
+    if stream is None:
+        typer.echo(text)
+        return
+    sys.stdout.flush()
+    stream.write((text + "\n").encode("utf-8"))
+    stream.flush()
+
+
 def release(
     image: Annotated[Path, _IMAGE],
-    epsilon: Annotated[float, typer.Option(help="ε of the mechanism: global (ε, 0, R); ptr (2ε, δ/2, R)")],
+    epsilon: Annotated[float, typer.Option(help=_EPSILON_HELP)],
     delta: Annotated[float, typer.Option(help=_DELTA_HELP)] = 1e-5,
     dataset: Annotated[str, _DATASET] = "digits",
     model: Annotated[str, _MODEL] = "ARL-C-N",
     mechanism: Annotated[str, typer.Option(help=_MECHANISM_HELP)] = "global",
+    invert: Annotated[bool, _INVERT] = False,
+    digit_style: Annotated[bool, _DIGIT_STYLE] = False,
+    force: Annotated[bool, _FORCE] = False,
     radius: Annotated[float | None, _RADIUS] = None,
     certifier: Annotated[str, _CERTIFIER] = "exact",
     time_limit: Annotated[float, _TIME_LIMIT] = 60.0,
@@ -48,39 +157,52 @@ def release(
     out: Annotated[Path | None, typer.Option(help="write the release JSON here (default: stdout)")] = None,
     min_seconds: Annotated[float | None, typer.Option(help=_MIN_SECONDS_HELP)] = None,
 ) -> None:
-    """Release one image: the noisy obfuscated embedding (or ⊥ under PTR) as UTF-8 JSON.
+    """Release one image: the noisy obfuscated embedding (or ⊥ under PTR) as UTF-8 JSON, the
+    dashboard's release document. Notes and warnings about the image go to stderr.
 
     Under ptr, certifying takes longer for some (private) φ than others: send the output when you
     choose, or use --min-seconds."""
-    from privcore.api import release as run
+    from privcore import api
 
-    res = run(image, epsilon=epsilon, delta=delta, dataset=dataset, model=model, mechanism=mechanism,
-              radius=radius, certifier=certifier, time_limit=time_limit, models_dir=models_dir,
-              min_seconds=min_seconds)
+    _check_release_parameters(epsilon=epsilon, delta=delta, mechanism=mechanism, radius=radius,
+                              certifier=certifier, min_seconds=min_seconds)
+    x = prepared_image(image, dataset=dataset, model=model, models_dir=models_dir, invert=invert,
+                       digit_style=digit_style, force=force)
+    res = api.release(x, epsilon=epsilon, delta=delta, dataset=dataset, model=model, mechanism=mechanism,
+                      radius=radius, certifier=certifier, time_limit=time_limit, models_dir=models_dir,
+                      min_seconds=min_seconds)
     text = json.dumps(res.document(), indent=2, ensure_ascii=False)
     if out is None:
-        typer.echo(text)
+        _write_json(text)
     else:
         from privcore._atomic import atomic_write_text
 
         atomic_write_text(out, text + "\n")
-        typer.echo(f"{'released' if res.released else '⊥ (nothing released)'}; wrote {out}", err=True)
+        _err(f"{'released' if res.released else '⊥ (nothing released)'}; wrote {out}")
 
 
 def certify(
     image: Annotated[Path, _IMAGE],
     dataset: Annotated[str, _DATASET] = "digits",
     model: Annotated[str, _MODEL] = "ARL-C-N",
+    invert: Annotated[bool, _INVERT] = False,
+    digit_style: Annotated[bool, _DIGIT_STYLE] = False,
+    force: Annotated[bool, _FORCE] = False,
     radius: Annotated[float | None, _RADIUS] = None,
     certifier: Annotated[str, _CERTIFIER] = "exact",
     time_limit: Annotated[float, _TIME_LIMIT] = 60.0,
     models_dir: Annotated[Path | None, _MODELS_DIR] = None,
 ) -> None:
     """Print φ, R* and L(f, B(z, R)) for one image (private values: for your own view only)."""
-    from privcore.api import certify as run
+    from privcore import api
+    from privcore.validation import check_range
 
-    c = run(image, dataset=dataset, model=model, radius=radius, certifier=certifier, time_limit=time_limit,
-            models_dir=models_dir)
+    if radius is not None:
+        check_range("radius", radius, RADIUS_RANGE)
+    x = prepared_image(image, dataset=dataset, model=model, models_dir=models_dir, invert=invert,
+                       digit_style=digit_style, force=force)
+    c = api.certify(x, dataset=dataset, model=model, radius=radius, certifier=certifier,
+                    time_limit=time_limit, models_dir=models_dir)
     r_star = "none (the test at R failed)" if c.r_star is None else f"{c.r_star:.6g}"
     typer.echo(f"phi     {c.phi:.6g}")
     typer.echo(f"R*      {r_star}")

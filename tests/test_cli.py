@@ -1,16 +1,22 @@
 """The command line as a user meets it (issue 19): expected errors are one ``error:`` line naming
 the problem and the fix with exit code 1 or 2, tracebacks only with ``--debug``, and ``--help``
-does not load torch."""
+does not load torch. ``privcore release`` is the dashboard's twin (issue 33, item 3): the same image
+preparation, notes and warnings (on stderr), ranges and JSON document."""
 
 from __future__ import annotations
 
 import errno
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
+import privcore
 from privcore.cli import main
 from privcore.cli_errors import describe
 from privcore.errors import CertificationError, ParameterError
@@ -103,7 +109,7 @@ def test_release_and_certify_commands(tmp_path: Path, capsys, monkeypatch) -> No
     assert doc["format"] == "privlens.release/1" and doc["parameters"]["epsilon"] == 10.0
     assert doc["outcome"] in ("released", "bottom") and "wrote" in capsys.readouterr().err
     code, err = _fails(["release", str(png), "--epsilon", "-1", "--delta", "1e-5"], capsys)
-    assert code == 2 and "epsilon must be in (0, ∞), got -1.0" in err
+    assert code == 2 and "epsilon must be in [0.01, 100], got -1.0" in err
     code, err = _fails(["release", str(tmp_path / "none.png"), "--epsilon", "1", "--delta", "1e-5"], capsys)
     assert code == 1 and "file not found" in err
 
@@ -124,3 +130,196 @@ def test_lab_fig5_and_train_write_their_files(tmp_path: Path, capsys) -> None:
           "--out", str(tmp_path / "models"), "--threads", "1", "--no-verify"])
     assert "certified layer product" in capsys.readouterr().out
     assert sorted(p.suffix for p in (tmp_path / "models").iterdir()) == [".json", ".safetensors"]
+
+
+# ------------------------------------------------------------- release: the dashboard's twin (issue 33)
+
+SAMPLE = ROOT / "data" / "samples" / "digits" / "0-24.png"
+
+
+def _png(path: Path, pixels: Any) -> Path:
+    from privcore.images import encode_png
+
+    path.write_bytes(encode_png(np.asarray(pixels, dtype=np.float64)))
+    return path
+
+
+class _Seen:
+    """Stands in for privcore.api.release, recording the model input the CLI hands it."""
+
+    def __init__(self) -> None:
+        self.image: Any = None
+        self.kwargs: dict[str, Any] = {}
+
+    def __call__(self, image: Any, **kwargs: Any) -> Any:
+        self.image, self.kwargs = image, kwargs
+
+        class _Out:
+            released = True
+
+            def document(self) -> dict[str, Any]:
+                return {"outcome": "released", "text": "ε"}
+
+        return _Out()
+
+
+@pytest.fixture
+def seen(monkeypatch: pytest.MonkeyPatch) -> _Seen:
+    import privcore.api as api
+
+    fake = _Seen()
+    monkeypatch.setattr(api, "release", fake)
+    return fake
+
+
+def test_release_help_names_the_dashboards_options() -> None:
+    from typer.testing import CliRunner
+
+    from privcore.cli import app
+
+    res = CliRunner().invoke(app, ["release", "--help"], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    for option in ("--invert", "--digit-style", "--mechanism", "--force", "--epsilon", "--delta"):
+        assert option in res.output, option
+    assert "[1e-12, 0.5]" in res.output and "[0.01, 100]" in res.output
+
+
+def test_blank_and_one_pixel_images_are_warned_about_and_refused_unless_forced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], seen: _Seen
+) -> None:
+    from privcore import inputs
+
+    blank = _png(tmp_path / "blank.png", np.zeros((32, 32)))
+    with pytest.raises(SystemExit) as exit_:
+        main(["release", str(blank), "--epsilon", "1"])
+    cap = capsys.readouterr()
+    assert exit_.value.code == 1 and cap.out == "" and seen.image is None  # nothing released
+    lines = cap.err.splitlines()
+    assert lines[0] == "Note: resized from 32×32 to 8×8, the model's input size."
+    assert lines[1] == "Warning: " + inputs.concern_heading(str(blank), "digits")
+    assert lines[2].startswith("* the image is nearly uniform (pixel standard deviation 0 < 0.02")
+    assert inputs.CONCERN_CONSEQUENCE in lines and "--force" in lines[-1]
+    assert lines[-1].startswith("error: Nothing is computed or released for this image until you confirm it")
+
+    one = _png(tmp_path / "one.png", np.ones((1, 1)))
+    main(["release", str(one), "--epsilon", "1", "--force"])
+    cap = capsys.readouterr()
+    assert "Note: resized from 1×1 to 8×8, the model's input size." in cap.err.splitlines()
+    assert "* the image is nearly uniform" in cap.err and inputs.CONFIRMED in cap.err
+    assert seen.image is not None and json.loads(cap.out)["outcome"] == "released"
+
+
+def test_a_resized_image_gets_the_dashboards_notes_on_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], seen: _Seen
+) -> None:
+    """A real digit at four times the model's size: resized, as the dashboard says, and released."""
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    from privcore.images import decode_image
+    from privcore.inputs import note_text
+
+    big = np.kron(load_digits().images[3] / 16, np.ones((4, 4)))  # 32×32
+    path = tmp_path / "big.png"
+    Image.fromarray(np.rint(big * 255).astype(np.uint8)).save(path)
+    main(["release", str(path), "--epsilon", "1"])
+    cap = capsys.readouterr()
+    expected = [note_text(n) for n in decode_image(path.read_bytes(), target_shape=(1, 8, 8)).notes]
+    assert expected == ["Note: resized from 32×32 to 8×8, the model's input size."]
+    assert cap.err.splitlines() == expected and json.loads(cap.out)["outcome"] == "released"
+
+
+def test_invert_and_digit_style_change_the_model_input_as_on_the_dashboard(
+    capsys: pytest.CaptureFixture[str], seen: _Seen
+) -> None:
+    import torch
+
+    from privcore.images import decode_image
+    from privcore.inputs import digit_styled
+
+    data = SAMPLE.read_bytes()
+    plain = decode_image(data, target_shape=(1, 8, 8)).tensor
+    main(["release", str(SAMPLE), "--epsilon", "1"])
+    assert torch.equal(torch.as_tensor(seen.image), plain) and capsys.readouterr().err == ""
+
+    with pytest.raises(SystemExit):  # inverted, the light-on-dark sample looks out of domain
+        main(["release", str(SAMPLE), "--epsilon", "1", "--invert"])
+    err = capsys.readouterr().err
+    assert err.startswith("Note: inverted (v ↦ 1 − v).\nWarning: ") and "--force" in err
+    main(["release", str(SAMPLE), "--epsilon", "1", "--invert", "--force"])
+    capsys.readouterr()
+    assert torch.allclose(torch.as_tensor(seen.image), 1.0 - plain)
+
+    main(["release", str(SAMPLE), "--epsilon", "1", "--digit-style", "--force"])
+    err = capsys.readouterr().err
+    styled = digit_styled(data, (1, 8, 8))
+    assert torch.equal(torch.as_tensor(seen.image), styled.tensor)
+    assert not torch.equal(styled.tensor, plain) and "Note: digit-style: cropped to the ink" in err
+
+
+def test_ranges_are_the_apis_and_the_dashboards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """δ, ε (the guarantee's total) and R: one definition, the same refusals before the image is read."""
+    import privcore.api as api
+    from privcore import ranges
+    from privlens.settings import PARAMS
+
+    assert api.DELTA_RANGE == ranges.DELTA_RANGE == (PARAMS["delta"].low, PARAMS["delta"].high)
+    assert ranges.EPSILON_RANGE == (PARAMS["epsilon"].low, PARAMS["epsilon"].high)
+    assert ranges.RADIUS_RANGE == (PARAMS["radius"].low, PARAMS["radius"].high)
+    missing = str(tmp_path / "none.png")  # parameters are checked first: the file is never read
+    image = np.zeros((8, 8))
+    for argv, kwargs, message in (
+        (["--delta", "0.6"], {"delta": 0.6}, "delta must be in [1e-12, 0.5], got 0.6"),
+        (["--delta", "1e-13"], {"delta": 1e-13}, "delta must be in [1e-12, 0.5], got 1e-13"),
+        (["--epsilon", "200"], {"epsilon": 200.0}, "epsilon must be in [0.01, 100], got 200"),
+        (["--mechanism", "ptr", "--epsilon", "60"], {"mechanism": "ptr", "epsilon": 60.0},
+         "epsilon must be in [0.005, 50], got 60"),
+        (["--radius", "3"], {"radius": 3.0}, "radius must be in [0.001, 2], got 3"),
+    ):
+        args = {"epsilon": 1.0, **kwargs}
+        with pytest.raises(ParameterError) as api_err:
+            privcore.release(image, **args)
+        assert message in str(api_err.value)
+        code, err = _fails(["release", missing, "--epsilon", "1", *argv], capsys)
+        assert code == 2 and err == f"error: bad parameter: {api_err.value}\n"
+
+
+def test_json_is_the_apis_document_in_utf8_with_the_guarantee_text(tmp_path: Path) -> None:
+    import torch
+
+    from privcore.images import decode_image
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PRIVLENS_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-m", "privcore", "release", str(SAMPLE), "--epsilon", "2"],
+                         cwd=tmp_path, env=env, capture_output=True, timeout=600)
+    assert out.returncode == 0 and out.stderr == b"", out.stderr.decode()
+    text = out.stdout.decode("utf-8")
+    assert "ℓ∞" in text and "\\u" not in text  # UTF-8 characters, not \u escapes
+    doc = json.loads(text)
+    x = decode_image(SAMPLE.read_bytes(), target_shape=(1, 8, 8)).tensor
+    ref = privcore.release(torch.as_tensor(x), epsilon=2.0).document()
+
+    def keys(d: Any) -> Any:
+        return {k: keys(v) for k, v in d.items()} if isinstance(d, dict) else None
+
+    assert keys(doc) == keys(ref)
+    assert doc["guarantee"]["text"] == ref["guarantee"]["text"] and "e^ε" in doc["guarantee"]["text"]
+    assert doc["parameters"]["global_lipschitz"] == ref["parameters"]["global_lipschitz"]
+
+
+def test_an_unusable_file_is_called_the_image_argument(tmp_path: Path, capsys) -> None:
+    pdf = tmp_path / "paper.pdf"
+    pdf.write_bytes(b"%PDF-1.4 not an image")
+    code, err = _fails(["release", str(pdf), "--epsilon", "1"], capsys)
+    assert code == 2 and err == (
+        "error: bad parameter: the IMAGE argument is a PDF file; allowed formats: PNG, JPEG\n"
+    )
+    assert "upload" not in err
+
+
+def test_a_missing_model_lists_only_datasets_with_such_models(tmp_path: Path, capsys) -> None:
+    code, err = _fails(["release", str(SAMPLE), "--epsilon", "1", "--model", "NOPE"], capsys)
+    assert code == 1 and "no obfuscator 'NOPE' for dataset 'digits'" in err
+    listed = err.split("(datasets with such models: ", 1)[1].split(";", 1)[0].split(", ")
+    assert "digits" in listed and "lab" not in listed and "pattern-tables" not in listed
+    assert "digits has: " in err and "ARL-C-N" in err

@@ -148,8 +148,15 @@ def _cli_commands() -> dict[str, Any]:
     return out
 
 
-def test_default_delta_is_at_most_1e_5_and_its_range_is_the_dashboards(monkeypatch, capsys) -> None:
+def test_default_delta_is_at_most_1e_5_and_its_range_is_the_dashboards(monkeypatch, capsys, tmp_path) -> None:
+    import shutil
+
     from privcore.cli import main
+
+    # the CLI reads and checks the image before it calls the API (issue 33): a real one
+    shutil.copy(Path(__file__).resolve().parents[1] / "data" / "samples" / "digits" / "0-24.png",
+                tmp_path / "digit.png")
+    monkeypatch.chdir(tmp_path)
 
     assert inspect.signature(privcore.release).parameters["delta"].default == api.DEFAULT_DELTA <= 1e-5
     cli_delta = {p.name: p for p in _cli_commands()["release"].params}["delta"]
