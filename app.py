@@ -50,6 +50,9 @@ page = st.navigation(PAGES)
 # was released", its traceback logged on the server (and .streamlit/config.toml hides Streamlit's own)
 with ui.error_boundary(f"The {page.title} page"):
     pipelines.warm_up()
+    # ?page=… opens that page; a path or ?page= that names no page is said at the top, naming it (before
+    # the sidebar, which rewrites the URL to its settings)
+    ui.go_to_requested_page(PAGES, page)
     ui.sidebar()
     st.session_state[ui.NAV_FLAG] = True  # the page must not render the sidebar a second time
     try:

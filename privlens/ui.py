@@ -43,6 +43,7 @@ from privlens.session import (
     QueryProblem,
     Settings,
     grid_with,
+    md_literal,
     mechanism_label,
     settings_from_query,
 )
@@ -121,7 +122,8 @@ def settings() -> Settings:
     if SETTINGS_KEY not in st.session_state:
         models = pipelines.catalogue()
         default = default_settings(models)
-        query = {k: st.query_params.get_all(k) for k in st.query_params}
+        # ?page= names a page, not a setting: :func:`go_to_requested_page` answers it
+        query = {k: st.query_params.get_all(k) for k in st.query_params if k != PAGE_PARAM}
         s, problems = settings_from_query(query, default=default, models=models)
         st.session_state[SETTINGS_KEY] = s
         st.session_state[URL_PROBLEMS_KEY] = problems
@@ -139,6 +141,62 @@ def update_settings(**changes: Any) -> None:
     problem about a field set here is fixed by it."""
     st.session_state[SETTINGS_KEY] = settings().replace(**changes)
     st.session_state[URL_PROBLEMS_KEY] = tuple(p for p in url_problems() if p.field not in changes)
+
+
+#: The URL parameter that names a page (``?page=release``); a page is also its own path (``/release``).
+PAGE_PARAM = "page"
+
+
+def _page_list(pages: Mapping[str, Sequence[Any]]) -> list[Any]:
+    return [p for group in pages.values() for p in group]
+
+
+def _known_pages_text(pages: Mapping[str, Sequence[Any]]) -> str:
+    return ", ".join(f"{p.title} (`/{p.url_path}`)" for p in _page_list(pages))
+
+
+def _path_requested() -> str:
+    """The page name of the URL's path this run was asked for (``nonsense`` for ``/nonsense``; empty
+    when the URL names no page, e.g. after a click in the navigation). Streamlit's own page resolution
+    keeps it; empty where its internals moved."""
+    try:
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+        ctx = get_script_run_ctx()
+        return str(getattr(ctx.pages_manager, "intended_page_name", None) or "")
+    except (AttributeError, ImportError):  # pragma: no cover - Streamlit internals moved
+        return ""
+
+
+def go_to_requested_page(pages: Mapping[str, Sequence[Any]], current: Any) -> None:
+    """Answer a URL that names a page: ``?page=<name>`` (a page's path or title, any case) opens that
+    page with the other parameters kept; a name that is no page — in ``?page=`` or as the path, where
+    Streamlit silently runs Home — gets an error at the top naming the value and the known pages, and
+    the page shown (Home) below it."""
+    known = _page_list(pages)
+    wanted = st.query_params.get(PAGE_PARAM)
+    if wanted is not None:
+        key = str(wanted).strip().strip("/").lower()
+        match = next((p for p in known if key in (p.url_path.lower(), p.title.lower())), None)
+        if match is not None:
+            rest = {k: st.query_params.get_all(k) for k in st.query_params if k != PAGE_PARAM}
+            if match.url_path == current.url_path:
+                del st.query_params[PAGE_PARAM]
+            else:
+                st.switch_page(match, query_params=rest)
+            return
+        del st.query_params[PAGE_PARAM]  # said once, below; the sidebar's settings stay in the URL
+        given = md_literal(f"?{PAGE_PARAM}={wanted}")
+    else:
+        path = _path_requested()
+        if not path or any(path == p.url_path for p in known):
+            return
+        given = md_literal(f"/{path}")
+    st.error(
+        f"**The page {given} does not exist**; the {current.title} page is shown instead. The pages are: "
+        f"{_known_pages_text(pages)}.",
+        icon=":material/link_off:",
+    )
 
 
 def _accept_url_settings() -> None:

@@ -43,3 +43,27 @@ def test_refused_parameters_are_explained_not_shown_as_errors() -> None:
     at.select_slider(key="w_epsilon").set_value(0.5).run()
     assert not [i.value for i in at.info if "refused" in i.value]
     assert _metric(at, "Gauss-Input (classic)").startswith("σ = ")
+
+
+def test_a_page_that_does_not_exist_is_named_not_silently_home() -> None:
+    """``?page=nonsense`` (and a path such as ``/nonsense``, checked in a browser by
+    tests/test_pages_browser_text.py): an error names the value and the known pages; Home is shown."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["page"] = "nonsense"
+    at.query_params["eps"] = "2.0"
+    at.run()
+    assert not at.exception
+    (error,) = [e.value for e in at.error]
+    assert "?page=nonsense" in error and "does not exist" in error
+    assert "Release (`/release`)" in error and "Mechanism lab (`/mechanism_lab`)" in error
+    assert at.title[0].value == "privlens" and at.metric  # Home, with the link's other settings
+    assert "page" not in at.query_params and at.query_params["eps"] == "2.0"
+
+
+def test_a_page_named_in_the_query_is_opened_with_the_other_settings() -> None:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["page"] = "Trade-offs"
+    at.query_params["eps"] = "2.0"
+    at.run()
+    assert not at.exception and not at.error
+    assert at.title[0].value == "Trade-offs" and at.query_params["eps"] == "2.0"
