@@ -127,10 +127,10 @@ def render_table1(frame: Any, dataset: str, column: str = "accuracy") -> str:
 
 #: how each calibration.csv calibration is named in the report
 CALIBRATION_LABELS = {
-    "ours": "ours: Lap(Δp·R/ε), ℓ∞→ℓ1 Δp from training points",
+    "ours": "privcore's noise Lap(Δp·R/ε), ℓ∞→ℓ1 Δp from training points",
     "paper-text": "the printed formula Lap(Δp/ε), text only",
-    "authors-code": "authors' code: Lap(Δp∞·R/ε), Δp∞ from test points, own head",
-    "authors-code-release-clf": "authors' code noise, release classifier",
+    "authors-code": "the authors' Table-1 code, Lap(Δp∞·R/ε), Δp∞ from test points, own head",
+    "authors-code-release-clf": "the same noise draws, release classifier",
 }
 
 
