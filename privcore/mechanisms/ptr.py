@@ -3,7 +3,8 @@
 Follows Algorithm 1 and Theorem 4.4 of the posthoc paper with the corrections of docs/DESIGN.md:
 the bisection evaluates the local Lipschitz bound at R_mid and keeps the lower end; φ is
 max(R*/2, R* − R); the test noise carries the bisection grid spacing ζ; the release noise is
-Lap(Δp·R/ε), not Lap(Δp/ε). Metrics: ℓ∞ on the embedding z, ℓ1 on the obfuscator output f(z).
+Lap(Δp·R/ε), not the printed Lap(Δp/ε) (the authors' Table-1 code scales by R too). Metrics: ℓ∞ on
+the embedding z, ℓ1 on the obfuscator output f(z).
 
 Split in two so that a dashboard can move ε/δ sliders without any solve:
 :func:`~privcore.mechanisms.phi.compute_phi` (its own module; depends on f, z, R, Δp, R_max, tol
@@ -166,7 +167,7 @@ def propose_test_release(
        If φ̂ ≤ ln(1/δ)·b_test (threshold as in :class:`PTRResult`): return ⊥. When the local
        sensitivity exceeds Δp, φ = 0 and the test passes with probability ≤ δ/2.
     3. Release f(z) + Lap(Δp·R/ε) i.i.d. per coordinate: Δp bounds ‖f(z) − f(z')‖₁ per unit of
-       ‖z − z'‖∞, so over the radius R the ℓ1 sensitivity is Δp·R (the paper's Lap(Δp/ε) is too
+       ‖z − z'‖∞, so over the radius R the ℓ1 sensitivity is Δp·R (the printed Lap(Δp/ε) is too
        little noise for R > 1).
     Every parameter is validated and f(z) evaluated before any noise is drawn; any error raises
     and nothing is released. Noise comes from the exact grid samplers (secure unless seeded).
