@@ -1,8 +1,10 @@
 """The papers' published numbers, transcribed from ``/work/shared/papers`` for side-by-side reports.
 
-Posthoc-PTR paper: Table 1 (accuracy of eight obfuscators under PTR; columns Informal, ε = 1, 2, 5,
-10), Table 2 (LDP baselines; ε = 1, 2, 5, 7, ∞), Tables 3–6 (reconstruction attack; rows ε = 1, 2,
-5, 10, columns R = 0.1 … 1.0; MNIST and UTKFace only). Inference-privacy paper: the CIFAR table
+Posthoc-PTR paper: Table 1 (accuracy of eight obfuscators; columns Informal, ε = 1, 2, 5, 10; the paper
+presents them as PTR releases, but the authors' code computes them as Lap(Δp∞·R/ε) on every test image
+with no test, ``experiment_automation.py:multi_eps`` at 66a8d35; docs/RESULTS.md), Table 2 (LDP
+baselines; ε = 1, 2, 5, 7, ∞), Tables 3–6 (reconstruction attack; rows ε = 1, 2, 5, 10, columns
+R = 0.1 … 1.0; MNIST and UTKFace only). Inference-privacy paper: the CIFAR table
 (Fig. 6; ε ∈ {0.1, 1, 10} × α ∈ {0.001, 0.01, 0.1, 0.2}, mean ± sd over 15 draws, in %).
 Only data: no code depends on these values except the report.
 """
