@@ -31,31 +31,35 @@ Ray is optional (``pip install -r requirements-ray.txt``): importing this module
 
 from __future__ import annotations
 
-from privcore.executors.base import ChunkOutcome, Executor
-from privcore.executors.local import LocalExecutor
-from privcore.executors.points import PointsOutcome, chunk_size_for, run_points, worker_solver_info
-from privcore.executors.progress import JobProgress, ProgressCallback, cli_progress
-from privcore.executors.ray_cluster import RAY_INSTALL_HINT, RayExecutor, RayNotInstalledError
-from privcore.validation import check_choice
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "EXECUTORS",
-    "RAY_INSTALL_HINT",
-    "RAY_WARNING",
-    "ChunkOutcome",
-    "Executor",
-    "JobProgress",
-    "LocalExecutor",
-    "PointsOutcome",
-    "ProgressCallback",
-    "RayExecutor",
-    "RayNotInstalledError",
-    "chunk_size_for",
-    "cli_progress",
-    "executor_from_options",
-    "run_points",
-    "worker_solver_info",
-]
+from privcore._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from privcore.executors.local import LocalExecutor
+    from privcore.executors.ray_cluster import RayExecutor
+
+# the classes and functions are loaded on use (PEP 562): the CLI modules import the help texts below
+# for their options, and ``privcore --help`` should not load numpy for them
+_EXPORTS = {
+    "ChunkOutcome": "base",
+    "Executor": "base",
+    "LocalExecutor": "local",
+    "PointsOutcome": "points",
+    "chunk_size_for": "points",
+    "run_points": "points",
+    "worker_solver_info": "points",
+    "JobProgress": "progress",
+    "ProgressCallback": "progress",
+    "cli_progress": "progress",
+    "RAY_INSTALL_HINT": "ray_cluster",
+    "RayExecutor": "ray_cluster",
+    "RayNotInstalledError": "ray_cluster",
+}
+__getattr__, __dir__, _LAZY_ALL = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(
+    [*_LAZY_ALL, "ADDRESS_HELP", "EXECUTORS", "EXECUTOR_HELP", "RAY_WARNING", "executor_from_options"]
+)
 
 #: ``--executor`` choices.
 EXECUTORS = ("local", "ray")
@@ -77,6 +81,10 @@ def executor_from_options(
 ) -> LocalExecutor | RayExecutor:
     """The executor named by the CLI's ``--executor local|ray [--address ADDR] [--workers N]``
     (the one place they are parsed). ``workers`` is ignored by Ray (the cluster's CPUs count)."""
+    from privcore.executors.local import LocalExecutor
+    from privcore.executors.ray_cluster import RayExecutor
+    from privcore.validation import check_choice
+
     check_choice("executor", executor, EXECUTORS)
     if executor == "local":
         if address:

@@ -24,11 +24,24 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from privcore.experiments.report import hoeffding_halfwidth
-from privcore.experiments.runner import DEFAULT_RESULTS_DIR, RunContext
-from privcore.experiments.tables import ResultTable
+if TYPE_CHECKING:
+    from privcore.experiments.runner import RunContext
+
+#: names served lazily (PEP 562): ``privcore --help`` imports the experiment CLI, not numpy and pandas
+_LAZY = {
+    "hoeffding_halfwidth": "report",
+    "DEFAULT_RESULTS_DIR": "runner",
+    "RunContext": "runner",
+    "ResultTable": "tables",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"privcore.experiments.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'privcore.experiments' has no attribute {name!r}")
 
 __all__ = [
     "DEFAULT_RESULTS_DIR",
