@@ -21,12 +21,11 @@ from privcore.mechanisms import (
     ptr_scales,
     registry,
 )
-from privlens import ui
+from privlens import pipelines, ui
 from privlens.session import ALPHA_GRID, RADIUS_GRID
 
 LIPSCHITZ = [0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 50.0]
-IMAGE_VALUES = 784  # a 28×28 image
-EMBEDDING_DIM, EMBEDDING_BOUND = 8, 3.0
+EMBEDDING_BOUND = 3.0
 
 s = ui.page_setup()
 st.title("privlens")
@@ -79,6 +78,14 @@ with right:
     )
 s = ui.settings()
 alpha, radius = s.alpha, s.radius
+# LDP's sizes are the sidebar's dataset's: its images (from its model card) and its embedding
+SHAPE = pipelines.image_shape(s.dataset)
+try:
+    from privcore.data import get_spec
+
+    EMBEDDING_DIM: int | None = int(get_spec(s.dataset).latent_dim)
+except (ImportError, ValueError):
+    EMBEDDING_DIM = None
 
 ROWS: list[dict[str, Any]] = []
 
@@ -137,13 +144,25 @@ def _global() -> tuple[str, float, str]:
 
 
 def _ldp_image() -> tuple[str, float, str]:
-    mech = LDPImage(epsilon=epsilon, values_per_image=IMAGE_VALUES)
+    if SHAPE is None:
+        raise ValueError(f"the image size of {s.dataset} is not known here (no shipped model card)")
+    mech = LDPImage(epsilon=epsilon, values_per_image=SHAPE[0] * SHAPE[1] * SHAPE[2])
     return "b", mech.scale, mech.guarantee.describe()
 
 
 def _ldp_embedding() -> tuple[str, float, str]:
+    if EMBEDDING_DIM is None:
+        raise ValueError(f"the embedding size of {s.dataset} is not known here")
     mech = LDPEmbedding(epsilon=epsilon, bound=EMBEDDING_BOUND)
     return "b", mech.scale_for(EMBEDDING_DIM), mech.guarantee.describe()
+
+
+def _image_size() -> str:
+    """"8×8, d = 64" (× 3 for colour) for the sidebar's dataset."""
+    if SHAPE is None:
+        return "d = its pixel values"
+    c, h, w = SHAPE
+    return f"{h}×{w}{'×3' if c == 3 else ''}, d = {c * h * w}"
 
 
 _row(
@@ -171,18 +190,24 @@ _row(
     _ptr,
 )
 _row("Global (certified)", "docs/DESIGN.md, Beyond the papers", "f(clip z) + Lap(G·R/ε)", _global)
-_row("LDP-Image (28×28)", "posthoc Table 2", "clip to [0,1], Lap(d/ε)", _ldp_image)
-_row("LDP-Embedding (k=8, B=3)", "posthoc Table 2", "clip to [−B,B], Lap(2Bk/ε)", _ldp_embedding)
+_row(f"LDP-Image ({s.dataset}: {_image_size()})", "posthoc Table 2", "clip to [0,1], Lap(d/ε)", _ldp_image)
+_row(
+    f"LDP-Embedding (k = {EMBEDDING_DIM or '?'}, B = {EMBEDDING_BOUND:g})",
+    "posthoc Table 2",
+    "clip to [−B,B], Lap(2Bk/ε)",
+    _ldp_embedding,
+)
 
-metric_columns = st.columns(6)
-for column, row in zip(metric_columns, ROWS[:6], strict=False):
-    column.metric(row["mechanism"], row["now"])
+# a row that wraps: each metric as wide as its label and value, never cut to "σ = 0.3…"
+with st.container(horizontal=True, gap="medium"):
+    for row in ROWS[:6]:
+        st.metric(row["mechanism"], row["now"], width="content")
 
 st.subheader("Mechanisms")
-st.dataframe(
+# a static table: its text wraps at any width (a data grid cuts its columns off on a laptop screen)
+st.table(
     [{k: r[k] for k in ("mechanism", "paper", "noise", "now")} for r in ROWS],
     hide_index=True,
-    width="stretch",
 )
 with st.expander("Guarantees in plain words"):
     for row in ROWS:

@@ -4,6 +4,7 @@
 * :func:`pipeline`: the pipeline of the sidebar's settings (``st.cache_resource``, eval mode,
   inference only), or the embedded default (digits) with the reason when a dataset or checkpoint
   is missing;
+* :func:`image_shape`: a dataset's image size from its embedder's card (no weights loaded);
 * :func:`warm_up`: slow imports and the exact certifier's pattern tables, in a background thread;
 * :func:`public_text`: a server message for the browser, without server paths.
 """
@@ -137,6 +138,24 @@ def _load(dataset: str, model: str, directory: str) -> Any:
 def load(dataset: str, model: str, directory: str) -> Any:
     """The pipeline of (dataset, model) from ``directory``, loaded once per process (errors raised)."""
     return _load(dataset, model, directory)
+
+
+def image_shape(dataset: str) -> tuple[int, int, int] | None:
+    """(C, H, W) of ``dataset``'s images, from its shipped embedder's card (``models/<dataset>/``); None
+    where no readable card ships. No weights are loaded."""
+    return _image_shape(dataset, models_dir())
+
+
+@st.cache_data(show_spinner=False, ttl=60)
+def _image_shape(dataset: str, directory: str) -> tuple[int, int, int] | None:
+    try:
+        from privcore.nets.checkpoint import read_card
+
+        card = read_card(Path(directory) / dataset / "embedder")
+        c, h, w = (int(v) for v in card["dataset"]["image_shape"])
+    except (ImportError, PrivcoreError, OSError, ValueError, TypeError, KeyError):
+        return None
+    return c, h, w
 
 
 def dataset_size(pipe: Any) -> int | None:
