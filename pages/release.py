@@ -200,30 +200,50 @@ st.markdown(
 )
 st.markdown("**At this setting** (follows the sliders):")
 lv = st.columns(2)
+run_delta = s.delta if s.is_ptr else 0.0  # the δ this mechanism runs at (Global: none)
 if s.is_ptr:
     acc = live.accuracy_at(
-        load_results(loaded.dataset, "table1"), model=loaded.model, certifier=s.certifier, epsilon=eps_m
+        load_results(loaded.dataset, "table1"),
+        model=loaded.model,
+        certifier=s.certifier,
+        epsilon=eps_m,
+        delta=run_delta,
     )
 else:
     acc = live.global_accuracy_at(
         load_results(loaded.dataset, "table1-global"), model=loaded.model, epsilon=eps_m, radius=s.radius
     )
+# every reading says its n, interval and δ (under the value: a metric too narrow for them would cut them)
 if acc is None:
     lv[0].metric("model accuracy at this ε", "—", help="Not measured at this ε (Trade-offs page).")
 else:
-    lv[0].metric("model accuracy at this ε", f"{acc.value:.3f}", help=f"Test accuracy, {acc.how}.")
-    ci = "" if acc.low is None else f"interval [{acc.low:.3f}, {acc.high:.3f}], "
-    lv[0].caption(f"{ci}{acc.how}")  # under the value: a metric too narrow for it would cut it
+    lv[0].metric(
+        f"model accuracy at this ε{live.delta_text(acc.delta)}",
+        f"{acc.value:.3f}",
+        help=f"Test accuracy, {acc.how}.",
+    )
+    ci = "" if acc.low is None else f"interval {acc.interval_text}, "
+    lv[0].caption(f"{ci}{acc.how}")
+    if acc.other_delta(run_delta):
+        lv[0].warning(
+            f"Measured at δ = {acc.delta:g}, not at the sidebar's δ = {run_delta:g} (no experiment ran at "
+            f"that δ). PTR's test threshold ln(1/δ)·b is {'higher' if run_delta < acc.delta else 'lower'} "
+            f"at δ = {run_delta:g}, so it releases {'less' if run_delta < acc.delta else 'more'} often and "
+            f"the accuracy there is {'lower' if run_delta < acc.delta else 'higher'} than this.",
+            icon=":material/warning:",
+        )
 if s.is_ptr:  # the attack experiment attacks PTR releases, at PTR's own ε
     ssim = live.attack_at(load_results(loaded.dataset, "attack"), radius=s.radius, epsilon=eps_m)
     if ssim is None:
         lv[1].metric("attacker's SSIM at (R, ε)", "—", help="Not measured at this (R, ε) (Attack page).")
     else:
         lv[1].metric(
-            "attacker's SSIM at (R, ε)",
+            f"attacker's SSIM at (R, ε){live.delta_text(ssim.delta)}",
             f"{ssim.value:.3f}",
-            help=f"Mean over test images at PTR's ε = {eps_m:g}, {ssim.how}.",
+            help=f"Mean over released test images at PTR's ε = {eps_m:g}, {ssim.how}.",
         )
+        ci = "" if ssim.low is None else f"interval {ssim.interval_text}, "
+        lv[1].caption(f"{ci}{ssim.how}")
     r_star = "—" if phi.r_star is None else f"{phi.r_star:.4g}"
     st.caption(
         f"φ = max(R*/2, R* − R) with R* = {r_star}, the largest certified radius whose local Lipschitz "

@@ -71,11 +71,16 @@ class Choice:
 
     @property
     def accuracy_text(self) -> str:
-        """The measured accuracy with its interval, or "not measured"."""
+        """The measured accuracy with its interval, n and the δ it was measured at, or "not measured"."""
         a = self.accuracy
         if a is None:
             return "not measured"
-        return f"{a.value:.3f}" + ("" if a.low is None else f" [{a.low:.3f}, {a.high:.3f}]")
+        said = [a.interval_text] if a.low is not None else []
+        if a.n is not None:
+            said.append(f"n = {a.n}")
+        if a.delta is not None:
+            said.append(f"at δ = {a.delta:g}")
+        return f"{a.value:.3f}" + (" " + ", ".join(said) if said else "")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -87,11 +87,22 @@ def _ip_rows(s: Settings, dataset: str) -> tuple[dict[str, Any], dict[str, Any]]
         if isinstance(plan, iplens.Plan):
             noise[name] = (plan.guarantee, plan.noise)
             accuracy[name] = live.ip_accuracy_at(
-                table, mechanism=name, model=plan.model.name, epsilon=s.epsilon, alpha=s.alpha
+                table,
+                mechanism=name,
+                model=plan.model.name,
+                epsilon=s.epsilon,
+                alpha=s.alpha,
+                delta=plan.guarantee.delta,
             )
         else:
             noise[name] = plan
     return noise, accuracy
+
+
+def _run_delta(name: str, s: Settings) -> float:
+    """The δ mechanism ``name`` runs at under ``s`` (the experiment CSVs' δ column is that one): PTR and
+    the Gaussian ones the sidebar's, Global and Lap-Output none."""
+    return 0.0 if name in ("Global", "Lap-Output") else float(s.delta)
 
 
 def panel(
@@ -120,7 +131,11 @@ def panel(
         table1_global, model=loaded.model, epsilon=s.epsilon, radius=s.radius
     )
     accuracy["PTR"] = live.accuracy_at(
-        load_results(loaded.dataset, "table1"), model=loaded.model, certifier=s.certifier, epsilon=half
+        load_results(loaded.dataset, "table1"),
+        model=loaded.model,
+        certifier=s.certifier,
+        epsilon=half,
+        delta=s.delta,
     )
     cmp = chooser.compare(
         epsilon=s.epsilon,
@@ -139,9 +154,21 @@ def panel(
         f"One sent release of each mechanism at the sidebar's **total ε = {s.epsilon:g}** (δ = {s.delta:g}, "
         f"R = {s.radius:g}; α = {s.alpha:g} for the inference-privacy mechanisms), for {loaded.dataset}/"
         f"{loaded.model}. Noise: the Laplace scale per coordinate of the released vector. Accuracy: the "
-        "committed experiment results at this ε with their interval (interpolated in log ε between measured "
-        'points, else "not measured"). Nothing here is drawn.'
+        "committed experiment results at this ε with their interval, n and the δ they were measured at "
+        '(interpolated in log ε between measured points, else "not measured"). Nothing here is drawn.'
     )
+    other = [
+        f"{registry.get(c.name).label} at δ = {c.accuracy.delta:g}"
+        for c in cmp.choices
+        if c.accuracy is not None and c.accuracy.other_delta(_run_delta(c.name, s))
+    ]
+    if other:
+        st.caption(
+            f"Measured at another δ than these settings' δ = {s.delta:g}, where no experiment ran: "
+            f"{', '.join(other)}. A smaller δ makes PTR refuse (⊥) more often and the Gaussian mechanisms "
+            "add more noise (a larger δ the reverse), so the accuracy at these settings differs from the one "
+            "shown."
+        )
     st.dataframe(pd.DataFrame(cmp.rows()), hide_index=True, width="stretch")
     notes = [f"{c.label}: {c.note}." for c in cmp.choices if c.note and c.comparable]
     st.caption(

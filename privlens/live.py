@@ -7,33 +7,56 @@
 * :func:`global_accuracy_at` — the same under the certified global mechanism at the total ε, from
   ``table1-global.csv`` (its own 95 % interval, columns read defensively);
 * :func:`attack_at` — the attacker's mean SSIM (or another metric) at (R, ε) from the attack CSV,
-  measured or interpolated between the cells around it.
+  measured or interpolated between the cells around it, with its bootstrap interval.
 
-Readings of published experiment results, never of the user's image (that one is
-:func:`privlens.session.release_probability`).
+Every reading says its n, its interval and the δ it was measured at (:attr:`Reading.delta`, from the
+CSV's ``delta`` column): a reading at another δ than the sidebar's is not the accuracy there, and the
+pages say so (:meth:`Reading.other_delta`). Readings of published experiment results, never of the
+user's image (that one is :func:`privlens.session.release_probability`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scipy.stats import binomtest
 
 from privlens.charts import grid_position, interpolate
 
-__all__ = ["Reading", "accuracy_at", "attack_at", "global_accuracy_at", "ip_accuracy_at"]
+__all__ = [
+    "Reading",
+    "accuracy_at",
+    "attack_at",
+    "attack_delta",
+    "attack_grids",
+    "delta_text",
+    "global_accuracy_at",
+    "ip_accuracy_at",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
 class Reading:
-    """A value read from a results table, its interval (or None) and how it was obtained."""
+    """A value read from a results table, its interval (or None), how it was obtained (n, interval and δ
+    in words), the δ of the measurement (None: not recorded) and its n (None: not recorded)."""
 
     value: float
     low: float | None
     high: float | None
     how: str
+    delta: float | None = None
+    n: int | None = None
+
+    def other_delta(self, delta: float) -> bool:
+        """The reading was measured at a known δ other than ``delta``."""
+        return self.delta is not None and not math.isclose(self.delta, float(delta), rel_tol=1e-9, abs_tol=0)
+
+    @property
+    def interval_text(self) -> str:
+        """"[0.281, 0.378]", or "" without an interval."""
+        return "" if self.low is None else f"[{self.low:.3f}, {self.high:.3f}]"
 
 
 def _wilson(acc: float, n: int) -> tuple[float, float]:
@@ -44,9 +67,45 @@ def _wilson(acc: float, n: int) -> tuple[float, float]:
 Point = tuple[float, float, float, float, int]  # (ε, value, low, high, n)
 
 
-def _read(points: list[Point], epsilon: float, *, what: str) -> Reading | None:
+def delta_text(delta: float | None) -> str:
+    """", δ = 0.05" for a known δ (", δ = 0" for a pure guarantee), else ", δ not recorded"."""
+    return ", δ not recorded" if delta is None else f", δ = {delta:g}"
+
+
+def _deltas(rows: Any) -> list[float | None]:
+    """The δ of each row (a missing or empty ``delta`` is 0: a pure guarantee has none)."""
+    if "delta" not in rows:
+        return [None] * len(rows)
+    return [0.0 if d != d else float(d) for d in rows["delta"]]
+
+
+def _at_delta(rows: Any, delta: float | None) -> tuple[Any, float | None]:
+    """The rows measured at ``delta`` when there are any, else those at the δ nearest to it (in log δ;
+    the largest when ``delta`` is None); and that δ (None: the table records none)."""
+    ds = _deltas(rows)
+    known = sorted({d for d in ds if d is not None})
+    if not known:
+        return rows, None
+    if delta is None:
+        pick = known[-1]
+    else:
+        def distance(d: float) -> float:
+            if d == delta:
+                return -1.0
+            if d <= 0 or delta <= 0:
+                return math.inf
+            return abs(math.log10(d) - math.log10(delta))
+
+        pick = min(known, key=distance)
+    return rows[[d == pick for d in ds]], pick
+
+
+def _read(
+    points: list[Point], epsilon: float, *, what: str, delta: float | None = None
+) -> Reading | None:
     """The reading at ``epsilon`` from (ε, value, low, high, n) points sorted by ε: measured, or
-    interpolated in log ε between the two around it; None outside them. ``what`` names the ε."""
+    interpolated in log ε between the two around it; None outside them. ``what`` names the ε,
+    ``delta`` the δ the points were measured at."""
     eps = [p[0] for p in points]
     pos = grid_position(eps, float(epsilon), log=True)
     if pos is None:
@@ -55,20 +114,29 @@ def _read(points: list[Point], epsilon: float, *, what: str) -> Reading | None:
     j = min(i + 1, len(points) - 1)
     t = pos - i
     value, low, high = ((1 - t) * a + t * b for a, b in zip(points[i][1:4], points[j][1:4], strict=True))
-    n_text = f"n = {points[i][4]}" if points[i][4] == points[j][4] else f"n = {points[i][4]}, {points[j][4]}"
+    n_i, n_j = points[i][4], points[j][4]
+    n_text = "n not recorded" if not n_i else f"n = {n_i}" if n_i == n_j else f"n = {n_i}, {n_j}"
+    d_text = delta_text(delta)
     how = (
-        f"measured at {what} = {eps[i]:g} ({n_text}, 95 % interval)"
+        f"measured at {what} = {eps[i]:g}{d_text} ({n_text}, 95 % interval)"
         if t == 0
-        else f"interpolated in log ε between {what} = {eps[i]:g} and {eps[j]:g} ({n_text}; an estimate)"
+        else f"interpolated in log ε between {what} = {eps[i]:g} and {eps[j]:g}{d_text} ({n_text}; "
+        "95 % interval interpolated too; an estimate)"
     )
     ok = math.isfinite(low) and math.isfinite(high)
-    return Reading(value=value, low=low if ok else None, high=high if ok else None, how=how)
+    return Reading(
+        value=value, low=low if ok else None, high=high if ok else None, how=how, delta=delta,
+        n=min(n_i, n_j) or None,
+    )
 
 
-def accuracy_at(table1: Any, *, model: str, certifier: str, epsilon: float) -> Reading | None:
+def accuracy_at(
+    table1: Any, *, model: str, certifier: str, epsilon: float, delta: float | None = None
+) -> Reading | None:
     """The test accuracy of ``model`` under PTR run at ``epsilon`` — PTR's own ε, half the total of a
     sent release's guarantee (Table 1 CSV rows; the certifier's when present), with its 95 % Wilson
-    interval."""
+    interval; at ``delta`` where measured there, else at the measured δ nearest to it (the reading's
+    :attr:`~Reading.delta` says which)."""
     if table1 is None or "obfuscator" not in table1:
         return None
     rows = table1[table1["obfuscator"].astype(str) == model]
@@ -79,21 +147,17 @@ def accuracy_at(table1: Any, *, model: str, certifier: str, epsilon: float) -> R
     rows = rows[[math.isfinite(float(e)) for e in rows["epsilon"]]].sort_values("epsilon")
     if rows.empty:
         return None
+    rows, measured_delta = _at_delta(rows, delta)
     points = []
     for _, r in rows.iterrows():
         n = int(r["n_test"]) if "n_test" in r and r["n_test"] == r["n_test"] else 0
         acc = float(r["accuracy"])
         low, high = _wilson(acc, n) if n > 0 else (math.nan, math.nan)
         points.append((float(r["epsilon"]), acc, low, high, n))
-    reading = _read(points, epsilon, what="PTR's ε")
+    reading = _read(points, epsilon, what="PTR's ε", delta=measured_delta)
     if reading is None:
         return None
-    return Reading(
-        value=reading.value,
-        low=reading.low,
-        high=reading.high,
-        how=reading.how.replace("95 % interval", "95 % Wilson interval"),
-    )
+    return replace(reading, how=reading.how.replace("95 % interval", "95 % Wilson interval"))
 
 
 def _column(df: Any, *names: str) -> str | None:
@@ -117,6 +181,9 @@ def global_accuracy_at(
         rows = rows[rows["mechanism"].astype(str).str.lower() == "global"]
     if radius is not None and "radius" in rows:
         rows = rows[[math.isclose(float(r), float(radius), rel_tol=1e-9) for r in rows["radius"]]]
+    rows, measured_delta = _at_delta(rows, 0.0)  # the global mechanism is pure: δ = 0
+    if measured_delta is None and "delta" not in table:
+        measured_delta = 0.0  # a table of the global mechanism without the column: pure all the same
     n_col = _column(rows, "n_test", "n")
     points = []
     for _, r in rows.iterrows():
@@ -130,14 +197,41 @@ def global_accuracy_at(
         if math.isfinite(e) and e > 0 and math.isfinite(acc):
             points.append((e, acc, low, high, n))
     points.sort()
-    return _read(points, epsilon, what="total ε") if points else None
+    return _read(points, epsilon, what="total ε", delta=measured_delta) if points else None
+
+
+def attack_delta(attack: Any) -> float | None:
+    """The PTR δ of the attack experiment's releases: its CSV's ``delta`` column, else the δ the
+    experiment runs PTR at (``privcore.experiments.ptr_common.PAPER_DELTA``; older CSVs do not record
+    it); None when neither is known."""
+    if attack is not None and "delta" in attack:
+        ds = {float(d) for d in attack["delta"] if d == d}
+        return ds.pop() if len(ds) == 1 else None
+    try:
+        from privcore.experiments.ptr_common import PAPER_DELTA
+    except ImportError:  # pragma: no cover - privcore without its experiments
+        return None
+    return float(PAPER_DELTA)
+
+
+def attack_grids(attack: Any, metric: str) -> dict[str, Any]:
+    """The attack CSV's (R × ε) grids of ``metric``: "value" (the mean), "low"/"high" (its 95 %
+    bootstrap interval, where the CSV has ``<metric>_lo``/``_hi``) and "n" (``n_eval``, where present)."""
+    out = {}
+    for name, col in (("value", metric), ("low", f"{metric}_lo"), ("high", f"{metric}_hi"), ("n", "n_eval")):
+        if col in attack:
+            grid = attack.pivot_table(index="radius", columns="epsilon", values=col, aggfunc="mean")
+            out[name] = grid.sort_index()
+    return out
 
 
 def attack_at(attack: Any, *, radius: float, epsilon: float, metric: str = "ssim") -> Reading | None:
-    """The attacker's mean ``metric`` at (R, ε) from the attack CSV: measured or interpolated."""
+    """The attacker's mean ``metric`` at (R, ε) from the attack CSV: measured or interpolated, with its
+    95 % bootstrap interval (interpolated too) where the CSV has one, n and the experiment's δ."""
     if attack is None or metric not in attack:
         return None
-    grid = attack.pivot_table(index="radius", columns="epsilon", values=metric, aggfunc="mean").sort_index()
+    grids = attack_grids(attack, metric)
+    grid = grids["value"]
     col = grid_position([float(c) for c in grid.columns], float(epsilon), log=True)
     row = grid_position([float(r) for r in grid.index], float(radius), log=False)
     if col is None or row is None:
@@ -145,15 +239,36 @@ def attack_at(attack: Any, *, radius: float, epsilon: float, metric: str = "ssim
     value = interpolate(grid.to_numpy(dtype=float), row, col)
     if math.isnan(value):
         return None
+    low = high = None
+    if "low" in grids and "high" in grids:
+        lo, hi = (interpolate(grids[k].to_numpy(dtype=float), row, col) for k in ("low", "high"))
+        if math.isfinite(lo) and math.isfinite(hi):
+            low, high = lo, hi
+    n = None
+    if "n" in grids:
+        r0, c0 = math.floor(row), math.floor(col)
+        cells = grids["n"].to_numpy(dtype=float)[r0 : math.ceil(row) + 1, c0 : math.ceil(col) + 1]
+        finite = [int(v) for v in cells.flatten() if v == v]
+        n = min(finite) if finite else None
     on_grid = float(col).is_integer() and float(row).is_integer()
-    how = "measured" if on_grid else "interpolated between the measured (R, ε) cells around it (an estimate)"
-    return Reading(value=value, low=None, high=None, how=how)
+    delta = attack_delta(attack)
+    n_text = "n not recorded" if n is None else f"n = {n}{'' if on_grid else ' or more'} released test images"
+    said = ("" if low is None else "95 % bootstrap interval, ") + n_text + delta_text(delta)
+    how = (
+        f"measured ({said})"
+        if on_grid
+        else f"interpolated between the measured (R, ε) cells around it ({said}; an estimate)"
+    )
+    return Reading(value=value, low=low, high=high, how=how, delta=delta, n=n)
 
 
-def ip_accuracy_at(ip: Any, *, mechanism: str, model: str, epsilon: float, alpha: float) -> Reading | None:
+def ip_accuracy_at(
+    ip: Any, *, mechanism: str, model: str, epsilon: float, alpha: float, delta: float | None = None
+) -> Reading | None:
     """The test accuracy of an IP ``mechanism`` run on ``model`` at (``epsilon``, ``alpha``) from the ``ip``
     experiment CSV (mean over noise draws, interval ± one standard deviation of them; the analytic
-    calibration where both were run), measured or interpolated in log ε at that α; None elsewhere."""
+    calibration where both were run), measured or interpolated in log ε at that α — at ``delta`` where
+    measured there, else at the measured δ nearest to it (Lap-Output's is 0); None elsewhere."""
     if ip is None or not {"mechanism", "model", "epsilon", "alpha", "accuracy_mean"} <= set(ip.columns):
         return None
     base = ip["mechanism"].astype(str).str.split(" (", regex=False).str[0]  # "Gauss-Input (tuned)"
@@ -161,6 +276,8 @@ def ip_accuracy_at(ip: Any, *, mechanism: str, model: str, epsilon: float, alpha
     if "calibration" in rows:
         rows = rows[rows["calibration"].isna() | (rows["calibration"].astype(str) == "analytic")]
     rows = rows[[math.isclose(float(a), float(alpha), rel_tol=1e-9) for a in rows["alpha"]]]
+    rows, measured_delta = _at_delta(rows, delta)
+    draws = sorted({int(v) for v in rows["n_draws"] if v == v}) if "n_draws" in rows else []
     points: dict[float, Point] = {}
     for _, r in rows.iterrows():
         e, acc = float(r["epsilon"]), float(r["accuracy_mean"])
@@ -168,12 +285,11 @@ def ip_accuracy_at(ip: Any, *, mechanism: str, model: str, epsilon: float, alpha
         n = int(r["n_test"]) if "n_test" in r and r["n_test"] == r["n_test"] else 0
         if math.isfinite(e) and e > 0 and math.isfinite(acc):
             points[e] = (e, acc, acc - sd, acc + sd, n)
-    reading = _read(sorted(points.values()), epsilon, what="ε") if points else None
+    reading = _read(sorted(points.values()), epsilon, what="ε", delta=measured_delta) if points else None
     if reading is None:
         return None
-    return Reading(
-        value=reading.value,
-        low=reading.low,
-        high=reading.high,
-        how=reading.how.replace("95 % interval", "± 1 s.d. over noise draws"),
+    over = f"{'/'.join(map(str, draws))} noise draws" if draws else "noise draws"
+    how = reading.how.replace("95 % interval", f"± 1 s.d. over {over}").replace(
+        "95 % interval interpolated too", "its ± 1 s.d. interpolated too"
     )
+    return replace(reading, how=how)

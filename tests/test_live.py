@@ -29,7 +29,8 @@ def test_accuracy_is_measured_with_a_wilson_interval_or_interpolated(results) ->
     r = accuracy_at(t1, model="ARL-C-N", certifier="exact", epsilon=2.0)
     ci = binomtest(round(_acc(2) * 360), 360).proportion_ci(method="wilson")
     assert r.value == pytest.approx(_acc(2)) and (r.low, r.high) == pytest.approx((ci.low, ci.high))
-    assert "measured at PTR's ε = 2" in r.how and "n = 360" in r.how
+    assert "measured at PTR's ε = 2, δ = 0.05" in r.how and "n = 360" in r.how  # the CSV's δ column
+    assert (r.delta, r.n) == (0.05, 360) and r.other_delta(1e-5) and not r.other_delta(0.05)
     r = accuracy_at(t1, model="ARL-C-N", certifier="exact", epsilon=3.0)
     t = math.log10(3 / 2) / math.log10(5 / 2)
     assert r.value == pytest.approx((1 - t) * _acc(2) + t * _acc(5)) and "interpolated" in r.how
@@ -41,7 +42,8 @@ def test_accuracy_is_measured_with_a_wilson_interval_or_interpolated(results) ->
 def test_attack_ssim_is_read_at_r_and_epsilon(results) -> None:
     atk = pd.read_csv(results / "digits" / "attack.csv")
     r = attack_at(atk, radius=0.25, epsilon=2.0)
-    assert r.value == pytest.approx(min(0.9, 0.1 * 2 / 0.25)) and r.how == "measured"
+    assert r.value == pytest.approx(min(0.9, 0.1 * 2 / 0.25)) and r.how.startswith("measured (")
+    assert "n = 50 released test images" in r.how and "δ = 0.05" in r.how  # the experiment's PTR δ
     r = attack_at(atk, radius=0.3, epsilon=2.0)
     expected = 0.8 * (0.5 - 0.3) / 0.25 + min(0.9, 0.1 * 2 / 0.5) * (0.3 - 0.25) / 0.25
     assert r.value == pytest.approx(expected) and "interpolated" in r.how
@@ -61,7 +63,8 @@ def test_global_accuracy_is_read_at_the_total_epsilon_defensively() -> None:
         }
     )
     r = global_accuracy_at(table, model="ARL-C-N", epsilon=4.0, radius=0.25)
-    assert r.value == 0.6 and r.low is None and "measured at total ε = 4" in r.how and "n = 360" in r.how
+    assert r.value == 0.6 and r.low is None and "n = 360" in r.how
+    assert "measured at total ε = 4, δ = 0 " in r.how and r.delta == 0.0  # pure: no δ column, δ = 0
     r = global_accuracy_at(table, model="ARL-C-N", epsilon=2 * 2**0.5, radius=0.25)
     assert r.value == pytest.approx(0.55) and "interpolated" in r.how
     assert global_accuracy_at(table, model="ARL-C-N", epsilon=1.0, radius=0.25) is None  # not measured
@@ -74,17 +77,24 @@ def test_ip_accuracy_is_read_at_epsilon_and_alpha(results) -> None:
     ip = pd.read_csv(results / "digits" / "ip.csv")
     r = ip_accuracy_at(ip, mechanism="Lap-Output", model="ip-lipschitz-l1", epsilon=1.0, alpha=0.1)
     assert r.value == pytest.approx(0.5 + 0.04) and (r.low, r.high) == pytest.approx((0.53, 0.55))
+    assert "δ = 1e-05" in r.how and "± 1 s.d. over 15 noise draws" in r.how and "n = 360" in r.how
+    model = "ip-cnn-gauss-input"
+    r = ip_accuracy_at(ip, mechanism="Gauss-Input", model=model, epsilon=1.0, alpha=0.1, delta=1e-3)
+    assert r.delta == 1e-5 and "δ = 1e-05" in r.how and r.other_delta(1e-3)  # the δ it was measured at
     assert ip_accuracy_at(ip, mechanism="Lap-Output", model="ip-lipschitz-l1", epsilon=1.0, alpha=0.3) is None
 
 
 def test_release_page_live_panel_follows_the_sliders(results) -> None:
     """PTR's readings at the sidebar's total ε are taken at PTR's own ε, half of it (Table 1's ε is PTR's)."""
     at = app("release", query={"mech": "PTR", "eps": "4.0"})
-    assert metric(at, "model accuracy at this ε") == f"{_acc(2):.3f}"
-    assert "PTR's ε = 2" in next(m for m in at.metric if m.label == "model accuracy at this ε").help
+    label = "model accuracy at this ε, δ = 0.05"  # the CSV's δ: every reading names it
+    assert metric(at, label) == f"{_acc(2):.3f}"
+    assert "PTR's ε = 2, δ = 0.05" in next(m for m in at.metric if m.label == label).help
     ci = binomtest(round(_acc(2) * 360), 360).proportion_ci(method="wilson")
-    assert f"interval [{ci.low:.3f}, {ci.high:.3f}], measured at PTR's ε = 2" in texts(at)
-    assert metric(at, "attacker's SSIM at (R, ε)") == f"{0.8:.3f}"
+    assert f"interval [{ci.low:.3f}, {ci.high:.3f}], measured at PTR's ε = 2, δ = 0.05 (n = 360" in texts(at)
+    # the sidebar's δ (1e-5) is not the measured one: said, with which way the accuracy would move
+    assert any("Measured at δ = 0.05, not at the sidebar's δ = 1e-05" in w.value for w in at.warning)
+    assert metric(at, "attacker's SSIM at (R, ε), δ = 0.05") == f"{0.8:.3f}"
     p2 = float(metric(at, "P[this image is released]").rstrip(" %"))
     phi = float(metric(at, "φ (private, yours only)"))
     zeta = next(iter(at.session_state["privlens_phi"].values())).zeta
@@ -92,9 +102,11 @@ def test_release_page_live_panel_follows_the_sliders(results) -> None:
     expected = 100 * release_probability(phi, epsilon=2.0, delta=delta, radius=0.25, zeta=zeta)
     assert p2 == pytest.approx(expected, abs=0.06 + 100 * 1e-3)  # φ is shown to 4 digits
     at.select_slider(key="w_epsilon").set_value(10.0).run()
-    assert metric(at, "model accuracy at this ε") == f"{_acc(5):.3f}"
+    assert metric(at, label) == f"{_acc(5):.3f}"
     assert float(metric(at, "P[this image is released]").rstrip(" %")) >= p2  # more ε, more releases
     at.select_slider(key="w_epsilon").set_value(20.0).run()  # PTR at 10: measured, as total ε 20
-    assert metric(at, "model accuracy at this ε") == f"{_acc(10):.3f}"
+    assert metric(at, label) == f"{_acc(10):.3f}"
+    at.select_slider(key="w_delta").set_value(0.05).run()  # the measured δ: nothing to warn about
+    assert not any("Measured at δ" in w.value for w in at.warning)
     at.select_slider(key="w_epsilon").set_value(1.0).run()  # PTR at 0.5: below the measured ε
     assert metric(at, "model accuracy at this ε") == "—"
