@@ -37,13 +37,42 @@ def _finite(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["epsilon"].apply(lambda e: math.isfinite(float(e)))].sort_values("epsilon")
 
 
+def _delta_label(g: pd.DataFrame) -> str:
+    """', δ = 0.05': the δ the curve's rows were measured at (the CSV's ``delta`` column; none is δ = 0, a
+    pure guarantee such as ε-LDP's)."""
+    deltas = sorted({float(d) for d in g["delta"].dropna()}) if "delta" in g else []
+    if not deltas:
+        return ", δ = 0"
+    return ", δ = " + "/".join(f"{d:g}" for d in deltas)
+
+
 def _n_and_bars(g: pd.DataFrame) -> tuple[str, dict | None]:
-    """' (n = …)' for the legend and 95 % Hoeffding error bars (⊥ scores a uniform guess)."""
+    """', n = …, δ = …' for the legend and 95 % Hoeffding error bars (⊥ scores a uniform guess)."""
     if "n_test" not in g or g["n_test"].isna().all():
-        return "", None
+        return _delta_label(g), None
     sizes = sorted({int(v) for v in g["n_test"].dropna()})
     label = f", n = {sizes[0]}" if len(sizes) == 1 else f", n = {sizes[0]}–{sizes[-1]}"
-    return label, {"type": "data", "array": [hoeffding_halfwidth(v) for v in g["n_test"]], "thickness": 1}
+    bars = {"type": "data", "array": [hoeffding_halfwidth(v) for v in g["n_test"]], "thickness": 1}
+    return label + _delta_label(g), bars
+
+
+def _hover(g: pd.DataFrame, bars: dict | None, what: str) -> dict:
+    """Hover text of each point: ε, the value with its 95 % interval, n and δ."""
+    half = bars["array"] if bars is not None else [None] * len(g)
+    n = g["n_test"] if "n_test" in g else [None] * len(g)
+    delta = _delta_label(g).removeprefix(", ")
+    custom = [
+        [
+            "" if h is None else f" [{max(0.0, float(y) - h):.3f}, {min(1.0, float(y) + h):.3f}]",
+            "n not recorded" if k is None or k != k else f"n = {int(k)}",
+        ]
+        for y, h, k in zip(g[what], half, n, strict=True)
+    ]
+    return {
+        "customdata": custom,
+        "hovertemplate": "ε = %{x:g}<br>%{y:.3f}%{customdata[0]} (95 % interval)<br>"
+        f"%{{customdata[1]}}, {delta}<extra>%{{fullData.name}}</extra>",
+    }
 
 
 PTR_EPSILON = registry.get("PTR").mechanism_epsilon(s.epsilon)  # PTR's own ε at the sidebar's total
@@ -83,6 +112,7 @@ else:
                     name=f"{name} (PTR{n_label})",
                     line={"width": 4 if current else 1.5},
                     opacity=1.0 if current else 0.6,
+                    **_hover(g, bars, "accuracy"),
                 )
             )
     else:
@@ -100,6 +130,7 @@ else:
                     mode="lines+markers",
                     name=f"{name} (ε-LDP{n_label})",
                     line={"dash": "dash"},
+                    **_hover(g, bars, "accuracy"),
                 )
             )
     else:
@@ -110,13 +141,28 @@ else:
         xaxis_title="the mechanism's own ε (PTR: half the total; LDP: the total; log scale)",
         yaxis_title="test accuracy (fraction)",
         legend_title_text="method",
+        # below the plot: the legends name n and δ, and beside it they would squeeze it on a laptop
+        legend={"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0},
+        height=640,
         xaxis_type="log",
         yaxis_range=[0, 1],
     )
     data = pd.concat([d.assign(method=k) for k, d in curves.items()], ignore_index=True) if curves else None
     ui.chart(fig, name=f"accuracy-vs-epsilon-{dataset}", data=data)
-    st.caption("Error bars: 95 % interval of each accuracy (Hoeffding, over the n test images named in the "
-               "legend).")
+    st.caption(
+        "Error bars: 95 % interval of each accuracy (Hoeffding, over the n test images named in the legend); "
+        "each curve was measured at the δ its legend names (the CSV's δ column; ε-LDP is pure, δ = 0)."
+    )
+    measured = sorted({float(d) for d in t1["delta"].dropna()}) if t1 is not None and "delta" in t1 else []
+    if measured and s.delta not in measured:
+        fewer = s.delta < measured[0]
+        st.warning(
+            f"The PTR curves were measured at δ = {'/'.join(f'{d:g}' for d in measured)}, not at the "
+            f"sidebar's δ = {s.delta:g} (no experiment ran at that δ). PTR's test threshold ln(1/δ)·b "
+            f"depends on δ: at δ = {s.delta:g} it releases {'less' if fewer else 'more'} often, and its "
+            f"accuracy is {'lower' if fewer else 'higher'} than these curves.",
+            icon=":material/warning:",
+        )
     if t1 is not None:
         informal = t1[~t1["epsilon"].apply(lambda e: math.isfinite(float(e)))]
         if not informal.empty:
@@ -132,16 +178,20 @@ ptr_curves = {k: v for k, v in curves.items() if t1 is not None and k in set(t1[
 if t1 is not None and "release_rate" in t1:
     for name, g in ptr_curves.items():
         if g["release_rate"].notna().any():
+            n_label, bars = _n_and_bars(g)
+            series = f"{name}: test set{n_label}"
             fig.add_trace(
                 go.Scatter(
                     x=g["epsilon"],
                     y=g["release_rate"],
+                    error_y=bars,
                     mode="lines+markers",
-                    name=f"{name}: test set",
+                    name=series,
                     line={"width": 4 if name == s.model else 1.5},
+                    **_hover(g, bars, "release_rate"),
                 )
             )
-            rate_data.append(g[["epsilon", "release_rate"]].assign(series=f"{name}: test set"))
+            rate_data.append(g[["epsilon", "release_rate"]].assign(series=series))
 loaded = pipelines.pipeline(s) if s.dataset == dataset else None
 phi = None
 if loaded is not None and s.is_posthoc:
@@ -179,6 +229,9 @@ if fig.data:
         xaxis_title="PTR's ε (half the total of a sent release; log scale)",
         yaxis_title="release probability / rate",
         legend_title_text="series",
+        # below the plot: the legends name n and δ, and beside it they would squeeze it on a laptop
+        legend={"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0},
+        height=640,
         xaxis_type="log",
         yaxis_range=[0, 1.02],
     )
@@ -207,7 +260,8 @@ else:
     )
     g = curves[method]
     sol = smallest_epsilon(g["epsilon"].tolist(), g["accuracy"].tolist(), target=float(target))
-    (st.success if sol.reachable else st.warning)(sol.note)
+    measured_at = _delta_label(g).removeprefix(", ")
+    (st.success if sol.reachable else st.warning)(f"{sol.note} (The curve was measured at {measured_at}.)")
     if sol.reachable and method in models.get(dataset, ()):
         eps = sol.measured if sol.interpolated is None else round(sol.interpolated, 3)
         total = None if eps is None else 2 * eps  # the curve's ε is PTR's: a sent release spends twice it

@@ -26,8 +26,15 @@ def test_charts_mark_the_current_epsilon_and_follow_the_slider(results) -> None:
     assert len(specs) == 2  # accuracy vs ε, release rate vs ε
     acc = json.loads(specs[0])
     names = {t["name"] for t in acc["data"]}
-    assert {"ARL-C-N (PTR, n = 360)", "Encoder (PTR, n = 360)", "LDP-Image (ε-LDP, n = 360)",
-            "LDP-Embedding (ε-LDP, n = 360)"} <= names
+    # each curve names its n and the δ it was measured at (Table 1's δ column; ε-LDP is pure)
+    assert {"ARL-C-N (PTR, n = 360, δ = 0.05)", "Encoder (PTR, n = 360, δ = 0.05)",
+            "LDP-Image (ε-LDP, n = 360, δ = 0)", "LDP-Embedding (ε-LDP, n = 360, δ = 0)"} <= names
+    hover = next(t for t in acc["data"] if t["name"].startswith("ARL-C-N"))
+    assert "95 % interval" in hover["hovertemplate"] and hover["customdata"][0][1] == "n = 360"
+    # the sidebar's δ (1e-5) is not the curves': said, with which way PTR's accuracy moves
+    assert any("measured at δ = 0.05, not at the sidebar's δ = 1e-05" in w.value for w in at.warning)
+    rates = {t["name"] for t in json.loads(specs[1])["data"]}
+    assert "ARL-C-N: test set, n = 360, δ = 0.05" in rates
     # each point carries its 95 % Hoeffding half-width at n = 360: sqrt(ln(40) / 720)
     bars = [t["error_y"]["array"] for t in acc["data"] if "(PTR" in t.get("name", "")]
     assert bars and all(abs(b - 0.0715782) < 1e-6 for arr in bars for b in arr)
@@ -44,6 +51,7 @@ def test_smallest_epsilon_solver_sets_the_sidebar(results) -> None:
     at.number_input(key="to_target").set_value(0.5).run()
     # ARL-C-N: accuracy 0.1 + 0.8·ε/6 → 0.367 at ε = 2, 0.767 at ε = 5 → smallest measured ε = 5
     assert any("ε = 5 is the smallest measured ε" in s.value for s in at.success), texts(at)
+    assert any("(The curve was measured at δ = 0.05.)" in s.value for s in at.success)
     button = at.button(key="use_eps")
     label_total = float(button.label.split("=")[1].split()[0])
     assert 2.0 < label_total / 2 < 5.0  # log-ε interpolation between the bracketing measurements of PTR's ε
