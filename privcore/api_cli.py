@@ -160,8 +160,7 @@ def release(
     """Release one image: the noisy obfuscated embedding (or ⊥ under PTR) as UTF-8 JSON, the
     dashboard's release document. Notes and warnings about the image go to stderr.
 
-    Under ptr, certifying takes longer for some (private) φ than others: send the output when you
-    choose, or use --min-seconds."""
+    Under ptr, certifying takes longer for some (private) φ: send the output later, or use --min-seconds."""
     from privcore import api
 
     _check_release_parameters(epsilon=epsilon, delta=delta, mechanism=mechanism, radius=radius,
