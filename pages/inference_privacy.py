@@ -144,12 +144,14 @@ if ip is not None:
             top_noisy = max(range(len(p_noisy)), key=p_noisy.__getitem__)
             row["sent noisy prediction"] = f"{names[top_noisy]} ({p_noisy[top_noisy]:.2f})"
         rows.append(row)
+    n_images = iplens.dataset_size(ip)
     shown: list[str] = []
     for guarantee in guarantees.values():
-        shown += [w for w in budget.extreme_warnings(guarantee) if w not in shown]
+        shown += [w for w in budget.extreme_warnings(guarantee, n=n_images) if w not in shown]
     for warning in shown:
         st.warning(warning, icon=":material/warning:")
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    # static tables: their text wraps (a data grid of these columns is cut off at 1400 px)
+    st.table(pd.DataFrame(rows), hide_index=True)
     st.caption(
         "Each sent release is recorded in the session ledger (Accountant page). Softmax of the noisy logits "
         "is post-processing and costs nothing."
@@ -166,7 +168,9 @@ if ip is not None:
             for name, g in guarantees.items()
         ]
         per_draw = pd.DataFrame(ledger_totals(one_each)).drop(columns="image")
-        st.dataframe(per_draw, hide_index=True, width="stretch")
+        for column, digits in (("total ε = Σεᵢ", 4), ("total δ = Σδᵢ", 3)):
+            per_draw[column] = [f"{float(v):.{digits}g}" for v in per_draw[column]]  # short, as a table
+        st.table(per_draw, hide_index=True)
         try:
             so_far = ledger_totals([r for r in ui.ledger_rows() if r["image_key"] == image.digest[:12]])
         except ValueError as exc:
@@ -197,13 +201,13 @@ if ip is not None:
                     "hops h = ⌈β/α⌉": chaining_hops(g.radius, b),
                     "ε": f"{c.epsilon:.4g}",
                     "δ": f"{c.delta:.3g}",
-                    "meaningful": "yes" if c.delta < 1 and c.epsilon < 20 else "no",
+                    "meaningful": budget.meaningful(c.epsilon, c.delta, n=n_images),
                 }
             )
-        st.dataframe(pd.DataFrame(chain), hide_index=True)
+        st.table(pd.DataFrame(chain), hide_index=True)
         st.caption(
             "Chaining (IP paper Prop. 4, Appendix D): (ε, δ) at α gives (h·ε, δ·(e^{hε} − 1)/(e^ε − 1)) at "
-            "β with h = ⌈β/α⌉ (the main text's h·δ is a misprint)."
+            "β with h = ⌈β/α⌉ (the main text's h·δ is a misprint). " + budget.meaningful_rule(n_images)
         )
 
     st.subheader("All mechanisms at this ε")
@@ -217,13 +221,33 @@ if df is None:
     ui.missing_results("ip", dataset, "inference-privacy results")
 else:
     clean = df[df["sweep"] == "clean"]
-    for sweep, xcol, symbol, title, current in (
-        ("alpha", "alpha", "α", "accuracy vs α (ε = 1)", s.alpha),
-        ("epsilon", "epsilon", "ε", "accuracy vs ε (α = 0.1)", s.epsilon),
+
+    def _fixed(part: pd.DataFrame, col: str) -> str:
+        """The value(s) a sweep holds fixed, e.g. "0.1" (from its rows, not assumed)."""
+        values = sorted({float(v) for v in part[col].dropna()}) if col in part else []
+        return "/".join(f"{v:g}" for v in values) or "?"
+
+    def _n_text(g: pd.DataFrame) -> str:
+        """"n = 360 × 15 draws": test images times noise draws per point (the CSV's n_test, n_draws)."""
+        tests = sorted({int(v) for v in g["n_test"].dropna()}) if "n_test" in g else []
+        draws = sorted({int(v) for v in g["n_draws"].dropna()}) if "n_draws" in g else []
+        if not tests:
+            return "n not recorded"
+        return f"n = {'/'.join(map(str, tests))}" + (f" × {'/'.join(map(str, draws))} draws" if draws else "")
+
+    gaussian_delta = sorted({float(d) for d in df["delta"].dropna()}) if "delta" in df else []
+    for sweep, xcol, symbol, fixed, current in (
+        ("alpha", "alpha", "α", "epsilon", s.alpha),
+        ("epsilon", "epsilon", "ε", "alpha", s.epsilon),
     ):
         part = df[df["sweep"] == sweep]
         if part.empty:
             continue
+        deltas = "/".join(f"{d:g}" for d in gaussian_delta) or "?"
+        title = (
+            f"accuracy vs {symbol} ({'ε' if fixed == 'epsilon' else 'α'} = {_fixed(part, fixed)}, "
+            f"δ = {deltas} for the Gaussian ones)"
+        )
         fig = go.Figure()
         span = [float(part[xcol].min()), float(part[xcol].max())]
         for row in clean[clean["model"].isin(set(part["model"]))].itertuples():
@@ -232,7 +256,9 @@ else:
                     x=span,
                     y=[row.accuracy_mean] * 2,
                     mode="lines",
-                    name=f"no noise ({row.model})",
+                    name=f"no noise ({row.model}, n = {int(row.n_test)})"
+                    if "n_test" in clean and row.n_test == row.n_test
+                    else f"no noise ({row.model})",
                     line={"dash": "dot", "width": 1, "color": "gray"},
                 )
             )
@@ -243,13 +269,20 @@ else:
             g = grp.sort_values(xcol)
             g = g[g[xcol].apply(lambda v: math.isfinite(float(v)))]
             classic = cal == "classic"  # the paper's formula, shown only where it is valid (ε < 1)
+            n_text = _n_text(g)
+            d = sorted({float(v) for v in g["delta"].dropna()}) if "delta" in g else []
+            d_text = "δ = " + ("/".join(f"{v:g}" for v in d) if d else "0")  # Lap-Output: pure
             fig.add_trace(
                 go.Scatter(
                     x=g[xcol],
                     y=g["accuracy_mean"],
                     mode="lines+markers",
-                    name=f"{mech_name} ({model_name})" + (", classic σ" if classic else ""),
+                    name=f"{mech_name} ({model_name}, {n_text}, {d_text})"
+                    + (", classic σ" if classic else ""),
                     error_y={"type": "data", "array": g["accuracy_std"]},
+                    customdata=[[float(v)] for v in g["accuracy_std"]],
+                    hovertemplate=f"{symbol} = %{{x:g}}<br>accuracy %{{y:.3f}} ± %{{customdata[0]:.3f}} "
+                    f"(1 s.d. over noise draws)<br>{n_text}, {d_text}<extra>%{{fullData.name}}</extra>",
                     line={"width": 4 if mech_name == s.mechanism and not classic else 1.5,
                           "dash": "dash" if classic else "solid"},
                 )
@@ -261,7 +294,21 @@ else:
             xaxis_title=f"{symbol} ({unit}log scale)",
             yaxis_title="test accuracy (mean ± std over noise draws)",
             legend_title_text="mechanism",
+            # below the plot: the names carry n and δ, and beside it they would squeeze it
+            legend={"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0},
+            height=600,
             yaxis_range=[0, 1],
         )
         charts.log_axis(fig, [*span, current])
         ui.chart(fig, name=f"ip-{sweep}-{dataset}", data=part)
+    st.caption(
+        "Each point: the mean test accuracy over the n test images and noise draws its legend names, the bar "
+        "± 1 standard deviation over the draws; the Gaussian mechanisms were run at the δ named (Lap-Output "
+        "is pure, δ = 0)."
+        + (
+            f" The sidebar's δ = {s.delta:g} is not that δ: at a smaller δ the Gaussian mechanisms add more "
+            "noise, so their accuracy there is lower (at a larger δ, higher)."
+            if gaussian_delta and s.delta not in gaussian_delta
+            else ""
+        )
+    )

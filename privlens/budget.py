@@ -9,6 +9,8 @@
 * :func:`extreme_warnings` — plain-words warnings for a guarantee that protects little: e^ε past
   e^10, δ ≥ 1e-3, δ ≥ 1/n for a dataset of n images (the DP Wizard's thresholds and the usual
   "δ ≪ 1/n" rule: with δ ≥ 1/n a mechanism may publish one record outright and still qualify);
+* :func:`meaningful` — whether an (ε, δ) is still a meaningful guarantee by the same two thresholds
+  (:data:`MEANINGFUL_RULE`), for tables such as the Inference-privacy page's chaining;
 * :func:`composition_warnings` — the Accountant's totals past a threshold the user sets.
 """
 
@@ -27,6 +29,8 @@ __all__ = [
     "EPSILON_WARN",
     "composition_warnings",
     "extreme_warnings",
+    "meaningful",
+    "meaningful_rule",
     "ptr_epsilon_note",
     "spent_guarantee",
     "spent_text",
@@ -110,6 +114,40 @@ def extreme_warnings(g: Guarantee, *, n: int | None = None) -> list[str]:
             "publishes one image in n outright would still meet (ε, δ). Pick δ well below 1/n."
         )
     return out
+
+
+def delta_limit(n: int | None = None) -> float:
+    """The δ from which a guarantee is flagged: :data:`DELTA_WARN`, or 1/n when that is smaller for a
+    dataset of ``n`` images."""
+    return min(DELTA_WARN, 1.0 / n) if n is not None and n > 0 else DELTA_WARN
+
+
+def meaningful(epsilon: float, delta: float, *, n: int | None = None) -> str:
+    """"yes" when (ε, δ) passes :func:`meaningful_rule` — ε ≤ :data:`EPSILON_WARN` and δ below
+    :func:`delta_limit` (the thresholds of :func:`extreme_warnings`) — else "no: " and the part that
+    fails, e.g. "no: δ = 0.186 ≥ 0.00056"."""
+    limit = delta_limit(n)
+    fails = []
+    if epsilon > EPSILON_WARN:
+        fails.append(f"ε = {epsilon:.4g} > {EPSILON_WARN:g}")
+    if delta >= limit:
+        fails.append(f"δ = {delta:.3g} ≥ {limit:.2g}")
+    return "no: " + ", ".join(fails) if fails else "yes"
+
+
+def meaningful_rule(n: int | None = None) -> str:
+    """The rule :func:`meaningful` applies, in words (Markdown), with its sources."""
+    limit = delta_limit(n)
+    why_n = (
+        f" and 1/n = {1.0 / n:.2g} for the dataset's n = {n} images" if n is not None and n > 0 else ""
+    )
+    return (
+        f"**Meaningful** here means ε ≤ {EPSILON_WARN:g} (an outcome at most e^{EPSILON_WARN:g} ≈ 22 000 "
+        f"times likelier) and δ < {limit:.2g}, the smaller of {DELTA_WARN:g}{why_n}: with δ ≥ 1/n a "
+        "mechanism may publish one image in n outright and still meet (ε, δ), so δ must stay well below "
+        "1/n (Dwork & Roth, *The Algorithmic Foundations of Differential Privacy*, 2014, §2.3). These are "
+        "the thresholds of the dashboard's warnings (README, *Warnings*)."
+    )
 
 
 def composition_warnings(totals: Sequence[Mapping[str, Any]], *, threshold: float) -> list[tuple[str, str]]:

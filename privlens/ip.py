@@ -54,6 +54,18 @@ def models(dataset: str) -> Any | None:
         return None
 
 
+def dataset_size(ip: Any) -> int | None:
+    """Number of images (train + test) of the IP classifiers' dataset, from their cards; None if no
+    card says."""
+    for model in getattr(ip, "models", {}).values():
+        try:
+            data = model.card["dataset"]
+            return int(data["n_train"]) + int(data["n_test"])
+        except (AttributeError, KeyError, TypeError, ValueError):
+            continue
+    return None
+
+
 def models_if_shipped(dataset: str) -> Any | None:
     """The dataset's IP classifiers, or None (silently: for a comparison that can do without them)."""
     try:

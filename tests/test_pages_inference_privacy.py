@@ -21,7 +21,7 @@ def test_mechanisms_noise_and_chaining() -> None:
     at = app(
         "inference_privacy", query={"mech": "Gauss-Input", "eps": "1.0", "delta": "1e-05", "alpha": "0.1"}
     )
-    rows = at.dataframe[0].value.set_index("model")
+    rows = at.table[0].value.set_index("model")  # a static table: its text wraps, never cut off
     gi = rows[rows["mechanism"].str.startswith("Gauss-Input")].iloc[0]
     assert gi["noise"] == f"σ = {GaussInput(epsilon=1.0, delta=1e-5, alpha=0.1).sigma:.4g} on pixels"
     assert gi["mechanism"].endswith("◀")  # the sidebar's mechanism is highlighted
@@ -33,25 +33,50 @@ def test_mechanisms_noise_and_chaining() -> None:
     assert at.button(key="ip_send_Lap-Output").label == "Send another Lap-Output"
     at.run()
     assert len(at.session_state["privlens_ledger"]) == 3  # re-rendering the sent releases costs nothing
-    assert list(at.dataframe[0].value["sent"]) == ["yes, release #1", "yes, release #2", "yes, release #3"]
-    per_draw = at.dataframe[1].value  # one draw per neighbourhood relation (issue 18): ℓ1, ℓ2, worst case
+    assert list(at.table[0].value["sent"]) == ["yes, release #1", "yes, release #2", "yes, release #3"]
+    per_draw = at.table[1].value  # one draw per neighbourhood relation (issue 18): ℓ1, ℓ2, worst case
     assert list(per_draw["releases counted"]) == ["3 of 3", "2 of 3", "3 of 3"]
-    assert list(per_draw["total ε = Σεᵢ"]) == [3.0, 2.0, 3.0] and set(per_draw["total δ = Σδᵢ"]) == {2e-5}
-    chain = at.dataframe[2].value
+    assert list(per_draw["total ε = Σεᵢ"]) == ["3", "2", "3"] and set(per_draw["total δ = Σδᵢ"]) == {"2e-05"}
+    chain = at.table[2].value
     # chaining: h = ⌈β/α⌉ hops give (hε, δ(e^{hε} − 1)/(e^ε − 1)); β = 0.2 → h = 2
     two = chain[chain["β"] == "0.2"].iloc[0]
-    assert two["hops h = ⌈β/α⌉"] == 2 and float(two["ε"]) == 2.0
+    assert int(two["hops h = ⌈β/α⌉"]) == 2 and float(two["ε"]) == 2.0
     assert float(two["δ"]) == pytest.approx(1e-5 * (math.e**2 - 1) / (math.e - 1), rel=1e-2)
-    assert chain[chain["β"] == "0.3"].iloc[0]["hops h = ⌈β/α⌉"] == 3
+    assert int(chain[chain["β"] == "0.3"].iloc[0]["hops h = ⌈β/α⌉"]) == 3
     at.select_slider(key="w_alpha").set_value(0.2).run()
-    noise = at.dataframe[0].value.iloc[0]["noise"]
+    noise = at.table[0].value.iloc[0]["noise"]
     assert noise == f"σ = {GaussInput(epsilon=1.0, delta=1e-5, alpha=0.2).sigma:.4g} on pixels"
     assert len(at.session_state["privlens_ledger"]) == 3  # at the new α nothing is drawn until sent
-    assert set(at.dataframe[0].value["sent"]) == {"no (nothing drawn)"}
+    assert set(at.table[0].value["sent"]) == {"no (nothing drawn)"}
     send_ip(at)
     assert len(at.session_state["privlens_ledger"]) == 6  # sent: new draws, charged again
     assert all("(sent)" in r["label"] for r in at.session_state["privlens_ledger"])
     assert len(at.get("plotly_chart")) == 5  # 3 class distributions; accuracy vs α and vs ε from ip.csv
+
+
+def test_chaining_calls_a_large_delta_not_meaningful_by_a_stated_rule() -> None:
+    """δ = 0.128 at β = 10α (or 0.186, 0.555 at other settings) is no meaningful guarantee: the column
+    applies ε ≤ 10 and δ < min(1e-3, 1/n), the rule stated under the table (digits: n = 1797)."""
+    query = {"mech": "Gauss-Input", "eps": "1.0", "delta": "1e-05", "alpha": "0.1"}
+    at = app("inference_privacy", query=query)
+    chain = at.table[2].value.set_index("β")
+    assert chain.loc["0.1", "meaningful"] == "yes" and chain.loc["0.3", "meaningful"] == "yes"  # δ ≈ 1.1e-4
+    assert chain.loc["0.5", "meaningful"] == "no: δ = 0.000858 ≥ 0.00056"  # past 1/n, still < 1e-3
+    assert chain.loc["1", "meaningful"] == "no: δ = 0.128 ≥ 0.00056"
+    assert chain.loc["2", "meaningful"].startswith("no: ε = 20 > 10, δ = ")
+    rule = next(c.value for c in at.caption if "**Meaningful** here means" in c.value)
+    assert "ε ≤ 10" in rule and "δ < 0.00056" in rule and "1/n = 0.00056" in rule and "n = 1797" in rule
+    assert "Dwork & Roth" in rule
+
+
+def test_accuracy_curves_name_n_and_delta() -> None:
+    at = app("inference_privacy", query={"mech": "Gauss-Input", "delta": "0.001"})
+    alpha_fig, eps_fig = figures(at)[-2:]
+    names = {t.name for t in eps_fig.data}
+    assert "Gauss-Input (ip-cnn-gauss-input, n = 360 × 15 draws, δ = 1e-05)" in names  # the CSV's n, δ
+    assert "accuracy vs ε (α = 0.1, δ = 1e-05 for the Gaussian ones)" in eps_fig.layout.title.text
+    assert "accuracy vs α (ε = 1, δ = 1e-05" in alpha_fig.layout.title.text
+    assert any("The sidebar's δ = 0.001 is not that δ" in c.value for c in at.caption)
 
 
 def test_accuracy_charts_label_the_current_values_at_log10() -> None:
