@@ -15,6 +15,7 @@ import pytest
 
 import privcore
 import privcore.api as api
+import privcore.api_core as api_core
 from privcore.errors import ParameterError, ParameterTypeError
 
 
@@ -108,7 +109,7 @@ def test_min_seconds_returns_after_a_fixed_budget_or_releases_nothing(
     clock = _Clock()
     monkeypatch.setattr(api, "_monotonic", clock.monotonic)
     monkeypatch.setattr(api, "_sleep", clock.sleep)
-    real_matching = api._matching
+    real_matching = api_core._matching
 
     def working(seconds: float, real: Any) -> Any:
         def run(*args: Any, **kwargs: Any) -> Any:
@@ -117,13 +118,13 @@ def test_min_seconds_returns_after_a_fixed_budget_or_releases_nothing(
 
         return run
 
-    monkeypatch.setattr(api, "_matching", working(3.0, real_matching))
+    monkeypatch.setattr(api_core, "_matching", working(3.0, real_matching))
     out = privcore.release(image, epsilon=10.0, mechanism="ptr", certification=cert, min_seconds=10)
     assert clock.t == 110.0 and clock.slept == [7.0] and out.certification is cert
     with pytest.raises(api.DeadlineExceededError, match=r"took 3\.0 s, more than min_seconds = 2: nothing"):
         privcore.release(image, epsilon=10.0, mechanism="ptr", certification=cert, min_seconds=2)
     # the one call: certification counts against the budget too
-    monkeypatch.setattr(api, "certify", working(50.0, lambda *a, **k: cert))
+    monkeypatch.setattr(api_core, "certify_embedding", working(50.0, lambda *a, **k: cert))
     with pytest.raises(api.DeadlineExceededError, match=r"took 50\.0 s"):
         privcore.release(image, epsilon=10.0, mechanism="ptr", min_seconds=30)
     for bad in (0, -1.0, float("nan"), float("inf")):

@@ -10,6 +10,7 @@ both halves.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -327,6 +328,7 @@ def compute_phi(
     r_max: float,
     tol: float,
     lipschitz: SensitivityOracle,
+    progress: Callable[[float, bool], None] | None = None,
 ) -> PhiResult:
     """φ(z) = max(R*/2, R* − R) by bisection over a fixed dyadic grid (posthoc Alg. 1, docs/DESIGN.md).
 
@@ -344,7 +346,9 @@ def compute_phi(
     bisection through the band where U is close to Δp. No ε, δ involved: compute once, reuse across sliders. A
     CertificationError from the oracle propagates (never turned into a decision). The result
     records f's :func:`model_digest`, the oracle's :func:`oracle_identity` (which must be ℓ∞ → ℓ1)
-    and the grid, and :func:`propose_test_release` accepts it only for those.
+    and the grid, and :func:`propose_test_release` accepts it only for those. ``progress(r, passed)``,
+    if given, is called after each decision (e.g. a progress bar); whatever it raises propagates,
+    and nothing is returned.
 
     Why this φ is safe (proof sketch). Let R̄(z) = sup{r ∈ [R, R_max] : U(z, r) ≤ Δp}.
       * R̄ is 1-Lipschitz in z for ‖·‖∞: if ‖z − z'‖∞ ≤ η then B(z', r − η) ⊆ B(z, r), so by
@@ -363,6 +367,8 @@ def compute_phi(
     r, dp, rm, t = check_grid(radius, delta_p, r_max, tol)
     center = check_center(z)
     certifier, input_norm, output_norm = check_ptr_oracle(lipschitz)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable, got {type(progress).__name__}")
     digest = model_digest(f)
     decide = _decider(lipschitz, f, center, dp)
     fail_radius = _hinter(lipschitz, f, center, dp)
@@ -378,6 +384,8 @@ def compute_phi(
     def check(rr: float) -> bool:
         ok = decide(rr)
         evaluations.append((rr, ok))
+        if progress is not None:
+            progress(float(rr), bool(ok))
         return ok
 
     r_star: float | None

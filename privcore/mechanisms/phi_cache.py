@@ -12,6 +12,7 @@ matters (the test at R*) is decided again here before the row is used (docs/TRUS
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -64,10 +65,11 @@ def cached_phi(
     tol: float,
     certifier: Certifier,
     cache: Any = True,
+    progress: Callable[[float, bool], None] | None = None,
 ) -> PhiResult:
     """φ(z) through the cache: :func:`cached_phi_source`'s φ."""
     return cached_phi_source(f, z, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol, certifier=certifier,
-                             cache=cache)[0]
+                             cache=cache, progress=progress)[0]
 
 
 def cached_phi_source(
@@ -80,12 +82,15 @@ def cached_phi_source(
     tol: float,
     certifier: Certifier,
     cache: Any = True,
+    progress: Callable[[float, bool], None] | None = None,
 ) -> tuple[PhiResult, str]:
     """φ(z) of posthoc PTR through the persistent cache, and where it came from (``"cache"``: a
     verified hit; ``"computed"``) (key: model hash, z bytes, R, Δp, R_max,
     tol, norms, certifier kind — stored only as an HMAC); on a miss
     :func:`~privcore.mechanisms.phi.compute_phi` with ``certifier`` as the oracle. φ never depends
-    on ε or δ (docs/DESIGN.md), so one entry serves every slider position. The stored value holds no
+    on ε or δ (docs/DESIGN.md), so one entry serves every slider position. ``progress(r, passed)``
+    is called after each decision of a computation (not for a hit's check); if it raises, the error
+    propagates and nothing is stored. The stored value holds no
     embedding: a hit is rebuilt with ``z`` as its centre, and must carry this model's digest, this
     certifier's kind and norms and this grid (else it is deleted and recomputed, never trusted).
 
@@ -124,7 +129,7 @@ def cached_phi_source(
     # the parsed network stands in for f: the oracle is all compute_phi evaluates, and parsing once
     # spares a model hash per decision (its digest is f's model_hash)
     res = _backstop(net, compute_phi(net, zz, radius=radius, delta_p=delta_p, r_max=r_max, tol=tol,
-                                     lipschitz=certifier), certifier)
+                                     lipschitz=certifier, progress=progress), certifier)
     if store is not None:
         store.put("phi", key, _phi_value(res))
     return res, "computed"
