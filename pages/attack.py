@@ -16,7 +16,7 @@ from privcore.attacks import ImageMetrics, image_metrics, mean_image_baseline
 from privcore.errors import DatasetUnavailableError
 from privcore.images import encode_png
 from privcore.mechanisms import registry
-from privlens import charts, pipelines, ptr, ui
+from privlens import charts, live, pipelines, ptr, ui
 from privlens.image import require_image
 from privlens.session import load_results
 
@@ -64,10 +64,29 @@ if df is None:
 else:
     metric = st.selectbox("Metric", list(METRICS), format_func=lambda m: METRICS[m][0], key="atk_metric")
     name, axis_title, hint = METRICS[metric]
-    grid = df.pivot_table(index="radius", columns="epsilon", values=metric, aggfunc="mean").sort_index()
+    grids = live.attack_grids(df, metric)  # the mean, its 95 % bootstrap interval and n per (R, ε)
+    grid = grids["value"]
     cols = [("∞" if math.isinf(float(c)) else f"{float(c):g}") for c in grid.columns]
     rows = [f"{float(r):g}" for r in grid.index]
     values = grid.to_numpy(dtype=float)
+    shape = values.shape
+    low = grids["low"].to_numpy(dtype=float) if "low" in grids else np.full(shape, np.nan)
+    high = grids["high"].to_numpy(dtype=float) if "high" in grids else np.full(shape, np.nan)
+    n_eval = grids["n"].to_numpy(dtype=float) if "n" in grids else np.full(shape, np.nan)
+    exp_delta = live.attack_delta(df)
+    d_text = live.delta_text(exp_delta).removeprefix(", ")
+
+    def _cell(v: float, lo: float, hi: float) -> str:
+        """A cell's text: its value and, below it, its 95 % interval."""
+        if math.isnan(v):
+            return ""
+        return f"{v:.3g}" + ("" if math.isnan(lo) or math.isnan(hi) else f"<br>[{lo:.3g}, {hi:.3g}]")
+
+    def _hover(i: int, j: int) -> list[str]:
+        ci = "" if math.isnan(low[i, j]) else f" [{low[i, j]:.4g}, {high[i, j]:.4g}] (95 % bootstrap)"
+        n = "n not recorded" if math.isnan(n_eval[i, j]) else f"n = {int(n_eval[i, j])} released images"
+        return [f"R = {rows[i]}, ε = {cols[j]}", ci, f"{n}, PTR's {d_text}"]
+
     # numeric axes (cell i at i, ticks named): a setting between measured cells gets a fractional place
     fig = go.Figure(
         go.Heatmap(
@@ -76,38 +95,59 @@ else:
             y=list(range(len(rows))),
             colorscale="Viridis",
             colorbar={"title": name},
-            text=np.vectorize(lambda v: "" if math.isnan(v) else f"{v:.3g}")(values),
+            text=[[_cell(values[i, j], low[i, j], high[i, j]) for j in range(shape[1])]
+                  for i in range(shape[0])],
             texttemplate="%{text}",
-            customdata=[[f"R = {r}, ε = {c}" for c in cols] for r in rows],
-            hovertemplate="%{customdata}<br>" + name + " = %{z:.4g}<extra></extra>",
+            customdata=[[_hover(i, j) for j in range(shape[1])] for i in range(shape[0])],
+            hovertemplate="%{customdata[0]}<br>" + name + " = %{z:.4g}%{customdata[1]}<br>%{customdata[2]}"
+            "<extra></extra>",
             name=f"{name} (measured)",
         )
     )
     col_pos = charts.grid_position([float(c) for c in grid.columns], PTR_EPSILON, log=True)
     row_pos = charts.grid_position([float(r) for r in grid.index], s.radius, log=False)
-    if col_pos is not None and row_pos is not None:
+    reading = live.attack_at(df, radius=s.radius, epsilon=PTR_EPSILON, metric=metric)
+    if col_pos is not None and row_pos is not None and reading is not None:
         on_grid = col_pos.is_integer() and row_pos.is_integer()
-        value = charts.interpolate(values, row_pos, col_pos)
+        value = reading.value
         label = "current (R, ε)" if on_grid else "current (R, ε), interpolated"
+        ci = "" if reading.low is None else f" {reading.interval_text}"
+        hover = f"R = {s.radius:g}, ε = {PTR_EPSILON:g}<br>{name} ≈ {value:.4g}{ci}<br>{reading.how}"
+        hover += "<extra></extra>"
+        # an outline around the cell (or the cells the estimate is read between), never over a value: the
+        # cell's own text stays readable
+        c0, c1 = math.floor(col_pos) - 0.5, math.ceil(col_pos) + 0.5
+        r0, r1 = math.floor(row_pos) - 0.5, math.ceil(row_pos) + 0.5
+        box = {"color": "crimson", "width": 3 if on_grid else 2, "dash": "solid" if on_grid else "dash"}
         fig.add_trace(
             go.Scatter(
-                x=[col_pos],
-                y=[row_pos],
-                mode="markers",
-                name=label,
-                marker={
-                    "symbol": "square-open" if on_grid else "diamond-open",
-                    "size": 40 if on_grid else 26,
-                    "color": "crimson",
-                    "line": {"width": 3},
-                },
-                hovertemplate=f"R = {s.radius:g}, ε = {PTR_EPSILON:g}<br>{name} ≈ {value:.4g}<extra></extra>",
+                x=[c0, c1, c1, c0, c0],
+                y=[r0, r0, r1, r1, r0],
+                mode="lines",
+                line=box,
+                fill="toself",
+                fillcolor="rgba(0,0,0,0)",
+                hoveron="fills",
+                name=label if on_grid else "measured cells it is read between",
+                hovertemplate=hover,
             )
         )
-        how = "measured" if on_grid else "interpolated between the measured cells around it (an estimate)"
+        if not on_grid:  # the setting itself: marks on the grid's lower and left edges, at its ε and R
+            fig.add_trace(
+                go.Scatter(
+                    x=[col_pos, -0.5],
+                    y=[-0.5, row_pos],
+                    mode="markers",
+                    name=label,
+                    marker={"symbol": ["triangle-up", "triangle-right"], "size": 12, "color": "crimson"},
+                    cliponaxis=False,
+                    hovertemplate=hover,
+                )
+            )
         st.caption(
             f"At the current R = {s.radius:g} and PTR's ε = {PTR_EPSILON:g} (half the sidebar's total "
-            f"ε = {s.epsilon:g}): {name} ≈ {value:.3g}, {how}."
+            f"ε = {s.epsilon:g}): {name} ≈ {value:.3g}, {reading.how}"
+            + ("." if reading.low is None else f"; interval {reading.interval_text}.")
         )
     else:
         st.caption(
@@ -115,7 +155,7 @@ else:
             f"(R {rows[0]}–{rows[-1]}, ε {cols[0]}–{cols[-1]}): not marked."
         )
     fig.update_layout(
-        title=f"Attacker's {name} — {dataset} ({hint})",
+        title=f"Attacker's {name} — {dataset} ({hint}); PTR at {d_text}",
         xaxis={
             "title": "PTR's ε, half the total of a sent release (∞ = no noise)",
             "tickvals": list(range(len(cols))),
@@ -129,6 +169,7 @@ else:
         legend_title_text="marker",
         legend={"orientation": "h", "y": -0.2},
         showlegend=True,
+        height=max(420, 140 + 62 * len(rows)),  # room for a value and its interval in every cell
     )
     ui.chart(fig, name=f"attack-{metric}-{dataset}", data=grid.reset_index())
     baseline = _baseline(dataset)
@@ -176,7 +217,9 @@ st.caption(
 x = image.tensor
 scale = max(1, 120 // pipe.image_shape[2])
 live = tuple(sorted({*LIVE_EPSILONS, PTR_EPSILON}))  # the sidebar's (PTR's ε/2) among them
-tiles = st.columns(len(live) + 3)
+# a wrapping row of fixed-width tiles: on a narrow screen they move to the next line instead of overlapping
+tile_row = st.container(horizontal=True, gap="small")
+tiles = [tile_row.container(width=128) for _ in range(len(live) + 3)]
 tiles[0].image(encode_png(x, scale=scale), caption="your image", width=120)
 rows = []
 try:

@@ -5,6 +5,7 @@ n, and the shipped attacker's reconstructions of the current image at several ε
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,22 @@ from tests._dashboard import app, figures, isolate, texts
 @pytest.fixture(autouse=True)
 def _env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     isolate(monkeypatch, tmp_path_factory)
+
+
+@pytest.fixture
+def results_with_intervals(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The synthetic results with an attack CSV that has the bootstrap interval columns (± 0.02)."""
+    import os
+    import shutil
+
+    import pandas as pd
+
+    root = tmp_path / "results"
+    shutil.copytree(os.environ["PRIVLENS_RESULTS_DIR"], root)
+    atk = pd.read_csv(root / "digits" / "attack.csv")
+    atk["ssim_lo"], atk["ssim_hi"] = atk["ssim"] - 0.02, atk["ssim"] + 0.02
+    atk.to_csv(root / "digits" / "attack.csv", index=False)
+    monkeypatch.setenv("PRIVLENS_RESULTS_DIR", str(root))
 
 
 def _heatmap(at):
@@ -32,7 +49,12 @@ def test_heatmap_and_live_reconstructions() -> None:
     assert list(fig.layout.xaxis.ticktext) == ["1", "2", "5", "10", "∞"]
     assert list(fig.layout.yaxis.ticktext) == ["0.1", "0.25", "0.5"]
     (m,) = marker
-    assert m.name == "current (R, ε)" and (list(m.x), list(m.y)) == ([1.0], [1.0])  # the measured cell
+    # the measured cell is outlined along its edges, never covered: its value stays readable
+    assert m.name == "current (R, ε)" and m.mode == "lines"
+    assert (list(m.x), list(m.y)) == ([0.5, 1.5, 1.5, 0.5, 0.5], [0.5, 0.5, 1.5, 1.5, 0.5])
+    assert "n = 50 released test images" in m.hovertemplate and "δ = 0.05" in m.hovertemplate
+    assert heat.text[1][1] == f"{heat.z[1][1]:.3g}"  # the synthetic CSV has no interval: the value alone
+    assert "n = 50 released images, PTR's δ = 0.05" in heat.customdata[1][1][2]
     table = at.dataframe[0].value
     assert list(table["ε"]) == ["no release (baseline)", "1", "2", "5", "10", "∞"]
     released = table[table["released"] == "yes"]
@@ -49,9 +71,12 @@ def test_the_default_r_between_cells_is_interpolated_and_shown() -> None:
     _, heat, marker = _heatmap(at)
     (m,) = marker
     assert m.name == "current (R, ε), interpolated"
+    (box,) = [t for t in _heatmap(at)[0].data if t.name == "measured cells it is read between"]
+    assert (min(box.x), max(box.x), min(box.y), max(box.y)) == (0.5, 2.5, 0.5, 2.5)  # the cells around it
     col = 1 + math.log10(3 / 2) / math.log10(5 / 2)
     row = 1 + (0.3 - 0.25) / (0.5 - 0.25)
-    assert m.x[0] == pytest.approx(col) and m.y[0] == pytest.approx(row)
+    # marked on the grid's edges at its ε and its R: never over a cell's value
+    assert (m.x[0], m.y[0]) == pytest.approx((col, -0.5)) and (m.x[1], m.y[1]) == pytest.approx((-0.5, row))
     expected = interpolate(heat.z, row, col)
     assert f"SSIM ≈ {expected:.3g}, interpolated" in texts(at)
     # a PTR ε outside the measured finite ε is not marked, and the page says so
@@ -67,6 +92,15 @@ def test_no_release_baseline_is_the_training_mean_image_scored_on_the_test_set()
     assert f"each of {ds.x_test.shape[0]} test images" in shown
     assert f"SSIM {ref['ssim']:.3f}, PSNR {ref['psnr']:.1f} dB" in shown
     assert "n = 50 released test images per cell" in shown  # the CSV's n_eval
+
+
+def test_cells_show_their_interval_when_the_csv_has_one(results_with_intervals) -> None:
+    at = app("attack", query={"R": "0.25", "eps": "4.0"})
+    _, heat, _ = _heatmap(at)
+    z = heat.z[1][1]
+    assert heat.text[1][1] == f"{z:.3g}<br>[{z - 0.02:.3g}, {z + 0.02:.3g}]"  # value, then its interval
+    assert "(95 % bootstrap)" in heat.customdata[1][1][1]
+    assert f"interval [{z - 0.02:.3f}, {z + 0.02:.3f}]" in texts(at)
 
 
 def test_grid_position_and_interpolation() -> None:
