@@ -5,6 +5,7 @@ posthoc Fig. 2 comparison over the ARL weight α. Widgets and layout only."""
 from __future__ import annotations
 
 import html
+import math
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -215,12 +216,33 @@ else:
             for o, a in zip(g.get("obfuscator", [None] * len(g)), g["arl_alpha"], strict=True)
         ]
         own = table[(table["radius"] - float(r)).abs() <= 1e-9 * max(1.0, float(r))]
+        n_r = sorted({int(v) for v in g["n_points"].dropna()}) if "n_points" in g else []
+        n_label = f"n = {'/'.join(map(str, n_r))}" if n_r else "n not recorded"
+        has_ci = {"lipschitz_lo", "lipschitz_hi"} <= set(g.columns)
+        hover = [
+            [
+                f"[{lo:.4g}, {hi:.4g}] (95 % bootstrap interval)" if has_ci else f"± {sd:.4g} (s.d.)",
+                f"mean over n = {int(n)} test points" if n == n else "n not recorded",
+            ]
+            for lo, hi, sd, n in zip(
+                g["lipschitz_lo"] if has_ci else g["lipschitz_mean"],
+                g["lipschitz_hi"] if has_ci else g["lipschitz_mean"],
+                g.get("lipschitz_std", g["lipschitz_mean"] * math.nan),
+                g.get("n_points", g["lipschitz_mean"] * math.nan),
+                strict=True,
+            )
+        ]
+        if not own.empty:
+            hover.append(["certified upper bound (exact MIP)", "n = 1: your image"])
         f2.add_trace(
             go.Bar(
                 x=[*names, *([mine] if not own.empty else [])],
                 y=[*g["lipschitz_mean"], *own["exact_upper"].iloc[:1]],
-                name=f"r = {r:g}",
+                name=f"r = {r:g} ({n_label}" + ("; this model: your image" if not own.empty else "") + ")",
                 error_y=_fig2_error_bars(g, extra=0 if own.empty else 1),
+                customdata=hover,
+                hovertemplate=f"%{{x}}, r = {r:g}<br>L = %{{y:.4g}} %{{customdata[0]}}<br>%{{customdata[1]}}"
+                "<extra></extra>",
             )
         )
     n_points = sorted({int(v) for v in fig2["n_points"].dropna()}) if "n_points" in fig2 else []

@@ -47,6 +47,14 @@ def test_fig2_bars_are_named_as_other_models_beside_this_one() -> None:
     assert {"model with α = 0", "model with α = 0.5", "model with α = 0.99"} <= names
     assert "ARL-C-N (this model, your image)" in names
     assert "other obfuscators" in texts(at)
+    # each radius's bars name their n (the CSV's n_points) in the legend; the hover adds the interval
+    for bars, r in zip(fig2.data, ("0.1", "0.25"), strict=True):
+        own = any("this model" in x for x in bars.x)
+        assert bars.name == f"r = {r} (n = 20" + ("; this model: your image)" if own else ")")
+    first = fig2.data[0]
+    assert first.customdata[0][0].endswith("(95 % bootstrap interval)") and first.customdata[0][1] == (
+        "mean over n = 20 test points"
+    )
     # error bars: the stored 95 % bootstrap interval of each mean (± 0.05 here), none on this model's bar
     assert "95 %" in fig2.layout.yaxis.title.text
     for bars in fig2.data:
