@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +142,8 @@ def certify(
 ) -> Certification:
     """φ(z) and L(f, B(z, R)) for one image (posthoc Alg. 1): :func:`certify_embedding` of its
     embedding. The search range is :func:`ptr_search_range` sized for ``epsilon_min``/``delta_min``
-    (default the dashboard's smallest, 0.1 and 1e-10); other keywords: the module docstring."""
+    (default the smallest PTR runs at on the dashboard, 0.05 and 1e-10); other keywords: the module
+    docstring."""
     check_certify_arguments(radius=radius, certifier=certifier, progress=progress)
     pipe, z = _embed(image, dataset, model, models_dir)
     return certify_embedding(pipe, z, radius=radius, certifier=certifier, epsilon_min=epsilon_min,
@@ -187,7 +189,10 @@ def release(
     * ``min_seconds``: the call returns no earlier than this many seconds after it began. If the
       work (certification included) takes longer, :class:`DeadlineExceededError` is raised and
       nothing is released; choose it above the slowest certification you expect (a time-out
-      raises CertificationError earlier, also releasing nothing)."""
+      raises CertificationError earlier, also releasing nothing).
+
+    The result's ``warnings`` are :func:`privcore.domain.check`'s (empty when the image looks like the
+    dataset's; the first call per dataset calibrates it, seconds); private, never in ``document()``."""
     start = _monotonic()
     check_release_arguments(epsilon=epsilon, delta=delta, mechanism=mechanism, radius=radius,
                             certifier=certifier, certification=certification, progress=progress)
@@ -196,9 +201,19 @@ def release(
     result = release_embedding(pipe, z, epsilon=epsilon, delta=delta, mechanism=mechanism, radius=radius,
                                certifier=certifier, time_limit=time_limit, cache=cache, rng=rng,
                                certification=certification, progress=progress)
+    result = replace(result, warnings=_domain_warnings(image, pipe))
     if budget is not None:
         _wait_until(start, budget)
     return result
+
+
+def _domain_warnings(image: Any, pipe: Any) -> tuple[str, ...]:
+    """:func:`privcore.domain.check` of ``image``, with its file's own pixels when it is a path or bytes."""
+    from privcore.domain import check
+
+    data = Path(image).read_bytes() if isinstance(image, str | Path) else image
+    upload = bytes(data) if isinstance(data, bytes | bytearray) else None
+    return check(_image(image, tuple(pipe.image_shape)), pipe, upload=upload)
 
 
 def _wait_until(start: float, budget: float) -> None:

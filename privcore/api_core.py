@@ -96,7 +96,9 @@ class Release:
     ``value`` None; PTR only), with its ``guarantee`` — (ε, 0, R) for ``mechanism`` "global",
     (2ε, δ/2, R) for "ptr" (Thm 4.4) — and public parameters. ``certification`` (PTR only) and
     ``mechanism_result`` (the mechanism's own result: PTR's holds φ and the noisy test value φ̂) are
-    private: :meth:`document` never includes them."""
+    private: :meth:`document` never includes them. Nor ``warnings`` (:func:`privcore.domain.check`, filled
+    by :func:`privcore.api.release`: why the image may not be like the dataset's images, plain sentences,
+    empty when it looks in domain): they are computed from the image without noise, for its owner only."""
 
     mechanism: str
     released: bool
@@ -112,6 +114,7 @@ class Release:
     certification: Certification | None = None
     test_scale_effective: float | None = None
     mechanism_result: Any = field(default=None, repr=False, compare=False)
+    warnings: tuple[str, ...] = ()
 
     @classmethod
     def of_global(cls, out: Any, *, model: dict[str, str], predicted_class: int | None = None) -> Release:
