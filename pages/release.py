@@ -385,6 +385,7 @@ def _report() -> str:
             model=loaded.model,
             epsilon=eps_m,
             label="PTR's ε = total/2",
+            delta=s.delta,
         )
     else:
         curve = report.accuracy_figure(

@@ -28,12 +28,14 @@ from privlens.charts import grid_position, interpolate
 __all__ = [
     "Reading",
     "accuracy_at",
+    "at_delta",
     "attack_at",
     "attack_delta",
     "attack_grids",
     "delta_text",
     "global_accuracy_at",
     "ip_accuracy_at",
+    "wilson",
 ]
 
 
@@ -59,9 +61,13 @@ class Reading:
         return "" if self.low is None else f"[{self.low:.3f}, {self.high:.3f}]"
 
 
-def _wilson(acc: float, n: int) -> tuple[float, float]:
+def wilson(acc: float, n: int) -> tuple[float, float]:
+    """The 95 % Wilson interval of an accuracy ``acc`` measured on ``n`` test images."""
     ci = binomtest(round(acc * n), n).proportion_ci(confidence_level=0.95, method="wilson")
     return float(ci.low), float(ci.high)
+
+
+_wilson = wilson
 
 
 Point = tuple[float, float, float, float, int]  # (ε, value, low, high, n)
@@ -79,7 +85,7 @@ def _deltas(rows: Any) -> list[float | None]:
     return [0.0 if d != d else float(d) for d in rows["delta"]]
 
 
-def _at_delta(rows: Any, delta: float | None) -> tuple[Any, float | None]:
+def at_delta(rows: Any, delta: float | None) -> tuple[Any, float | None]:
     """The rows measured at ``delta`` when there are any, else those at the δ nearest to it (in log δ;
     the largest when ``delta`` is None); and that δ (None: the table records none)."""
     ds = _deltas(rows)
@@ -147,7 +153,7 @@ def accuracy_at(
     rows = rows[[math.isfinite(float(e)) for e in rows["epsilon"]]].sort_values("epsilon")
     if rows.empty:
         return None
-    rows, measured_delta = _at_delta(rows, delta)
+    rows, measured_delta = at_delta(rows, delta)
     points = []
     for _, r in rows.iterrows():
         n = int(r["n_test"]) if "n_test" in r and r["n_test"] == r["n_test"] else 0
@@ -181,7 +187,7 @@ def global_accuracy_at(
         rows = rows[rows["mechanism"].astype(str).str.lower() == "global"]
     if radius is not None and "radius" in rows:
         rows = rows[[math.isclose(float(r), float(radius), rel_tol=1e-9) for r in rows["radius"]]]
-    rows, measured_delta = _at_delta(rows, 0.0)  # the global mechanism is pure: δ = 0
+    rows, measured_delta = at_delta(rows, 0.0)  # the global mechanism is pure: δ = 0
     if measured_delta is None and "delta" not in table:
         measured_delta = 0.0  # a table of the global mechanism without the column: pure all the same
     n_col = _column(rows, "n_test", "n")
@@ -276,7 +282,7 @@ def ip_accuracy_at(
     if "calibration" in rows:
         rows = rows[rows["calibration"].isna() | (rows["calibration"].astype(str) == "analytic")]
     rows = rows[[math.isclose(float(a), float(alpha), rel_tol=1e-9) for a in rows["alpha"]]]
-    rows, measured_delta = _at_delta(rows, delta)
+    rows, measured_delta = at_delta(rows, delta)
     draws = sorted({int(v) for v in rows["n_draws"] if v == v}) if "n_draws" in rows else []
     points: dict[float, Point] = {}
     for _, r in rows.iterrows():

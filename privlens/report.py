@@ -22,13 +22,18 @@ import pandas as pd
 
 from privlens.settings import Settings
 
-__all__ = ["accuracy_figure", "session_report"]
+__all__ = ["accuracy_figure", "session_report", "settings_rows"]
 
+# nothing may widen the page past its column: long JSON lines wrap (and a block scrolls if a token is
+# still too long), wide tables scroll in their own box
 _STYLE = """
-body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;color:#222}
+body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}
 h1{margin-bottom:0} .muted{color:#666} table{border-collapse:collapse;margin:.5em 0}
-td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;font-size:.9em}
+td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;font-size:.9em;overflow-wrap:break-word}
 .box{background:#eef4ff;padding:.75em 1em;border-radius:6px} .warn{background:#fff6dd}
+.scroll{max-width:100%;overflow-x:auto}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;max-width:100%;overflow-x:auto;background:#f6f6f6;
+padding:.75em;border-radius:6px;font-size:.85em}
 img{image-rendering:pixelated;width:160px;border:1px solid #ccc;margin-right:1em}
 """
 
@@ -55,7 +60,39 @@ def _png(data: bytes | None, caption: str) -> str:
 def _table(rows: Sequence[Mapping[str, Any]]) -> str:
     if not rows:
         return "<p class='muted'>none</p>"
-    return pd.DataFrame(list(rows)).to_html(index=False, escape=True, border=0)
+    return f"<div class='scroll'>{pd.DataFrame(list(rows)).to_html(index=False, escape=True, border=0)}</div>"
+
+
+def settings_rows(settings: Settings) -> list[dict[str, str]]:
+    """The settings in words, each only where it applies: the model, R and (PTR) the certifier for the
+    posthoc mechanisms, α for the inference-privacy ones; δ as the mechanism uses it."""
+    from privlens.settings import mechanism_label
+
+    s = settings
+    half = f" (PTR runs at ε/2 = {s.mechanism_epsilon:g})" if s.is_ptr else ""
+    rows = [
+        ("dataset", s.dataset),
+        ("mechanism", mechanism_label(s.mechanism)),
+        ("ε, the total of one sent release", f"{s.epsilon:g}{half}"),
+    ]
+    if s.is_posthoc:
+        rows.insert(1, ("model (obfuscator)", s.model))
+    if s.is_ptr:
+        rows.append(("δ, PTR's parameter", f"{s.delta:g} (a sent release spends δ/2 = {s.delta / 2:g})"))
+    elif s.is_global:
+        rows.append(("δ", "0: the certified global mechanism is pure"))
+    elif s.mechanism == "Lap-Output":
+        rows.append(("δ", "0: Lap-Output is pure"))
+    else:
+        rows.append(("δ, the failure probability", f"{s.delta:g}"))
+    if s.is_posthoc:
+        rows.append(("R, ℓ∞ radius in the embedding", f"{s.radius:g}"))
+        if s.is_ptr:
+            rows.append(("certifier of φ", s.certifier))
+    else:
+        metric = "ℓ1" if s.mechanism == "Lap-Output" else "ℓ2"
+        rows.append((f"α, {metric} radius on the input", f"{s.alpha:g}"))
+    return [{"setting": k, "value": v} for k, v in rows]
 
 
 def accuracy_figure(
@@ -66,13 +103,16 @@ def accuracy_figure(
     column: str = "epsilon",
     label: str = "ε",
     mechanism: str = "PTR",
+    delta: float | None = None,
 ) -> Any | None:
     """Test accuracy of ``model`` against ε (a Table 1 CSV: ``table1`` for PTR, whose ε is PTR's own,
     ``table1-global`` with ``column="epsilon_total"``; finite ε) with ``epsilon`` marked; ``label``
-    names the axis's ε, ``mechanism`` the mechanism measured. None without data."""
+    names the axis's ε, ``mechanism`` the mechanism measured; rows at ``delta`` where measured there,
+    else at the nearest measured δ. Each point has its 95 % interval (the table's ``low``/``high``, else
+    Wilson over ``n_test``); the legend and title name n and δ. None without data."""
     import plotly.graph_objects as go
 
-    from privlens import charts
+    from privlens import charts, live
 
     if table1 is None or "obfuscator" not in table1 or column not in table1 or "accuracy" not in table1:
         return None
@@ -82,14 +122,44 @@ def accuracy_figure(
     mine = mine[np.isfinite(mine[column].astype(float).to_numpy())].sort_values(column)
     if mine.empty:
         return None
-    fig = go.Figure(go.Scatter(x=mine[column], y=mine["accuracy"], mode="lines+markers", name=model))
+    mine, measured = live.at_delta(mine, delta)
+    if measured is None and mechanism == "Global":
+        measured = 0.0  # pure
+    acc = mine["accuracy"].astype(float).tolist()
+    n_col = next((c for c in ("n_test", "n") if c in mine), None)
+    ns = [int(v) if v == v else 0 for v in mine[n_col]] if n_col else [0] * len(acc)
+    if {"low", "high"} <= set(mine.columns):
+        lows, highs = mine["low"].astype(float).tolist(), mine["high"].astype(float).tolist()
+    else:
+        nan = (float("nan"), float("nan"))
+        cis = [live.wilson(a, n) if n > 0 else nan for a, n in zip(acc, ns, strict=True)]
+        lows, highs = [c[0] for c in cis], [c[1] for c in cis]
+    sizes = sorted({n for n in ns if n > 0})
+    n_text = f"n = {'/'.join(map(str, sizes))}" if sizes else "n not recorded"
+    d_text = live.delta_text(measured).removeprefix(", ")
+    fig = go.Figure(
+        go.Scatter(
+            x=mine[column],
+            y=acc,
+            mode="lines+markers",
+            name=f"{model} ({n_text} test images, {d_text}; bars: 95 % interval)",
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": [h - a for a, h in zip(acc, highs, strict=True)],
+                "arrayminus": [a - lo for a, lo in zip(acc, lows, strict=True)],
+            },
+        )
+    )
     charts.mark_x(fig, epsilon, f"current {label} = {epsilon:g}", log=True)
     charts.log_axis(fig, [*mine[column], epsilon])
     fig.update_layout(
-        title=f"Test accuracy vs {label} ({mechanism}, Table 1)",
+        title=f"Test accuracy vs {label} ({mechanism}, Table 1; {n_text}, measured at {d_text})",
         yaxis_range=[0, 1],
-        height=380,
-        xaxis_title=label,
+        height=420,
+        xaxis_title=f"{label} (log scale)",
+        yaxis_title="test accuracy (fraction; 95 % interval)",
+        legend={"orientation": "h", "yanchor": "top", "y": -0.25},
     )
     return fig
 
@@ -117,7 +187,7 @@ def session_report(
         "<h1>privlens session report</h1>",
         f"<p class='muted'>{_e(when)} · keep this file private: it shows your image.</p>",
         "<h2>Settings</h2>",
-        _table([{"setting": k, "value": v} for k, v in settings.to_query().items()]),
+        _table(settings_rows(settings)),
         f"<div class='box'><b>Guarantee one sent release spends.</b> {_e(guarantee_text)}</div>",
     ]
     parts += [f"<div class='box warn'>{_bold(_e(w))}</div>" for w in warnings]

@@ -81,3 +81,57 @@ def test_the_reports_curve_marks_the_current_epsilon_from_table1() -> None:
         totals=[],
     )
     assert "current \\u03b5 = 2" in html and "plotly" in html.lower()  # plotly's JSON escapes ε
+
+
+def test_the_reports_settings_are_words_and_only_those_that_apply() -> None:
+    from privcore.mechanisms import registry
+    from privlens.report import settings_rows
+
+    s = Settings(mechanism="PTR", epsilon=2.0, delta=1e-5)
+    ptr = {r["setting"]: r["value"] for r in settings_rows(s)}
+    assert ptr["mechanism"] == registry.get("PTR").label
+    assert ptr["ε, the total of one sent release"] == "2 (PTR runs at ε/2 = 1)"
+    assert ptr["δ, PTR's parameter"].startswith("1e-05") and ptr["certifier of φ"] == "exact"
+    assert "R, ℓ∞ radius in the embedding" in ptr and not any(k.startswith("α") for k in ptr)  # no α for PTR
+    assert not {"mech", "eps", "cert", "R", "alpha"} & set(ptr)  # never the URL's keys
+    glob = {r["setting"]: r["value"] for r in settings_rows(Settings(mechanism="Global"))}
+    assert glob["δ"].startswith("0") and "certifier of φ" not in glob and "model (obfuscator)" in glob
+    ip = {r["setting"]: r["value"] for r in settings_rows(Settings(mechanism="Gauss-Input", alpha=0.2))}
+    assert ip["α, ℓ2 radius on the input"] == "0.2" and "R, ℓ∞ radius in the embedding" not in ip
+    assert "model (obfuscator)" not in ip and ip["δ, the failure probability"] == "1e-05"
+
+
+def test_the_reports_curve_has_axis_titles_n_delta_and_intervals() -> None:
+    import pandas as pd
+
+    from privlens.report import accuracy_figure
+    from tests._dashboard import ROOT
+
+    t1 = pd.read_csv(ROOT / "data" / "results" / "digits" / "table1.csv")
+    fig = accuracy_figure(t1, model="ARL-C-N", epsilon=2.0, delta=1e-5)
+    assert fig.layout.xaxis.title.text == "ε (log scale)" and "test accuracy" in fig.layout.yaxis.title.text
+    (curve,) = [t for t in fig.data if t.name.startswith("ARL-C-N")]
+    assert "n = 360" in curve.name and "δ = 0.05" in curve.name and "95 % interval" in curve.name
+    assert "measured at δ = 0.05" in fig.layout.title.text  # the CSV's δ, not the sidebar's
+    up, down = curve.error_y.array, curve.error_y.arrayminus
+    assert len(up) == len(curve.x) and all(u > 0 for u in up) and all(d > 0 for d in down)
+    glob = pd.read_csv(ROOT / "data" / "results" / "digits" / "table1-global.csv")
+    fig = accuracy_figure(glob, model="ARL-C-N", epsilon=2.0, column="epsilon_total", mechanism="Global")
+    assert "δ = 0" in fig.data[0].name and fig.data[0].error_y.array is not None
+
+
+def test_a_long_json_line_wraps_instead_of_widening_the_report() -> None:
+    long = {"format": "privlens.release/1", "guarantee": {"text": "word " * 400}}
+    page = session_report(
+        settings=Settings(),
+        guarantee_text="g",
+        image_name="x.png",
+        input_png=None,
+        release=long,
+        attacker_png=None,
+        figures=[],
+        ledger=[],
+        totals=[],
+    )
+    assert "pre{white-space:pre-wrap;overflow-wrap:anywhere" in page and "<pre>" in page
+    assert "<div class='scroll'><table" in page  # a wide table scrolls in its own box
