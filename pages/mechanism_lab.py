@@ -46,12 +46,14 @@ if models.empty:
     st.error("No lab models in models/lab/. Regenerate them with the command in data/results/lab/README.md.")
     st.stop()
 
-c1, c2, c3, c4 = st.columns(4)
+# two rows of two: the mechanism's name and formula need the width (four columns cut it off at 1400 px)
+c1, c2 = st.columns([1, 2])
 with c1:
     query = st.selectbox("query", QUERIES, format_func=query_label, key="lab_query")
 with c2:
     kinds = [k for k in KINDS if not models[(models["kind"] == k) & (models["query"] == query)].empty]
     kind = st.selectbox("mechanism", kinds, format_func=lambda k: KINDS[k], key="lab_kind")
+c3, c4 = st.columns(2)
 with c3:
     ks = sorted(models[(models["kind"] == kind) & (models["query"] == query)]["k"].tolist())
     k = st.select_slider("k (Lipschitz bound)", options=ks, value=ks[len(ks) // 2], key="lab_k")
@@ -89,19 +91,21 @@ st.plotly_chart(fig, width="stretch")
 st.dataframe(cmp.summary, hide_index=True, width="stretch")
 
 lm = cmp.mechanisms[next(iter(cmp.mechanisms))]
-m1, m2, m3 = st.columns(3)
-m1.metric("certified Lipschitz bound (layer product)", f"{mechanism.certified_bound:.6g}", f"k = {k:g}",
-          delta_color="off")
+# a wrapping row: each metric as wide as its label and value, never cut off
+metrics_row = st.container(horizontal=True, gap="large")
+metrics_row.metric("certified Lipschitz bound (layer product)", f"{mechanism.certified_bound:.6g}",
+                   f"k = {k:g}", delta_color="off", width="content")
 engine = row["engine_upper"]
 if engine is None or engine != engine:  # missing or NaN
-    m2.metric("exact engine bound", "not run")
+    metrics_row.metric("exact engine bound", "not run", width="content")
 else:
-    m2.metric("exact engine bound", f"{float(engine):.6g}",
-              "exact" if bool(row["engine_exact"]) else "certified upper bound", delta_color="off")
+    metrics_row.metric("exact engine bound", f"{float(engine):.6g}",
+                       "exact" if bool(row["engine_exact"]) else "certified upper bound", delta_color="off",
+                       width="content")
 if kind == "laplace":
-    m3.metric("Laplace scale k·c/ε", f"{lm.noise_scale:.4g}")  # type: ignore[attr-defined]
+    metrics_row.metric("Laplace scale k·c/ε", f"{lm.noise_scale:.4g}", width="content")  # type: ignore[attr-defined]
 else:
-    m3.metric("temperature 2·k·c/ε", f"{lm.temperature:.4g}")  # type: ignore[attr-defined]
+    metrics_row.metric("temperature 2·k·c/ε", f"{lm.temperature:.4g}", width="content")  # type: ignore[attr-defined]
 
 if st.button("Release once (OS randomness)", key="lab_release"):
     st.success(f"released {lm.release(data):.4g}  ·  true value {cmp.truth:.4g}")

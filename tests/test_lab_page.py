@@ -80,3 +80,23 @@ def test_the_lab_reads_the_sidebars_epsilon(app: AppTest) -> None:
     app.select_slider(key="w_epsilon_lab").set_value(0.25).run()
     assert app.sidebar.select_slider(key="w_epsilon").value == 0.25
     assert app.session_state["privlens_settings"].epsilon == 0.25
+
+
+def test_controls_have_room_for_the_mechanisms_name(app: AppTest) -> None:
+    """The mechanism's selectbox shares its row with the query only (four columns cut its label off at
+    1400 px), and the metrics wrap instead of being cut."""
+    def path_to(node, key: str) -> list:
+        """The blocks from ``node`` down to the widget ``key`` (empty when it is not below ``node``)."""
+        for child in getattr(node, "children", {}).values():
+            if getattr(child, "key", None) == key:
+                return [node]
+            below = path_to(child, key)
+            if below:
+                return [node, *below]
+        return []
+
+    query, kind = path_to(app.main, "lab_query"), path_to(app.main, "lab_kind")
+    row = query[-2]  # the horizontal block whose columns hold the two selectboxes
+    assert row is kind[-2] and len(row.children) == 2
+    rows = [b for b in app.main.children.values() if getattr(b, "type", "") == "flex_container"]
+    assert any(b.proto.flex_container.wrap and len(b.children) == 3 for b in rows)
