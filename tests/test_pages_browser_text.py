@@ -48,3 +48,24 @@ def test_url_values_and_file_names_are_never_links(server: str, tmp_path: Path) 
             assert page.locator('a[href*="evil.example"]').count() == 0
         finally:
             browser.close()
+
+
+def test_a_page_path_that_does_not_exist_is_named(server: str) -> None:  # noqa: F811
+    """``/nonsense`` (Streamlit runs Home for it, with at most a generic dialog): an error at the top names
+    the path and the known pages; a ``?page=`` that is no page, the same."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1200})
+            for url, shown in (("/nonsense", "/nonsense"), ("/?page=nonsense", "?page=nonsense")):
+                page.goto(f"{server}{url}", timeout=60_000)
+                main = page.locator('[data-testid="stMain"]')
+                error = main.locator('[data-testid="stAlert"]', has_text="does not exist")
+                expect(error).to_contain_text(f"The page {shown} does not exist", timeout=90_000)
+                expect(error).to_contain_text("Release (/release)")
+                expect(error).to_contain_text("Mechanism lab (/mechanism_lab)")
+                expect(main.locator("h1", has_text="privlens")).to_be_visible()  # Home, below the error
+        finally:
+            browser.close()
