@@ -51,7 +51,7 @@ CONCERN_CONSEQUENCE = "Its release would still be private, but its prediction is
 #: What happens to such an image until the user confirms it (dashboard: a button; CLI: --force).
 UNCONFIRMED = "Nothing is computed or released for this image until you confirm it."
 #: What the user reads once they have confirmed it.
-CONFIRMED = "You confirmed this image; it is used as it is."
+CONFIRMED = "You confirmed this image; it is used as prepared (its notes say what was done to it)."
 
 #: ``decode(data, (C, H, W), invert)``: how a caller decodes (the dashboard passes its per-session memo).
 Decoder = Callable[[bytes, tuple[int, int, int], bool], DecodedImage]
