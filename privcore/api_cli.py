@@ -92,10 +92,10 @@ def _check_release_parameters(*, epsilon: float, delta: float, mechanism: str, r
 def prepared_image(image: Path, *, dataset: str, model: str, models_dir: Path | None, invert: bool,
                    digit_style: bool, force: bool) -> Any:
     """The model input of ``image`` as the dashboard makes it (:func:`privcore.inputs.prepare_image`),
-    with its notes and the blank / out-of-domain warnings on stderr in the dashboard's words. Such an
-    image stops the command (exit 1, nothing computed) unless ``force``."""
+    with its notes and the domain check's warnings (:func:`privcore.domain.check`) on stderr in the
+    dashboard's words. Such an image stops the command (exit 2, nothing computed) unless ``force``."""
     from privcore import api, inputs
-    from privcore.errors import ParameterError, PrivcoreError
+    from privcore.errors import ParameterError
     from privcore.images import DEFAULT_MAX_BYTES
 
     pipe = api._pipeline(str(dataset), str(model), None if models_dir is None else str(models_dir))
@@ -117,14 +117,16 @@ def prepared_image(image: Path, *, dataset: str, model: str, models_dir: Path | 
                                  "--digit-style to use the image as it is") from exc
     for note in decoded.notes:
         _err(inputs.note_text(note))
-    found = inputs.concerns(decoded.tensor, pipe=pipe, profile=lambda: inputs.domain_profile(dataset, pipe))
+    found = inputs.concerns(decoded.tensor, pipe=pipe, dataset=dataset, upload=data, invert=invert,
+                            digit_style=digit_style)
     if found:
         _err(f"Warning: {inputs.concern_heading(str(image), dataset)}")
         for reason in found:
             _err(f"* {reason}")
         _err(inputs.CONCERN_CONSEQUENCE)
-        if not force:
-            raise PrivcoreError(f"{inputs.UNCONFIRMED.rstrip('.')}: rerun with --force to use it anyway")
+        if not force:  # exit 2, as for a bad parameter: the input is refused, nothing computed
+            _err(f"error: {inputs.UNCONFIRMED.rstrip('.')}: rerun with --force to use it anyway")
+            raise typer.Exit(code=2)
         _err(f"{inputs.CONFIRMED} (--force)")
     return decoded.tensor
 

@@ -39,6 +39,7 @@ and release nothing; their thresholds come from public data only.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -55,7 +56,6 @@ __all__ = [
     "BLANK_STD",
     "SCORES",
     "DomainCheck",
-    "DomainProfile",
     "UploadFacts",
     "blank_reason",
     "check",
@@ -120,7 +120,7 @@ class UploadFacts:
     ``width`` × ``height`` in pixels; ``std`` the standard deviation of its grey values; ``colour`` the
     share of its pixels with chroma ≥ :data:`COLOUR_CHROMA`; ``edge`` the median of its edge pixels'
     grey values, after ``inverted`` (the user's choice) was applied. Read from a 64-pixel colour
-    thumbnail of the upload without padding."""
+    thumbnail of the upload, its padding cut off."""
 
     width: int
     height: int
@@ -135,13 +135,9 @@ def upload_facts(data: bytes, *, invert: bool = False) -> UploadFacts:
     so with its checks: ValueError for a file that cannot be used). ``invert``: the user's inversion."""
     from privcore.images import decode_image
 
-    first = decode_image(data, target_shape=(3, 1, 1))  # the checks, and the size after EXIF rotation
-    w, h = first.source_size
-    side = max(w, h)
-    tw, th = max(1, round(_THUMB * w / side)), max(1, round(_THUMB * h / side))
-    if tw == th and w != h:  # nearly square: a square target would pad; one pixel of stretch instead
-        tw += 1
-    thumb = decode_image(data, target_shape=(3, th, tw)).tensor.double()  # (3, th, tw), no padding
+    square = decode_image(data, target_shape=(3, _THUMB, _THUMB))  # one decode, padded to a square
+    w, h = square.source_size
+    thumb = square.tensor.double()[:, _inside(h, w, axis=0), _inside(h, w, axis=1)]  # the padding cut off
     grey = 0.299 * thumb[0] + 0.587 * thumb[1] + 0.114 * thumb[2]
     chroma = thumb.amax(0) - thumb.amin(0)
     if invert:
@@ -157,6 +153,23 @@ def upload_facts(data: bytes, *, invert: bool = False) -> UploadFacts:
     )
 
 
+def _inside(h: int, w: int, *, axis: int) -> slice:
+    """The rows (``axis`` 0) or columns (1) of a :data:`_THUMB`-pixel square thumbnail of an h × w image
+    (padded to its longer side, centred, as :func:`privcore.images.decode_image` does) that hold only
+    the image's own pixels; at least one, the middle one, for a very thin image."""
+    side, size = max(h, w), (h, w)[axis]
+    if size == side:
+        return slice(0, _THUMB)
+    scale = _THUMB / side
+    start = (side - size) // 2
+    margin = math.ceil(scale / 2) + 1  # resampling mixes up to half a source pixel (enlarging) or one in
+    lo, hi = math.floor(start * scale) + margin, math.ceil((start + size) * scale) - margin
+    if hi <= lo:
+        mid = min(_THUMB - 1, int((start + size / 2) * scale))
+        return slice(mid, mid + 1)
+    return slice(lo, hi)
+
+
 def blank_reason(x: Any, *, min_std: float = BLANK_STD) -> str | None:
     """Why ``x`` (pixels in [0, 1]) looks blank, or None: its pixels barely vary."""
     arr = np.asarray(x.detach().cpu() if hasattr(x, "detach") else x, dtype=np.float64)
@@ -168,87 +181,6 @@ def blank_reason(x: Any, *, min_std: float = BLANK_STD) -> str | None:
             "transparent background"
         )
     return None
-
-
-@dataclass(frozen=True, kw_only=True)
-class DomainProfile:
-    """Thresholds at the ``quantile`` of held-out data, and the embedding statistics they use (the
-    earlier, unmeasured check; :class:`DomainCheck` replaces it)."""
-
-    recon_threshold: float
-    embed_threshold: float
-    z_mean: tuple[float, ...]
-    z_std: tuple[float, ...]
-    quantile: float
-    n: int
-
-    @classmethod
-    def from_data(
-        cls,
-        *,
-        train: torch.Tensor,
-        held_out: torch.Tensor,
-        embed: Callable[[torch.Tensor], torch.Tensor],
-        decode: Callable[[torch.Tensor], torch.Tensor],
-        quantile: float = 0.999,
-        batch_size: int = 512,
-    ) -> DomainProfile:
-        """The profile of ``held_out`` images (e.g. the test split) under the embedder/decoder pair, with
-        the embedding standardised by the ``train`` embeddings' mean and standard deviation."""
-        q = check_in_range("quantile", quantile, 0.5, 1.0, low_open=False)
-        z_train = _batched(embed, train, batch_size)
-        mean, std = z_train.mean(0), z_train.std(0).clamp_min(1e-12)
-        errors, dists = [], []
-        for start in range(0, held_out.shape[0], batch_size):
-            x = held_out[start : start + batch_size]
-            z = embed(x).double()
-            errors.append(_recon_error(x, decode(z.float())))
-            dists.append(((z - mean).abs() / std).amax(dim=1))
-        err, dist = torch.cat(errors), torch.cat(dists)
-        return cls(
-            recon_threshold=float(torch.quantile(err, q)),
-            embed_threshold=float(torch.quantile(dist, q)),
-            z_mean=tuple(float(v) for v in mean),
-            z_std=tuple(float(v) for v in std),
-            quantile=q,
-            n=int(held_out.shape[0]),
-        )
-
-    def scores(self, x: torch.Tensor, z: torch.Tensor, reconstruction: torch.Tensor) -> tuple[float, float]:
-        """(reconstruction error, standardised embedding distance) of one image ``x`` with embedding
-        ``z`` and VAE reconstruction ``reconstruction``."""
-        mean = torch.tensor(self.z_mean, dtype=torch.float64)
-        std = torch.tensor(self.z_std, dtype=torch.float64)
-        zz = torch.as_tensor(z, dtype=torch.float64).reshape(-1)
-        err = _recon_error(x.reshape(1, *x.shape[-3:]), reconstruction.reshape(1, *x.shape[-3:]))
-        return float(err[0]), float(((zz - mean).abs() / std).max())
-
-    def check(self, x: torch.Tensor, z: torch.Tensor, reconstruction: torch.Tensor) -> list[str]:
-        """What ``x`` exceeds, in words (empty when it looks like the held-out data); see :meth:`scores`."""
-        err, dist = self.scores(x, z, reconstruction)
-        pct = f"{100 * self.quantile:g}th percentile"
-        out = []
-        if err > self.recon_threshold:
-            out.append(
-                f"the VAE reconstructs it poorly (error {err:.3g} > {self.recon_threshold:.3g}, the {pct} of "
-                f"{self.n} test images)"
-            )
-        if dist > self.embed_threshold:
-            out.append(
-                f"its embedding is far from the training data ({dist:.3g} standard deviations > "
-                f"{self.embed_threshold:.3g}, the {pct} of {self.n} test images)"
-            )
-        return out
-
-
-def _recon_error(x: torch.Tensor, reconstruction: torch.Tensor) -> torch.Tensor:
-    a = x.double().flatten(1)
-    b = reconstruction.double().reshape(a.shape)
-    return ((a - b) ** 2).mean(dim=1)
-
-
-def _batched(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, batch_size: int) -> torch.Tensor:
-    return torch.cat([f(x[i : i + batch_size]).double() for i in range(0, x.shape[0], batch_size)])
 
 
 def _raw_warnings(facts: UploadFacts, *, dataset: str, shape: tuple[int, int, int],
@@ -344,9 +276,10 @@ class DomainCheck:
         n_validation: int = N_VALIDATION,
         seed: int = _SEED,
     ) -> DomainCheck:
-        """Thresholds from the validation images ``val`` (never the test split) and the neighbours'
-        reference from the training images ``train`` (which must exclude ``val``); both subsampled
-        with ``seed`` to at most ``n_validation`` / ``n_reference`` images (module docstring)."""
+        """Thresholds from the validation images ``val`` (never the test split), rounded to 8 bits as an
+        upload of one would be, and the neighbours' reference from the training images ``train`` (which
+        must exclude ``val``); both subsampled with ``seed`` to at most ``n_validation`` / ``n_reference``
+        images (module docstring)."""
         a = check_in_range("alpha", alpha, 0.0, 0.5)
         rng = np.random.default_rng(seed)
 
@@ -357,7 +290,8 @@ class DomainCheck:
 
         ref = sample(train, int(n_reference)).flatten(1).float()
         ref = ref / ref.norm(dim=1, keepdim=True).clamp_min(1e-12)
-        v = sample(val, int(n_validation))
+        # 8-bit, as an upload reaches the check (else a PNG of 15/16 = 239/255 would count as fainter)
+        v = torch.round(sample(val, int(n_validation)).float().clamp(0.0, 1.0) * 255.0) / 255.0
         shell = cls(dataset=str(dataset), image_shape=tuple(int(s) for s in train.shape[1:]),
                     thresholds={}, quantile=1.0, alpha=a, n_val=int(v.shape[0]), val_rate=0.0,
                     n_reference=int(ref.shape[0]), embed=embed, decode=decode, reference=ref)

@@ -6,9 +6,9 @@ show about it, so ``privcore release`` and the dashboard's Release page cannot d
 * :func:`prepare_image` — decode to the model's input (:func:`privcore.images.decode_image`), optionally
   inverted, optionally digit-style (:func:`digit_styled`); its ``notes`` say what was done (resized,
   padded, converted, inverted …), each shown as :func:`note_text`;
-* :func:`concerns` — why the image may not be a valid input: blank (:func:`privcore.domain.blank_reason`,
-  no model needed) or out of domain (:meth:`privcore.domain.DomainProfile.check` against
-  :func:`domain_profile`); shown under :func:`concern_heading` and followed by
+* :func:`concerns` — why the image may not be a valid input: the measured domain check
+  (:func:`privcore.domain.check`: the upload's own pixels and the model input's scores, calibrated on the
+  validation split); shown under :func:`concern_heading` and followed by
   :data:`CONCERN_CONSEQUENCE`; nothing is released for such an image until the user confirms it
   (:data:`UNCONFIRMED`, :data:`CONFIRMED`).
 
@@ -18,15 +18,11 @@ imports Streamlit (the dashboard memoises these per session itself).
 
 from __future__ import annotations
 
-import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from privcore.domain import DomainProfile, blank_reason
-from privcore.errors import PrivcoreError
+from privcore.domain import blank_reason
 from privcore.images import DecodedImage, decode_image
 
 __all__ = [
@@ -37,12 +33,9 @@ __all__ = [
     "concern_heading",
     "concerns",
     "digit_styled",
-    "domain_profile",
     "note_text",
     "prepare_image",
 ]
-
-LOG = logging.getLogger("privcore")
 
 #: Digit-style preprocessing works on the image decoded at this many times the model's size.
 DIGIT_STYLE_FACTOR = 4
@@ -117,49 +110,22 @@ def concern_heading(name: str, dataset: str) -> str:
     return f"{name} does not look like the {dataset} images the models were built for:"
 
 
-_PROFILES: OrderedDict[tuple[str, str], DomainProfile] = OrderedDict()
-_LOCK = threading.Lock()
+def concerns(
+    x: Any,
+    *,
+    pipe: Any = None,
+    dataset: str | None = None,
+    upload: bytes | None = None,
+    invert: bool = False,
+    digit_style: bool = False,
+) -> list[str]:
+    """Why the model input ``x`` (C, H, W) may not be a valid input (empty when none):
+    :func:`privcore.domain.check` (``pipe``'s VAE, calibrated on ``dataset``'s validation split) on the
+    input and on the file it came from (``upload``, with the user's ``invert``; ``digit_style``: the input
+    was made digit-style). Without ``pipe`` (no model), only whether ``x`` is blank."""
+    from privcore.domain import check
 
-
-def domain_profile(dataset: str, pipe: Any) -> DomainProfile:
-    """The :class:`~privcore.domain.DomainProfile` of ``dataset``'s test split under ``pipe``'s VAE (its
-    training split standardises the embedding), computed once per process and embedder. Raises what
-    loading the dataset raises (e.g. :class:`~privcore.errors.DatasetUnavailableError`)."""
-    key = (str(dataset), str(pipe.cards["embedder"]["weights"]["sha256"]))
-    with _LOCK:
-        hit = _PROFILES.get(key)
-    if hit is not None:
-        return hit
-    from privcore.data import load_dataset
-
-    ds = load_dataset(dataset)
-    profile = DomainProfile.from_data(
-        train=ds.x_train, held_out=ds.x_test, embed=pipe.embed, decode=pipe.decode
-    )
-    with _LOCK:
-        _PROFILES[key] = profile
-        while len(_PROFILES) > 8:
-            _PROFILES.popitem(last=False)
-    return profile
-
-
-def concerns(x: Any, *, pipe: Any = None, profile: Callable[[], DomainProfile] | None = None) -> list[str]:
-    """Why the model input ``x`` (C, H, W) may not be a valid input (empty when none): blank, and — when
-    ``pipe`` (its VAE) and ``profile`` (called once, e.g. ``lambda: domain_profile(dataset, pipe)``) are
-    given — out of domain. A profile that cannot be had (no data, no model) is logged and skipped."""
-    import torch
-
-    out = []
-    blank = blank_reason(x)
-    if blank is not None:
-        out.append(blank)
-    if pipe is None or profile is None:
-        return out
-    try:
-        prof = profile()
-    except (PrivcoreError, OSError, ValueError, ImportError) as exc:  # the check needs the data and a VAE
-        LOG.warning("no domain profile for %s: %s", getattr(pipe, "dataset", "this dataset"), exc)
-        return out
-    z = pipe.embed(x)
-    recon = pipe.decode(torch.as_tensor(z, dtype=torch.float32).reshape(1, -1))
-    return out + prof.check(x, z, recon)
+    if pipe is None:
+        blank = blank_reason(x)
+        return [] if blank is None else [blank]
+    return list(check(x, pipe, dataset=dataset, upload=upload, invert=invert, digit_style=digit_style))

@@ -193,20 +193,43 @@ def test_blank_and_one_pixel_images_are_warned_about_and_refused_unless_forced(
     with pytest.raises(SystemExit) as exit_:
         main(["release", str(blank), "--epsilon", "1"])
     cap = capsys.readouterr()
-    assert exit_.value.code == 1 and cap.out == "" and seen.image is None  # nothing released
+    assert exit_.value.code == 2 and cap.out == "" and seen.image is None  # refused: nothing released
     lines = cap.err.splitlines()
     assert lines[0] == "Note: resized from 32×32 to 8×8, the model's input size."
     assert lines[1] == "Warning: " + inputs.concern_heading(str(blank), "digits")
-    assert lines[2].startswith("* the image is nearly uniform (pixel standard deviation 0 < 0.02")
+    assert lines[2].startswith("* The upload is blank: its pixels are nearly one value")
     assert inputs.CONCERN_CONSEQUENCE in lines and "--force" in lines[-1]
     assert lines[-1].startswith("error: Nothing is computed or released for this image until you confirm it")
 
     one = _png(tmp_path / "one.png", np.ones((1, 1)))
+    with pytest.raises(SystemExit) as exit_:
+        main(["release", str(one), "--epsilon", "1"])
+    assert exit_.value.code == 2 and seen.image is None
+    assert "* The upload is only 1×1 pixels" in capsys.readouterr().err
     main(["release", str(one), "--epsilon", "1", "--force"])
     cap = capsys.readouterr()
     assert "Note: resized from 1×1 to 8×8, the model's input size." in cap.err.splitlines()
-    assert "* the image is nearly uniform" in cap.err and inputs.CONFIRMED in cap.err
+    assert "* The upload is only 1×1 pixels" in cap.err and inputs.CONFIRMED in cap.err
     assert seen.image is not None and json.loads(cap.out)["outcome"] == "released"
+
+
+def test_a_colour_photo_and_rendered_text_are_refused_unless_forced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], seen: _Seen
+) -> None:
+    """The measured domain check (privcore.domain.check) on the file: exit 2, the reasons on stderr."""
+    from privcore.experiments.domain import photo_uploads, text_uploads
+
+    for name, data in (("photo.jpg", photo_uploads(2)[1]), ("text.png", text_uploads(1)[0])):
+        path = tmp_path / name
+        path.write_bytes(data)
+        with pytest.raises(SystemExit) as exit_:
+            main(["release", str(path), "--epsilon", "1"])
+        cap = capsys.readouterr()
+        assert exit_.value.code == 2 and cap.out == "" and seen.image is None, name
+        assert "* The model was trained on scikit-learn's 8×8 handwritten digits" in cap.err
+    main(["release", str(tmp_path / "photo.jpg"), "--epsilon", "1", "--force"])
+    cap = capsys.readouterr()
+    assert "* The upload is in colour" in cap.err and seen.image is not None
 
 
 def test_a_resized_image_gets_the_dashboards_notes_on_stderr(

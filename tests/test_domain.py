@@ -1,5 +1,5 @@
-"""privcore.domain: the measured domain check (calibrated on validation, warned uploads, false alarms),
-and the earlier blank check and profile."""
+"""privcore.domain: the measured domain check (calibrated on validation, warned uploads, false alarms)
+and the model-free blank check."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from privcore.domain import DomainProfile, blank_reason
+from privcore.domain import blank_reason
 from privcore.errors import PrivcoreError
 
 
@@ -17,33 +17,6 @@ def test_blank_reason_flags_near_constant_images_only() -> None:
     x = torch.zeros(1, 8, 8)
     x[0, 2:6, 3:5] = 1.0
     assert blank_reason(x) is None
-
-
-def test_profile_thresholds_are_the_held_out_quantiles_and_check_names_what_is_exceeded() -> None:
-    gen = torch.Generator().manual_seed(0)
-    train = torch.rand(500, 1, 4, 4, generator=gen) * 0.5
-    held_out = torch.rand(400, 1, 4, 4, generator=gen) * 0.5
-
-    def embed(x: torch.Tensor) -> torch.Tensor:  # mean and max pixel: a 2-d "embedding"
-        flat = x.flatten(1)
-        return torch.stack([flat.mean(1), flat.amax(1)], dim=1)
-
-    def decode(z: torch.Tensor) -> torch.Tensor:  # a flat image at the mean
-        return z[:, :1, None, None].expand(-1, 1, 4, 4)
-
-    p = DomainProfile.from_data(train=train, held_out=held_out, embed=embed, decode=decode, quantile=0.999)
-    errs = [p.scores(x, embed(x[None])[0], decode(embed(x[None])))[0] for x in held_out]
-    assert sum(e > p.recon_threshold for e in errs) <= 1  # at most 0.1 % of 400 beyond
-    assert p.recon_threshold == pytest.approx(torch.quantile(torch.tensor(errs, dtype=torch.float64), 0.999))
-    like = held_out[0]
-    assert p.check(like, embed(like[None])[0], decode(embed(like[None]))) == []
-    odd = torch.zeros(1, 4, 4)
-    odd[0, ::2, ::2] = 1.0  # high contrast, bright: far from data in [0, 0.5]
-    reasons = p.check(odd, embed(odd[None])[0], decode(embed(odd[None])))
-    assert len(reasons) == 2
-    assert "reconstructs it poorly" in reasons[0] and "far from the training" in reasons[1]
-    with pytest.raises(ValueError, match="quantile"):
-        DomainProfile.from_data(train=train, held_out=held_out, embed=embed, decode=decode, quantile=1.5)
 
 
 # --- the measured check (issue 33, item 2) ---------------------------------------------------------
@@ -181,3 +154,23 @@ def test_upload_facts_read_the_file_before_it_is_resized() -> None:
     rgb = np.zeros((10, 10, 3), np.uint8)
     rgb[..., 1] = 200
     assert upload_facts(_png(rgb)).colour == 1.0 and upload_facts(_png(rgb)).std < 0.02
+
+
+def test_api_release_carries_the_warnings_and_its_public_document_never_does(tmp_path, pipes) -> None:
+    """privcore.release fills Release.warnings with the check's sentences (the file's own pixels too when
+    given a path); they are computed from the image without noise, so document() leaves them out."""
+    import json
+    from pathlib import Path
+
+    import privcore
+    from privcore.experiments.domain import photo_uploads
+
+    _pipe(pipes, "digits")
+    photo = tmp_path / "photo.jpg"
+    photo.write_bytes(photo_uploads(2)[1])
+    out = privcore.release(photo, epsilon=2.0)
+    assert isinstance(out.warnings, tuple) and out.warnings[0].startswith("The upload is in colour")
+    doc = json.dumps(out.document(), ensure_ascii=False)
+    assert "warnings" not in doc and "colour" not in doc and out.released
+    sample = Path(__file__).resolve().parents[1] / "data" / "samples" / "digits" / "0-24.png"
+    assert privcore.release(sample, epsilon=2.0).warnings == ()

@@ -203,13 +203,15 @@ def _kind(sentence: str) -> str:
         ("small", "less than half the model's"),
         ("strip", "times longer than wide"),
         ("blank upload", "The upload is blank"),
-        ("colour", "is a colour image"),
-        ("light background", "Its background is light"),
+        ("colour", "The upload is in colour"),
+        ("light background", "background is light"),
         ("blank input", "What the model sees is blank"),
         ("reconstruction", "reconstructs it poorly"),
-        ("neighbours", "training images: cosine"),
+        ("neighbours", "no training image is like it"),
         ("faint", "it is faint"),
         ("border", "its edges are bright"),
+        ("trained on", "The model was trained on"),
+        ("unavailable", "could not run"),
     ):
         if marker in sentence:
             return key
