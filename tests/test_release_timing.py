@@ -82,8 +82,8 @@ def test_a_certification_of_something_else_is_refused(
         release(radius=0.3)
     with pytest.raises(ParameterError, match="certifier 'exact', this release asks for 'lp'"):
         release(certifier="lp")
-    with pytest.raises(ParameterError, match=r"certify with epsilon_min=0\.05"):
-        release(epsilon=0.05)  # its search range was sized for ε ≥ 0.1
+    with pytest.raises(ParameterError, match=r"certify with epsilon_min=1\.0, delta_min=1e-11"):
+        release(delta=1e-11)  # its search range was sized for δ ≥ 1e-10
     with pytest.raises(ParameterTypeError, match="certification must be a Certification"):
         privcore.release(image, epsilon=1.0, mechanism="ptr", certification={"phi": 99.0})
     assert certification_work == Counter()

@@ -1,8 +1,9 @@
 """The bisection range of posthoc PTR's φ, chosen by the library (docs/DESIGN.md, "certifier choice").
 
 R_max and tol must be public and fixed before the input is seen; they may depend on the smallest
-ε and δ that will be asked for. The dashboard offers ε ≥ 0.1 and δ ≥ 1e-10, which are the defaults
-here, so a φ computed through :func:`privcore.certify` or the CLI is the one the dashboard caches.
+ε and δ that will be asked for. The dashboard offers a total ε ≥ 0.1, which PTR spends as
+(2·ε/2, δ/2, R), so it runs PTR at ε ≥ 0.05, and δ ≥ 1e-10: those are the defaults here, so a φ
+computed through :func:`privcore.certify` or the CLI is the one the dashboard caches.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from privcore.validation import check_delta, check_epsilon, check_in_range, chec
 __all__ = ["DEFAULT_DELTA_MIN", "DEFAULT_EPSILON_MIN", "ptr_search_range"]
 
 #: The smallest ε and δ the range is sized for unless a smaller one is asked for.
-DEFAULT_EPSILON_MIN = 0.1
+DEFAULT_EPSILON_MIN = 0.05
 DEFAULT_DELTA_MIN = 1e-10
 
 
