@@ -103,12 +103,13 @@ def main() -> None:
     pipe = pipelines._load(args.dataset, args.model, pipelines.models_dir())
     sample = samples(args.dataset)[0]  # the image the Release page certified above
     from privcore.images import load_image
+    from privlens.ptr import DELTA_MIN, EPSILON_MIN
     from privlens.session import ptr_search_range
 
     x = load_image(sample.data(), target_shape=pipe.image_shape)
     z = pipe.embed(x).double().numpy()
     radius = float(pipe.radius)
-    r_max, tol = ptr_search_range(radius, epsilon_min=min(EPSILON_GRID), delta_min=min(DELTA_GRID))
+    r_max, tol = ptr_search_range(radius, epsilon_min=EPSILON_MIN, delta_min=DELTA_MIN)
     kw = dict(radius=radius, delta_p=float(pipe.proposed_delta_p), r_max=r_max, tol=tol)
     t0 = time.perf_counter()
     cache = str(tmp / "direct-cache")  # cold again

@@ -352,10 +352,11 @@ def first_phi_child(spec: str, n_more: int, setting: str) -> None:
 
 def _first_phi_one(name: str, net: ReluNetwork, radius: float, delta_p: float, z: np.ndarray, setting: str,
                    loaded: float) -> None:
-    from privlens.session import DELTA_GRID, EPSILON_GRID, ptr_search_range
+    from privlens.ptr import DELTA_MIN, EPSILON_MIN
+    from privlens.session import ptr_search_range
 
     if setting == "dashboard":
-        r_max, tol = ptr_search_range(radius, epsilon_min=min(EPSILON_GRID), delta_min=min(DELTA_GRID))
+        r_max, tol = ptr_search_range(radius, epsilon_min=EPSILON_MIN, delta_min=DELTA_MIN)
     else:
         r_max, tol = 10 * radius, TOL
     times = []

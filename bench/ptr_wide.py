@@ -46,9 +46,8 @@ def main() -> None:
     test = rng.standard_normal((args.n, net.in_dim))
     if args.grid == "dashboard":
         from privcore.mechanisms.search_range import ptr_search_range
-        from privlens.settings import DELTA_GRID, EPSILON_GRID
 
-        r_max, tol = ptr_search_range(args.radius, epsilon_min=min(EPSILON_GRID), delta_min=min(DELTA_GRID))
+        r_max, tol = ptr_search_range(args.radius)  # the library's defaults: the dashboard's
     else:
         r_max, tol = 10 * args.radius, TOL
     print(f"{'→'.join(map(str, widths))}, R = {args.radius:g}, grid {args.grid} (R_max {r_max:.4g}, "

@@ -33,14 +33,7 @@ from privlens import (
     ui,
     upload,
 )
-from privlens.session import (
-    global_document,
-    ledger_totals,
-    load_results,
-    outcome_summary,
-    plain_guarantee,
-    release_document,
-)
+from privlens.session import ledger_totals, load_results, outcome_summary, plain_guarantee
 
 s = ui.page_setup()
 st.title("Release")
@@ -104,8 +97,8 @@ except (ValueError, PrivcoreError) as exc:  # e.g. parameters the exact sampler 
     st.error(f"**Nothing can be sent at these settings:** {exc}")
     st.stop()
 here = ctx if ctx is not None else gctx
-result = None if sent is None else sent.outcome
-released = result is not None and (s.is_global or result.released)
+result = None if sent is None else sent.outcome  # a privcore.api.Release, drawn through the API
+released = result is not None and result.released
 
 # ------------------------------------------------------------------------------ pictures
 st.subheader("2 · What happens to it")
@@ -301,23 +294,15 @@ if sent is not None:
     st.subheader("6 · The sent release")
     state = f"sent as release #{sent.id}"
     if s.is_ptr:
-        text = outcome_summary(result)
+        ran = result.mechanism_result  # PTR's own result: φ and φ̂ are yours, never in the file
+        text = outcome_summary(ran)
         (st.success if result.released else st.error)(f"**{text.headline}** ({state}). {text.detail}")
         st.markdown(f"Test: {text.test}")
         o = st.columns(2)
         o[0].metric(
             "φ̂ = φ + Lap",
-            f"{result.phi_noisy:.4g}",
+            f"{ran.phi_noisy:.4g}",
             help="The noisy test value (ε-DP): yours, not in the file.",
-        )
-        doc = release_document(
-            result,
-            dataset=loaded.dataset,
-            model=loaded.model,
-            model_digest=ctx.model_digest,
-            epsilon=eps_m,
-            delta=s.delta,
-            certifier=ctx.certifier,
         )
     else:
         st.success(
@@ -325,15 +310,14 @@ if sent is not None:
             f"Laplace noise of scale {result.noise_scale_effective:.4g} per coordinate."
         )
         o = st.columns(2)
-        o[0].metric("G", f"{result.global_lipschitz:.6g}", help=f"Certified ({result.how}) by this server.")
-        doc = global_document(
-            result, dataset=loaded.dataset, model=loaded.model, model_digest=gctx.model_digest
-        )
+        g_value, how = result.public["global_lipschitz"], result.public["global_lipschitz_how"]
+        o[0].metric("G", f"{g_value:.6g}", help=f"Certified ({how}) by this server.")
     o[1].metric(
         "noise drawn at scale",
         f"{result.noise_scale_effective:.6g}",
         help="What the exact sampler drew per coordinate (the noise scale on its grid).",
     )
+    doc = result.document()  # the API's public JSON (privcore.api.Release.document), as privcore.release
     if released:
         b_eff = result.noise_scale_effective
         noisy_class = int(pipe.classify(ptr.as_tensor(result.value), b_eff).argmax(-1)[0])

@@ -7,8 +7,9 @@ process (:func:`certified_constant`, a spinner the first time, ~1–5 s), never 
 does not depend on any image, so neither does how long it takes. Like PTR's path
 (:mod:`privlens.ptr`), the page draws at Send (:mod:`privlens.sending` argues why): before Send it
 shows :func:`outlook` — G, the box, the noise scale and the guarantee, none of it drawn;
-:func:`send` makes the one draw through the library's :func:`~privcore.mechanisms.global_release`
-and charges the ledger in the same step; :func:`latest` is the release sent at the current settings.
+:func:`send` makes the one draw through the API, :func:`privcore.api.release_embedding` (the code
+``privcore.release`` runs), and charges the ledger in the same step; :func:`latest` is the release
+sent at the current settings.
 No maths here.
 """
 
@@ -21,8 +22,9 @@ import numpy as np
 import streamlit as st
 import torch
 
+from privcore.api import Release, release_embedding
 from privcore.errors import PrivcoreError
-from privcore.mechanisms import GlobalRelease, Guarantee, card_global_constant, global_release, global_scales
+from privcore.mechanisms import Guarantee, card_global_constant, global_scales
 from privlens import pipelines, sending
 from privlens.image import CurrentImage
 from privlens.ptr import PAGE, embedding
@@ -164,16 +166,18 @@ def release_key(ctx: GlobalContext, *, epsilon: float) -> tuple:
 
 
 def send(ctx: GlobalContext, *, epsilon: float) -> sending.SentRelease | None:
-    """Send a release of the global mechanism at ``epsilon``: one draw (OS randomness, the library's
-    exact sampler, :func:`~privcore.mechanisms.global_release`) and one ledger entry, in one step
-    (:func:`privlens.sending.send`); None when the library refused (nothing drawn or charged)."""
+    """Send a release of the global mechanism at ``epsilon``: one draw through
+    :func:`privcore.api.release_embedding` (OS randomness, the library's exact sampler; G from the
+    library's per-process memo, the constant :func:`certified_constant` shows) and one ledger entry,
+    in one step (:func:`privlens.sending.send`); the sent outcome is the API's
+    :class:`~privcore.api.Release`. None when the library refused (nothing drawn or charged)."""
 
-    def draw() -> GlobalRelease:
-        return global_release(
-            ctx.pipe.obfuscator, ctx.z, epsilon=epsilon, radius=ctx.radius, constant=ctx.constant
+    def draw() -> Release:
+        return release_embedding(
+            ctx.pipe, ctx.z, epsilon=epsilon, mechanism="global", radius=ctx.radius, time_limit=TIME_LIMIT_S
         )
 
-    def describe(result: GlobalRelease, number: int) -> tuple[Guarantee, str]:
+    def describe(result: Release, number: int) -> tuple[Guarantee, str]:
         label = f"{PAGE}: Global ε={epsilon:g}, R={ctx.radius:g}, release #{number} → released (sent)"
         return result.guarantee, label
 

@@ -1,9 +1,12 @@
 """Posthoc-PTR plumbing shared by the Release, Trade-offs, Attack and Neighbourhood pages.
 
-φ is certified once per (model, image, R, Δp, R_max, tol, certifier) — within a session through
-``st.session_state``, and across sessions through privcore's on-disk cache only in a personal
-deployment (:mod:`privlens.deployment`; never in the default ``shared`` one) — with a progress bar
-and a cancel button; an ε/δ slider move then needs no solve. A certification is reported
+Certification and every draw go through the library's API on the loaded pipeline
+(:func:`privcore.api.certify_embedding`, :func:`privcore.api.release_embedding`), so the dashboard
+runs the same checks and backstop as ``privcore.release``. φ is certified once per (model, image, R,
+Δp, R_max, tol, certifier) — within a session through ``st.session_state``, and across sessions
+through privcore's on-disk cache only in a personal deployment (:mod:`privlens.deployment`; never in
+the default ``shared`` one) — with a progress bar and a cancel button (the API's progress callback);
+an ε/δ slider move then needs no solve. A certification is reported
 identically whether it was computed or read from the disk cache, without its duration, so no
 session learns about another's work.
 
@@ -16,8 +19,7 @@ the Attack page's simulations, which are shown there and can never be sent.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -25,17 +27,9 @@ import numpy as np
 import streamlit as st
 import torch
 
+from privcore.api import Certification, Release, certify_embedding, release_embedding
 from privcore.errors import CertificationError
-from privcore.lipschitz import Certifier
-from privcore.mechanisms import (
-    Guarantee,
-    PhiResult,
-    PTRResult,
-    bisection_decisions,
-    cached_phi,
-    propose_test_release,
-    ptr_scales,
-)
+from privcore.mechanisms import Guarantee, bisection_decisions, ptr_scales, registry
 from privlens import pipelines, sending
 from privlens.deployment import image_cache
 from privlens.image import CurrentImage
@@ -48,25 +42,10 @@ CANCELLED_KEY = "privlens_cert_cancelled"
 NONCE_KEY = "privlens_nonce"
 PAGE = "Release page"
 CERT_TIME_LIMIT_S = 60.0
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReportingCertifier(Certifier):
-    """A :class:`Certifier` that reports every decision "U(z, r) ≤ Δp?" to ``report`` (progress bar).
-
-    Same kind, norms and cache keys as the parent, so φ is shared with every other caller where the
-    deployment lets it reach the disk cache (:func:`disk_cache`); the callback may raise (a
-    cancelled Streamlit run does) and then nothing is cached or released.
-    """
-
-    report: Callable[[float, bool], None] | None = field(default=None, compare=False, repr=False)
-
-    def decide(self, f: Any, center: np.ndarray, radius: float, threshold: float, /) -> bool:
-        """The parent's exact decision, then a report."""
-        answer = super().decide(f, center, radius, threshold)
-        if self.report is not None:
-            self.report(float(radius), bool(answer))
-        return answer
+#: The smallest ε PTR runs at here (half the smallest total ε: it spends (2·ε/2, δ/2, R)) and the
+#: smallest δ: φ's search range is sized for them, so a φ certified once serves every setting.
+EPSILON_MIN = registry.get("PTR").mechanism_epsilon(min(EPSILON_GRID))
+DELTA_MIN = min(DELTA_GRID)
 
 
 @dataclass(frozen=True)
@@ -111,7 +90,7 @@ def context(s: Settings, loaded: pipelines.Loaded, image: CurrentImage) -> PTRCo
         )
         return None
     z = embedding(pipe, image)
-    r_max, tol = ptr_search_range(s.radius, epsilon_min=min(EPSILON_GRID), delta_min=min(DELTA_GRID))
+    r_max, tol = ptr_search_range(s.radius, epsilon_min=EPSILON_MIN, delta_min=DELTA_MIN)
     return PTRContext(
         loaded=loaded,
         image=image,
@@ -172,16 +151,17 @@ def disk_cache() -> bool | None:
         raise  # st.stop() raises; this only tells type checkers so
 
 
-def known_phi(ctx: PTRContext) -> PhiResult | None:
-    """φ if this session already has it (no solve)."""
+def known_phi(ctx: PTRContext) -> Certification | None:
+    """The certification (φ, R*, ζ, …) if this session already has it (no solve)."""
     return st.session_state.setdefault(PHI_KEY, {}).get(ctx.key)
 
 
-def certify(ctx: PTRContext) -> PhiResult | None:
-    """φ for the context: from the session, else (personal deployment only) from privcore's disk
-    cache, else a fresh certification with progress and a cancel button. Returns None when
-    cancelled or failed (nothing released). The status line is the same for a disk hit and a
-    computation: "Certified (N decisions)", N from φ itself, no time."""
+def certify(ctx: PTRContext) -> Certification | None:
+    """The :class:`~privcore.api.Certification` (φ, R*, ζ, …) for the context: from the session,
+    else :func:`privcore.api.certify_embedding` — (personal deployment only) from privcore's disk
+    cache, else a fresh certification with progress and a cancel button, and the API's backstop
+    either way. Returns None when cancelled or failed (nothing released). The status line is the
+    same for a disk hit and a computation: "Certified (N decisions)", N from φ itself, no time."""
     phis = st.session_state.setdefault(PHI_KEY, {})
     if ctx.key in phis:
         return phis[ctx.key]
@@ -212,19 +192,17 @@ def certify(ctx: PTRContext) -> PhiResult | None:
                 text=f"decision {len(steps)} of at most {total}: L(f, B(z, {radius:.4g})) {verdict}",
             )
 
-        oracle = ReportingCertifier(
-            kind=ctx.certifier, time_limit=CERT_TIME_LIMIT_S, cache=disk, report=report
-        )
         try:
-            phi = cached_phi(
-                ctx.pipe.obfuscator,
+            phi = certify_embedding(
+                ctx.pipe,
                 ctx.z,
                 radius=ctx.radius,
-                delta_p=ctx.delta_p,
-                r_max=ctx.r_max,
-                tol=ctx.tol,
-                certifier=oracle,
+                certifier=ctx.certifier,
+                epsilon_min=EPSILON_MIN,
+                delta_min=DELTA_MIN,
+                time_limit=CERT_TIME_LIMIT_S,
                 cache=disk,
+                progress=report,  # a cancelled run raises from it: nothing is cached or released
             )
         except CertificationError as exc:
             status.update(label="Certification failed: nothing released", state="error")
@@ -258,7 +236,7 @@ class Outlook:
     test_scale: float
 
 
-def outlook(ctx: PTRContext, phi: PhiResult, *, epsilon: float, delta: float) -> Outlook:
+def outlook(ctx: PTRContext, phi: Certification, *, epsilon: float, delta: float) -> Outlook:
     """The :class:`Outlook` for (φ, ε, δ). A ValueError means nothing can be sent at these settings
     (a refusal of the sampler itself comes at Send, before any noise is drawn, and is shown then)."""
     scales = ptr_scales(epsilon=epsilon, delta=delta, radius=ctx.radius, delta_p=ctx.delta_p, zeta=phi.zeta)
@@ -273,12 +251,13 @@ def outlook(ctx: PTRContext, phi: PhiResult, *, epsilon: float, delta: float) ->
     )
 
 
-def send(ctx: PTRContext, phi: PhiResult, *, epsilon: float, delta: float) -> sending.SentRelease | None:
-    """Send a PTR release at (ε, δ) — PTR's own ε, half the sidebar's total: one draw (OS randomness,
-    the exact sampler) and one ledger entry, in one step (:func:`privlens.sending.send`); None when PTR
-    refused the parameters."""
+def send(ctx: PTRContext, phi: Certification, *, epsilon: float, delta: float) -> sending.SentRelease | None:
+    """Send a PTR release at (ε, δ) — PTR's own ε, half the sidebar's total: one draw through
+    :func:`privcore.api.release_embedding` (OS randomness, the exact sampler) and one ledger entry, in
+    one step (:func:`privlens.sending.send`); the sent outcome is the API's
+    :class:`~privcore.api.Release`. None when the API refused (nothing drawn or charged)."""
 
-    def describe(result: PTRResult, number: int) -> tuple[Guarantee, str]:
+    def describe(result: Release, number: int) -> tuple[Guarantee, str]:
         what = "released" if result.released else "⊥"
         total = result.guarantee.epsilon  # (2ε, δ/2, R): the total a sent release spends
         label = (
@@ -310,7 +289,7 @@ def resample(label: str) -> None:
     st.session_state.setdefault(NONCE_KEY, {})[label] = nonce(label) + 1
 
 
-def release(ctx: PTRContext, phi: PhiResult, *, epsilon: float, delta: float, label: str) -> PTRResult:
+def release(ctx: PTRContext, phi: Certification, *, epsilon: float, delta: float, label: str) -> Release:
     """A simulated PTR outcome for (φ, ε, δ), drawn once (OS randomness) and memoised per page
     (``label``) and resample counter: the Attack page shows what an attacker would rebuild. It is
     never sent nor offered for download, and the Release page never shows it (it draws at Send)."""
@@ -320,20 +299,19 @@ def release(ctx: PTRContext, phi: PhiResult, *, epsilon: float, delta: float, la
     return memo(RELEASE_KEY, key, partial(_draw, ctx, phi, epsilon=epsilon, delta=delta), max_entries=64)
 
 
-def _draw(ctx: PTRContext, phi: PhiResult, *, epsilon: float, delta: float) -> PTRResult:
-    """One run of extended PTR (posthoc Alg. 1) with the certified φ: the library's exact sampler,
-    OS randomness."""
-    return propose_test_release(
-        ctx.pipe.obfuscator,
+def _draw(ctx: PTRContext, cert: Certification, *, epsilon: float, delta: float) -> Release:
+    """One run of extended PTR (posthoc Alg. 1) with the certification, through the API (it checks
+    that ``cert`` is this model's, image's, R's and certifier's and certifies nothing): the library's
+    exact sampler, OS randomness."""
+    return release_embedding(
+        ctx.pipe,
         ctx.z,
         epsilon=epsilon,
         delta=delta,
+        mechanism="ptr",
         radius=ctx.radius,
-        delta_p=ctx.delta_p,
-        r_max=ctx.r_max,
-        tol=ctx.tol,
-        lipschitz=Certifier(kind=ctx.certifier),
-        phi=phi,
+        certifier=ctx.certifier,
+        certification=cert,
     )
 
 

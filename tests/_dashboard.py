@@ -70,8 +70,9 @@ def send_ip(at: AppTest) -> AppTest:
 
 
 def held(at: AppTest, match: Callable[[Any], bool]) -> list[Any]:
-    """Every object held anywhere in the session state (through dicts, sequences and privlens
-    dataclasses) that ``match`` accepts: what a page keeps between reruns."""
+    """Every object held anywhere in the session state (through dicts, sequences, privlens
+    dataclasses and the API's Release and Certification) that ``match`` accepts: what a page keeps
+    between reruns."""
     found: dict[int, Any] = {}
 
     def walk(obj: Any) -> None:
@@ -83,7 +84,7 @@ def held(at: AppTest, match: Callable[[Any], bool]) -> list[Any]:
         elif isinstance(obj, list | tuple | set | frozenset):
             for v in obj:
                 walk(v)
-        elif dataclasses.is_dataclass(obj) and type(obj).__module__.startswith("privlens"):
+        elif dataclasses.is_dataclass(obj) and type(obj).__module__.startswith(("privlens", "privcore.api")):
             for f in dataclasses.fields(obj):
                 walk(getattr(obj, f.name))
 

@@ -20,7 +20,7 @@ import pytest
 from scipy.stats import binom
 from streamlit.testing.v1 import AppTest
 
-import privlens.ptr
+import privcore.mechanisms.ptr as ptr_module
 from privcore.mechanisms import GaussInput, GaussOutput, LapOutput, PTRResult
 from privlens import ui
 from privlens.settings import EPSILON_GRID
@@ -60,7 +60,7 @@ def _shows_an_outcome(at: AppTest) -> bool:
 def _count_ptr_draws(monkeypatch: pytest.MonkeyPatch, seed: int | None = None) -> list[bool]:
     """Record every PTR draw the pages make (released or not); with ``seed``, draw from a seeded
     generator instead of the OS (a reproducible test)."""
-    real = privlens.ptr.propose_test_release
+    real = ptr_module.propose_test_release
     rng = None if seed is None else np.random.default_rng(seed)
     draws: list[bool] = []
 
@@ -71,7 +71,7 @@ def _count_ptr_draws(monkeypatch: pytest.MonkeyPatch, seed: int | None = None) -
         draws.append(bool(result.released))
         return result
 
-    monkeypatch.setattr(privlens.ptr, "propose_test_release", counting)
+    monkeypatch.setattr(ptr_module, "propose_test_release", counting)  # the API's draw
     return draws
 
 

@@ -133,7 +133,7 @@ def test_a_rerun_shows_the_sent_release_and_send_another_draws_and_charges_again
     send(at)
     assert len(_ledger(at)) == 2  # a new draw: charged again, and the ledger names the release
     assert ["release #1" in _ledger(at)[0]["label"], "release #2" in _ledger(at)[1]["label"]] == [True, True]
-    draws = [r.outcome.phi_noisy for r in at.session_state["privlens_sent_releases"]]
+    draws = [r.outcome.mechanism_result.phi_noisy for r in at.session_state["privlens_sent_releases"]]
     # two draws of fresh secure noise: equal φ̂ has probability ~1e-9 (the sampler's grid)
     assert len(draws) == 2 and draws[0] != draws[1]
     assert any("sent as release #2" in e.value for e in [*at.success, *at.error])  # the newest is shown
@@ -214,7 +214,7 @@ def test_certification_failure_releases_nothing(monkeypatch: pytest.MonkeyPatch)
     def fail(*a, **k):
         raise CertificationError("MILP time-out at radius 0.5 (test)")
 
-    monkeypatch.setattr("privlens.ptr.cached_phi", fail)
+    monkeypatch.setattr(phi_cache_module, "cached_phi", fail)  # where the API's certify reads φ
     at = app(query=PTR)
     at.select_slider(key="w_radius").set_value(
         0.3
@@ -223,6 +223,63 @@ def test_certification_failure_releases_nothing(monkeypatch: pytest.MonkeyPatch)
     assert not at.exception
     assert any("could not be certified" in e.value and "Nothing was released" in e.value for e in at.error)
     assert not at.metric and not at.success and not _ledger(at)
+
+
+def _png(image: np.ndarray) -> bytes:
+    """An 8-bit grey PNG of an image in [0, 1]."""
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray((np.asarray(image) * 255).round().astype(np.uint8), mode="L").save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_the_ptr_path_runs_the_api_backstop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page certifies through privcore.api.certify_embedding, whose backstop refuses φ > 0 when the
+    certified L(f, B(z, R)) is above Δp. Digits test image 27 has L = 0.843 > Δp = 0.826, so its φ is 0;
+    a φ source gone wrong (as in tests/test_trust_boundary.py) says φ > 0: nothing is released."""
+    from dataclasses import replace
+
+    from privcore.data.registry import load_dataset
+
+    real, forged = phi_cache_module.cached_phi, []
+
+    def wrong(*args, **kwargs):
+        honest = real(*args, **kwargs)
+        if honest.phi > 0:  # the default sample, certified as the page opens
+            return honest
+        forged.append(honest)
+        return replace(honest, phi=honest.r_max - honest.radius, r_star=honest.r_max, n_decisions=2,
+                       evaluations=((honest.radius, True), (honest.r_max, True)))
+
+    monkeypatch.setattr(phi_cache_module, "cached_phi", wrong)
+    at = _upload(app("release", query=PTR), "test-27.png", _png(load_dataset("digits").x_test[27][0]),
+                 confirm=True)
+    assert forged and not at.exception
+    assert any("could not be certified" in e.value and "inconsistent" in e.value
+               and "Nothing was released" in e.value for e in at.error), texts(at)
+    assert not at.metric and not _ledger(at) and "send" not in {b.key for b in at.button}
+
+
+def test_ptr_sends_at_the_smallest_epsilon_with_the_certification_the_library_would_make() -> None:
+    """The page sizes φ's search range for PTR's smallest ε (half the smallest total ε) and δ — the
+    library's defaults, so φ is shared with privcore.certify — and the API's check that a
+    certification covers ε and δ lets every setting send, the smallest too."""
+    import privlens.ptr
+    from privcore.api import Certification
+    from privcore.mechanisms.search_range import DEFAULT_DELTA_MIN, DEFAULT_EPSILON_MIN
+
+    assert (privlens.ptr.EPSILON_MIN, privlens.ptr.DELTA_MIN) == (DEFAULT_EPSILON_MIN, DEFAULT_DELTA_MIN)
+    assert privlens.ptr.EPSILON_MIN == 0.05
+    at = send(app("release", query={**PTR, "eps": "0.1", "delta": "1e-10"}))
+    (row,) = _ledger(at)
+    assert (row["guarantee"].epsilon, row["guarantee"].delta) == (0.1, 5e-11)
+    (cert,) = at.session_state["privlens_phi"].values()
+    assert isinstance(cert, Certification) and cert.certifier == "exact"
+    (sent,) = at.session_state["privlens_sent_releases"]
+    assert sent.outcome.certification is cert and sent.outcome.epsilon == 0.05
 
 
 def test_the_release_json_is_offered_only_once_sent() -> None:

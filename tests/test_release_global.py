@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import privlens.globalmech
-import privlens.ptr
+import privcore.mechanisms.global_mechanism as global_module
+import privcore.mechanisms.ptr as ptr_module
 from privcore.mechanisms import GlobalRelease, registry
 from privlens import ui
 from tests._dashboard import ROOT, app, default_radius, held, isolate, ledger, metric, send, texts
@@ -62,14 +62,14 @@ def test_the_sidebar_lists_the_registry_and_defaults_to_global_which_releases_at
 def test_ptr_runs_at_half_the_slider_epsilon_and_the_ledger_records_epsilon_and_half_delta(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real = privlens.ptr.propose_test_release
+    real = ptr_module.propose_test_release
     asked: list[float] = []
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         asked.append(kwargs["epsilon"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(privlens.ptr, "propose_test_release", spy)
+    monkeypatch.setattr(ptr_module, "propose_test_release", spy)  # the API's draw
     at = app("release", query={"mech": "PTR", "eps": "3.0", "delta": "1e-05"})
     R = default_radius()
     assert "PTR runs at ε/2 = 1.5" in texts(at) and "(ε, δ/2, R) = (3, 5e-06" in texts(at)
@@ -120,14 +120,14 @@ def test_the_comparison_names_global_with_both_noise_scales_and_their_ratio() ->
 def test_global_holds_no_draw_before_send_and_each_send_draws_and_charges_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real = privlens.globalmech.global_release
+    real = global_module.global_release
     calls: list[float] = []
 
     def counting(*args: Any, **kwargs: Any) -> GlobalRelease:
         calls.append(kwargs["epsilon"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(privlens.globalmech, "global_release", counting)
+    monkeypatch.setattr(global_module, "global_release", counting)  # the API's draw
     offered: list[tuple[str, Any]] = []
     real_json = ui.download_json
 
