@@ -128,23 +128,30 @@ st.subheader("3 · What the release would be")
 st.caption(sending.custody())
 if look is not None:  # PTR
     st.info(budget.ptr_epsilon_note(s), icon=":material/call_split:")
-    m = st.columns(5)
-    m[0].metric("φ (private, yours only)", f"{phi.phi:.4g}")
-    m[1].metric(
+    # a wrapping row, each metric as wide as its text: five columns cut values to "0.8…" at 1000 px
+    m = st.container(horizontal=True, gap="medium")
+    m.metric("φ (private, yours only)", f"{phi.phi:.4g}", width="content")
+    m.metric(
         "P[this image is released]",
         f"{100 * look.probability:.1f} %",
         help="P[φ + Lap((R+ζ)/ε) > ln(1/δ)·(R+ζ)/ε] at PTR's ε = total/2, from this image's certified φ "
         "(posthoc Alg. 1).",
+        width="content",
     )
-    m[2].metric(
-        "threshold ln(1/δ)·b", f"{look.threshold:.4g}", help="b = (R + ζ)/ε, the test's Laplace scale."
+    m.metric(
+        "threshold ln(1/δ)·b",
+        f"{look.threshold:.4g}",
+        help="b = (R + ζ)/ε, the test's Laplace scale.",
+        width="content",
     )
-    m[3].metric("Δp", f"{ctx.delta_p:.4g}", help="Proposed sensitivity μ + 3σ from training embeddings.")
-    m[4].metric(
+    m.metric("Δp", f"{ctx.delta_p:.4g}", help="Proposed sensitivity μ + 3σ from training embeddings.",
+             width="content")
+    m.metric(
         "noise scale Δp·R/ε",
         f"{look.noise_scale:.4g}",
         help="Laplace scale per coordinate of a released vector at PTR's ε = total/2 (the exact sampler's "
         "grid adds a little).",
+        width="content",
     )
     noise, chance = (
         look.noise_scale,
@@ -152,20 +159,23 @@ if look is not None:  # PTR
     )
     otherwise = "; otherwise it is ⊥"
 else:  # Global
-    m = st.columns(4)
-    m[0].metric(
+    m = st.container(horizontal=True, gap="medium")  # wraps, as PTR's row: each metric as wide as its text
+    m.metric(
         "G (certified)",
         f"{glook.global_lipschitz:.4g}",
         help=f"sup of ‖J_f‖ (ℓ∞→ℓ1) over the public box: {globalmech.certified_how(glook)}.",
+        width="content",
     )
-    m[1].metric("P[this image is released]", "100 %", help="The global mechanism never refuses (no ⊥).")
-    m[2].metric(
+    m.metric("P[this image is released]", "100 %", help="The global mechanism never refuses (no ⊥).",
+             width="content")
+    m.metric(
         "noise scale G·R/ε",
         f"{glook.noise_scale:.4g}",
         help="Laplace scale per coordinate of a released vector (the exact sampler draws "
         f"{glook.noise_scale_effective:.6g}: its grid and f's float64 rounding add a little).",
+        width="content",
     )
-    m[3].metric("δ", "0", help="A pure guarantee: (ε, 0, R).")
+    m.metric("δ", "0", help="A pure guarantee: (ε, 0, R).", width="content")
     st.markdown(
         f"**G = {glook.global_lipschitz:.7g}** — {globalmech.certified_how(glook)}. Before f is applied, "
         "z is clipped to the model's **public box** (from its training embeddings, fixed before any image; "

@@ -282,6 +282,21 @@ def test_ptr_sends_at_the_smallest_epsilon_with_the_certification_the_library_wo
     assert sent.outcome.certification is cert and sent.outcome.epsilon == 0.05
 
 
+def test_the_metric_rows_wrap_instead_of_cutting_their_numbers() -> None:
+    """Five metrics in five columns were cut to "0.8…" and "φ (private, yo…" in a 1000 px wide browser;
+    PTR's and Global's rows are now wrapping rows of metrics, each as wide as its label and value."""
+    for query, labels in ((PTR, 5), ({}, 4)):
+        at = app("release", query=query)
+        rows = [
+            b
+            for b in at.main.children.values()
+            if getattr(b, "type", "") == "flex_container" and b.proto.flex_container.wrap
+            and b.children and all(getattr(c, "type", "") == "metric" for c in b.children.values())
+        ]
+        assert [len(r.children) for r in rows] == [labels]
+        assert "P[this image is released]" in [m.label for m in rows[0].children.values()]
+
+
 def test_the_release_json_is_offered_only_once_sent() -> None:
     at = app("release")
     labels = {b.label for b in at.get("download_button")}
