@@ -97,6 +97,38 @@ def test_exact_g_brute_force(seed: int) -> None:
     assert np.all(center - radius <= box.lower) and np.all(center + radius >= box.upper)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_all_pattern_bound_is_above_every_realised_pattern(seed: int,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31: where the box's enumeration does not apply (hidden layers wider than 12), two hidden
+    layers get the all-pattern bound of the chord branch and bound (a first decision at twice the
+    witness, then lower). Forced here on a tiny net by switching the enumeration off: the bound is never
+    below the largest norm of a pattern realised in the box (one LP each), nor below the Jacobian norms
+    at sampled points, nor below the largest pattern the box's stable neurons allow (it is that maximum,
+    up to the search's last step)."""
+    import privcore.lipschitz.global_box as gb
+    from privcore.lipschitz.bounds import forward_bounds
+    from privcore.lipschitz.patterns import global_pattern_table, stable_masks
+
+    monkeypatch.setattr(gb, "box_pattern_search", lambda *args, **kwargs: None)
+    net = random_net(seed, (3, 5, 4, 2))
+    box = _box(seed, 3)
+    g = compute_global_constant(net, box, time_limit=5)
+    ref = _realised_max(net, box)
+    pts = np.random.default_rng(seed).uniform(box.lower, box.upper, size=(20000, 3))
+    vals, _ = jacobian_norms(net, pts, DEFAULT_NORMS)
+    assert 0 < g.lower <= ref + 1e-9 and max(ref, float(vals.max())) <= g.value
+    on, off = stable_masks(forward_bounds(net, box.lower, box.upper))
+    table = global_pattern_table(net, DEFAULT_NORMS)
+    bits = (table.codes[:, None] >> np.arange(net.n_hidden)) & 1
+    allowed = (bits[:, on] == 1).all(axis=1) & (bits[:, off] == 0).all(axis=1)
+    truth = float(table.norms[allowed].max())  # ≥ ref: every realised pattern is allowed
+    all_patterns = g.bounds.get("all-patterns", math.inf)
+    assert truth <= all_patterns
+    if truth < g.bounds["interval"] * 0.99:  # then the search brackets the all-pattern maximum
+        assert all_patterns <= truth * 1.002 + 1e-9 and g.value <= publish_bound(all_patterns)
+
+
 def test_fallback_never_inf() -> None:
     net = random_net(3, (4, 16, 16, 3))  # 16-wide layers: no pattern table, the enumeration does not apply
     box = _box(3, 4)

@@ -19,15 +19,18 @@ G, by a chain of certified upper bounds on L(f, B) = sup over B of the generalis
 * ``exact``: the activation patterns above a verified witness, each region tested against the box
   itself (:mod:`privcore.lipschitz.box_patterns`; networks whose hidden layers are ≤ 12 wide: every
   shipped obfuscator, in seconds). ``enumeration-bound`` when its deadline came first;
-* ``all-patterns``: the largest ‖J_D‖ over every pattern the box's interval bounds allow
-  (:func:`~privcore.lipschitz.pattern_bnb.max_pattern_norm` with the box's stable neurons fixed; node
-  budget ``max_nodes``);
+* ``all-patterns``: a bound on the largest ‖J_D‖ over every pattern the box's interval bounds allow
+  (the box's stable neurons fixed). Two hidden layers: decisions "≤ τ?" of
+  :func:`~privcore.lipschitz.pattern_bilinear.bilinear_pattern_decide` (branch and bound on both
+  layers, chord relaxations), the first at twice the verified witness, then lower after each pass,
+  within three quarters of the time left; the smallest τ passed is the bound. Other depths:
+  :func:`~privcore.lipschitz.pattern_bnb.max_pattern_norm` (node budget ``max_nodes``, 2 M by default);
 * ``cube-exact`` / ``split-bound``: the engine's split branch and bound
   (:func:`~privcore.lipschitz.splitting.split_value`: CROWN-style Clarke bounds over sub-boxes and
   neuron splits) on the smallest ℓ∞ cube containing the box (a superset, so an upper bound), with the
-  time left: its exact value, or the largest bound of the sub-boxes still open at the deadline (on
-  8→64→64→8 it lowers the bound faster than LipMIP: 7.9 against 8.3 in 60 s). ``milp-bound``: LipMIP
-  (:func:`~privcore.lipschitz.engine.local_lipschitz`) where the split search does not apply;
+  time left: its exact value, or the largest bound of the sub-boxes still open at the deadline.
+  ``milp-bound``: LipMIP (:func:`~privcore.lipschitz.engine.local_lipschitz`) where the split search
+  does not apply;
 * ``interval``: the smallest of the interval-Jacobian bound on the box, the per-vertex-pair interval
   bound on the covering cube and the product of the layers' norms. Always finite (the network's weight
   product is capped, :data:`~privcore.lipschitz.network.MAX_WEIGHT_PRODUCT`), so G never reads ``inf``.
@@ -56,6 +59,7 @@ from enum import StrEnum
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from privcore.errors import CertificationError, ParameterError
 from privcore.lipschitz.bounds import backward_bounds, forward_bounds, global_upper_bound, jacobian_norms
@@ -63,7 +67,8 @@ from privcore.lipschitz.box_patterns import box_pattern_search
 from privcore.lipschitz.network import ReluNetwork, as_network
 from privcore.lipschitz.norms import DEFAULT_NORMS
 from privcore.lipschitz.pair_interval import pair_interval_bound
-from privcore.lipschitz.pattern_bnb import max_pattern_norm
+from privcore.lipschitz.pattern_bilinear import bilinear_pattern_decide
+from privcore.lipschitz.pattern_bnb import MAX_PAIRS, max_pattern_norm
 from privcore.lipschitz.patterns import stable_masks
 from privcore.lipschitz.witnesses import ascend_witness
 from privcore.validation import check_finite_array, check_int, check_nonnegative, check_positive
@@ -89,6 +94,20 @@ _SAFETY = 1e-9
 _DIGITS = 7
 #: the engine step on the covering cube only runs with at least this many seconds left
 _MIN_ENGINE_SECONDS = 1.0
+#: seconds kept back from the engine step (its last batch of sub-boxes runs past its deadline)
+_ENGINE_RESERVE = 3.0
+#: the witness's evolutionary search: rounds, points per round, best points kept
+_EVOLUTION_ROUNDS = 40
+_POPULATION = 1024
+_ELITES = 64
+#: share of the time left that the two-hidden-layer all-pattern search may take (the engine gets the rest)
+_PATTERN_SHARE = 0.75
+#: a first all-pattern decision at this multiple of the witness (the issue's target: G ≤ 2 × witness)
+_FIRST_RATIO = 2.0
+#: after a pass at τ the next decision is at τ × this (or halfway to a pattern found above a threshold)
+_STEP_DOWN = 0.96
+#: the old all-pattern search's node budget when none is given (it has no deadline)
+_DEFAULT_MAX_NODES = 2_000_000
 _TOKEN = object()  # marks constants certified by this module in this process
 
 
@@ -296,9 +315,11 @@ def box_witness(
     net: Any, box: ClipBox, *, n_samples: int = 4096, seed: int = 0
 ) -> tuple[float, np.ndarray | None]:
     """A lower bound on L over the box: Jacobian norms at sampled points (uniform, vertices, the centre),
-    verified in float64 where the network is affine nearby, then a hill climb over realised patterns from
-    the best eight (:func:`~privcore.lipschitz.witnesses.ascend_witness`). ``(-inf, None)`` when none
-    verifies. Seeded: a witness is evidence of a lower bound, not a privacy parameter."""
+    verified in float64 where the network is affine nearby, then an evolutionary search (mutations at
+    shrinking scales and coordinate crossover around the best points of distinct norms, so one region
+    does not take every slot), then a hill climb over realised patterns from the best eight
+    (:func:`~privcore.lipschitz.witnesses.ascend_witness`). ``(-inf, None)`` when none verifies.
+    Seeded: a witness is evidence of a lower bound, not a privacy parameter."""
     parsed, box = _checked(net, box)
     rng = np.random.default_rng(seed)
     lo, hi = box.lower, box.upper
@@ -306,24 +327,41 @@ def box_witness(
                      np.where(rng.random((n_samples // 2, box.dim)) < 0.5, lo, hi)])
     vals, ok = jacobian_norms(parsed, pts, DEFAULT_NORMS)
     vals = np.where(ok, vals * (1.0 - 1e-12), -np.inf)
-    for rnd in range(6):  # local random search around the best points, at shrinking scales
-        top = pts[np.argsort(-vals)[:8]]
-        moves = rng.uniform(-1.0, 1.0, size=(8, 64, box.dim)) * (hi - lo) * 0.25 * 0.5**rnd
-        cand = (top[:, None, :] + moves).reshape(-1, box.dim)
-        flips = rng.random(cand.shape) < 1.0 / box.dim  # some coordinates jump to a face
-        cand = np.clip(np.where(flips, np.where(moves.reshape(cand.shape) > 0, hi, lo), cand), lo, hi)
+    for rnd in range(_EVOLUTION_ROUNDS):
+        keep = _distinct_best(vals, _ELITES)
+        pts, vals = pts[keep], vals[keep]
+        parents = rng.integers(0, keep.size, _POPULATION)
+        # Gaussian steps, most of them short (scale × U²), at a scale shrinking by 10 % a round
+        steps = rng.standard_normal((_POPULATION, box.dim)) * (rng.random((_POPULATION, 1)) ** 2)
+        cand = pts[parents] + steps * (hi - lo) * 0.25 * 0.9**rnd
+        cross = rng.random(cand.shape) < 0.15  # some coordinates from another of the best points
+        cand = np.where(cross, pts[rng.integers(0, keep.size, _POPULATION)], cand)
+        cand = np.clip(cand, lo, hi)
         cv, cok = jacobian_norms(parsed, cand, DEFAULT_NORMS)
         pts = np.vstack([pts, cand])
         vals = np.concatenate([vals, np.where(cok, cv * (1.0 - 1e-12), -np.inf)])
     best = int(np.argmax(vals))
     value, point = float(vals[best]), (pts[best] if np.isfinite(vals[best]) else None)
-    order = np.argsort(-vals)[:8]
+    order = _distinct_best(vals, 8)
     top = pts[order][np.isfinite(vals[order])]
     if top.size:
         climbed, where = ascend_witness(parsed, lo, hi, top, DEFAULT_NORMS)
         if climbed > value:
             value, point = climbed, where
     return value, point
+
+
+def _distinct_best(vals: np.ndarray, k: int) -> np.ndarray:
+    """Indices of up to ``k`` largest values, one per distinct value (to 12 digits) first, then the
+    remaining slots by value."""
+    order = np.argsort(-vals, kind="stable")
+    _, first = np.unique(np.round(vals[order], 12), return_index=True)
+    distinct = order[np.sort(first)]
+    distinct = distinct[np.argsort(-vals[distinct], kind="stable")][:k]
+    if distinct.size < k:
+        rest = order[~np.isin(order, distinct)][: k - distinct.size]
+        distinct = np.concatenate([distinct, rest])
+    return distinct
 
 
 def _verified_at(net: ReluNetwork, box: ClipBox, pattern: np.ndarray | None) -> float:
@@ -390,16 +428,18 @@ def compute_global_constant(
     box: ClipBox,
     *,
     time_limit: float = DEFAULT_TIME_LIMIT,
-    max_nodes: int = 2_000_000,
+    max_nodes: int | None = None,
     threads: int = 1,
 ) -> GlobalConstant:
     """G over ``box`` by the chain of the module docstring, within about ``time_limit`` seconds (the
-    enumeration stops at the deadline; the engine step gets what is left; the all-pattern search is
-    bounded by ``max_nodes``). Never ``inf``: the interval family is always there."""
+    enumeration stops at the deadline; the all-pattern search of two hidden layers takes up to three
+    quarters of the time then left, other depths' is bounded by ``max_nodes``, 2 M by default, which
+    also bounds each two-layer decision when given; the engine step gets what is left). Never ``inf``:
+    the interval family is always there."""
     start = time.perf_counter()
     net, box = _checked(net, box)
     limit = check_positive("time_limit", time_limit)
-    max_nodes = check_int("max_nodes", max_nodes, minimum=1)
+    max_nodes = None if max_nodes is None else check_int("max_nodes", max_nodes, minimum=1)
     deadline = start + limit
     bounds: dict[str, float] = {How.INTERVAL.value: _interval_family(net, box)}
     lower, point = box_witness(net, box)
@@ -414,13 +454,59 @@ def compute_global_constant(
         # passed True would contradict the witness's own region: a numerical failure, not used
     if How.EXACT.value not in bounds:
         on, off = stable_masks(forward_bounds(net, box.lower, box.upper))
-        ap = max_pattern_norm(net, on=on, off=off, max_nodes=max_nodes, **DEFAULT_NORMS.kwargs)
-        if ap is not None and math.isfinite(ap.upper):  # out of nodes: the open nodes' bound, still certified
-            bounds[How.ALL_PATTERNS.value] = float(ap.upper)
+        now = time.perf_counter()
+        _all_pattern_step(net, on, off, bounds, lower, now + _PATTERN_SHARE * max(deadline - now, 0.0),
+                          max_nodes, threads)
         left = deadline - time.perf_counter()
+        left -= min(_ENGINE_RESERVE, 0.2 * left)  # its last batch of sub-boxes ends after its deadline
         if left >= _MIN_ENGINE_SECONDS:
             lower = _engine_step(net, box, bounds, lower, point, left, threads)
     return _finish(net, box, bounds, lower=lower, source="computed", start=start)
+
+
+def _all_pattern_step(net: ReluNetwork, on: np.ndarray, off: np.ndarray, bounds: dict[str, float],
+                      lower: float, deadline: float, max_nodes: int | None, threads: int) -> None:
+    """The largest ‖J_D‖ over the patterns the box's interval bounds allow, as a certified bound in
+    ``bounds`` (``all-patterns``). Two hidden layers: decisions of
+    :func:`~privcore.lipschitz.pattern_bilinear.bilinear_pattern_decide` until ``deadline``, the first
+    at twice the witness, then lower after each pass (× 0.96, or halfway to the largest pattern found
+    above a threshold); the smallest passed threshold (or an open bound below it) is the bound. Other
+    depths: :func:`~privcore.lipschitz.pattern_bnb.max_pattern_norm` with ``max_nodes`` (default 2 M)."""
+    if len(net.weights) != 3 or DEFAULT_NORMS.pair_count(net.in_dim, net.out_dim) > MAX_PAIRS:
+        ap = max_pattern_norm(net, on=on, off=off, max_nodes=max_nodes or _DEFAULT_MAX_NODES,
+                              **DEFAULT_NORMS.kwargs)
+        if ap is not None and math.isfinite(ap.upper):  # out of nodes: the open nodes' bound, still certified
+            bounds[How.ALL_PATTERNS.value] = float(ap.upper)
+        return
+    best = min(v for v in bounds.values() if math.isfinite(v))
+    floor = 0.0  # a pattern the box's stable neurons allow has this norm: no threshold below it passes
+    passed = math.inf
+    tau = _FIRST_RATIO * lower * (1.0 - 1e-6) if math.isfinite(lower) and lower > 0 else best * _STEP_DOWN
+    tau = min(tau, best * _STEP_DOWN)
+    with threadpool_limits(limits=threads, user_api="blas"):
+        first = True  # the first decision runs even past the deadline: its root bounds are a bound
+        while (first or time.perf_counter() < deadline) and tau > 0:
+            first = False
+            res = bilinear_pattern_decide(net, tau, DEFAULT_NORMS, on=on, off=off, deadline=deadline,
+                                          max_nodes=max_nodes if max_nodes is not None else 1 << 62)
+            if res is None:
+                return
+            if res.upper <= tau:
+                passed = min(passed, res.upper)
+            elif res.complete:  # a pattern at or above τ (up to rounding): G over all patterns ≥ it
+                floor = max(floor, res.lower, tau * (1.0 - 1e-9))
+            else:  # out of time or nodes: the open nodes' bound, certified, may still be the best
+                passed = min(passed, res.upper)
+                break
+            hi = min(passed, best)
+            if hi <= floor * (1.0 + 1e-3):
+                break
+            if math.isfinite(passed):
+                tau = max(passed * _STEP_DOWN, (floor + passed) / 2.0)
+            else:  # no pass yet: up from the pattern found, at most halfway to the best bound so far
+                tau = min(floor * 1.15, (floor + hi) / 2.0)
+    if math.isfinite(passed):
+        bounds[How.ALL_PATTERNS.value] = passed
 
 
 def verify_global_constant(
@@ -429,18 +515,20 @@ def verify_global_constant(
     hint: float,
     *,
     time_limit: float = DEFAULT_TIME_LIMIT,
-    max_nodes: int = 2_000_000,
+    max_nodes: int | None = None,
     threads: int = 1,
 ) -> GlobalConstant | None:
     """``hint`` as a certified G when this process proves L(f, box) ≤ τ (τ just below ``hint``, module
     docstring), else None (refuted, or undecided within ``time_limit``). Cheapest evidence first: the
-    interval family, the box's pattern enumeration, the all-pattern decision, then the engine's exact
-    decision (:func:`~privcore.lipschitz.decide.decide_exact`) on the covering cube."""
+    interval family, the box's pattern enumeration, the all-pattern decision (two hidden layers:
+    :func:`~privcore.lipschitz.pattern_bilinear.bilinear_pattern_decide`, stopped by the deadline;
+    other depths: :func:`~privcore.lipschitz.pattern_bnb.max_pattern_norm`, ``max_nodes`` or 2 M), then
+    the engine's exact decision (:func:`~privcore.lipschitz.decide.decide_exact`) on the covering cube."""
     start = time.perf_counter()
     net, box = _checked(net, box)
     h = check_positive("hint", hint)
     limit = check_positive("time_limit", time_limit)
-    max_nodes = check_int("max_nodes", max_nodes, minimum=1)
+    max_nodes = None if max_nodes is None else check_int("max_nodes", max_nodes, minimum=1)
     tau = _verification_threshold(h)
     if tau <= 0:
         return None
@@ -458,7 +546,13 @@ def verify_global_constant(
         if search.passed is False:
             return None  # a pattern above τ meets the box: the hint is too small
     on, off = stable_masks(forward_bounds(net, box.lower, box.upper))
-    ap = max_pattern_norm(net, threshold=tau, on=on, off=off, max_nodes=max_nodes, **DEFAULT_NORMS.kwargs)
+    if len(net.weights) == 3:
+        with threadpool_limits(limits=threads, user_api="blas"):
+            ap = bilinear_pattern_decide(net, tau, DEFAULT_NORMS, on=on, off=off, deadline=start + limit,
+                                         max_nodes=max_nodes if max_nodes is not None else 1 << 62)
+    else:
+        ap = max_pattern_norm(net, threshold=tau, on=on, off=off, max_nodes=max_nodes or _DEFAULT_MAX_NODES,
+                              **DEFAULT_NORMS.kwargs)
     if ap is not None and ap.upper <= tau:
         return passed(How.ALL_PATTERNS, float(ap.upper))
     left = start + limit - time.perf_counter()
@@ -484,7 +578,7 @@ def certified_global_constant(
     *,
     hint: float | None = None,
     time_limit: float = DEFAULT_TIME_LIMIT,
-    max_nodes: int = 2_000_000,
+    max_nodes: int | None = None,
     threads: int = 1,
 ) -> GlobalConstant:
     """The G a release may use: ``hint`` (e.g. a card's stored G) when this process verifies it
