@@ -4,10 +4,6 @@ The dashboard's pages hold widgets and layout only; what they need beyond privco
 accounting and Lipschitz engine lives here so it can be tested without a browser:
 
 * :class:`Settings` and its URL form (from :mod:`privlens.settings`, re-exported here);
-* :func:`release_document`, :func:`global_document` — the JSON a user downloads after a posthoc-PTR
-  release (posthoc paper, Algorithm 1) or one of the certified global mechanism, both built by
-  :meth:`privcore.api.Release.document`: only what the mechanism outputs and public parameters, never
-  φ, the image or anything else computed from the private input;
 * :func:`outcome_summary`, :func:`plain_guarantee` — the outcome and the (2ε, δ/2, R) guarantee of
   Theorem 4.4 in plain words;
 * :func:`ledger_of`, :func:`ledger_totals` — the session's releases composed per image and per
@@ -42,7 +38,6 @@ from privcore.validation import (
     check_nonnegative,
     check_positive,
 )
-from privlens.documents import global_document, release_document
 from privlens.settings import (
     ALPHA_GRID,
     CERTIFIER_CHOICES,
@@ -78,7 +73,6 @@ __all__ = [
     "Sample",
     "Settings",
     "experiment_command",
-    "global_document",
     "grid_with",
     "image_digest",
     "latent_walk",
@@ -93,7 +87,6 @@ __all__ = [
     "plain_guarantee",
     "ptr_search_range",
     "rank_axes",
-    "release_document",
     "release_probability",
     "results_path",
     "settings_from_query",

@@ -1,4 +1,5 @@
-"""privlens.session: the dashboard's view-model (settings and URLs, release documents, readings)."""
+"""privlens.session: the dashboard's view-model (settings and URLs, readings); the release document
+(privcore.api.Release.document, which the Release page offers)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ from privlens.session import (
     outcome_summary,
     plain_guarantee,
     ptr_search_range,
-    release_document,
     settings_from_query,
     smallest_epsilon,
 )
@@ -228,6 +228,16 @@ def _ptr(seed: int, x: float):
         rng=seed,
         phi=phi,
     )
+
+
+def release_document(result, *, dataset: str, model: str, model_digest: str, epsilon: float, delta: float,
+                     certifier: str) -> dict:
+    """The downloaded JSON of a PTR outcome: the API's Release.document(), the one builder of it."""
+    from privcore.api import Release
+
+    model_block = {"dataset": dataset, "obfuscator": model, "digest": model_digest}
+    out = Release.of_ptr(result, epsilon=epsilon, delta=delta, certifier=certifier, model=model_block)
+    return out.document()
 
 
 def test_release_document_holds_only_the_outcome_and_public_parameters() -> None:
