@@ -214,7 +214,7 @@ def attack_delta(attack: Any) -> float | None:
         ds = {float(d) for d in attack["delta"] if d == d}
         return ds.pop() if len(ds) == 1 else None
     try:
-        from privcore.experiments.ptr_common import PAPER_DELTA
+        from privcore.experiments import PAPER_DELTA
     except ImportError:  # pragma: no cover - privcore without its experiments
         return None
     return float(PAPER_DELTA)

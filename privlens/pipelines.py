@@ -149,7 +149,7 @@ def image_shape(dataset: str) -> tuple[int, int, int] | None:
 @st.cache_data(show_spinner=False, ttl=60)
 def _image_shape(dataset: str, directory: str) -> tuple[int, int, int] | None:
     try:
-        from privcore.nets.checkpoint import read_card
+        from privcore.nets import read_card
 
         card = read_card(Path(directory) / dataset / "embedder")
         c, h, w = (int(v) for v in card["dataset"]["image_shape"])

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 #: names served lazily (PEP 562): ``privcore --help`` imports the experiment CLI, not numpy and pandas
 _LAZY = {
     "hoeffding_halfwidth": "report",
+    "PAPER_DELTA": "ptr_common",
     "DEFAULT_RESULTS_DIR": "runner",
     "RunContext": "runner",
     "ResultTable": "tables",
@@ -47,6 +48,7 @@ __all__ = [
     "DEFAULT_RESULTS_DIR",
     "EXPERIMENTS",
     "NOT_IN_ALL",
+    "PAPER_DELTA",
     "ResultTable",
     "RunContext",
     "get_experiment",

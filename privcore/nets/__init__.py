@@ -8,7 +8,14 @@ and their checkpoints (safetensors weights + verified JSON cards).
 """
 
 from privcore.nets.blocks import ImageDecoder, ImageEncoder, relu_mlp
-from privcore.nets.checkpoint import Architecture, Checkpoint, build_module, load_checkpoint, save_checkpoint
+from privcore.nets.checkpoint import (
+    Architecture,
+    Checkpoint,
+    build_module,
+    load_checkpoint,
+    read_card,
+    save_checkpoint,
+)
 from privcore.nets.embedder import BetaVAE, beta_vae_loss
 
 __all__ = [
@@ -20,6 +27,7 @@ __all__ = [
     "beta_vae_loss",
     "build_module",
     "load_checkpoint",
+    "read_card",
     "relu_mlp",
     "save_checkpoint",
 ]

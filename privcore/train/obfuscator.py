@@ -5,8 +5,9 @@ ARL min-max (the adversarial representation learning of Table 1): every step,
 h minimises CE(h(z̃ + n), y) and a minimises MSE(a(z̃), x) on the detached z̃ = f(z); then f
 minimises ``(1 − α)·CE(h(f(z) + n), y) − α·MSE(a(f(z)), x) + λ·C(f(z), y)``. Optional warm-up
 epochs train f with α = 0 first (a task-trained start for the game). The authors' public code
-added α·MSE up to abc903c (training f to help the adversary; 66a8d35 subtracts it) and applies C
-to z computed under no_grad (no gradient reaches f); this module follows the paper's loss instead. After the joint phase, h is refitted for
+added α·MSE up to abc903c (training f to help the adversary; 66a8d35 subtracts it) and
+applies C to z computed under no_grad (no gradient reaches f); this module follows the
+paper's loss instead. After the joint phase, h is refitted for
 a few epochs on the final, frozen f so that the shipped classifier matches the shipped f.
 
 The noise n of the "N" variants is the paper's Lap(σ = 0.01) with ``noise_mode="paper"``, or by

@@ -1,8 +1,9 @@
 """Release-aware noise regulariser ("N") for obfuscator training.
 
 The posthoc-PTR release is f(z) + Lap(Δp·R/ε) per output coordinate, with Δp = μ + 3σ of the
-local ∞→1 Lipschitz constants L(f, N(z_i, R)) on training embeddings (paper Sec. 6 and the
-authors' code, whose Table-1 noise is also Lap(Δp·R/ε); docs/DESIGN.md). The paper's "N" regulariser (App. E: Gaussian/Laplace σ = 0.01 on z̃)
+local ∞→1 Lipschitz constants L(f, N(z_i, R)) on training embeddings (paper Sec. 6 and
+the authors' code, whose Table-1 noise is also Lap(Δp·R/ε); docs/DESIGN.md). The paper's "N"
+regulariser (App. E: Gaussian/Laplace σ = 0.01 on z̃)
 is blind to that noise: its effect depends on the arbitrary scale of z̃, while the release is
 scale-invariant — only class separation in z̃ relative to Δp·R matters. The release-aware
 regulariser trains the classifier on exactly the noise the release will add, computed from the
