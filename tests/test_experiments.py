@@ -374,6 +374,7 @@ def test_select_tiny_chooses_on_validation_and_reads_the_test_set_once(
     assert card["dataset"]["n_train"] == split["n_fit"] and card["dataset"]["options"]["validation"]
 
 
+@pytest.mark.slow  # about a minute on two cores: it trains five candidate models (make test-slow)
 def test_select_global_tiny_chooses_on_validation_and_reads_the_test_set_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
