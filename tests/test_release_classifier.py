@@ -14,7 +14,7 @@ import torch
 from privcore.data import load_dataset
 from privcore.errors import CheckpointError
 from privcore.nets.checkpoint import card_path, load_checkpoint
-from privcore.nets.models import NoiseAwareClassifier, classify
+from privcore.nets.models import NoiseAwareClassifier, ToldScale, classify
 from privcore.pipeline import load_pipeline
 from privcore.train import release_classifier as rc_mod
 from privcore.train.delta_p import compute_delta_p
@@ -103,6 +103,16 @@ def test_classifier_trains_reloads_and_is_used_by_the_pipeline(models: Path) -> 
     assert torch.equal(ck["classifier"](v, 0.2), p.classify(v, 0.2))
     assert not torch.allclose(p.classify(v, 0.0), p.classify(v, 5.0))
     assert data.scale(math.inf) == 0.0 and data.scale(2.0) == pytest.approx(data.delta_p * data.radius / 2)
+    # the told-scale map is calibrated on the training split, recorded in the architecture and the
+    # card, and recalibrating the card (as for the classifiers fitted before the map) reproduces it
+    ts = ck["classifier"].told_scale
+    assert card["architecture"]["classifier"]["kwargs"]["told_scale"] == ts.to_json()
+    lo, hi = rc_mod.trained_scale_range(data.delta_p, data.radius, REC)
+    assert (ts.min_scale, ts.max_scale) == (pytest.approx(lo), pytest.approx(hi))
+    assert card["told_scale"]["raised"] == ts.to_json()["raised"]
+    again = rc_mod.recalibrate_told_scale(d / "classifier-ARL-C-N", command="again")
+    assert again["architecture"] == card["architecture"] and again["told_scale"]["command"] == "again"
+    assert again["weights"] == card["weights"]
 
 
 def test_classifier_training_resumes_to_identical_weights(
@@ -148,3 +158,70 @@ def test_classifier_needs_delta_p_first(models: Path, tmp_path: Path) -> None:
         train_release_classifier(
             other / "digits" / "obfuscator-ARL-C-N", out=tmp_path / "x", recipe=REC, **FAST
         )
+
+
+def test_told_scale_reads_untrained_scales_as_trained_ones() -> None:
+    ts = ToldScale(min_scale=1.0, max_scale=100.0, clean_below=0.1, raised=((2.0, 5.0),))
+    told = [0.0, 0.05, 0.1, 0.5, 1.0 - 1e-12, 1.0, 2.0, 3.0, 5.0, 50.0, 100.0, 100.0 + 1e-10, 200.0]
+    read = [0.0, 0.0, 0.0, 1.0, 1.0 - 1e-12, 1.0, 2.0, 5.0, 5.0, 50.0, 100.0, 100.0 + 1e-10, 100.0]
+    told = torch.tensor(told, dtype=torch.float64)
+    assert ts(told).tolist() == read  # the range's ends carry a 1e-9 relative slack (last-bit differences)
+    assert ToldScale.from_json(json.loads(json.dumps(ts.to_json()))) == ts
+    for bad in (
+        {"min_scale": 2.0, "max_scale": 1.0},
+        {"min_scale": 1.0, "max_scale": 2.0, "clean_below": 1.5},
+        {"min_scale": 1.0, "max_scale": 9.0, "raised": ((3.0, 4.0), (3.5, 5.0))},
+        {"min_scale": 1.0, "max_scale": 9.0, "raised": ((3.0, 10.0),)},
+    ):
+        with pytest.raises(ValueError):
+            ToldScale(**bad)
+    torch.manual_seed(0)
+    m = NoiseAwareClassifier(in_dim=3, num_classes=4, hidden=(8,), told_scale=ts.to_json())
+    assert m.told_scale == ts
+    v = torch.randn(4, 3)
+    per_row = torch.tensor([0.05, 3.0, 0.5, 400.0])
+    assert torch.equal(m(v, per_row), m.logits(v, torch.tensor([0.0, 5.0, 1.0, 100.0])))
+    assert torch.equal(m(v, 0.0), m.logits(v, 0.0)) and torch.equal(m(v, 7.0), m.logits(v, 7.0))
+    with pytest.raises(ValueError, match="scale"):
+        m(v, -1.0)
+
+
+class _StepClassifier(torch.nn.Module):
+    """Right on every point for told scales in [2, 3], on half of them below 2, on none above 3."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("std", torch.tensor([0.4, 2.0]))
+
+    def logits(self, v: torch.Tensor, scale: float) -> torch.Tensor:
+        right = torch.ones(v.shape[0], dtype=torch.bool)
+        if scale < 2.0:
+            right[::2] = False
+        elif scale > 3.0:
+            right[:] = False
+        return torch.stack([right.float(), (~right).float()], dim=1)
+
+
+def test_calibration_raises_told_scales_where_training_accuracy_rises() -> None:
+    y = torch.zeros(200, dtype=torch.long)
+    ts = rc_mod.calibrate_told_scale(_StepClassifier(), torch.zeros(200, 2), y, min_scale=1.0, max_scale=10.0)
+    assert ts.min_scale == 1.0 and ts.max_scale == 10.0
+    assert ts.clean_below == pytest.approx(0.25 * 0.4 / math.sqrt(2))  # √2·b ≤ σ_min/4 reads as no noise
+    # [1, 2) is right on half the points and 2 on all: it is read as the first grid scale ≥ 2
+    (a, c), = ts.raised
+    assert a == ts.clean_below and 2.0 <= c < 2.0 * 10 ** (1 / rc_mod.TOLD_SCALE_LEVELS_PER_DECADE)
+    assert ts(torch.tensor([0.5, 1.0, 1.9, 2.5, 4.0], dtype=torch.float64)).tolist() == [c, c, c, 2.5, 4.0]
+
+
+def test_training_draws_scales_below_the_range_too() -> None:
+    data = type("D", (), {"delta_p": 2.0, "radius": 0.5})()
+    rec = release_classifier_recipe("digits")
+    b = rc_mod._sample_scales(20000, data, rec, torch.Generator().manual_seed(0))
+    lo, hi = rc_mod.trained_scale_range(2.0, 0.5, rec)
+    assert lo == pytest.approx(1.0 * rec.inv_epsilon_range[0] * 1e-4) and hi == pytest.approx(20.0)
+    noisy = b[b > 0]
+    below = noisy < 1.0 * rec.inv_epsilon_range[0]
+    assert float(noisy.min()) >= lo and float(noisy.max()) <= hi
+    assert 0.07 < float(below.float().mean()) < 0.13  # low_scale_fraction = 0.1 of the noisy draws
+    old = release_classifier_recipe("digits", low_scale_fraction=0.0)
+    assert rc_mod.trained_scale_range(2.0, 0.5, old.to_json())[0] == pytest.approx(0.01)

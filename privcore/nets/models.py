@@ -13,7 +13,9 @@ experiments (Sec. V): obfuscator, task classifier, proxy adversary, IP classifie
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -28,6 +30,7 @@ __all__ = [
     "NoiseAwareClassifier",
     "ProxyImageAdversary",
     "SmallCNN",
+    "ToldScale",
     "cifar_resnet18",
     "classify",
     "latent_mlp",
@@ -74,6 +77,84 @@ class LatentAdversary(nn.Module):
         return self.net(z_tilde)
 
 
+@dataclass(frozen=True)
+class ToldScale:
+    """How a :class:`NoiseAwareClassifier` reads the Laplace scale b it is told (docs/RESULTS.md,
+    "The scale the classifier is told"). The classifier was trained on b = 0 and on b in
+    [``min_scale``, ``max_scale``]; its features at any other b are out of distribution, and within
+    that range its accuracy on noise-free releases can rise with b (most where its predictions
+    collapse onto a few classes, near chance). The map:
+
+    * b = 0 stays 0 (the noise-free classifier, whose test accuracy the card records);
+    * 0 < b < ``min_scale``: 0 when b ≤ ``clean_below`` (Laplace noise whose standard deviation
+      √2·b is a small fraction of the smallest spread σ_j: the features are those of a noise-free
+      release), else ``min_scale`` (the nearest scale trained on);
+    * b > ``max_scale``: ``max_scale`` (no extrapolation);
+    * b in an open interval (a, c) of ``raised``: c, the next scale at which the noise-free
+      training accuracy is not significantly below any larger one (:func:`privcore.train.
+      release_classifier.calibrate_told_scale`; an interval may start at ``clean_below`` when
+      ``min_scale`` itself is raised); any other b is used as told.
+
+    Every read scale is ≥ the told one inside the trained range: the classifier may assume more
+    noise than it is told there, never less.
+    """
+
+    min_scale: float
+    max_scale: float
+    clean_below: float = 0.0
+    raised: tuple[tuple[float, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        lo, hi = check_positive("min_scale", self.min_scale), check_positive("max_scale", self.max_scale)
+        if not hi >= lo:
+            raise ValueError(f"max_scale must be ≥ min_scale, got {hi!r} < {lo!r}")
+        if not (0.0 <= self.clean_below <= lo):
+            raise ValueError(f"clean_below must lie in [0, min_scale], got {self.clean_below!r}")
+        raised = tuple((float(a), float(c)) for a, c in self.raised)
+        prev = self.clean_below
+        for a, c in raised:
+            if not (prev <= a < c <= hi and c >= lo):
+                raise ValueError(
+                    "raised intervals must be increasing, disjoint, within [clean_below, max_scale] "
+                    f"and end at or above min_scale: {raised!r}"
+                )
+            prev = c
+        object.__setattr__(self, "raised", raised)
+
+    #: relative slack of the trained range's ends: Δp·R/ε and Δp·R·(1/ε) may differ in the last bit
+    RANGE_SLACK = 1e-9
+
+    def __call__(self, scale: torch.Tensor) -> torch.Tensor:
+        """The scales read for told scales ``scale`` (≥ 0, any shape; float64 keeps the bounds exact)."""
+        b = torch.as_tensor(scale)
+        lo, hi = self.min_scale * (1.0 - self.RANGE_SLACK), self.max_scale * (1.0 + self.RANGE_SLACK)
+        out = torch.where(b > hi, torch.full_like(b, self.max_scale), b)
+        gap = torch.where(b <= self.clean_below, torch.zeros_like(b), torch.full_like(b, self.min_scale))
+        out = torch.where((b > 0) & (b < lo), gap, out)
+        for a, c in self.raised:
+            out = torch.where((b > a) & (b < c), torch.full_like(b, c), out)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The form recorded in the card (architecture kwargs ``told_scale``)."""
+        return {
+            "min_scale": self.min_scale,
+            "max_scale": self.max_scale,
+            "clean_below": self.clean_below,
+            "raised": [[a, c] for a, c in self.raised],
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ToldScale:
+        """Read :meth:`to_json`'s form."""
+        return cls(
+            min_scale=float(d["min_scale"]),
+            max_scale=float(d["max_scale"]),
+            clean_below=float(d.get("clean_below", 0.0)),
+            raised=tuple((float(a), float(c)) for a, c in d.get("raised", ())),
+        )
+
+
 class NoiseAwareClassifier(nn.Module):
     """Task classifier on a posthoc-PTR release v = f(z) + Lap(b) that is also told the public
     Laplace scale b per coordinate (b = Δp·R/ε; b = 0 for the noise-free f(z), i.e. ε = ∞).
@@ -86,14 +167,33 @@ class NoiseAwareClassifier(nn.Module):
     spread are usable; at large b they are down-weighted. b is public (it is fixed by Δp, R and
     ε before the query), so using it is post-processing of the release: no privacy cost. This goes
     beyond the posthoc paper, whose classifier is trained on one noise level ("N" variants).
+
+    ``told_scale`` (a :class:`ToldScale` or its JSON form; recorded in the card's architecture)
+    maps the told b to the scale the features use (:meth:`effective_scale`): scales the classifier
+    was never trained on are read as trained ones, and stretches where its noise-free training
+    accuracy rose with b are read as the next scale that does not, so that its accuracy on
+    noise-free releases does not rise with the noise it is told (docs/RESULTS.md, "The scale the
+    classifier is told"). Without one the told b is used as it is. The map is applied in
+    :meth:`forward`; training calls :meth:`logits` with the raw scale.
     """
 
-    def __init__(self, *, in_dim: int, num_classes: int, hidden: Sequence[int] = (256, 256)) -> None:
+    def __init__(
+        self,
+        *,
+        in_dim: int,
+        num_classes: int,
+        hidden: Sequence[int] = (256, 256),
+        told_scale: ToldScale | Mapping[str, Any] | None = None,
+    ) -> None:
         super().__init__()
         in_dim = check_int("in_dim", in_dim, minimum=1)
         self.register_buffer("mean", torch.zeros(in_dim))
         self.register_buffer("std", torch.ones(in_dim))
         self.net = relu_mlp([2 * in_dim, *hidden, check_int("num_classes", num_classes, minimum=2)])
+        self.told_scale = (
+            told_scale if told_scale is None or isinstance(told_scale, ToldScale)
+            else ToldScale.from_json(told_scale)
+        )
 
     @torch.no_grad()
     def fit_normalisation(self, z_tilde: torch.Tensor) -> None:
@@ -101,17 +201,35 @@ class NoiseAwareClassifier(nn.Module):
         self.mean.copy_(z_tilde.mean(0))
         self.std.copy_(z_tilde.std(0).clamp_min(1e-6))
 
-    def forward(self, v: torch.Tensor, scale: torch.Tensor | float = 0.0) -> torch.Tensor:
-        """Logits of releases ``v`` (N, d) with Laplace scale ``scale`` (a float, or one per row)."""
-        b = torch.as_tensor(scale, dtype=v.dtype, device=v.device)
-        if b.ndim == 1:
-            b = b[:, None]
+    @staticmethod
+    def _checked(scale: torch.Tensor | float, **kw: Any) -> torch.Tensor:
+        b = torch.as_tensor(scale, **kw)  # a float, or one scale per row
         if bool((b < 0).any()) or not bool(torch.isfinite(b).all()):
             raise ValueError("scale (the release's Laplace scale) must be finite and ≥ 0")
+        return b
+
+    def effective_scale(self, scale: torch.Tensor | float) -> torch.Tensor:
+        """The scale the features use when the classifier is told ``scale`` (its
+        :class:`ToldScale`; the told scale itself when it has none), in float64 on the CPU."""
+        b = scale.detach().to("cpu", torch.float64) if torch.is_tensor(scale) else scale
+        b = self._checked(b, dtype=torch.float64)  # a Python float stays exact
+        return b if self.told_scale is None else self.told_scale(b)
+
+    def logits(self, v: torch.Tensor, scale: torch.Tensor | float = 0.0) -> torch.Tensor:
+        """Logits with the features of scale ``scale`` as given, without the :class:`ToldScale`
+        map: what training fits and what calibrating the map measures."""
+        b = self._checked(scale, dtype=v.dtype, device=v.device)
+        if b.ndim == 1:
+            b = b[:, None]
         total = torch.sqrt(self.std**2 + 2.0 * b**2)
         u = (v - self.mean) / total
         s = (self.std / total).expand_as(u)
         return self.net(torch.cat([u, s], dim=-1))
+
+    def forward(self, v: torch.Tensor, scale: torch.Tensor | float = 0.0) -> torch.Tensor:
+        """Logits of releases ``v`` (N, d) told Laplace scale ``scale`` (a float, or one per row),
+        read through the classifier's :class:`ToldScale`."""
+        return self.logits(v, self.effective_scale(scale))
 
 
 def classify(module: nn.Module, v: torch.Tensor, scale: torch.Tensor | float = 0.0) -> torch.Tensor:

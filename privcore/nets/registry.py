@@ -29,6 +29,7 @@ from privcore.nets.models import (
     NoiseAwareClassifier,
     ProxyImageAdversary,
     SmallCNN,
+    ToldScale,
     _Normalize,
     cifar_resnet18,
     latent_mlp,
@@ -122,7 +123,7 @@ _IMAGE = (ImageEncoder, ImageDecoder, relu_mlp, spatial_plan)
 register_architecture("beta_vae", BetaVAE, sources=_IMAGE)
 register_architecture("relu_mlp", latent_mlp, sources=(relu_mlp,))
 register_architecture("proxy_image_adversary", ProxyImageAdversary, sources=_IMAGE)
-register_architecture("noise_aware_classifier", NoiseAwareClassifier, sources=(relu_mlp,))
+register_architecture("noise_aware_classifier", NoiseAwareClassifier, sources=(ToldScale, relu_mlp))
 register_architecture("latent_adversary", LatentAdversary, sources=(relu_mlp,))
 register_architecture("reconstruction_attacker", ReconstructionAttacker, sources=_IMAGE)
 register_architecture("small_cnn", SmallCNN)

@@ -331,6 +331,35 @@ def classifier_cmd(
     )
 
 
+@train_app.command("classifier-told-scale")
+def classifier_told_scale_cmd(
+    ctx: typer.Context,
+    dataset: str = DATASET,
+    variant: str = typer.Option("ARL-C-N", help="obfuscator whose release classifier is calibrated"),
+    device: str = DEVICE,
+    models_dir: Path = MODELS,
+    threads: int = THREADS,
+) -> None:
+    """Calibrate a fitted release classifier's told-scale map on its training split and record it in
+    its card (weights untouched): for classifiers fitted before the map existed (issue 32)."""
+    from privcore.train.release_classifier import recalibrate_told_scale
+
+    mdir = setup(models_dir, threads)
+    try:
+        card = recalibrate_told_scale(
+            mdir / dataset / f"classifier-{variant}", device=device, command=command_line(ctx)
+        )
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    ts = card["told_scale"]
+    raised = ", ".join(f"({a:.3g}, {c:.3g})" for a, c in ts["raised"]) or "none"
+    typer.echo(
+        f"{dataset}/{card['name']}: trained scales [{ts['min_scale']:.4g}, {ts['max_scale']:.4g}], "
+        f"read as 0 up to {ts['clean_below']:.3g}, raised: {raised}"
+    )
+
+
 @train_app.command("ip")
 def ip_cmd(
     ctx: typer.Context,
