@@ -203,10 +203,11 @@ def _with_classifier(pipe: Any, stem: Path) -> Any:
                                cards=cards)
 
 
-def _add(table: Any, rows: list[dict[str, Any]], **fields: Any) -> None:
+def _add(table: Any, rows: list[dict[str, Any]], *, key: tuple[str, ...] = KEY, **fields: Any) -> None:
+    """Add ``rows`` (each completed by ``fields``) that ``table`` does not hold yet under ``key``."""
     for r in rows:
         row = {**r, **fields}
-        if not table.done(**{k: row[k] for k in KEY}):
+        if not table.done(**{k: row[k] for k in key}):
             table.add(row)
 
 

@@ -31,10 +31,11 @@ from typing import Any
 
 import numpy as np
 
+from privcore.experiments import select
 from privcore.experiments.ptr_common import embed, test_indices
 from privcore.experiments.runner import RunContext, save_figure
 from privcore.experiments.seeds import row_seed
-from privcore.experiments.select import VALIDATION_FRACTION
+from privcore.experiments.select import VALIDATION_FRACTION, _selected
 from privcore.experiments.select_models import (
     ensure_classifier,
     ensure_delta_p,
@@ -145,17 +146,7 @@ def _pick(scored: list[tuple[Any, list[dict[str, Any]]]]) -> Any:
 
 
 def _add(table: Any, rows: list[dict[str, Any]], **fields: Any) -> None:
-    for r in rows:
-        row = {**r, **fields}
-        if not table.done(**{k: row[k] for k in KEY}):
-            table.add(row)
-
-
-def _selected(frame: Any, choice: str) -> Any:
-    if frame is None or frame.empty:
-        return None
-    part = frame[(frame["choice"] == choice) & (frame["selected"].astype(str) == "True")]
-    return None if part.empty else part.iloc[0]
+    select._add(table, rows, key=KEY, **fields)
 
 
 def run(ctx: RunContext) -> Any:
