@@ -52,7 +52,7 @@ def main() -> None:
     from privcore.mechanisms.phi_cache import cached_phi
     from privlens import pipelines, ui
     from privlens.image import samples
-    from privlens.session import DELTA_GRID, EPSILON_GRID
+    from privlens.settings import DELTA_GRID, EPSILON_GRID
 
     decisions = {"n": 0}
     real_decide = Certifier.decide
@@ -103,8 +103,8 @@ def main() -> None:
     pipe = pipelines._load(args.dataset, args.model, pipelines.models_dir())
     sample = samples(args.dataset)[0]  # the image the Release page certified above
     from privcore.images import load_image
+    from privcore.mechanisms import ptr_search_range
     from privlens.ptr import DELTA_MIN, EPSILON_MIN
-    from privlens.session import ptr_search_range
 
     x = load_image(sample.data(), target_shape=pipe.image_shape)
     z = pipe.embed(x).double().numpy()

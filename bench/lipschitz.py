@@ -342,7 +342,7 @@ def first_phi_child(spec: str, n_more: int, setting: str) -> None:
     """In this (fresh) process: load one shipped obfuscator, then time the first φ (everything the
     engine does once per process — pattern table, HiGHS/Gurobi start — is inside it) and the median
     of the next ``n_more`` images. ``setting``: "bench" (R_max = 10·R, tol 1e-3) or "dashboard"
-    (the dashboard's R_max and tol, :func:`privlens.session.ptr_search_range`)."""
+    (the dashboard's R_max and tol, :func:`privcore.mechanisms.ptr_search_range`)."""
     t0 = time.perf_counter()
     found = trained_obfuscators((spec,), n_more + 1)
     loaded = time.perf_counter() - t0
@@ -352,8 +352,8 @@ def first_phi_child(spec: str, n_more: int, setting: str) -> None:
 
 def _first_phi_one(name: str, net: ReluNetwork, radius: float, delta_p: float, z: np.ndarray, setting: str,
                    loaded: float) -> None:
+    from privcore.mechanisms import ptr_search_range
     from privlens.ptr import DELTA_MIN, EPSILON_MIN
-    from privlens.session import ptr_search_range
 
     if setting == "dashboard":
         r_max, tol = ptr_search_range(radius, epsilon_min=EPSILON_MIN, delta_min=DELTA_MIN)

@@ -13,7 +13,9 @@ import streamlit as st
 from privcore.accounting import basic_composition, chaining, chaining_hops, group_privacy
 from privcore.mechanisms import Guarantee
 from privlens import budget, ui
-from privlens.session import LEDGER_EXPLANATION, ledger_totals, md_literal, plain_guarantee
+from privlens.ledger import LEDGER_EXPLANATION, ledger_totals
+from privlens.outcome import plain_guarantee
+from privlens.settings import md_literal
 
 s = ui.page_setup()
 st.title("Accountant")

@@ -18,7 +18,7 @@ from privcore.images import encode_png
 from privcore.mechanisms import registry
 from privlens import charts, live, pipelines, ptr, ui
 from privlens.image import require_image
-from privlens.session import load_results
+from privlens.results import load_results
 
 METRICS = {
     "ssim": ("SSIM", "SSIM (1 = identical)", "higher = better reconstruction"),

@@ -22,7 +22,7 @@ from privcore.mechanisms import (
     registry,
 )
 from privlens import pipelines, ui
-from privlens.session import ALPHA_GRID, RADIUS_GRID
+from privlens.settings import ALPHA_GRID, RADIUS_GRID
 
 LIPSCHITZ = [0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 50.0]
 EMBEDDING_BOUND = 3.0

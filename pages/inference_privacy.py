@@ -17,14 +17,10 @@ from privcore.images import encode_png
 from privcore.inputs import note_text
 from privlens import budget, charts, checks, compare_panel, pipelines, sending, ui, upload
 from privlens import ip as iplens
-from privlens.session import (
-    ALPHA_GRID,
-    IP_MECHANISMS,
-    LEDGER_EXPLANATION,
-    ledger_totals,
-    load_results,
-    plain_guarantee,
-)
+from privlens.ledger import LEDGER_EXPLANATION, ledger_totals
+from privlens.outcome import plain_guarantee
+from privlens.results import load_results
+from privlens.settings import ALPHA_GRID, IP_MECHANISMS
 
 s = ui.page_setup()
 st.title("Inference privacy")

@@ -22,7 +22,8 @@ from privcore.lipschitz import (
 from privlens import pipelines, ptr, ui
 from privlens.image import require_image
 from privlens.memo import memo
-from privlens.session import load_results, md_literal
+from privlens.results import load_results
+from privlens.settings import md_literal
 
 MULTIPLES = (0.125, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
 

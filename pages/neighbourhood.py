@@ -11,7 +11,8 @@ import torch
 from privcore.images import encode_png
 from privlens import pipelines, ptr, ui
 from privlens.image import require_image
-from privlens.session import RADIUS_GRID, latent_walk, rank_axes, tile_images
+from privlens.latent import latent_walk, rank_axes, tile_images
+from privlens.settings import RADIUS_GRID
 
 s = ui.page_setup()
 st.title("Neighbourhood")

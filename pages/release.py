@@ -33,7 +33,9 @@ from privlens import (
     ui,
     upload,
 )
-from privlens.session import ledger_totals, load_results, outcome_summary, plain_guarantee
+from privlens.ledger import ledger_totals
+from privlens.outcome import outcome_summary, plain_guarantee
+from privlens.results import load_results
 
 s = ui.page_setup()
 st.title("Release")

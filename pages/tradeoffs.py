@@ -14,7 +14,8 @@ from privcore.experiments import hoeffding_halfwidth
 from privcore.mechanisms import registry
 from privlens import charts, pipelines, ptr, ui
 from privlens.image import current_image
-from privlens.session import load_results, release_probability, smallest_epsilon
+from privlens.outcome import release_probability
+from privlens.results import load_results, smallest_epsilon
 
 s = ui.page_setup()
 st.title("Trade-offs")

@@ -152,7 +152,7 @@ def meaningful_rule(n: int | None = None) -> str:
 
 def composition_warnings(totals: Sequence[Mapping[str, Any]], *, threshold: float) -> list[tuple[str, str]]:
     """(image name, warning) for each image whose worst-case total ε (a row of
-    :func:`privlens.session.ledger_totals`) exceeds ``threshold``; the name is user text (show it
+    :func:`privlens.ledger.ledger_totals`) exceeds ``threshold``; the name is user text (show it
     with :func:`privlens.settings.md_literal`)."""
     out: list[tuple[str, str]] = []
     for row in totals:

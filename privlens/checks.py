@@ -19,7 +19,7 @@ from privcore.images import encode_png
 from privlens import pipelines
 from privlens.image import IMAGE_KEY, CurrentImage
 from privlens.memo import memo
-from privlens.session import md_literal
+from privlens.settings import md_literal
 
 LOG = logging.getLogger("privlens")
 CONFIRMED_KEY = "privlens_confirmed_images"

@@ -20,7 +20,8 @@ from privcore.mechanisms import registry
 from privlens import chooser, globalmech, live, pipelines, ptr, ui
 from privlens import ip as iplens
 from privlens.image import CurrentImage
-from privlens.session import Settings, load_results
+from privlens.results import load_results
+from privlens.settings import Settings
 
 __all__ = ["panel"]
 

@@ -1,7 +1,8 @@
 """The image the pages work on: the session's current image of each dataset (a shipped sample or an
-upload), identified by the SHA-256 of its bytes and decoded once per session (:func:`decode`), with
-optional digit-style preprocessing (:func:`digit_styled`). Per user, in ``st.session_state``; never
-in a shared cache. No maths: decoding and preprocessing are privcore's."""
+upload), identified by the SHA-256 of its bytes (the decoded tensor by :func:`image_digest`) and decoded
+once per session (:func:`decode`), with optional digit-style preprocessing (:func:`digit_styled`). Per
+user, in ``st.session_state``; never in a shared cache. No maths: decoding and preprocessing are
+privcore's."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import streamlit as st
 
 from privcore.images import DecodedImage, decode_image
 from privcore.inputs import digit_styled as _digit_styled
 from privlens.memo import memo
-from privlens.session import Sample, image_digest, list_samples, md_literal
+from privlens.samples import Sample, list_samples
+from privlens.settings import md_literal
 
 IMAGE_KEY = "privlens_images"
 
@@ -23,7 +26,7 @@ IMAGE_KEY = "privlens_images"
 @dataclass(frozen=True)
 class CurrentImage:
     """The image the pages work on: its name (user-supplied for an upload: show it with
-    :func:`privlens.session.md_literal`), decoded model input and session-local digest."""
+    :func:`privlens.settings.md_literal`), decoded model input and session-local digest."""
 
     name: str
     decoded: DecodedImage
@@ -44,6 +47,15 @@ def samples(dataset: str) -> tuple[Sample, ...]:
 def content_digest(data: bytes) -> str:
     """SHA-256 of an upload's bytes: what identifies it (two files with one name and size differ)."""
     return hashlib.sha256(data).hexdigest()
+
+
+def image_digest(image: Any) -> str:
+    """SHA-256 of an image tensor's shape, dtype and bytes: a session-local key, never released."""
+    arr = image.detach().cpu().numpy() if hasattr(image, "detach") else np.asarray(image)
+    arr = np.ascontiguousarray(arr)
+    h = hashlib.sha256(f"{arr.shape}|{arr.dtype}".encode())
+    h.update(arr.tobytes())
+    return h.hexdigest()
 
 
 def set_image(

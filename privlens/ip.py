@@ -23,7 +23,7 @@ from privcore.mechanisms import GaussInput, GaussOutput, Guarantee, LapOutput
 from privlens import pipelines, sending
 from privlens.image import CurrentImage
 from privlens.memo import memo
-from privlens.session import IP_MECHANISMS, Settings
+from privlens.settings import IP_MECHANISMS, Settings
 
 PAGE = "IP page"
 CLEAN_KEY = "privlens_ip_clean"

@@ -12,7 +12,7 @@
 Every reading says its n, its interval and the δ it was measured at (:attr:`Reading.delta`, from the
 CSV's ``delta`` column): a reading at another δ than the sidebar's is not the accuracy there, and the
 pages say so (:meth:`Reading.other_delta`). Readings of published experiment results, never of the
-user's image (that one is :func:`privlens.session.release_probability`).
+user's image (that one is :func:`privlens.outcome.release_probability`).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import Any
 import streamlit as st
 
 from privcore.errors import CheckpointError, DatasetUnavailableError, PrivcoreError
-from privlens.session import Settings, md_literal
+from privlens.settings import Settings, md_literal
 
 LOG = logging.getLogger("privlens")
 DEFAULT_DATASET = "digits"

@@ -29,12 +29,13 @@ import torch
 
 from privcore.api import Certification, Release, certify_embedding, release_embedding
 from privcore.errors import CertificationError
-from privcore.mechanisms import Guarantee, bisection_decisions, ptr_scales, registry
+from privcore.mechanisms import Guarantee, bisection_decisions, ptr_scales, ptr_search_range, registry
 from privlens import pipelines, sending
 from privlens.deployment import image_cache
 from privlens.image import CurrentImage
 from privlens.memo import memo
-from privlens.session import DELTA_GRID, EPSILON_GRID, Settings, ptr_search_range, release_probability
+from privlens.outcome import release_probability
+from privlens.settings import DELTA_GRID, EPSILON_GRID, Settings
 
 PHI_KEY = "privlens_phi"
 RELEASE_KEY = "privlens_releases"

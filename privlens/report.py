@@ -179,7 +179,7 @@ def session_report(
 ) -> str:
     """The report's HTML. ``release`` is the release JSON of a sent release (None: nothing sent);
     ``figures`` plotly figures (the first embeds plotly.js); ``ledger`` rows with image, label and a
-    guarantee (``to_dict``); ``totals`` the rows of :func:`privlens.session.ledger_totals`."""
+    guarantee (``to_dict``); ``totals`` the rows of :func:`privlens.ledger.ledger_totals`."""
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>privlens session report</title>",

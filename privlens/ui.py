@@ -11,7 +11,7 @@
 * :func:`error_boundary`: an unexpected error is shown as what failed and that nothing was released,
   its traceback logged on the server, never sent to the browser;
 * user-supplied text (URL values, file names) only ever reaches Markdown as a code span
-  (:func:`privlens.session.md_literal`);
+  (:func:`privlens.settings.md_literal`);
 * plotly charts with a PNG download button in the mode bar and a CSV of the plotted data.
 """
 
@@ -32,7 +32,7 @@ from privlens import pipelines
 from privlens.budget import spent_text
 from privlens.image import CurrentImage
 from privlens.pipelines import DEFAULT_DATASET, public_text
-from privlens.session import (
+from privlens.settings import (
     ALPHA_GRID,
     CERTIFIER_CHOICES,
     DELTA_GRID,
@@ -487,7 +487,7 @@ def download_json(
 
 def missing_results(name: str, dataset: str, what: str) -> None:
     """Say which command produces an experiment CSV that is not there yet."""
-    from privlens.session import experiment_command
+    from privlens.results import experiment_command
 
     st.info(
         f"No {what} for **{dataset}** yet (`data/results/{dataset}/{name}.csv`). Produce it with:\n\n"

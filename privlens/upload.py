@@ -24,7 +24,7 @@ from privlens.image import (
     samples,
     set_image,
 )
-from privlens.session import md_literal
+from privlens.settings import md_literal
 
 __all__ = ["pick_image"]
 

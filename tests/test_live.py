@@ -11,7 +11,7 @@ import pytest
 from scipy.stats import binomtest
 
 from privlens.live import accuracy_at, attack_at, global_accuracy_at, ip_accuracy_at
-from privlens.session import release_probability
+from privlens.outcome import release_probability
 from tests._dashboard import app, isolate, metric, texts
 
 

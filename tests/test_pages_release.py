@@ -509,6 +509,6 @@ def test_digit_style_preprocessing_is_offered_previewed_and_used() -> None:
     assert "to 8×8" in notes and "to 32×32" not in notes and "invert it" not in notes  # the real resize
     assert "32×32" not in notes and "of the image's width" in notes  # never the working copy's size
     _confirm(at)  # a synthetic drawing may still be off-domain: the check runs on the processed image
-    from privlens.session import image_digest
+    from privlens.image import image_digest
 
     assert any(image_digest(expected) == k[1] for k in at.session_state["privlens_z"])  # what was embedded

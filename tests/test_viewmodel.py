@@ -1,5 +1,7 @@
-"""privlens.session: the dashboard's view-model (settings and URLs, readings); the release document
-(privcore.api.Release.document, which the Release page offers)."""
+"""The dashboard's view-model, pure Python: settings and URLs (privlens.settings), PTR's search range
+(privcore.mechanisms), outcomes and guarantees in words (privlens.outcome), experiment results
+(privlens.results), shipped samples (privlens.samples), latent walks (privlens.latent) and user text in
+Markdown; the release document (privcore.api.Release.document, which the Release page offers)."""
 
 from __future__ import annotations
 
@@ -12,20 +14,12 @@ import pytest
 import torch
 
 from privcore.images import load_image
-from privcore.mechanisms import bisection_decisions, compute_phi, propose_test_release
+from privcore.mechanisms import bisection_decisions, compute_phi, propose_test_release, ptr_search_range
 from privcore.mechanisms.ptr import HINT_STEPS
-from privlens.session import (
-    Settings,
-    experiment_command,
-    grid_with,
-    list_samples,
-    load_results,
-    outcome_summary,
-    plain_guarantee,
-    ptr_search_range,
-    settings_from_query,
-    smallest_epsilon,
-)
+from privlens.outcome import outcome_summary, plain_guarantee
+from privlens.results import experiment_command, load_results, smallest_epsilon
+from privlens.samples import list_samples
+from privlens.settings import Settings, grid_with, settings_from_query
 
 MODELS = {"digits": ("ARL-C-N", "Encoder"), "fashion-mnist": ("ARL-C-N",)}
 DEFAULT = Settings()
@@ -348,7 +342,7 @@ def test_results_loading(tmp_path) -> None:
 
 
 def test_release_probability_exact_points() -> None:
-    from privlens.session import release_probability
+    from privlens.outcome import release_probability
 
     eps, dlt, r = 1.0, 0.05, 0.25
     threshold = math.log(1 / dlt) * r / eps
@@ -362,7 +356,7 @@ def test_release_probability_exact_points() -> None:
 def test_release_probability_matches_the_mechanism() -> None:
     """Empirical release rate of propose_test_release (seeded) against the formula: a binomial
     test at 4.5 standard deviations (false-alarm rate ≈ 7e-6)."""
-    from privlens.session import release_probability
+    from privlens.outcome import release_probability
 
     f = torch.nn.Linear(2, 2).double()
     z = np.zeros(2)
@@ -382,7 +376,7 @@ def test_release_probability_matches_the_mechanism() -> None:
 
 
 def test_latent_walk_stays_in_the_ball_and_moves_one_axis() -> None:
-    from privlens.session import latent_walk
+    from privlens.latent import latent_walk
 
     z = np.array([0.5, -1.0, 2.0])
     walk = latent_walk(z, axes=[2, 0], offsets=[-0.3, 0.0, 0.3])
@@ -395,7 +389,7 @@ def test_latent_walk_stays_in_the_ball_and_moves_one_axis() -> None:
 
 
 def test_rank_axes_finds_the_axes_the_decoder_uses() -> None:
-    from privlens.session import rank_axes
+    from privlens.latent import rank_axes
 
     def decode(points: np.ndarray) -> np.ndarray:  # pictures depend on axes 3 (strongly) and 1 only
         return np.stack([5 * points[:, 3], points[:, 1], np.zeros(len(points))], axis=1)
@@ -404,7 +398,7 @@ def test_rank_axes_finds_the_axes_the_decoder_uses() -> None:
 
 
 def test_tile_images_layout_and_frame() -> None:
-    from privlens.session import tile_images
+    from privlens.latent import tile_images
 
     imgs = np.zeros((2, 3, 1, 4, 4))
     imgs[1, 2] = 1.0
@@ -431,7 +425,7 @@ def test_md_code_shows_any_printable_text_verbatim() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from privlens.session import md_code
+    from privlens.settings import md_code
 
     @settings(max_examples=300, deadline=None)
     @given(st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), max_size=60))
@@ -450,7 +444,7 @@ def test_md_code_shows_any_printable_text_verbatim() -> None:
 
 
 def test_md_literal_escapes_control_characters_and_cuts_long_values() -> None:
-    from privlens.session import md_literal
+    from privlens.settings import md_literal
 
     assert md_literal("a\nb") == "` a\\nb `"
     assert md_literal("x" * 200) == "` " + "x" * 80 + "… `"

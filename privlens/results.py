@@ -1,0 +1,110 @@
+"""The experiment results the dashboard reads: pure Python, no Streamlit, no privacy maths.
+
+:func:`results_path`, :func:`load_results` — the experiment CSVs of ``data/results/README.md``
+(``$PRIVLENS_RESULTS_DIR`` overrides the folder); :func:`experiment_command` — the command that writes
+one; :func:`smallest_epsilon` — the smallest ε reaching a target accuracy on a measured trade-off curve.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from privcore._paths import results_dir
+from privcore.validation import check_in_range
+
+__all__ = [
+    "RESULTS_DIR",
+    "EpsilonSolution",
+    "experiment_command",
+    "load_results",
+    "results_path",
+    "smallest_epsilon",
+]
+
+RESULTS_DIR = results_dir()
+
+
+def results_path(dataset: str, name: str, *, root: Path | None = None) -> Path:
+    """``<root>/<dataset>/<name>.csv``; root defaults to ``$PRIVLENS_RESULTS_DIR`` or ``data/results``
+    (see ``data/results/README.md``)."""
+    simple = re.fullmatch(r"[A-Za-z0-9_]+(-[A-Za-z0-9_]+)*", name)  # table1, table1-global
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", dataset) or not simple:
+        raise ValueError(f"dataset and name must be simple identifiers, got {dataset!r}, {name!r}")
+    env = os.environ.get("PRIVLENS_RESULTS_DIR")
+    base = root if root is not None else (Path(env).expanduser() if env else RESULTS_DIR)
+    return base / dataset / f"{name}.csv"
+
+
+def load_results(dataset: str, name: str, *, root: Path | None = None) -> Any:
+    """The experiment CSV as a pandas DataFrame, or None when it has not been produced (or is empty)."""
+    import pandas as pd
+
+    path = results_path(dataset, name, root=root)
+    if not path.is_file():
+        return None
+    try:
+        df = pd.read_csv(path)
+    except (OSError, ValueError, pd.errors.ParserError):
+        return None
+    return None if df.empty else df
+
+
+def experiment_command(name: str, dataset: str, *, quick: bool = True) -> str:
+    """The command that writes ``data/results/<dataset>/<name>.csv``."""
+    command = f".venv/bin/python -m privcore experiment {name} --dataset {dataset}"
+    return command + (" --quick" if quick else "")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpsilonSolution:
+    """Smallest ε reaching a target accuracy on a measured curve.
+
+    ``measured``: smallest measured ε whose accuracy reaches the target (None if none does);
+    ``interpolated``: linear interpolation in log ε between it and the measured point before it
+    (an estimate, not a measurement; None when there is no bracket); ``reachable`` False when
+    no finite measured ε reaches the target.
+    """
+
+    target: float
+    measured: float | None
+    interpolated: float | None
+    reachable: bool
+    note: str
+
+
+def smallest_epsilon(
+    epsilons: Sequence[float], accuracies: Sequence[float], *, target: float
+) -> EpsilonSolution:
+    """Smallest ε whose measured accuracy reaches ``target`` (finite ε only), plus a log-ε interpolation."""
+    tgt = check_in_range("target", target, 0.0, 1.0, low_open=False, high_open=False)
+    pts = sorted(
+        (float(e), float(a))
+        for e, a in zip(epsilons, accuracies, strict=True)
+        if math.isfinite(float(e)) and float(e) > 0 and math.isfinite(float(a))
+    )
+    for i, (e, a) in enumerate(pts):
+        if a >= tgt:
+            interp = None
+            if i > 0:
+                e0, a0 = pts[i - 1]
+                if a > a0:
+                    t = (tgt - a0) / (a - a0)
+                    interp = float(math.exp(math.log(e0) + t * (math.log(e) - math.log(e0))))
+            note = f"ε = {e:g} is the smallest measured ε with accuracy ≥ {tgt:.3g} ({a:.3g})."
+            if interp is not None:
+                note += f" Interpolating in log ε between measured points: ε ≈ {interp:.3g} (an estimate)."
+            return EpsilonSolution(target=tgt, measured=e, interpolated=interp, reachable=True, note=note)
+    best = max((a for _, a in pts), default=float("nan"))
+    return EpsilonSolution(
+        target=tgt,
+        measured=None,
+        interpolated=None,
+        reachable=False,
+        note=f"No measured ε reaches accuracy {tgt:.3g} (best measured: {best:.3g}).",
+    )
