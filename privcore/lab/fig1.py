@@ -15,6 +15,11 @@ k-Lipschitz fit". Here both are computed:
 f is 6-Lipschitz (|f'| = |cos x − 5 sin 10x| ≤ 6): for k ≥ 6 the optimal fit is f itself. The
 paper gives no domain or sample size; this module uses x ∈ [0, 2π] (stated in every output).
 Every MSE is reported on fresh test points, read once after the validation choice.
+
+Each network is trained with ``seeds`` initialisation/training seeds on one fixed data draw
+(``data_seed``): the question is whether the network family reaches the optimum on a given
+problem, so the spread reported (mean, sd, 95 % Student-t interval over seeds) is the
+optimiser's; the optimal fit is deterministic given the data.
 """
 
 from __future__ import annotations
@@ -27,9 +32,21 @@ import torch
 
 from privcore.validation import check_int, check_positive
 
-__all__ = ["DOMAIN", "Fig1Config", "fig1_tables", "fit_network", "optimal_lipschitz_fit", "target"]
+__all__ = [
+    "DOMAIN",
+    "MSE_COLUMNS",
+    "Fig1Config",
+    "fig1_runs",
+    "fig1_summary",
+    "fig1_tables",
+    "fit_network",
+    "optimal_lipschitz_fit",
+    "t_interval",
+    "target",
+]
 
 DOMAIN = (0.0, 2.0 * math.pi)
+MSE_COLUMNS = ("network_mse_train", "network_mse_val", "network_mse_test")
 
 
 def target(x: np.ndarray) -> np.ndarray:
@@ -72,13 +89,16 @@ class Fig1Config:
     hidden: int = 100
     steps: int = 3000
     lr: float = 1e-2
-    seed: int = 0
+    seeds: int = 5  # network seeds 0 … seeds − 1 (initialisation and training)
+    data_seed: int = 0  # one fixed draw of the training/validation points
 
     def __post_init__(self) -> None:
         for k in self.ks:
             check_positive("ks[i]", k)
         for name in ("n_train", "n_val", "n_test", "hidden", "steps"):
             check_int(name, getattr(self, name), minimum=2)
+        check_int("seeds", self.seeds, minimum=1)
+        check_int("data_seed", self.data_seed, minimum=0)
         check_positive("lr", self.lr)
 
 
@@ -128,56 +148,132 @@ def _predict(net: torch.nn.Module, x: np.ndarray) -> np.ndarray:
     return out.double().cpu().numpy()
 
 
-def fig1_tables(config: Fig1Config = Fig1Config(), *, device: str = "cpu"):  # -> (summary, curves)
-    """One summary row per k (MSEs of network and optimal fit on train/val/test, the chosen step,
-    the certified bound) and the curves (x, f, network, optimal fit) on the test grid."""
+def t_interval(values: object, *, level: float = 0.95) -> tuple[float, float, float, float, int]:
+    """(mean, sample sd, low, high, n): the Student-t interval of the mean (scipy.stats.t); sd and
+    interval are NaN for fewer than two values."""
+    from scipy.stats import t as student_t
+
+    v = np.asarray(values, dtype=np.float64)
+    n = int(v.size)
+    mean = float(v.mean()) if n else math.nan
+    if n < 2:
+        return mean, math.nan, math.nan, math.nan, n
+    sd = float(v.std(ddof=1))
+    half = float(student_t.ppf(0.5 + level / 2.0, n - 1)) * sd / math.sqrt(n)
+    return mean, sd, mean - half, mean + half, n
+
+
+def _config_columns(config: Fig1Config) -> dict[str, object]:
+    return {**{f"config_{name}": v for name, v in asdict(config).items() if name != "ks"},
+            "domain": f"[{DOMAIN[0]:g}, {DOMAIN[1]:.6g}]"}
+
+
+def fig1_runs(config: Fig1Config = Fig1Config(), *, device: str = "cpu"):  # -> (runs, curves)
+    """Fig. 1 per seed: one row per (k, network seed) with the network's train/val/test MSE, its
+    certified bound, steepest test-grid slope and chosen step, and the (deterministic) optimal
+    fit's MSEs; the curves (f, optimal fit, the seed-0 network) on the test grid."""
     import pandas as pd
 
-    rng = np.random.default_rng(config.seed)
+    rng = np.random.default_rng(config.data_seed)
     x_tr, y_tr = _points(config.n_train, rng)
     x_va, y_va = _points(config.n_val, rng)
     x_te = np.linspace(*DOMAIN, config.n_test)
     y_te = target(x_te)
     rows, curves = [], [pd.DataFrame({"k": math.nan, "x": x_te, "curve": "f", "y": y_te})]
     for k in config.ks:
-        net, step, bound = fit_network(x_tr, y_tr, k=k, x_val=x_va, y_val=y_va, hidden=config.hidden,
-                                       steps=config.steps, lr=config.lr, seed=config.seed, device=device)
         g = optimal_lipschitz_fit(x_tr, y_tr, k=k)
         g_te = np.interp(x_te, x_tr, g)  # piecewise linear: k-Lipschitz on [x_0, x_n], constant outside
-        net_te = _predict(net, x_te)
-        rows.append({
-            "k": k,
-            "network_mse_train": float(np.mean((_predict(net, x_tr) - y_tr) ** 2)),
-            "network_mse_val": float(np.mean((_predict(net, x_va) - y_va) ** 2)),
-            "network_mse_test": float(np.mean((net_te - y_te) ** 2)),
-            "optimal_mse_train": float(np.mean((g - y_tr) ** 2)),
-            "optimal_mse_test": float(np.mean((g_te - y_te) ** 2)),
-            "network_bound": bound,
-            "network_slope_max": float(np.max(np.abs(np.diff(net_te) / np.diff(x_te)))),
-            "chosen_step": step,
-            **{f"config_{name}": v for name, v in asdict(config).items() if name != "ks"},
-            "domain": f"[{DOMAIN[0]:g}, {DOMAIN[1]:.6g}]",
-        })
-        curves.append(pd.DataFrame({"k": k, "x": x_te, "curve": "network", "y": net_te}))
+        for seed in range(config.seeds):
+            net, step, bound = fit_network(x_tr, y_tr, k=k, x_val=x_va, y_val=y_va, hidden=config.hidden,
+                                           steps=config.steps, lr=config.lr, seed=seed, device=device)
+            net_te = _predict(net, x_te)
+            rows.append({
+                "k": k,
+                "seed": seed,
+                "network_mse_train": float(np.mean((_predict(net, x_tr) - y_tr) ** 2)),
+                "network_mse_val": float(np.mean((_predict(net, x_va) - y_va) ** 2)),
+                "network_mse_test": float(np.mean((net_te - y_te) ** 2)),
+                "optimal_mse_train": float(np.mean((g - y_tr) ** 2)),
+                "optimal_mse_test": float(np.mean((g_te - y_te) ** 2)),
+                "network_bound": bound,
+                "network_slope_max": float(np.max(np.abs(np.diff(net_te) / np.diff(x_te)))),
+                "chosen_step": step,
+                **_config_columns(config),
+            })
+            if seed == 0:
+                curves.append(pd.DataFrame({"k": k, "x": x_te, "curve": "network", "y": net_te}))
         curves.append(pd.DataFrame({"k": k, "x": x_te, "curve": "optimal", "y": g_te}))
     return pd.DataFrame(rows), pd.concat(curves, ignore_index=True)
 
 
-def fig1_figure(curves):  # -> plotly Figure
-    """One panel per k: f, the network's fit and the optimal k-Lipschitz fit."""
+def fig1_summary(runs, config: Fig1Config):  # runs: DataFrame from fig1_runs -> DataFrame
+    """One row per k: for each network MSE (train/val/test) and the steepest slope, the mean over
+    seeds, sd, n and 95 % Student-t interval of the mean (``<col>``, ``<col>_sd``, ``<col>_ci_low``,
+    ``<col>_ci_high``; ``n_seeds``); the optimal fit's MSEs (one value: deterministic); the largest
+    certified bound over seeds and the range of chosen steps."""
+    import pandas as pd
+
+    rows = []
+    for k, grp in runs.groupby("k", sort=True):
+        row: dict[str, object] = {"k": float(k)}
+        for col in (*MSE_COLUMNS, "network_slope_max"):
+            mean, sd, low, high, n = t_interval(grp[col].to_numpy())
+            row.update({col: mean, f"{col}_sd": sd, f"{col}_ci_low": low, f"{col}_ci_high": high})
+        row["n_seeds"] = n
+        row["optimal_mse_train"] = float(grp["optimal_mse_train"].iloc[0])
+        row["optimal_mse_test"] = float(grp["optimal_mse_test"].iloc[0])
+        row["network_bound_max"] = float(grp["network_bound"].max())
+        row["chosen_step_min"] = int(grp["chosen_step"].min())
+        row["chosen_step_max"] = int(grp["chosen_step"].max())
+        rows.append({**row, **_config_columns(config)})
+    return pd.DataFrame(rows)
+
+
+def fig1_tables(config: Fig1Config = Fig1Config(), *, device: str = "cpu"):  # -> (summary, runs, curves)
+    """:func:`fig1_runs` and its :func:`fig1_summary`: (summary, runs, curves)."""
+    runs, curves = fig1_runs(config, device=device)
+    return fig1_summary(runs, config), runs, curves
+
+
+def fig1_figure(curves, summary=None):  # -> plotly Figure
+    """Top: one panel per k with f, the seed-0 network and the optimal k-Lipschitz fit. Bottom
+    (with ``summary``): test MSE against k, the networks' mean over seeds with 95 % t-interval
+    error bars beside the optimal fit."""
     from plotly.subplots import make_subplots
 
     ks = sorted(k for k in curves["k"].unique() if not math.isnan(k))
-    fig = make_subplots(rows=1, cols=len(ks), subplot_titles=[f"k = {k:g}" for k in ks], shared_yaxes=True)
+    titles = [f"k = {k:g}" for k in ks]
+    if summary is None:
+        fig = make_subplots(rows=1, cols=len(ks), subplot_titles=titles, shared_yaxes=True)
+    else:
+        n = int(summary["n_seeds"].max())
+        specs = [[{} for _ in ks], [{"colspan": len(ks)}] + [None] * (len(ks) - 1)]
+        fig = make_subplots(rows=2, cols=len(ks), specs=specs, row_heights=[0.45, 0.55],
+                            vertical_spacing=0.14,
+                            subplot_titles=[*titles, f"test MSE against k (network: mean over n = {n} "
+                                            "seeds, 95 % t-interval)"])
     f = curves[curves["curve"] == "f"]
     for col, k in enumerate(ks, start=1):
         fig.add_scatter(x=f["x"], y=f["y"], mode="lines", name="f", line={"color": "#bbbbbb"},
                         showlegend=col == 1, legendgroup="f", row=1, col=col)
         for curve, colour in (("optimal", "#2ca02c"), ("network", "#1f77b4")):
             part = curves[(curves["k"] == k) & (curves["curve"] == curve)]
-            name = "optimal k-Lipschitz fit" if curve == "optimal" else "k-Lipschitz network"
+            name = "optimal k-Lipschitz fit" if curve == "optimal" else "k-Lipschitz network (seed 0)"
             fig.add_scatter(x=part["x"], y=part["y"], mode="lines", name=name, line={"color": colour},
                             showlegend=col == 1, legendgroup=curve, row=1, col=col)
+        if col > 1 and summary is not None:
+            fig.update_yaxes(matches="y", showticklabels=False, row=1, col=col)
+    if summary is not None:
+        s = summary.sort_values("k")
+        mid = s["network_mse_test"]
+        err = {"type": "data", "symmetric": False, "array": s["network_mse_test_ci_high"] - mid,
+               "arrayminus": mid - s["network_mse_test_ci_low"]}
+        fig.add_scatter(x=s["k"], y=s["network_mse_test"], error_y=err, mode="lines+markers",
+                        line={"color": "#1f77b4"}, showlegend=False, legendgroup="network", row=2, col=1)
+        fig.add_scatter(x=s["k"], y=s["optimal_mse_test"], mode="lines+markers", line={"color": "#2ca02c"},
+                        showlegend=False, legendgroup="optimal", row=2, col=1)
+        fig.update_xaxes(type="log", title_text="k", row=2, col=1)
+        fig.update_yaxes(type="log", title_text="test MSE", row=2, col=1)
     fig.update_layout(title="Shavit & Gjura Fig. 1: fitting sin x + ½ cos 10x with k-Lipschitz functions",
-                      template="plotly_white", height=360)
+                      template="plotly_white", height=360 if summary is None else 720)
     return fig
