@@ -60,3 +60,26 @@ def test_fig4_tables(name: str) -> None:
     assert data.groupby("dataset").size().eq(100).all()
     med = data.groupby("dataset").value.median()
     assert np.allclose(resp.groupby("dataset").truth.first(), med)
+
+
+def test_fig1_results_have_five_seeds_and_intervals() -> None:
+    summary = pd.read_csv(RESULTS / "fig1_summary.csv")
+    runs = pd.read_csv(RESULTS / "fig1_runs.csv")
+    assert (summary.n_seeds >= 5).all() and len(runs) == summary.n_seeds.sum()
+    assert not summary.command.str.contains("--quick").any()  # the full setting is shipped
+    for col in ("network_mse_train", "network_mse_val", "network_mse_test"):
+        assert np.all(summary[f"{col}_ci_low"] <= summary[col])
+        assert np.all(summary[col] <= summary[f"{col}_ci_high"])
+        np.testing.assert_allclose(summary[col], runs.groupby("k")[col].mean().to_numpy(), rtol=1e-12)
+    assert np.all(summary.network_bound_max <= summary.k * (1 + 1e-6))
+
+
+def test_fig4_summary_matches_the_fig4_tables() -> None:
+    name = "fig4_exponential-median-k10"
+    summary = pd.read_csv(RESULTS / f"{name}_summary.csv")
+    resp = pd.read_csv(RESULTS / f"{name}_responses.csv")
+    learned = summary[summary.mechanism == "learned exponential"].set_index("dataset")
+    err = resp.assign(e=resp.probability * (resp.response - resp.truth).abs()).groupby("dataset").e.sum()
+    np.testing.assert_allclose(learned.abs_error.sort_index(), err.sort_index(), rtol=1e-12)
+    agg = pd.read_csv(RESULTS / f"{name}_aggregate.csv")
+    assert (agg.n_datasets >= 100).all() and set(agg.components) == {2, 4}
