@@ -21,6 +21,8 @@ def test_law_summary_by_hand() -> None:
     probs = np.array([0.1, 0.4, 0.4, 0.1])
     s = law_summary(support, probs, 1.6, np.array([0.5, 1.5, 2.5]), radius=0.5)
     assert (s["mode_low"], s["mode_high"]) == (1.0, 2.0)  # a flat top: both ends
+    assert (s["mean"], s["skewness"]) == pytest.approx((1.5, 0.0))  # symmetric about 1.5
+    assert s["sd"] == pytest.approx(np.sqrt(0.1 * 2.25 * 2 + 0.4 * 0.25 * 2))
     assert s["abs_error"] == pytest.approx(0.1 * 1.6 + 0.4 * 0.6 + 0.4 * 0.4 + 0.1 * 1.4)
     assert s["mass_within"] == pytest.approx(0.4)  # only r = 2 is within 0.5 of 1.6
     assert (s["mass_below"], s["mass_above"]) == pytest.approx((0.5, 0.5))

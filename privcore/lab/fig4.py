@@ -35,6 +35,7 @@ def law_summary(support: np.ndarray, probs: np.ndarray, truth: float, records: n
                 radius: float = 0.5) -> dict[str, float]:
     """Exact summary of a law P(r = support[j]) = probs[j] against the true statistic ``truth``.
 
+    ``mean``, ``sd``, ``skewness``: moments of the law (skewness 0 for a law symmetric about its mean);
     ``mode_low``/``mode_high``: smallest and largest response of maximal probability (they differ
     when the law is flat at its top, as the quantile exponential mechanism's often is);
     ``abs_error``: E|r − truth|; ``mass_within``: P(|r − truth| ≤ radius); ``mass_below``/``mass_above``:
@@ -50,7 +51,12 @@ def law_summary(support: np.ndarray, probs: np.ndarray, truth: float, records: n
     x = torch.tensor(np.asarray(records, dtype=np.float64)[None, :])
     q = torch.as_tensor([float(truth)], dtype=torch.float64)
     ql = loss_matrix("quantile", x, q, torch.tensor(r)).numpy()[0]
+    mean = float(np.sum(p * r))
+    sd = float(np.sqrt(np.sum(p * (r - mean) ** 2)))
     return {
+        "mean": mean,
+        "sd": sd,
+        "skewness": float(np.sum(p * (r - mean) ** 3) / sd**3) if sd > 0 else float("nan"),
         "mode_low": float(top.min()),
         "mode_high": float(top.max()),
         "abs_error": float(np.sum(p * np.abs(r - truth))),
