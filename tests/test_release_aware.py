@@ -20,6 +20,7 @@ from privcore.train.delta_p import delta_p_statistics
 from privcore.train.recipes import obfuscator_recipe
 from privcore.train.release_aware import (
     ball_jacobian_norms,
+    box_jacobian_norms,
     delta_hat,
     linf_to_l1_norms,
     release_noise,
@@ -73,6 +74,33 @@ def test_point_norm_is_a_lower_bound_of_the_exact_local_constant() -> None:
         # and the engine's radius-0 limit at the centre is the same point norm
         tiny = local_lipschitz(f, z[i].numpy(), 1e-9, certifier="exact")
         assert float(at_centre[i]) == pytest.approx(tiny.upper, rel=1e-6)
+
+
+def test_box_norms_lie_in_the_box_and_below_its_certified_constant() -> None:
+    from privcore.lipschitz.global_box import ClipBox, compute_global_constant
+
+    f = _net(4, (3, 6, 6, 2))
+    lower = torch.tensor([-1.0, 0.0, -0.5], dtype=torch.float64)
+    upper = torch.tensor([1.0, 0.5, 0.5], dtype=torch.float64)
+    g = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        norms = box_jacobian_norms(f, lower, upper, n=64, generator=g)
+    assert norms.shape == (64,)
+    box = ClipBox(lower=lower.numpy(), upper=upper.numpy())
+    exact = compute_global_constant(f, box, time_limit=30.0)
+    # each sampled Jacobian is attained in the box, so none exceeds the box's certified G
+    assert float(norms.max()) <= exact.value * (1 + 1e-9)
+    # 64 points of a 3-d box find the box's worst region of this small net
+    assert float(norms.max()) >= 0.9 * exact.value
+    with pytest.raises(ValueError, match="n"):
+        box_jacobian_norms(f, lower, upper, n=0)
+
+
+def test_box_samples_need_the_global_mode() -> None:
+    r = obfuscator_recipe("digits", "ARL-C-N-global", noise_box_samples=16)
+    assert r.to_json()["noise_box_samples"] == 16 and "public box" in r.loss_terms()["noise"]
+    with pytest.raises(ValueError, match="noise_box_samples = 16 needs noise_mode 'global'"):
+        obfuscator_recipe("digits", "ARL-C-N", noise_box_samples=16)
 
 
 def test_delta_hat_is_the_delta_p_rule() -> None:

@@ -42,6 +42,7 @@ from privcore.train.losses import contrastive_loss
 from privcore.train.recipes import ObfuscatorRecipe
 from privcore.train.release_aware import (
     ball_jacobian_norms,
+    box_jacobian_norms,
     delta_hat,
     release_noise,
     spread_penalty,
@@ -92,10 +93,12 @@ class _Regulariser:
     Lap(σ), the release-aware Δ̂·R/ε·Lap(1), or the global-aware Ĝ·R/ε·Lap(1)
     (:mod:`privcore.train.release_aware`)."""
 
-    def __init__(self, recipe: ObfuscatorRecipe, radius: float, generator: torch.Generator) -> None:
+    def __init__(self, recipe: ObfuscatorRecipe, radius: float, generator: torch.Generator,
+                 box: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
         self.recipe, self.radius, self.gen = recipe, radius, generator
         self.release = recipe.noise and recipe.noise_mode in ("release", "global")
         self.global_aware = recipe.noise and recipe.noise_mode == "global"
+        self.box = box if self.global_aware and recipe.noise_box_samples else None
 
     def scale(self, norms: torch.Tensor) -> torch.Tensor:
         """The sensitivity the training noise is calibrated to: Δ̂ = μ + nσ of the batch's norms
@@ -103,9 +106,16 @@ class _Regulariser:
         return norms.amax() if self.global_aware else delta_hat(norms, n_sigma=self.recipe.noise_n_sigma)
 
     def norms(self, f: nn.Module, z: torch.Tensor) -> torch.Tensor:
-        """Per-sample ‖J_f‖∞→1 estimates over the R-ball (differentiable in f)."""
+        """Per-sample ‖J_f‖∞→1 estimates over the R-ball (differentiable in f), followed in global mode
+        with ``noise_box_samples`` by the norms at that many points of the public box."""
         n_ball = self.recipe.noise_ball_samples
-        return ball_jacobian_norms(f, z, self.radius, n_ball=n_ball, generator=self.gen)
+        norms = ball_jacobian_norms(f, z, self.radius, n_ball=n_ball, generator=self.gen)
+        if self.box is None:
+            return norms
+        # the global mechanism's G bounds the whole public box, not only the data's balls
+        lower, upper = self.box
+        return torch.cat([norms, box_jacobian_norms(f, lower, upper, n=self.recipe.noise_box_samples,
+                                                    generator=self.gen)])
 
     def __call__(self, zt: torch.Tensor, norms: torch.Tensor | None) -> torch.Tensor:
         """Noisy z̃ for the classifier (``norms`` only used in release mode)."""
@@ -175,7 +185,13 @@ def train_obfuscator(
     start, history = run.restore(mods, opts, gen)
     alpha, lam = recipe.alpha, (recipe.lam if recipe.contrastive else 0.0)
     spec = get_spec(ds.name)
-    reg = _Regulariser(recipe, spec.radius, gen)
+    box = None
+    if recipe.noise and recipe.noise_mode == "global" and recipe.noise_box_samples:
+        from privcore.global_cli import DEFAULT_MARGIN
+
+        # the box the global mechanism will clip to (the training embeddings' range plus its margin)
+        box = (z_tr.amin(0).to(dev) - DEFAULT_MARGIN, z_tr.amax(0).to(dev) + DEFAULT_MARGIN)
+    reg = _Regulariser(recipe, spec.radius, gen, box)
     rho = recipe.spread_weight if reg.release else 0.0
     t0 = time.perf_counter()
     bar = epoch_bar(

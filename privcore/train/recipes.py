@@ -200,6 +200,7 @@ class ObfuscatorRecipe:
     noise_epsilons: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0)
     noise_clean_fraction: float = 0.2
     noise_ball_samples: int = 4
+    noise_box_samples: int = 0
     noise_n_sigma: float = 3.0
     spread_weight: float = 0.0
     release_radius_factor: float = 6.0
@@ -233,6 +234,12 @@ class ObfuscatorRecipe:
             "noise_clean_fraction", self.noise_clean_fraction, 0.0, 1.0, low_open=False, high_open=False
         )
         check_int("noise_ball_samples", self.noise_ball_samples, minimum=0)
+        check_int("noise_box_samples", self.noise_box_samples, minimum=0)
+        if self.noise_box_samples and self.noise_mode != "global":
+            raise ValueError(
+                f"noise_box_samples = {self.noise_box_samples} needs noise_mode 'global' (the box is the "
+                f"global mechanism's), got noise_mode {self.noise_mode!r}; allowed: 0 or noise_mode 'global'"
+            )
         check_nonnegative("noise_n_sigma", self.noise_n_sigma)
         check_nonnegative("spread_weight", self.spread_weight)
         check_nonnegative("release_radius_factor", self.release_radius_factor)
@@ -279,8 +286,10 @@ class ObfuscatorRecipe:
             terms["noise"] = f"Lap(σ = {self.sigma:g}) i.i.d. per coordinate (posthoc-PTR App. E)"
             terms["sigma"] = self.sigma
         elif self.noise_mode == "global":
+            where = "the batch's R-balls" + (
+                f" and {self.noise_box_samples} points of the public box" if self.noise_box_samples else "")
             terms["noise"] = (
-                "global-aware: Ĝ·R/ε·Lap(1), Ĝ the batch's largest sampled ‖J_f‖∞→1, ε drawn from "
+                f"global-aware: Ĝ·R/ε·Lap(1), Ĝ the largest sampled ‖J_f‖∞→1 over {where}, ε drawn from "
                 f"noise_epsilons {list(self.noise_epsilons)} (privcore.train.release_aware)"
             )
             terms["spread_weight"] = self.spread_weight

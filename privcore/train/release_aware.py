@@ -36,6 +36,7 @@ from privcore.validation import check_in_range, check_int, check_nonnegative, ch
 __all__ = [
     "MAX_SIGN_DIM",
     "ball_jacobian_norms",
+    "box_jacobian_norms",
     "delta_hat",
     "laplace_release_noise",
     "linf_to_l1_norms",
@@ -117,6 +118,25 @@ def ball_jacobian_norms(
     p = torch.cat([q.reshape(-1, z.shape[-1]) for q in pts])
     norms = linf_to_l1_norms(relu_mlp_jacobians(f, p)).reshape(len(pts) if n_ball else 1, z.shape[0])
     return norms.amax(0)
+
+
+def box_jacobian_norms(
+    f: nn.Module,
+    lower: torch.Tensor,
+    upper: torch.Tensor,
+    *,
+    n: int,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """‖J_f‖∞→1 at ``n`` random points of the box [lower, upper]: half uniform inside, half random
+    vertices (where a ReLU net's steepest regions of a box often lie). Each is a lower bound on the
+    box's G, their max an estimate of it; differentiable in f's weights. Shape (n,)."""
+    n = check_int("n", n, minimum=1)
+    d = lower.shape[-1]
+    u = torch.rand((n, d), generator=generator).to(device=lower.device, dtype=lower.dtype)
+    u[n // 2:] = u[n // 2:].round()
+    p = lower + u * (upper - lower)
+    return linf_to_l1_norms(relu_mlp_jacobians(f, p))
 
 
 def delta_hat(norms: torch.Tensor, *, n_sigma: float = 3.0) -> torch.Tensor:
