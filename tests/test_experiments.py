@@ -396,14 +396,15 @@ def test_select_global_tiny_chooses_on_validation_and_reads_the_test_set_once(
         part = frame[frame["choice"] == choice]
         assert (part["split"] == "validation").all()
         assert part[part["selected"]]["candidate"].nunique() == 1
-    assert set(frame[frame["choice"] == "obfuscator"]["obfuscator"]) == {"ARL-C-N", "ARL-C-N-global"}
+    assert set(frame[frame["choice"] == "obfuscator"]["obfuscator"]) == {"ARL-C-N", "N-global"}
     test = frame[frame["split"] == "test"]
     assert (test["choice"] == "final").all() and test["selected"].all() and test["candidate"].nunique() == 1
     assert sorted(test["epsilon_total"]) == [2.0, 4.0, 10.0, 20.0]
     assert ((frame["low"] <= frame["accuracy"]) & (frame["accuracy"] <= frame["high"])).all()
     assert (frame["release_rate"] == 1.0).all() and (frame["global_lipschitz"] > 0).all()
-    cards = list((tmp_path / "cache").rglob("obfuscator-ARL-C-N-global.json"))
+    cards = list((tmp_path / "cache").rglob("obfuscator-N-global.json"))
     assert len(cards) == 1
     card = json.loads(cards[0].read_text())
     assert card["recipe"]["noise_mode"] == "global" and card["global_lipschitz"]["clip_box"]
+    assert card["recipe"]["noise_box_samples"] == 512 and "public box" in card["loss"]["noise"]
     assert card["dataset"]["options"]["validation"]
