@@ -180,3 +180,31 @@ def test_parts_resume_one_part_at_a_time(tmp_path) -> None:
     assert not other.resumed and len(pd.read_csv(path)) == 0
     with pytest.raises(ValueError, match="parts column"):
         ResultTable(tmp_path / "u.csv", columns=("x",), key=("x",), config={}, parts=parts)
+
+
+def test_a_recalibrated_told_scale_map_invalidates_table_rows(tmp_path) -> None:
+    """Same weights, another told-scale map: the classifier predicts differently, so the table
+    config (and with it every cached row) must change."""
+    import shutil
+
+    from privcore.nets.checkpoint import read_card, update_card
+    from privcore.pipeline import default_models_dir
+
+    src = default_models_dir() / "digits"
+    dst = tmp_path / "models" / "digits"
+    dst.mkdir(parents=True)
+    for f in src.glob("classifier-ARL-C-N.*"):
+        shutil.copy(f, dst / f.name)
+    ctx = RunContext(dataset="digits", mode="tiny", out_dir=tmp_path, models_dir=tmp_path / "models",
+                     show_progress=False)
+    before = ctx.classifier_weights(["ARL-C-N", "N"])
+    card = read_card(dst / "classifier-ARL-C-N")
+    assert before["N"] is None and before["ARL-C-N"].startswith(card["weights"]["sha256"] + "+told-scale:")
+    arch = card["architecture"]
+    told = dict(arch["classifier"]["kwargs"]["told_scale"])
+    told["max_scale"] = 2.0 * float(told["max_scale"])
+    arch["classifier"]["kwargs"]["told_scale"] = told
+    update_card(dst / "classifier-ARL-C-N", {"architecture": arch})
+    after = ctx.classifier_weights(["ARL-C-N"])
+    assert after["ARL-C-N"] != before["ARL-C-N"]
+    assert after["ARL-C-N"].split("+")[0] == before["ARL-C-N"].split("+")[0]

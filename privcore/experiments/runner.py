@@ -8,6 +8,8 @@ figure, as documented in ``data/results/README.md``. The resumable tables are
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shlex
 import sys
@@ -203,10 +205,20 @@ class RunContext:
         return [m for m in list_models(self.models_dir) if m.dataset == self.dataset]
 
     def classifier_weights(self, variants: Sequence[str]) -> dict[str, str | None]:
-        """SHA-256 of each variant's release classifier (None: the obfuscator's own head), for
-        table configs, so that refitting a classifier invalidates rows computed with the old one."""
+        """SHA-256 of each variant's release classifier (None: the obfuscator's own head), followed by
+        a hash of its told-scale map when the card has one, for table configs: refitting a classifier
+        or recalibrating its map (which changes what it predicts, same weights) invalidates rows
+        computed with the old one."""
+        def key(card: Mapping[str, Any]) -> str:
+            sha = str(card["weights"]["sha256"])
+            told = card.get("architecture", {}).get("classifier", {}).get("kwargs", {}).get("told_scale")
+            if not told:
+                return sha
+            blob = json.dumps(told, sort_keys=True, separators=(",", ":")).encode()
+            return f"{sha}+told-scale:{hashlib.sha256(blob).hexdigest()[:16]}"
+
         infos = self.model_infos()
-        shas = {m.name: m.card["weights"]["sha256"] for m in infos if m.kind == "release-classifier"}
+        shas = {m.name: key(m.card) for m in infos if m.kind == "release-classifier"}
         return {v: shas.get(f"classifier-{v}") for v in variants}
 
     def torch_device(self):  # -> torch.device
