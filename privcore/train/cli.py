@@ -111,7 +111,8 @@ def obfuscator_cmd(
     variant: str = typer.Option(
         "ARL-C-N",
         help="Encoder, ARL, C, N, ARL-C, ARL-N, C-N or ARL-C-N (Table 1); an N variant with the suffix "
-        "-paper (e.g. ARL-C-N-paper) is --noise paper, saved under that name",
+        "-paper (e.g. ARL-C-N-paper) is --noise paper, saved under that name; ARL-C-N-authors is the "
+        "authors'-code twin (privcore.train.authors)",
     ),
     alpha: float = typer.Option(
         None, help="ARL weight α (only with --variant ARL: an α-sweep member, Fig. 2)"
@@ -123,6 +124,9 @@ def obfuscator_cmd(
         None, help="N regulariser: release (default; noise = the release's Δ̂·R/ε) or paper (Lap σ=0.01)"
     ),
     keep_adversary: bool = typer.Option(False, "--keep-adversary", help="also store the proxy adversary"),
+    patience: int = typer.Option(
+        None, help="with validation selection (ARL-C-N-authors): stop after this many epochs without a gain"
+    ),
     device: str = DEVICE,
     seed: int = SEED,
     models_dir: Path = MODELS,
@@ -146,6 +150,7 @@ def obfuscator_cmd(
             warmup_epochs=warmup_epochs,
             classifier_refit_epochs=refit_epochs,
             noise_mode=noise,
+            patience=patience,
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc

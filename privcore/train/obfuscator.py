@@ -14,10 +14,15 @@ The noise n of the "N" variants is the paper's Lap(σ = 0.01) with ``noise_mode=
 default the release noise itself, Δ̂·R/ε·Lap(1) with Δ̂ the batch's μ + 3σ of ‖J_f‖∞→1 over the
 R-ball, differentiable in f (:mod:`privcore.train.release_aware`; see the recipe for the extra
 release-rate and contrastive-unit terms of that mode).
+
+With ``recipe.select_on_validation`` (the authors'-code twin, :mod:`privcore.train.authors`) f and h
+are those of the epoch with the best noise-free validation accuracy; the test set is read only by
+the final evaluation.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from pathlib import Path
@@ -157,24 +162,31 @@ def train_obfuscator(
         )
     vae = emb_ck["vae"].to(dev)
     latent_dim = int(emb_ck.card["architecture"]["vae"]["kwargs"]["latent_dim"])
-    z_tr = batched_apply(lambda b: vae.encode(b)[0], ds.x_train, device=dev)
-    z_te = batched_apply(lambda b: vae.encode(b)[0], ds.x_test, device=dev)
-    y_tr, y_te = ds.y_train, ds.y_test
-    target_tr = ds.x_train if recipe.adversary == "image" else z_tr
+    x_fit, y_tr, val = ds.x_train, ds.y_train, None
+    if recipe.select_on_validation:
+        from privcore.data import validation_split
+        from privcore.experiments.select import VALIDATION_FRACTION
+
+        split = validation_split(ds, fraction=VALIDATION_FRACTION, seed=0)
+        x_fit, y_tr = split.dataset.x_train, split.dataset.y_train
+        val = _Selection(batched_apply(lambda b: vae.encode(b)[0], split.x_val, device=dev), split.y_val,
+                         recipe.patience, split.record())
+    z_tr = batched_apply(lambda b: vae.encode(b)[0], x_fit, device=dev)
+    target_tr = x_fit if recipe.adversary == "image" else z_tr
 
     gen = seed_everything(seed)
     archs = obfuscator_architectures(ds, recipe, latent_dim)
     f, h, a = (build_module(archs[k]).to(dev) for k in ("obfuscator", "classifier", "adversary"))
     opt_f = torch.optim.Adam(f.parameters(), lr=recipe.lr)
     opt_h = torch.optim.Adam(h.parameters(), lr=recipe.lr)
-    opt_a = torch.optim.Adam(a.parameters(), lr=recipe.lr)
+    opt_a = torch.optim.Adam(a.parameters(), lr=recipe.adversary_lr or recipe.lr)
     mods: dict[str, nn.Module] = {"f": f, "h": h, "a": a}
     opts = {"f": opt_f, "h": opt_h, "a": opt_a}
     warm, joint_end = recipe.warmup_epochs, recipe.warmup_epochs + recipe.epochs
     total_epochs = joint_end + recipe.classifier_refit_epochs
     run = ResumableRun(
         out,
-        enabled=resume,
+        enabled=resume and val is None,  # the best-so-far state is not in the resume file
         config={
             "recipe": recipe.to_json(),
             "seed": seed,
@@ -200,6 +212,10 @@ def train_obfuscator(
     for epoch in range(start, total_epochs):
         phase = "warmup" if epoch < warm else "joint" if epoch < joint_end else "classifier-refit"
         train_f = phase != "classifier-refit"
+        if val is not None and (val.stopped or not train_f):
+            if val.stopped and train_f:
+                continue  # early-stopped: skip to the refit on the selected f
+            val.restore(mods)
         alpha_now = alpha if phase == "joint" else 0.0
         f.train(), h.train(), a.train()
         sums = {"ce": 0.0, "adv_mse": 0.0, "contrastive": 0.0, "delta_hat": 0.0, "spread": 0.0}
@@ -228,7 +244,8 @@ def train_obfuscator(
                 # f: task utility against the adversary, plus the contrastive regulariser
                 zt = f(z)
                 norms = reg.norms(f, z) if reg.release else None
-                loss = (1.0 - alpha_now) * F.cross_entropy(h(reg(zt, norms)), y)
+                zn = reg(zt, norms) if recipe.noise_on_f else zt
+                loss = (1.0 - alpha_now) * F.cross_entropy(h(zn), y)
                 if norms is not None:
                     dh_now = float(reg.scale(norms.detach()))
                     sums["delta_hat"] += dh_now * len(idx)
@@ -256,7 +273,11 @@ def train_obfuscator(
                         # distances in units of the smallest training release-noise scale Δ̂·R/max ε
                         unit = reg.scale(norms).clamp_min(1e-6) * spec.radius
                         zc = zt * (max(recipe.noise_epsilons) / unit)
-                    con = contrastive_loss(zc, y, margin=recipe.margin)
+                    if recipe.contrastive_grad:
+                        con = contrastive_loss(zc, y, margin=recipe.margin)
+                    else:  # the authors' code: C on f's input z under no_grad (a constant for f)
+                        with torch.no_grad():
+                            con = contrastive_loss(z, y, margin=recipe.margin)
                     loss = loss + lam * con
                     sums["contrastive"] += con.item() * len(idx)
                 if not torch.isfinite(loss):
@@ -270,13 +291,17 @@ def train_obfuscator(
             sums["ce"] += ce.item() * len(idx)
             n_seen += len(idx)
         row = {"epoch": epoch + 1, "phase": phase, **{k: v / n_seen for k, v in sums.items()}}
+        if val is not None and train_f:
+            row["validation_accuracy"] = val.update(epoch + 1, mods, dev)
         history.append(row)
         run.save(epoch + 1, mods, opts, gen, history)
         bar.update(1)
         bar.set_postfix(ce=f"{row['ce']:.3f}", adv=f"{row['adv_mse']:.4f}")
     bar.close()
+    if val is not None and recipe.classifier_refit_epochs == 0:
+        val.restore(mods)
     seconds = time.perf_counter() - t0
-    metrics = _evaluate(f, h, a, z_tr, y_tr, z_te, y_te, ds, recipe, dev)
+    metrics = _evaluate(f, h, a, vae, z_tr, y_tr, ds, recipe, dev)
     metrics["history"] = history
     card = {
         "kind": "obfuscator",
@@ -294,6 +319,12 @@ def train_obfuscator(
         "train_seconds": round(seconds, 1),
         "command": command,
     }
+    if val is not None:
+        card["selection"] = val.card()
+    if recipe.authors_code:
+        from privcore.train.authors import AUTHORS_CODE
+
+        card["authors_code"] = {**AUTHORS_CODE, "note": "authors'-code twin of ARL-C-N (issue 32.2)"}
     modules = {"obfuscator": (archs["obfuscator"], f.cpu()), "classifier": (archs["classifier"], h.cpu())}
     if keep_adversary:
         modules["adversary"] = (archs["adversary"], a.cpu())
@@ -302,20 +333,66 @@ def train_obfuscator(
     return written
 
 
+class _Selection:
+    """Checkpoint selection on the validation split: keeps the state of f and h of the epoch with
+    the best noise-free accuracy h(f(z_val)) and counts the epochs since (early stopping)."""
+
+    def __init__(
+        self, z_val: torch.Tensor, y_val: torch.Tensor, patience: int, split: dict[str, Any]
+    ) -> None:
+        self.z_val, self.y_val, self.patience, self.split = z_val, y_val, patience, split
+        self.best, self.epoch, self.last, self.state = -1.0, 0, 0, {}
+        self.stopped = False
+
+    @torch.no_grad()
+    def update(self, epoch: int, mods: dict[str, nn.Module], dev: torch.device) -> float:
+        """Score epoch ``epoch``; keep f and h when it is the best so far (ties: the earlier)."""
+        f, h = mods["f"], mods["h"]
+        f.eval(), h.eval()
+        pred = batched_apply(lambda b: h(f(b)), self.z_val, device=dev).argmax(1).cpu()
+        acc = float((pred == self.y_val).float().mean())
+        self.last = epoch
+        if acc > self.best:
+            self.best, self.epoch = acc, epoch
+            self.state = {k: copy.deepcopy(mods[k].state_dict()) for k in ("f", "h")}
+        elif self.patience and epoch - self.epoch >= self.patience:
+            self.stopped = True
+        return acc
+
+    def restore(self, mods: dict[str, nn.Module]) -> None:
+        """Load the selected epoch's f and h (once)."""
+        for k, sd in self.state.items():
+            mods[k].load_state_dict(sd)
+        self.state = {}
+
+    def card(self) -> dict[str, Any]:
+        """What the card records: criterion, split, chosen epoch and its accuracy, stopping."""
+        return {
+            "criterion": "max noise-free validation accuracy of h(f(z)) after each training epoch",
+            "validation_split": {k: v for k, v in self.split.items() if k != "fit_fingerprint"},
+            "epoch": self.epoch,
+            "validation_accuracy": self.best,
+            "epochs_run": self.last,
+            "patience": self.patience or None,
+            "early_stopped": self.stopped,
+        }
+
+
 @torch.no_grad()
 def _evaluate(
     f: nn.Module,
     h: nn.Module,
     a: nn.Module,
+    vae: nn.Module,
     z_tr: torch.Tensor,
     y_tr: torch.Tensor,
-    z_te: torch.Tensor,
-    y_te: torch.Tensor,
     ds: Dataset,
     recipe: ObfuscatorRecipe,
     dev: torch.device,
 ) -> dict[str, Any]:
+    """Card metrics of the trained f and h: the only place where the test set is read."""
     f.eval(), h.eval(), a.eval()
+    z_te, y_te = batched_apply(lambda b: vae.encode(b)[0], ds.x_test, device=dev), ds.y_test
     zt_tr = batched_apply(f, z_tr, device=dev)
     zt_te = batched_apply(f, z_te, device=dev)
     acc_tr = float((batched_apply(h, zt_tr, device=dev).argmax(1) == y_tr).float().mean())

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from privcore.data import get_spec
+from privcore.train.authors import AUTHORS_RECIPE_SUFFIX, authors_overrides
 from privcore.validation import (
     check_choice,
     check_delta,
@@ -31,6 +32,7 @@ from privcore.validation import (
 
 __all__ = [
     "ALPHA_SWEEP",
+    "AUTHORS_RECIPE_SUFFIX",
     "GLOBAL_RECIPE_SUFFIX",
     "PAPER_RECIPE_SUFFIX",
     "PAPER_WEIGHTS",
@@ -89,7 +91,10 @@ def parse_obfuscator_name(name: str) -> tuple[str, str | None]:
     """(Table-1 variant, ``noise_mode`` the name fixes or None) of a Table-1 checkpoint name:
     ``"ARL-C-N"`` → ``("ARL-C-N", None)``, ``"ARL-C-N-paper"`` → ``("ARL-C-N", "paper")``,
     ``"ARL-C-N-global"`` → ``("ARL-C-N", "global")``. Only the N variants have such twins (the
-    others have no noise regulariser to differ in)."""
+    others have no noise regulariser to differ in). ``"ARL-C-N-authors"`` → ``("ARL-C-N",
+    "authors")``: the authors'-code twin (:mod:`privcore.train.authors`; its noise is ``"paper"``)."""
+    if name == "ARL-C-N" + AUTHORS_RECIPE_SUFFIX:
+        return "ARL-C-N", "authors"
     for mode, suffix in _MODE_SUFFIX.items():
         if not name.endswith(suffix):
             continue
@@ -111,7 +116,8 @@ def table1_order(names: Any) -> list[str]:
     have = set(names)
     out: list[str] = []
     for v in VARIANTS:
-        out += [n for n in (v, v + PAPER_RECIPE_SUFFIX, v + GLOBAL_RECIPE_SUFFIX) if n in have]
+        twins = (v, v + PAPER_RECIPE_SUFFIX, v + GLOBAL_RECIPE_SUFFIX, v + AUTHORS_RECIPE_SUFFIX)
+        out += [n for n in twins if n in have]
     return out
 
 
@@ -186,6 +192,13 @@ class ObfuscatorRecipe:
       (:mod:`privcore.train.release_aware`).
 
     h minimises its CE on (noisy) z̃, a its MSE, each on detached z̃, every step (min-max).
+
+    Options of the authors'-code twin (``authors_code``; :mod:`privcore.train.authors`):
+    ``contrastive_grad=False`` computes C on f's input z under no_grad (logged, no gradient to f, as
+    their code does); ``noise_on_f=False`` adds n only in h's step; ``adversary_lr`` (None = ``lr``);
+    ``select_on_validation`` keeps the f and h of the epoch with the best noise-free accuracy on the
+    validation split (:func:`privcore.data.validation_split`), stopping after ``patience`` epochs
+    without a gain (0 = never); the test set is read only after training.
     """
 
     variant: str
@@ -218,9 +231,20 @@ class ObfuscatorRecipe:
     classifier_refit_epochs: int = 3
     batch_size: int = 256
     lr: float = PAPER_LR
+    authors_code: bool = False
+    contrastive_grad: bool = True
+    noise_on_f: bool = True
+    adversary_lr: float | None = None
+    select_on_validation: bool = False
+    patience: int = 0
 
     def __post_init__(self) -> None:
         check_choice("variant", self.variant, VARIANTS)
+        if self.adversary_lr is not None:
+            check_positive("adversary_lr", self.adversary_lr)
+        check_int("patience", self.patience, minimum=0)
+        if self.patience and not self.select_on_validation:
+            raise ValueError(f"patience = {self.patience} needs select_on_validation (stops on validation)")
         check_in_range("alpha", self.alpha, 0.0, 1.0, low_open=False)
         check_nonnegative("lam", self.lam)
         check_positive("margin", self.margin)
@@ -268,6 +292,8 @@ class ObfuscatorRecipe:
         paper's noise regulariser, or ``ARL-alpha<α>`` for members of the Fig. 2 sweep."""
         if self.sweep:
             return f"ARL-alpha{self.alpha:g}"
+        if self.authors_code:
+            return self.variant + AUTHORS_RECIPE_SUFFIX
         return self.variant + (_MODE_SUFFIX.get(self.noise_mode, "") if self.noise else "")
 
     def loss_terms(self) -> dict[str, Any]:
@@ -280,6 +306,10 @@ class ObfuscatorRecipe:
         if self.contrastive:
             terms["margin"] = self.margin
             terms["contrastive_units"] = self.contrastive_units
+            if not self.contrastive_grad:
+                terms["contrastive"] = "on f's input z, no_grad: logged, no gradient to f (authors' code)"
+        if self.noise and not self.noise_on_f:
+            terms["noise_on_f"] = False
         if not self.noise:
             terms["noise"] = "none (n = 0)"
         elif self.noise_mode == "paper":
@@ -310,6 +340,7 @@ class ObfuscatorRecipe:
             paper["sigma"] = PAPER_SIGMA
         terms["paper_weights"] = (
             not self.sweep
+            and not self.authors_code
             and (not self.noise or self.paper_noise)
             and self.contrastive_units == "raw"
             and all(terms[k] == v for k, v in paper.items())
@@ -536,6 +567,10 @@ def obfuscator_recipe(
     member of Fig. 2); ``out_dim`` defaults to the latent size. ``variant`` may be a checkpoint name
     with the paper-recipe suffix (``"ARL-C-N-paper"``: ``noise_mode="paper"``)."""
     variant, named_mode = parse_obfuscator_name(variant)
+    if named_mode == "authors":
+        given = {k: v for k, v in overrides.items() if v is not None}
+        overrides = {**authors_overrides(dataset, variant), **given}
+        named_mode = "paper"
     if named_mode is not None:
         if overrides.get("noise_mode") not in (None, named_mode):
             named = variant + PAPER_RECIPE_SUFFIX
