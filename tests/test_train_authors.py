@@ -132,3 +132,9 @@ def test_selection_reads_validation_only_and_keeps_the_best_epoch(
     with torch.no_grad():
         pred = ck["classifier"](ck["obfuscator"](vae.encode(split.x_val)[0])).argmax(1)
     assert float((pred == split.y_val).float().mean()) == pytest.approx(sel["validation_accuracy"])
+
+
+def test_the_report_reads_the_papers_row_for_the_twin() -> None:
+    from privcore.experiments.report import _paper_ref
+
+    assert _paper_ref({"ARL-C-N": (0.5,)}, "ARL-C-N-authors") == (0.5,)

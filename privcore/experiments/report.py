@@ -85,10 +85,11 @@ def _order(names: Any) -> list[str]:
 
 
 def _paper_ref(ref: dict[str, Any], name: str) -> Any:
-    """The paper's Table-1 row for an obfuscator name (a paper-recipe twin reads its variant's)."""
-    from privcore.train.recipes import PAPER_RECIPE_SUFFIX
+    """The paper's Table-1 row for an obfuscator name (a paper-recipe or authors'-code twin reads its
+    variant's)."""
+    from privcore.train.recipes import AUTHORS_RECIPE_SUFFIX, PAPER_RECIPE_SUFFIX
 
-    return ref.get(name, ref.get(name.removesuffix(PAPER_RECIPE_SUFFIX)))
+    return ref.get(name, ref.get(name.removesuffix(PAPER_RECIPE_SUFFIX).removesuffix(AUTHORS_RECIPE_SUFFIX)))
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -150,7 +151,7 @@ def render_table1_like_for_like(
     ref = paper.TABLE1.get(PAPER_DATASET.get(dataset, ""), {})
     cols = list(paper.TABLE1_COLUMNS)
     header = ["obfuscator", "row"] + ["Informal" if math.isinf(e) else f"ε = {e:g}" for e in cols] + ["n"]
-    from privcore.train.recipes import PAPER_RECIPE_SUFFIX
+    from privcore.train.recipes import AUTHORS_RECIPE_SUFFIX, PAPER_RECIPE_SUFFIX
 
     def cal_rows(name: str, calib: str) -> Any:
         if calibration is None or "calibration" not in calibration:
@@ -161,11 +162,14 @@ def render_table1_like_for_like(
     rows = []
     names = _order(table1["obfuscator"])
     for name in names:
-        twin = name.endswith(PAPER_RECIPE_SUFFIX)
-        recipe = "the paper's recipe, " if twin else ""
+        suffix = next((s for s in (PAPER_RECIPE_SUFFIX, AUTHORS_RECIPE_SUFFIX) if name.endswith(s)), "")
+        twin = bool(suffix)
+        recipe = {PAPER_RECIPE_SUFFIX: "the paper's recipe, ",
+                  AUTHORS_RECIPE_SUFFIX: "the authors' code's recipe (validation-selected), "}.get(suffix, "")
         theirs = _paper_ref(ref, name)
         # the paper's row once per variant: before the variant, or before a twin shown alone
-        if theirs is not None and not (twin and name.removesuffix(PAPER_RECIPE_SUFFIX) in names):
+        base = name.removesuffix(suffix) if twin else name
+        if theirs is not None and not (twin and (base in names or base + PAPER_RECIPE_SUFFIX in names)):
             column = PAPER_DATASET.get(dataset, "")
             same = column.lower().replace("fmnist", "fashion-mnist") == dataset
             other = "" if same else f"{column}, not {dataset}; "
@@ -210,6 +214,10 @@ def render_table1_like_for_like(
         note += (" `<variant>-paper` is that variant trained with the paper's own recipe (App. E: α = 0.99, "
                  "Lap(σ = 0.01) noise regulariser, λ = 1, margin 25), beside our release-aware N; the "
                  "paper's row above it applies to both.")
+    if any(n.endswith(AUTHORS_RECIPE_SUFFIX) for n in names):
+        note += (" `<variant>-authors` is that variant trained with the authors' code's settings "
+                 "(66a8d35: their α, λ on a contrastive term that never reaches f, widths, lr 1e-4, 500 "
+                 "epochs; privcore.train.authors), the epoch chosen on the validation split, not on test.")
     note += "\n\n"
     return note + _table(header, rows)
 
