@@ -35,7 +35,7 @@ from privlens import (
 )
 from privlens.ledger import ledger_totals
 from privlens.outcome import outcome_summary, plain_guarantee
-from privlens.results import load_results
+from privlens.results import load_results, reading
 
 s = ui.page_setup()
 st.title("Release")
@@ -207,16 +207,19 @@ st.markdown("**At this setting** (follows the sliders):")
 lv = st.columns(2)
 run_delta = s.delta if s.is_ptr else 0.0  # the δ this mechanism runs at (Global: none)
 if s.is_ptr:
-    acc = live.accuracy_at(
-        load_results(loaded.dataset, "table1"),
+    acc = reading(
+        loaded.dataset,
+        "table1",
+        live.accuracy_at,
         model=loaded.model,
         certifier=s.certifier,
         epsilon=eps_m,
         delta=run_delta,
     )
 else:
-    acc = live.global_accuracy_at(
-        load_results(loaded.dataset, "table1-global"), model=loaded.model, epsilon=eps_m, radius=s.radius
+    acc = reading(
+        loaded.dataset, "table1-global", live.global_accuracy_at, model=loaded.model, epsilon=eps_m,
+        radius=s.radius,
     )
 # every reading says its n, interval and δ (under the value: a metric too narrow for them would cut them)
 if acc is None:
@@ -238,7 +241,7 @@ else:
             icon=":material/warning:",
         )
 if s.is_ptr:  # the attack experiment attacks PTR releases, at PTR's own ε
-    ssim = live.attack_at(load_results(loaded.dataset, "attack"), radius=s.radius, epsilon=eps_m)
+    ssim = reading(loaded.dataset, "attack", live.attack_at, radius=s.radius, epsilon=eps_m)
     if ssim is None:
         lv[1].metric("attacker's SSIM at (R, ε)", "—", help="Not measured at this (R, ε) (Attack page).")
     else:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from scipy.stats import binomtest
@@ -63,7 +64,13 @@ class Reading:
 
 def wilson(acc: float, n: int) -> tuple[float, float]:
     """The 95 % Wilson interval of an accuracy ``acc`` measured on ``n`` test images."""
-    ci = binomtest(round(acc * n), n).proportion_ci(confidence_level=0.95, method="wilson")
+    return _wilson_counts(round(acc * n), int(n))
+
+
+@lru_cache(maxsize=4096)
+def _wilson_counts(k: int, n: int) -> tuple[float, float]:
+    """The 95 % Wilson interval of ``k`` successes in ``n`` (cached: every rerun asks again)."""
+    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
     return float(ci.low), float(ci.high)
 
 
