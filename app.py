@@ -46,6 +46,21 @@ PAGES = {
 }
 
 page = st.navigation(PAGES)
+
+
+def run_page(_settings: object = None) -> None:
+    """The page, in its error boundary, below the sidebar that ``app.py`` rendered (a live page's run
+    is a fragment with the ε and δ widgets, :func:`privlens.ui.live_section`: moving them reruns it only)."""
+    st.session_state[ui.NAV_FLAG] = True  # the page must not render the sidebar a second time
+    # a fragment rerun runs the page again: Streamlit lets a page run once per run of app.py
+    page._can_be_called = True
+    try:
+        with ui.error_boundary(f"The {page.title} page"):
+            page.run()
+    finally:
+        st.session_state[ui.NAV_FLAG] = False
+
+
 # every page runs inside the error boundary: an error no page handled is shown as "<page> failed: nothing
 # was released", its traceback logged on the server (and .streamlit/config.toml hides Streamlit's own)
 with ui.error_boundary(f"The {page.title} page"):
@@ -53,12 +68,11 @@ with ui.error_boundary(f"The {page.title} page"):
     # ?page=… opens that page; a path or ?page= that names no page is said at the top, naming it (before
     # the sidebar, which rewrites the URL to its settings)
     ui.go_to_requested_page(PAGES, page)
-    ui.sidebar()
-    st.session_state[ui.NAV_FLAG] = True  # the page must not render the sidebar a second time
+    # on the pages whose numbers follow ε and δ, an ε or δ step reruns the page, not the app
+    ui.sidebar(live=page.url_path in ui.LIVE_PAGES)
     try:
         ui.stop_on_url_problems(page.title)  # a bad link releases nothing: error at the top, st.stop()
-        page.run()
+        ui.live_section(run_page)
     finally:
-        st.session_state[ui.NAV_FLAG] = False
         # server time of this run (script start to end), read by bench/dashboard.py
         st.session_state[ui.RUN_TIME_KEY] = time.perf_counter() - _start

@@ -20,7 +20,7 @@ from privcore.mechanisms import registry
 from privlens import chooser, globalmech, live, pipelines, ptr, ui
 from privlens import ip as iplens
 from privlens.image import CurrentImage
-from privlens.results import load_results
+from privlens.results import load_results, reading
 from privlens.settings import Settings
 
 __all__ = ["panel"]
@@ -81,14 +81,15 @@ def _ip_rows(s: Settings, dataset: str) -> tuple[dict[str, Any], dict[str, Any]]
     ip = iplens.models_if_shipped(dataset)
     if ip is None:
         return {}, {}
-    table = load_results(dataset, "ip")
     noise: dict[str, Any] = {}
     accuracy: dict[str, Any] = {}
     for name, plan in iplens.plans(ip, s).items():
         if isinstance(plan, iplens.Plan):
             noise[name] = (plan.guarantee, plan.noise)
-            accuracy[name] = live.ip_accuracy_at(
-                table,
+            accuracy[name] = reading(
+                dataset,
+                "ip",
+                live.ip_accuracy_at,
                 mechanism=name,
                 model=plan.model.name,
                 epsilon=s.epsilon,
@@ -124,15 +125,22 @@ def panel(
     delta_p = pipe.proposed_delta_p
     probability, offer = _ptr_probability(s, loaded, image, phi=phi, ctx=ptr_ctx, allow_certify=allow_certify)
     ip_noise, accuracy = _ip_rows(s, loaded.dataset)
-    table1_global = load_results(loaded.dataset, "table1-global")
-    if table1_global is None:
-        table1_global = load_results(loaded.dataset, "table1_global")
+    global_name = "table1-global"  # else its older name
+    if load_results(loaded.dataset, global_name) is None:
+        global_name = "table1_global"
     half = registry.get("PTR").mechanism_epsilon(s.epsilon)
-    accuracy["Global"] = live.global_accuracy_at(
-        table1_global, model=loaded.model, epsilon=s.epsilon, radius=s.radius
+    accuracy["Global"] = reading(
+        loaded.dataset,
+        global_name,
+        live.global_accuracy_at,
+        model=loaded.model,
+        epsilon=s.epsilon,
+        radius=s.radius,
     )
-    accuracy["PTR"] = live.accuracy_at(
-        load_results(loaded.dataset, "table1"),
+    accuracy["PTR"] = reading(
+        loaded.dataset,
+        "table1",
+        live.accuracy_at,
         model=loaded.model,
         certifier=s.certifier,
         epsilon=half,
@@ -200,7 +208,7 @@ def panel(
             f"Use {registry.get(cmp.recommended).label}",
             key="use_recommended",
             type="primary",
-            on_click=ui.update_settings,
+            on_click=ui.apply_settings,  # the sidebar's mechanism follows
             kwargs={"mechanism": cmp.recommended},
         )
     return cmp

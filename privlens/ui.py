@@ -20,7 +20,7 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -55,6 +55,10 @@ NAV_FLAG = "privlens_sidebar_rendered"
 RUN_TIME_KEY = "privlens_last_run_seconds"
 URL_PROBLEMS_KEY = "privlens_url_problems"
 LEDGER_KEY = "privlens_ledger"
+#: The sidebar's slot for the ε and δ widgets of a page's :func:`live_section` (None: in the sidebar).
+LIVE_SLOT_KEY = "privlens_live_slot"
+#: The pages (url paths) that ``app.py`` runs in a :func:`live_section`.
+LIVE_PAGES = ("release", "inference_privacy")
 
 #: One line per mechanism, from its registry entry (privcore.mechanisms.registry): what it releases,
 #: the guarantee of one sent release in terms of the sidebar's (total) ε, and its source.
@@ -260,14 +264,19 @@ def bound_widget(
         if field in PARAMS:  # the range every check and message uses (privlens.settings.PARAMS)
             allowed = f"Allowed: {PARAMS[field].allowed}; a link may set any value in that range."
             kwargs["help"] = f"{kwargs['help']} {allowed}" if kwargs.get("help") else allowed
-    if st.session_state.get(key) != value:
-        st.session_state[key] = value
+    # always: a widget moved into or out of a fragment (privlens.ui.live_section) gets another id, whose
+    # state would start at the first option
+    st.session_state[key] = value
     widget = getattr(where, kind)
     return widget(label, key=key, on_change=_on_change, args=(field, key), **kwargs)
 
 
-def sidebar() -> Settings:
-    """Render the shared sidebar and mirror the settings into the URL query."""
+def sidebar(*, live: bool = False) -> Settings:
+    """Render the shared sidebar and mirror the settings into the URL query.
+
+    With ``live`` (a page that calls :func:`live_section`) the ε and δ widgets are left to that page's
+    fragment, in a slot kept at their place; a bad link keeps them here, so that it can be fixed.
+    """
     s = settings()
     models = pipelines.catalogue()
     sb = st.sidebar
@@ -298,32 +307,10 @@ def sidebar() -> Settings:
         format_func=mechanism_label,
         help=MECHANISM_HELP[s.mechanism],
     )
-    eps_label = "ε — total of one sent release" + (" (PTR runs at ε/2)" if s.is_ptr else "")
-    bound_widget(
-        "select_slider",
-        "epsilon",
-        eps_label,
-        where=sb,
-        options=EPSILON_GRID,
-        format_func=fmt_num,
-        help=EPS_HELP,
-    )
-    sb.caption(spent_text(settings()))
-    if s.is_ptr:
-        delta_label = "δ — PTR's parameter (a sent release spends δ/2)"
-    elif s.is_global:  # pure ε: δ only sets PTR's in the Release page's comparison
-        delta_label = "δ — PTR's, for the comparison (Global spends δ = 0)"
-    else:
-        delta_label = "δ — failure probability"
-    bound_widget(
-        "select_slider",
-        "delta",
-        delta_label,
-        where=sb,
-        options=DELTA_GRID,
-        format_func=fmt_num,
-        help=DELTA_HELP,
-    )
+    live = live and not url_problems()
+    st.session_state[LIVE_SLOT_KEY] = sb.container() if live else None
+    if not live:
+        _epsilon_delta(sb)
     s = settings()
     if s.is_posthoc:
         bound_widget(
@@ -360,10 +347,74 @@ def sidebar() -> Settings:
     if url_problems():  # the URL keeps the bad values (shown at the top of the page) until fixed
         sb.error("The link has settings that cannot be used: see the top of the page.")
     else:
-        target = s.to_query()
-        if st.query_params.to_dict() != target:
-            st.query_params.from_dict(target)  # also drops aliases and unknown keys once accepted
+        _sync_url(s)
     return s
+
+
+def _epsilon_delta(where: Any) -> None:
+    """The ε and δ widgets and what one sent release spends, in ``where``."""
+    s = settings()
+    eps_label = "ε — total of one sent release" + (" (PTR runs at ε/2)" if s.is_ptr else "")
+    bound_widget(
+        "select_slider",
+        "epsilon",
+        eps_label,
+        where=where,
+        options=EPSILON_GRID,
+        format_func=fmt_num,
+        help=EPS_HELP,
+    )
+    where.caption(spent_text(settings()))
+    if s.is_ptr:
+        delta_label = "δ — PTR's parameter (a sent release spends δ/2)"
+    elif s.is_global:  # pure ε: δ only sets PTR's in the Release page's comparison
+        delta_label = "δ — PTR's, for the comparison (Global spends δ = 0)"
+    else:
+        delta_label = "δ — failure probability"
+    bound_widget(
+        "select_slider",
+        "delta",
+        delta_label,
+        where=where,
+        options=DELTA_GRID,
+        format_func=fmt_num,
+        help=DELTA_HELP,
+    )
+
+
+def _sync_url(s: Settings) -> None:
+    target = s.to_query()
+    if st.query_params.to_dict() != target:
+        st.query_params.from_dict(target)  # also drops aliases and unknown keys once accepted
+
+
+def live_section(body: Callable[[Settings], None]) -> None:
+    """Run ``body(settings)`` in a fragment that first renders the sidebar's ε and δ widgets (in the
+    slot :func:`sidebar` kept for them with ``live``) and mirrors the URL: moving ε or δ reruns
+    ``body`` only, not the app. Without a slot (a bad link, or not ``live``) ``body`` runs as it is.
+
+    A widget in ``body`` that changes a setting shown outside it must rerun the app
+    (:func:`apply_settings`)."""
+    slot = st.session_state.pop(LIVE_SLOT_KEY, None)
+    if slot is None:
+        body(settings())
+        return
+
+    @st.fragment
+    def _live() -> None:
+        _epsilon_delta(slot)
+        s = settings()
+        _sync_url(s)
+        body(s)
+
+    _live()
+
+
+def apply_settings(**changes: Any) -> None:
+    """A widget callback: :func:`update_settings`, then rerun the whole app (a widget inside a
+    :func:`live_section` would otherwise rerun only that, and the sidebar would not follow)."""
+    update_settings(**changes)
+    st.rerun()
 
 
 def page_setup() -> Settings:

@@ -8,6 +8,7 @@ Tests about PTR name it in the URL (``mech=PTR``), whose ε there is the total: 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -283,6 +284,14 @@ def test_ptr_sends_at_the_smallest_epsilon_with_the_certification_the_library_wo
     assert sent.outcome.certification is cert and sent.outcome.epsilon == 0.05
 
 
+def _blocks(node: Any) -> list[Any]:
+    """``node``'s blocks and elements, depth first."""
+    out = []
+    for child in getattr(node, "children", {}).values():
+        out += [child, *_blocks(child)]
+    return out
+
+
 def test_the_metric_rows_wrap_instead_of_cutting_their_numbers() -> None:
     """Five metrics in five columns were cut to "0.8…" and "φ (private, yo…" in a 1000 px wide browser;
     PTR's and Global's rows are now wrapping rows of metrics, each as wide as its label and value."""
@@ -290,7 +299,7 @@ def test_the_metric_rows_wrap_instead_of_cutting_their_numbers() -> None:
         at = app("release", query=query)
         rows = [
             b
-            for b in at.main.children.values()
+            for b in _blocks(at.main)  # at any depth: the ε/δ-dependent part is a fragment's block
             if getattr(b, "type", "") == "flex_container" and b.proto.flex_container.wrap
             and b.children and all(getattr(c, "type", "") == "metric" for c in b.children.values())
         ]
