@@ -178,7 +178,9 @@ def panel(
             "add more noise (a larger δ the reverse), so the accuracy at these settings differs from the one "
             "shown."
         )
-    st.dataframe(pd.DataFrame(cmp.rows()), hide_index=True, width="stretch")
+    # static tables (as the Inference privacy page's): drawn with the page, where a data grid redraws its
+    # cells a few hundred ms after every ε or δ step
+    st.table(pd.DataFrame(cmp.rows()), hide_index=True)
     notes = [f"{c.label}: {c.note}." for c in cmp.choices if c.note and c.comparable]
     st.caption(
         " ".join(notes) + (" " if notes else "") + "The inference-privacy mechanisms protect other pairs "
@@ -200,7 +202,7 @@ def panel(
         )
         st.success(f"**Recommended: {label}.** {cmp.reason}{ratio}", icon=":material/recommend:")
     with st.expander("Guarantees, calibrations and how each number was read"):
-        st.dataframe(details, hide_index=True, width="stretch")
+        st.table(details, hide_index=True)
     if offer is not None:
         _offer_certification(offer)
     if cmp.recommended is not None and cmp.recommended != s.mechanism and s.is_posthoc:

@@ -38,7 +38,7 @@ def _global_draws(at: AppTest) -> list[GlobalRelease]:
 
 def _comparison(at: AppTest, column: str = "noise per coordinate") -> Any:
     """The comparison panel's table (``column`` "ranked": its details, in the expander below it)."""
-    return next(d.value for d in at.dataframe if column in d.value.columns)
+    return next(d.value for d in [*at.table, *at.dataframe] if column in d.value.columns)
 
 
 def test_the_sidebar_lists_the_registry_and_defaults_to_global_which_releases_at_the_defaults() -> None:
