@@ -9,8 +9,8 @@ Stated before any candidate is trained (:data:`CANDIDATES`, :data:`SCHEDULES`, :
    embeddings: the release classifier's scale unit), its clipping box and G (certified by this
    process over the box of the fit embeddings, :func:`privcore.global_cli.write_global_constant`)
    and its release classifier are trained or computed on the fit part only.
-2. (A) One obfuscator per candidate of :data:`CANDIDATES`: the shipped recipes of the four
-   noise-trained Table-1 variants (ARL-C-N, C-N, N, ARL-N; PTR's release noise) and ``N-global``,
+2. (A) One obfuscator per candidate of :data:`CANDIDATES`: the shipped recipes of three
+   noise-trained Table-1 variants (ARL-C-N, C-N, N; PTR's release noise) and ``N-global``,
    trained with the global mechanism's own noise Ĝ·R/ε at total ε = 2 and 4, Ĝ sampled over the
    batch's R-balls and 512 points of the public box (``noise_mode="global"``,
    ``noise_box_samples``), each with the default release classifier; scored on the validation
@@ -79,7 +79,6 @@ CANDIDATES: dict[str, tuple[str, dict[str, Any]]] = {
     "ARL-C-N": ("ARL-C-N", {}),
     "C-N": ("C-N", {}),
     "N": ("N", {}),
-    "ARL-N": ("ARL-N", {}),
     "N-global,box": ("N-global", {"noise_box_samples": 512, "noise_epsilons": (2.0, 4.0),
                                   "noise_clean_fraction": 0.0}),
 }
