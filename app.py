@@ -64,6 +64,7 @@ def run_page(_settings: object = None) -> None:
 # every page runs inside the error boundary: an error no page handled is shown as "<page> failed: nothing
 # was released", its traceback logged on the server (and .streamlit/config.toml hides Streamlit's own)
 with ui.error_boundary(f"The {page.title} page"):
+    pipelines.warm_up()
     # ?page=… opens that page; a path or ?page= that names no page is said at the top, naming it (before
     # the sidebar, which rewrites the URL to its settings)
     ui.go_to_requested_page(PAGES, page)
@@ -73,8 +74,5 @@ with ui.error_boundary(f"The {page.title} page"):
         ui.stop_on_url_problems(page.title)  # a bad link releases nothing: error at the top, st.stop()
         ui.live_section(run_page)
     finally:
-        # after the page: its background imports (privcore.attacks.metrics alone ~3 s) and pattern tables
-        # would compete with the first page of a fresh server for the CPU (cold start 7.2 → 6.7 s, A/B)
-        pipelines.warm_up()
         # server time of this run (script start to end), read by bench/dashboard.py
         st.session_state[ui.RUN_TIME_KEY] = time.perf_counter() - _start
