@@ -208,3 +208,17 @@ def test_a_recalibrated_told_scale_map_invalidates_table_rows(tmp_path) -> None:
     after = ctx.classifier_weights(["ARL-C-N"])
     assert after["ARL-C-N"] != before["ARL-C-N"]
     assert after["ARL-C-N"].split("+")[0] == before["ARL-C-N"].split("+")[0]
+
+
+def test_a_cached_model_survives_a_recipe_option_added_later() -> None:
+    """select's model cache compares recipes field by field: a card written before an option existed
+    matches a recipe at that option's default, and any other value still forces a retrain."""
+    from privcore.experiments.select_models import _same_recipe
+    from privcore.train.recipes import obfuscator_recipe
+
+    recipe = obfuscator_recipe("digits", "ARL-C-N")
+    old_card = {"recipe": {k: v for k, v in recipe.to_json().items() if k != "noise_box_samples"}}
+    assert _same_recipe(old_card, recipe)
+    assert not _same_recipe({"recipe": {**old_card["recipe"], "lr": 0.5}}, recipe)
+    assert not _same_recipe(old_card, obfuscator_recipe("digits", "ARL-C-N-global", noise_box_samples=8))
+    assert not _same_recipe(None, recipe) and not _same_recipe({}, recipe)

@@ -9,6 +9,7 @@ stopped, and nothing is trained twice.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 from typing import Any
@@ -54,13 +55,29 @@ def _same(card: dict[str, Any] | None, **expected: Any) -> bool:
     return True
 
 
+def _recipe_json(card: dict[str, Any] | None, recipe: Any) -> dict[str, Any] | None:
+    """The card's recipe with every field the card predates at its default, as ``recipe.to_json()``
+    would write it: a recipe option added later (with a default that keeps the old behaviour) does
+    not make a cached model look different."""
+    if card is None or not isinstance(card.get("recipe"), dict):
+        return None
+    defaults = type(recipe)(**{f.name: getattr(recipe, f.name) for f in dataclasses.fields(recipe)
+                               if f.default is dataclasses.MISSING
+                               and f.default_factory is dataclasses.MISSING}).to_json()
+    return {**defaults, **card["recipe"]}
+
+
+def _same_recipe(card: dict[str, Any] | None, recipe: Any) -> bool:
+    return _recipe_json(card, recipe) == recipe.to_json()
+
+
 def ensure_embedder(ds: Any, recipe: Any, stem: Path, *, seed: int, device: Any, progress: bool,
                     command: str) -> dict[str, Any]:
     """The β-VAE embedder of ``ds`` (the split's fit part) at ``stem``: reused or trained."""
     from privcore.train.embedder import train_embedder
 
     card = _card(stem)
-    if _same(card, recipe=recipe.to_json(), seed=seed, dataset__fingerprint=ds.fingerprint):
+    if _same_recipe(card, recipe) and _same(card, seed=seed, dataset__fingerprint=ds.fingerprint):
         return card  # type: ignore[return-value]
     stem.parent.mkdir(parents=True, exist_ok=True)
     return train_embedder(ds, recipe, out=stem, device=device, seed=seed, progress=progress, command=command)
@@ -79,7 +96,7 @@ def ensure_obfuscator(ds: Any, recipe: Any, *, embedder: Path, stem: Path, seed:
         for src in (weights_path(embedder), card_path(embedder)):  # the card last
             shutil.copy2(src, here.parent / src.name)
     card = _card(stem)
-    if _same(card, recipe=recipe.to_json(), seed=seed, dataset__fingerprint=ds.fingerprint,
+    if _same_recipe(card, recipe) and _same(card, seed=seed, dataset__fingerprint=ds.fingerprint,
              embedder__sha256=emb_card["weights"]["sha256"]):
         return card  # type: ignore[return-value]
     return train_obfuscator(ds, recipe, embedder=here, out=stem, device=device, seed=seed,
@@ -108,7 +125,7 @@ def ensure_classifier(obfuscator: Path, recipe: Any, stem: Path, *, seed: int, d
 
     obf = read_card(obfuscator)
     card = _card(stem)
-    if _same(card, recipe=recipe.to_json(), seed=seed, obfuscator__sha256=obf["weights"]["sha256"],
+    if _same_recipe(card, recipe) and _same(card, seed=seed, obfuscator__sha256=obf["weights"]["sha256"],
              release_noise__delta_p=obf["delta_p"]["proposed"]):
         return card  # type: ignore[return-value]
     return train_release_classifier(obfuscator, out=stem, recipe=recipe, device=device, seed=seed,
