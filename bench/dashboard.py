@@ -64,7 +64,7 @@ def main() -> None:
     Certifier.decide = counting_decide  # type: ignore[method-assign]
 
     # ---------------------------------------------------------------- 1. through the app
-    query = {"dataset": args.dataset, "model": args.model, "eps": "1.0", "delta": "0.05"}
+    query = {"dataset": args.dataset, "model": args.model, "mech": "PTR", "eps": "1.0", "delta": "0.05"}
     at = AppTest.from_file(_entry(tmp), default_timeout=600)
     at.query_params.update(query)
     at.run()  # home page; loads nothing heavy
