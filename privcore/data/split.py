@@ -27,7 +27,7 @@ import torch
 from privcore.data.dataset import Dataset
 from privcore.validation import check_in_range, check_int
 
-__all__ = ["ValidationSplit", "held_out_fingerprint", "validation_split"]
+__all__ = ["VALIDATION_FRACTION", "ValidationSplit", "held_out_fingerprint", "validation_split"]
 
 
 def held_out_fingerprint(indices: Any) -> str:
@@ -120,7 +120,13 @@ def _stratified_held_out(y: np.ndarray, fraction: float, seed: int) -> np.ndarra
     return np.sort(np.concatenate(picked)) if picked else np.zeros(0, dtype=np.int64)
 
 
-def validation_split(dataset: Dataset, *, fraction: float = 0.1, seed: int = 0) -> ValidationSplit:
+#: the held-out fraction of the training images every validation-selected choice uses
+VALIDATION_FRACTION = 0.1
+
+
+def validation_split(
+    dataset: Dataset, *, fraction: float = VALIDATION_FRACTION, seed: int = 0
+) -> ValidationSplit:
     """Hold out a seeded, stratified ``fraction`` of ``dataset``'s training images as validation.
 
     Deterministic in (training labels, ``fraction``, ``seed``). The returned split's ``dataset``

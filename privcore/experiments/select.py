@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from privcore.data.split import VALIDATION_FRACTION
 from privcore.experiments.ptr_common import (
     compute_phis,
     embed,
@@ -83,7 +84,6 @@ COLUMNS = (
 KEY = ("choice", "candidate", "split", "epsilon")
 VARIANT = "ARL-C-N"
 EPSILONS = (1.0, 2.0, 5.0, 10.0)
-VALIDATION_FRACTION = 0.1
 #: (A) release margins of the release-aware N regulariser (0.08 is the shipped recipe's)
 MARGINS = (0.0, 0.04, 0.08, 0.12)
 #: (B) release-classifier schedules, (epochs, lr schedule) (120/cosine is the shipped recipe's)

@@ -164,8 +164,7 @@ def train_obfuscator(
     latent_dim = int(emb_ck.card["architecture"]["vae"]["kwargs"]["latent_dim"])
     x_fit, y_tr, val = ds.x_train, ds.y_train, None
     if recipe.select_on_validation:
-        from privcore.data import validation_split
-        from privcore.experiments.select import VALIDATION_FRACTION
+        from privcore.data.split import VALIDATION_FRACTION, validation_split
 
         split = validation_split(ds, fraction=VALIDATION_FRACTION, seed=0)
         x_fit, y_tr = split.dataset.x_train, split.dataset.y_train
