@@ -27,7 +27,6 @@ measured side by side in one run mean anything.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
@@ -44,9 +43,8 @@ from load import (  # bench/load.py: the server and image helpers
     CHROMIUM_ARGS,
     GATE,
     Server,
-    free_port,
+    start_server,
     upload_images,
-    wait_healthy,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,22 +84,8 @@ def load1() -> float:
 
 def start(root: Path, cache_dir: Path, log_path: Path) -> tuple[Server, float]:
     """``streamlit run app.py`` from ``root`` (as ``make run``); returns the server and its start time."""
-    port = free_port()
-    env = dict(os.environ, PRIVLENS_CACHE_DIR=str(cache_dir), PYTHONPATH=str(root))
-    env.pop("PRIVLENS_RESULTS_DIR", None)
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
-           f"--server.port={port}", "--server.address=127.0.0.1", "--browser.gatherUsageStats=false"]
-    log = open(log_path, "w")  # closed by Server.stop
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    server = Server(url=f"http://127.0.0.1:{port}", pid=proc.pid, proc=proc, log=log, root=str(root))
-    try:
-        wait_healthy(server.url, proc, timeout=180)
-    except BaseException:
-        server.stop()
-        raise
-    return server, t0
+    return start_server(root, cache_dir, log_path), t0
 
 
 def idle(page: Any, t: float, before: str, *, quiet_ms: float, timeout_s: float,
