@@ -199,9 +199,12 @@ def train_obfuscator(
     box = None
     if recipe.noise and recipe.noise_mode == "global" and recipe.noise_box_samples:
         from privcore.global_cli import DEFAULT_MARGIN
+        from privcore.lipschitz.global_box import ClipBox
 
         # the box the global mechanism will clip to (the training embeddings' range plus its margin)
-        box = (z_tr.amin(0).to(dev) - DEFAULT_MARGIN, z_tr.amax(0).to(dev) + DEFAULT_MARGIN)
+        clip = ClipBox.from_points(z_tr.double().cpu().numpy(), margin=DEFAULT_MARGIN)
+        box = (torch.as_tensor(clip.lower, dtype=z_tr.dtype, device=dev),
+               torch.as_tensor(clip.upper, dtype=z_tr.dtype, device=dev))
     reg = _Regulariser(recipe, spec.radius, gen, box)
     rho = recipe.spread_weight if reg.release else 0.0
     t0 = time.perf_counter()
