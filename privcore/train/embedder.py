@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from privcore.data import Dataset, get_spec
 from privcore.nets.checkpoint import Architecture, build_module, save_checkpoint
@@ -27,6 +28,7 @@ __all__ = [
     "dataset_from_card",
     "embedder_architecture",
     "latent_neighbour_stats",
+    "shift_images",
     "train_embedder",
 ]
 
@@ -83,6 +85,20 @@ def embedder_architecture(ds: Dataset, recipe: EmbedderRecipe) -> Architecture:
     )
 
 
+def shift_images(x: torch.Tensor, shift: int, generator: torch.Generator) -> torch.Tensor:
+    """Each image of ``x`` (N, C, H, W) translated by its own uniform integer offsets in
+    [−``shift``, ``shift``] along rows and columns, vacated pixels set to 0 (the offsets are drawn
+    from ``generator`` on the CPU)."""
+    n, _, h, w = x.shape
+    s = int(shift)
+    d = torch.randint(-s, s + 1, (2, n), generator=generator)
+    padded = F.pad(x, (s, s, s, s)).permute(0, 2, 3, 1)  # (N, H+2s, W+2s, C)
+    rows = torch.arange(h)[None, :] + s - d[0][:, None]  # (N, H): output row i reads row i − dy
+    cols = torch.arange(w)[None, :] + s - d[1][:, None]
+    out = padded[torch.arange(n)[:, None, None], rows[:, :, None], cols[:, None, :]]  # (N, H, W, C)
+    return out.permute(0, 3, 1, 2).contiguous()
+
+
 def latent_neighbour_stats(
     z: torch.Tensor, y: torch.Tensor, *, max_points: int = 2000, seed: int = 0
 ) -> dict[str, float]:
@@ -133,14 +149,18 @@ def train_embedder(
     arch = embedder_architecture(ds, recipe)
     vae = build_module(arch).to(dev)
     assert isinstance(vae, BetaVAE)
-    opt = torch.optim.Adam(vae.parameters(), lr=recipe.lr)
+    modules: dict[str, torch.nn.Module] = {"vae": vae}
+    if recipe.label_weight > 0:
+        # the label-aware (supervised) option: a linear head on μ, trained with the VAE, not saved
+        modules["head"] = torch.nn.Linear(recipe.latent_dim, ds.num_classes).to(dev)
+    opt = torch.optim.Adam([p for m in modules.values() for p in m.parameters()], lr=recipe.lr)
     run = ResumableRun(
         out,
         config={"recipe": {**recipe.to_json(), "epochs": None}, "seed": seed, "data": full.fingerprint},
         enabled=resume,
     )
-    start, history = run.restore({"vae": vae}, {"opt": opt}, gen)
-    x = ds.x_train
+    start, history = run.restore(modules, {"opt": opt}, gen)
+    x, y = ds.x_train, ds.y_train
     t0 = time.perf_counter()
     bar = epoch_bar(recipe.epochs, desc=f"embedder {ds.name}", progress=progress, initial=start)
     for epoch in range(start, recipe.epochs):
@@ -148,7 +168,10 @@ def train_embedder(
         tot = rec_t = kl_t = 0.0
         n_batches = -(-x.shape[0] // recipe.batch_size)
         for b, idx in enumerate(minibatches(x.shape[0], recipe.batch_size, gen)):
-            xb = x[idx].to(dev)
+            xb = x[idx]
+            if recipe.augment_shift:
+                xb = shift_images(xb, recipe.augment_shift, gen)
+            xb = xb.to(dev)
             logits, mu, logvar = vae(xb)
             ramp = (
                 1.0
@@ -156,6 +179,8 @@ def train_embedder(
                 else min(1.0, (epoch + b / n_batches) / recipe.kl_warmup_epochs)
             )
             loss, rec, kl = beta_vae_loss(logits, xb, mu, logvar, beta=recipe.beta * ramp)
+            if recipe.label_weight > 0:
+                loss = loss + recipe.label_weight * F.cross_entropy(modules["head"](mu), y[idx].to(dev))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -163,7 +188,7 @@ def train_embedder(
             tot, rec_t, kl_t = tot + loss.item() * n, rec_t + rec.item() * n, kl_t + kl.item() * n
         n_all = x.shape[0]
         history.append({"epoch": epoch + 1, "loss": tot / n_all, "rec": rec_t / n_all, "kl": kl_t / n_all})
-        run.save(epoch + 1, {"vae": vae}, {"opt": opt}, gen, history)
+        run.save(epoch + 1, modules, {"opt": opt}, gen, history)
         bar.update(1)
         bar.set_postfix(loss=f"{tot / n_all:.2f}", kl=f"{kl_t / n_all:.2f}")
     bar.close()

@@ -131,7 +131,12 @@ class EmbedderRecipe:
     """β-VAE embedder (App. E). ``arch="mlp"`` is the paper's fully connected VAE for 28×28
     (and the only sensible one for 8×8 digits); ``"conv"`` is a small CNN VAE.
     ``kl_warmup_epochs`` > 0 ramps the KL weight linearly from 0 to β over those epochs (Bowman et al.
-    2016; Sønderby et al. 2016) against early posterior collapse; the objective after it is the β-ELBO."""
+    2016; Sønderby et al. 2016) against early posterior collapse; the objective after it is the β-ELBO.
+    ``augment_shift`` > 0 shifts each training image by a uniform integer number of pixels in
+    [−s, s] along each axis (zero fill) before it is encoded and reconstructed: data augmentation, the
+    objective is still the β-ELBO. ``label_weight`` γ > 0 adds γ·CE(W·μ + b, y), a linear head on the
+    encoder mean trained with the VAE (not saved): a label-aware, *supervised* embedder, not the
+    paper's unsupervised β-VAE. Both default to 0, the paper's objective."""
 
     latent_dim: int
     beta: float = PAPER_BETA
@@ -143,9 +148,13 @@ class EmbedderRecipe:
     lr: float = PAPER_LR
     n_train: int | None = None
     kl_warmup_epochs: int = 0
+    augment_shift: int = 0
+    label_weight: float = 0.0
 
     def __post_init__(self) -> None:
         check_int("latent_dim", self.latent_dim, minimum=1)
+        check_int("augment_shift", self.augment_shift, minimum=0)
+        check_nonnegative("label_weight", self.label_weight)
         check_nonnegative("beta", self.beta)
         check_choice("arch", self.arch, ("mlp", "conv"))
         check_int("width", self.width, minimum=1)
