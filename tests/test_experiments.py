@@ -89,8 +89,22 @@ def test_fig4_tiny_times_every_sweep(out: Path) -> None:
     assert frame["seconds_mean"].notna().all() and (frame["n_timeouts"] == 0).all()  # timings: bench/
     assert frame["lipmip_seconds_mean"].gt(0).all() and (frame["lipmip_timeouts"] == 0).all()
     assert frame["solver"].str.len().gt(0).all()
+    for prefix in ("seconds", "lipmip_seconds"):  # the 95 % t-interval of each mean brackets it
+        lo, mean, hi = frame[f"{prefix}_lo"], frame[f"{prefix}_mean"], frame[f"{prefix}_hi"]
+        assert (frame["n"] == 2).all() and ((0 <= lo) & (lo <= mean) & (mean <= hi)).all()
     base = frame[frame["sweep"] == "radius"]
     assert (base["input_dim"] == 8).all()  # the digits latent dimension
+
+
+def test_fig4_t_interval_of_the_mean() -> None:
+    import math
+
+    from privcore.experiments.fig4 import t_interval
+
+    lo, hi = t_interval([10.0, 11.0, 12.0])  # 11 ± t(0.975, 2)·1/√3 = 11 ± 2.4841
+    assert math.isclose(lo, 11 - 2.48414, abs_tol=1e-4) and math.isclose(hi, 11 + 2.48414, abs_tol=1e-4)
+    assert t_interval([0.1, 0.2, 5.0])[0] == 0.0  # clipped: a time is never negative
+    assert all(math.isnan(v) for v in t_interval([1.0]))
 
 
 # --------------------------------------------------------------------------- experiments on shipped models
@@ -261,6 +275,15 @@ def test_ip_tiny(out: Path, shipped: Path) -> None:
         noise = pair.set_index("calibration")["noise"]
         assert noise["classic"] > noise["analytic"] > 0
     assert set(frame.loc[frame["epsilon"] >= 1, "calibration"].dropna()) <= {"analytic"}
+    # every cell carries its 95 % bootstrap interval over test images, around the mean
+    assert frame[["accuracy_lo", "accuracy_hi"]].notna().all().all()
+    assert (frame["accuracy_lo"] <= frame["accuracy_mean"]).all()
+    assert (frame["accuracy_mean"] <= frame["accuracy_hi"]).all()
+    assert (frame["accuracy_hi"] > frame["accuracy_lo"]).any()
+    # Fig. 5: Gauss-Output only, accuracy against ε for each α
+    fig5 = frame[frame["sweep"] == "fig5"]
+    assert set(fig5["mechanism"]) == {"Gauss-Output"}
+    assert fig5[fig5["calibration"] == "analytic"].groupby("alpha")["epsilon"].nunique().min() >= 2
 
 
 def test_report_puts_paper_numbers_beside_ours(out: Path) -> None:

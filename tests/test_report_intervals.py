@@ -134,3 +134,25 @@ def test_fig2_table_shows_n_and_the_bootstrap_interval() -> None:
     text = render_fig2(frame)
     rows = [ln for ln in text.splitlines() if ln.startswith("| Encoder") or ln.startswith("| ARL")]
     assert rows[0].startswith("| Encoder | 0 | 3.000 [2.800, 3.200]") and "n = 100" in text
+
+
+def test_ip_and_fig4_tables_show_n_and_their_intervals() -> None:
+    import pandas as pd
+
+    from privcore.experiments.report import render_fig4, render_ip_fig5, render_ip_grid
+
+    ip = pd.DataFrame({"sweep": ["grid", "fig5", "fig5"], "model": "ip-lipschitz-l2",
+                       "mechanism": "Gauss-Output", "calibration": "analytic", "epsilon": [1.0, 1.0, 2.0],
+                       "alpha": 0.1, "accuracy_mean": [0.5, 0.5, 0.6], "accuracy_std": 0.01,
+                       "accuracy_lo": [0.48, 0.48, 0.58], "accuracy_hi": [0.52, 0.52, 0.62], "n_draws": 15,
+                       "n_test": 2000})
+    assert "| 1 | 50.00 ± 1.00 [48.0, 52.0] |" in render_ip_grid(ip) and "n = 2000" in render_ip_grid(ip)
+    fig5 = render_ip_fig5(ip)
+    assert "| ip-lipschitz-l2 & Gauss-Output | 0.1 | 50.00 [48.0, 52.0] | 60.00 [58.0, 62.0] |" in fig5
+    fig4 = pd.DataFrame({"sweep": ["depth"], "value": [3], "lipmip_seconds_mean": [2.0],
+                         "lipmip_seconds_lo": [1.5], "lipmip_seconds_hi": [2.5], "lipmip_timeouts": [1],
+                         "seconds_mean": [0.5], "seconds_lo": [0.25], "seconds_hi": [0.75], "n_timeouts": [0],
+                         "solver": ["split"], "n": [10]})
+    text = render_fig4(fig4)
+    assert "| depth | 3 | 2.000 [1.500, 2.500] | 1 | 0.500 [0.250, 0.750] | 0 | split | 10 |" in text
+    assert "1 of 20 solves hit the time limit" in text

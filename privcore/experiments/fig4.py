@@ -13,11 +13,13 @@ latents. Each (network, centre) is certified two ways, in alternating order:
   pattern enumeration, or the MILP after bound tightening; ``solver`` says which ran).
 
 A solve that reaches the time limit is counted in ``*_timeouts`` and enters the mean at the limit
-(so the mean is a lower bound).
+(so the mean is a lower bound). Each mean carries a 95 % Student-t interval over its ``n``
+(network, centre) pairs (``*_lo``/``*_hi``; the lower end clipped at 0 s, NaN for n < 2).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -25,7 +27,7 @@ import numpy as np
 from privcore.experiments.runner import RunContext, save_figure
 from privcore.experiments.seeds import row_seed
 
-__all__ = ["COLUMNS", "run", "time_certificates"]
+__all__ = ["COLUMNS", "run", "t_interval", "time_certificates"]
 
 COLUMNS = (
     "dataset",
@@ -33,11 +35,15 @@ COLUMNS = (
     "value",
     "seconds_mean",
     "seconds_std",
+    "seconds_lo",
+    "seconds_hi",
     "n",
     "n_timeouts",
     "solver",
     "lipmip_seconds_mean",
     "lipmip_seconds_std",
+    "lipmip_seconds_lo",
+    "lipmip_seconds_hi",
     "lipmip_timeouts",
     "input_dim",
     "depth",
@@ -48,11 +54,25 @@ KEY = ("sweep", "value")
 WIDTH = 10
 
 
+def t_interval(values: Any, *, level: float = 0.95) -> tuple[float, float]:
+    """Two-sided ``level`` Student-t interval for the mean of ``values`` (sample sd, n − 1 degrees
+    of freedom), its lower end clipped at 0 (a time is never negative); NaNs for fewer than 2."""
+    from scipy import stats
+
+    v = np.asarray(values, dtype=np.float64)
+    if v.size < 2:
+        return math.nan, math.nan
+    mean = float(v.mean())
+    half = float(stats.t.ppf(0.5 + level / 2.0, v.size - 1)) * float(v.std(ddof=1)) / math.sqrt(v.size)
+    return max(0.0, mean - half), mean + half
+
+
 def time_certificates(
     *, input_dim: int, depth: int, width: int, radius: float, n: int, seed: int, time_limit: float
 ) -> dict[str, Any]:
     """Certify ``n`` (network, centre) pairs exactly, by the engine and by the plain LipMIP MILP
-    (module docstring); return each one's mean/std seconds and time-outs, and the engine's solvers."""
+    (module docstring); return each one's mean/std seconds, 95 % t-interval of the mean and
+    time-outs, and the engine's solvers."""
     import time
 
     import torch
@@ -81,16 +101,31 @@ def time_certificates(
                 res = solve(milp, solver="gurobi", mip_gap=MIP_GAP, time_limit=time_limit)
                 plain.append(time.perf_counter() - start)
                 plain_timeouts += res.status != "optimal"
+    lo, hi = t_interval(seconds)
+    plain_lo, plain_hi = t_interval(plain)
     return {
         "seconds_mean": float(np.mean(seconds)),
         "seconds_std": float(np.std(seconds)),
+        "seconds_lo": lo,
+        "seconds_hi": hi,
         "n": n,
         "n_timeouts": timeouts,
         "solver": "+".join(sorted(solvers)),
         "lipmip_seconds_mean": float(np.mean(plain)),
         "lipmip_seconds_std": float(np.std(plain)),
+        "lipmip_seconds_lo": plain_lo,
+        "lipmip_seconds_hi": plain_hi,
         "lipmip_timeouts": plain_timeouts,
     }
+
+
+def _error_bars(part: Any, prefix: str) -> dict[str, Any]:
+    """The 95 % t-interval as plotly error bars (the sd for CSVs from before the intervals)."""
+    if f"{prefix}_lo" not in part:
+        return {"type": "data", "array": part[f"{prefix}_std"]}
+    mean = part[f"{prefix}_mean"]
+    return {"type": "data", "symmetric": False, "array": part[f"{prefix}_hi"] - mean,
+            "arrayminus": mean - part[f"{prefix}_lo"]}
 
 
 def _figure(frame: Any, dataset: str) -> Any:
@@ -117,13 +152,16 @@ def _figure(frame: Any, dataset: str) -> Any:
                 row=1,
                 col=col,
                 showlegend=col == 1,
-                error_y={"type": "data", "array": part[f"{prefix}_std"]},
+                error_y=_error_bars(part, prefix),
             )
         fig.update_xaxes(title_text=titles[sweep].split(" ", 1)[1], row=1, col=col)
-    fig.update_yaxes(title_text="seconds per exact certificate", type="log", row=1, col=1)
+    with_ci = "seconds_lo" in frame
+    ns = ", ".join(str(int(v)) for v in sorted(frame["n"].unique())) if "n" in frame else "?"
+    bars = "error bars: 95 % t-interval of the mean" if with_ci else "error bars: sd"
+    fig.update_yaxes(title_text=f"seconds per exact certificate (mean; {bars})", type="log", row=1, col=1)
     fig.update_layout(
         title=f"Exact local Lipschitz certification: LipMIP's MILP vs our engine, random width-{WIDTH} "
-        f"ReLU nets ({dataset})",
+        f"ReLU nets ({dataset}); n = {ns} (network, centre) pairs per point, {bars}",
         template="plotly_white",
         height=420,
     )
@@ -140,7 +178,7 @@ def run(ctx: RunContext) -> Any:
     radii = ctx.pick(full=(0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0), quick=(0.05, 0.2, 0.5, 1.0), tiny=(0.05, 0.1))
     dims = ctx.pick(full=(2, 4, 6, 8, 10, 12, 16), quick=(2, 4, 8, 12), tiny=(2, 4))
     depths = ctx.pick(full=(1, 2, 3, 4, 5), quick=(1, 2, 3), tiny=(1, 2))
-    n = ctx.pick(full=10, quick=2, tiny=1)
+    n = ctx.pick(full=10, quick=2, tiny=2)  # tiny: 2, the fewest a t-interval needs
     time_limit = ctx.pick(full=300.0, quick=30.0, tiny=10.0)
     settings = [("radius", r, {**base, "radius": r}) for r in radii]
     settings += [("input_dim", d, {**base, "input_dim": d}) for d in dims]

@@ -17,8 +17,12 @@ Where ε < 1 the Gaussian mechanisms are also run with the classic calibration t
 (σ = √(2 ln(1.25/δ))·Δ/ε), in rows of their own (``calibration = classic``) beside the analytic ones.
 
 Sweeps: ``alpha`` (ε = 1, Fig. 3), ``epsilon`` (α = 0.1, Fig. 4), ``grid`` (ε ∈ {0.1, 1, 10} ×
-α ∈ {0.001, 0.01, 0.1, 0.2}, the CIFAR table), ``clean`` (no mechanism). Each accuracy is the mean
-(and standard deviation) over ``n_draws`` seeded noise draws (15 in the paper).
+α ∈ {0.001, 0.01, 0.1, 0.2}, the CIFAR table), ``fig5`` (Gauss-Output only, as the paper's Fig. 5:
+accuracy against ε for each α of the grid, full mode nine ε from 0.1 to 10 per α), ``clean`` (no
+mechanism). Each accuracy is the mean (and standard deviation) over ``n_draws`` seeded noise draws
+(15 in the paper), with a 95 % percentile-bootstrap interval over the test images
+(``accuracy_lo``/``_hi``: each image's correctness averaged over the draws, images resampled), the
+interval a different sample of test images would move the mean within.
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ from typing import Any
 
 import numpy as np
 
+from privcore.experiments.attack import bootstrap_interval
 from privcore.experiments.ptr_common import test_indices
 from privcore.experiments.runner import RunContext, save_figure
 from privcore.experiments.seeds import row_seed
 
-__all__ = ["COLUMNS", "run"]
+__all__ = ["COLUMNS", "FIG5_EPS", "run"]
 
 COLUMNS = (
     "dataset",
@@ -47,6 +52,8 @@ COLUMNS = (
     "lipschitz",
     "accuracy_mean",
     "accuracy_std",
+    "accuracy_lo",
+    "accuracy_hi",
     "n_draws",
     "n_test",
 )
@@ -54,6 +61,10 @@ KEY = ("sweep", "model", "mechanism", "epsilon", "alpha", "calibration")
 DELTA = 1e-5
 GRID_EPS = (0.1, 1.0, 10.0)
 GRID_ALPHA = (0.001, 0.01, 0.1, 0.2)
+#: ε of the ``fig5`` sweep in full mode (the grid's three among them), for each α of GRID_ALPHA
+FIG5_EPS = (0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)
+#: the mechanism the paper's Fig. 5 draws (on its SLL network; here ip-lipschitz-l2)
+FIG5_MECHANISM = "Gauss-Output"
 
 #: (mechanism label, model name, which certified constant it needs or None)
 PAIRS = (
@@ -114,22 +125,35 @@ def noisy_accuracy(
     n_draws: int,
     seed: int,
     calibration: str = "analytic",
-) -> tuple[float, float, float]:
-    """(mean, sd) of accuracy over ``n_draws`` seeded releases, and the noise scale drawn."""
+) -> tuple[float, float, float, np.ndarray]:
+    """(mean, sd) of accuracy over ``n_draws`` seeded releases, the noise scale drawn, and each
+    image's correctness averaged over the draws (for the interval over images)."""
     mech = _mechanism(
         label, epsilon=epsilon, alpha=alpha, mu=mu, eta=_rounding(label, model), calibration=calibration
     )
     rng = np.random.default_rng(seed)
-    accs = []
+    accs, correct = [], np.zeros(len(y))
     clean_logits = None if label.startswith("Gauss-Input") else _logits(model, x, released=True)
     for _ in range(n_draws):
         if clean_logits is None:
             logits = _logits(model, mech(x, rng=rng))
         else:
             logits = mech(clean_logits, rng=rng)
-        accs.append(float((logits.argmax(1) == y).mean()))
+        hit = logits.argmax(1) == y
+        accs.append(float(hit.mean()))
+        correct += hit
     size = x.size if clean_logits is None else clean_logits.size
-    return float(np.mean(accs)), float(np.std(accs)), float(mech.noise_plan(size).effective)
+    return (float(np.mean(accs)), float(np.std(accs)), float(mech.noise_plan(size).effective),
+            correct / n_draws)
+
+
+def _error_bars(part: Any) -> dict[str, Any]:
+    """Plotly error bars of the 95 % bootstrap interval over images (the draw sd for old CSVs)."""
+    if {"accuracy_lo", "accuracy_hi"} <= set(part.columns):
+        return {"type": "data", "symmetric": False,
+                "array": part["accuracy_hi"] - part["accuracy_mean"],
+                "arrayminus": part["accuracy_mean"] - part["accuracy_lo"]}
+    return {"type": "data", "array": part["accuracy_std"]}
 
 
 def _figure(frame: Any, dataset: str) -> Any:
@@ -138,7 +162,9 @@ def _figure(frame: Any, dataset: str) -> Any:
     fig = make_subplots(
         rows=1,
         cols=3,
-        subplot_titles=("ε = 1, vs α (Fig. 3)", "α = 0.1, vs ε (Fig. 4)", "Gauss-Output grid (Fig. 5)"),
+        subplot_titles=(
+            "ε = 1, vs α (Fig. 3)", "α = 0.1, vs ε (Fig. 4)", f"{FIG5_MECHANISM}, vs ε per α (Fig. 5)"
+        ),
     )
     colours = {}
     palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
@@ -151,7 +177,7 @@ def _figure(frame: Any, dataset: str) -> Any:
             fig.add_scatter(
                 x=part[xcol],
                 y=part["accuracy_mean"],
-                error_y={"type": "data", "array": part["accuracy_std"]},
+                error_y=_error_bars(part),
                 mode="lines+markers",
                 name=name,
                 legendgroup=name,
@@ -160,20 +186,30 @@ def _figure(frame: Any, dataset: str) -> Any:
                 row=1,
                 col=col,
             )
-    grid = frame[(frame["sweep"] == "grid") & (frame["mechanism"] == "Gauss-Output")]
-    for a, part in grid.groupby("alpha"):
+    sweep5 = "fig5" if (frame["sweep"] == "fig5").any() else "grid"  # CSVs from before the fig5 sweep
+    grid = frame[(frame["sweep"] == sweep5) & (frame["mechanism"] == FIG5_MECHANISM)]
+    for (model, a), part in grid.groupby(["model", "alpha"]):
         part = part.sort_values("epsilon")
         fig.add_scatter(
-            x=part["epsilon"], y=part["accuracy_mean"], mode="lines+markers", name=f"α = {a:g}", row=1, col=3
+            x=part["epsilon"], y=part["accuracy_mean"], error_y=_error_bars(part), mode="lines+markers",
+            name=f"{FIG5_MECHANISM} · {model}, α = {a:g}", row=1, col=3,
         )
     fig.update_xaxes(title_text="α", row=1, col=1)
     fig.update_xaxes(title_text="ε", type="log", row=1, col=2)
     fig.update_xaxes(title_text="ε", type="log", row=1, col=3)
-    fig.update_yaxes(title_text="test accuracy", row=1, col=1)
+    noisy = frame[frame["sweep"] != "clean"]
+    sizes = ""
+    if {"n_test", "n_draws"} <= set(noisy.columns) and not noisy.empty:
+        n_test = ", ".join(str(int(v)) for v in sorted(noisy["n_test"].unique()))
+        draws = ", ".join(str(int(v)) for v in sorted(noisy["n_draws"].unique()))
+        sizes = f"; mean over {draws} noise draws on n = {n_test} test images"
+    bars = ("error bars: 95 % bootstrap interval over test images" if "accuracy_lo" in frame
+            else "error bars: sd over noise draws")
+    fig.update_yaxes(title_text=f"test accuracy ({bars})", row=1, col=1)
     fig.update_layout(
-        title=f"Inference privacy ({dataset}): accuracy under IP mechanisms, δ = 1e-5",
+        title=f"Inference privacy ({dataset}): accuracy under IP mechanisms, δ = 1e-5{sizes}",
         template="plotly_white",
-        height=440,
+        height=460,
     )
     return fig
 
@@ -196,10 +232,13 @@ def run(ctx: RunContext) -> Any:
     )
     epsilons = ctx.pick(full=(0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0), quick=(0.25, 1.0, 5.0), tiny=(1.0,))
     grid = [(e, a) for e in GRID_EPS for a in GRID_ALPHA] if ctx.mode != "tiny" else [(0.5, 0.01)]
+    fig5_eps = ctx.pick(full=FIG5_EPS, quick=(0.1, 0.3, 1.0, 3.0, 10.0), tiny=(0.5, 2.0))
+    fig5 = [(e, a) for a in ctx.pick(full=GRID_ALPHA, quick=GRID_ALPHA, tiny=(0.01,)) for e in fig5_eps]
     n_draws = ctx.pick(full=15, quick=5, tiny=2)
     settings = [("clean", math.inf, 0.0)]
     settings += [("alpha", 1.0, a) for a in alphas] + [("epsilon", e, 0.1) for e in epsilons]
     settings += [("grid", e, a) for e, a in grid]
+    settings += [("fig5", e, a) for e, a in fig5]
     config = {
         "pairs": pairs,
         "n_test": len(idx),
@@ -207,6 +246,7 @@ def run(ctx: RunContext) -> Any:
         "alphas": list(alphas),
         "epsilons": list(epsilons),
         "grid": grid,
+        "fig5": fig5,
         "weights": {name: ip[name].card["weights"]["sha256"] for _, name, _ in pairs},
     }
     table = ctx.table("ip", columns=COLUMNS, key=KEY, config=config)
@@ -215,7 +255,8 @@ def run(ctx: RunContext) -> Any:
             return (None,)
         return ("analytic", "classic") if eps < 1.0 else ("analytic",)  # classic: its proof needs ε < 1
 
-    steps = [(s, p, c) for s in settings for p in pairs for c in calibrations(s[0], p[0], s[1])]
+    steps = [(s, p, c) for s in settings for p in pairs for c in calibrations(s[0], p[0], s[1])
+             if s[0] != "fig5" or p[0] == FIG5_MECHANISM]
     with ctx.progress("ip mechanisms") as progress:
         for i, ((sweep, eps, alpha), (label, name, need), calibration) in enumerate(steps):
             progress(i, len(steps), f"{sweep} {label} {name}")
@@ -228,10 +269,11 @@ def run(ctx: RunContext) -> Any:
             model = ip[name]
             mu = None if need is None else float(model.lipschitz[need])
             if sweep == "clean":
-                acc, sd, noise = float((_logits(model, x).argmax(1) == y).mean()), 0.0, 0.0
+                per_image = (_logits(model, x).argmax(1) == y).astype(np.float64)
+                acc, sd, noise = float(per_image.mean()), 0.0, 0.0
                 draws, mu = 1, None
             else:
-                acc, sd, noise = noisy_accuracy(
+                acc, sd, noise, per_image = noisy_accuracy(
                     label,
                     model,
                     x,
@@ -245,6 +287,8 @@ def run(ctx: RunContext) -> Any:
                     calibration=calibration or "analytic",
                 )
                 draws = n_draws
+            lo, hi = bootstrap_interval(per_image, seed=row_seed(
+                ctx.seed, "ip-bootstrap", sweep, name, mech_label, eps, alpha, calibration))
             table.add(
                 {
                     "dataset": ctx.dataset,
@@ -259,6 +303,8 @@ def run(ctx: RunContext) -> Any:
                     "lipschitz": mu,
                     "accuracy_mean": acc,
                     "accuracy_std": sd,
+                    "accuracy_lo": lo,
+                    "accuracy_hi": hi,
                     "n_draws": draws,
                     "n_test": len(y),
                 }
