@@ -64,7 +64,6 @@ def run_page(_settings: object = None) -> None:
 # every page runs inside the error boundary: an error no page handled is shown as "<page> failed: nothing
 # was released", its traceback logged on the server (and .streamlit/config.toml hides Streamlit's own)
 with ui.error_boundary(f"The {page.title} page"):
-    pipelines.warm_up()
     # ?page=… opens that page; a path or ?page= that names no page is said at the top, naming it (before
     # the sidebar, which rewrites the URL to its settings)
     ui.go_to_requested_page(PAGES, page)
@@ -76,3 +75,5 @@ with ui.error_boundary(f"The {page.title} page"):
     finally:
         # server time of this run (script start to end), read by bench/dashboard.py
         st.session_state[ui.RUN_TIME_KEY] = time.perf_counter() - _start
+        # after the page is drawn (once per process): its imports would compete with the first page's
+        pipelines.warm_up()

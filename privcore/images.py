@@ -38,13 +38,16 @@ import io
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from privcore.image_formats import jpeg_size, png_header, sniff
 from privcore.image_resample import STRIP_BYTES, raw_pixels, resample
 from privcore.validation import check_bool, check_in_range, check_int
+
+if TYPE_CHECKING:  # torch is imported where a tensor is made: a page that decodes nothing never loads it
+    import torch
 
 __all__ = [
     "ALLOWED_FORMATS",
@@ -277,6 +280,8 @@ def decode_image(
                 f"({background:g}): if it is dark-on-light, invert it."
             )
 
+    import torch
+
     tensor = torch.from_numpy(np.ascontiguousarray(pixels.transpose(2, 0, 1))).to(torch.float32).contiguous()
     if not torch.isfinite(tensor).all():  # pragma: no cover - defensive: every step above is finite
         raise ValueError("the decoded image contains non-finite values")
@@ -321,7 +326,7 @@ def encode_png(image: torch.Tensor | np.ndarray, *, scale: int = 1) -> bytes:
     from PIL import Image
 
     scale = check_int("scale", scale, minimum=1)
-    arr = image.detach().cpu().numpy() if isinstance(image, torch.Tensor) else np.asarray(image)
+    arr = image.detach().cpu().numpy() if hasattr(image, "detach") else np.asarray(image)
     arr = np.asarray(arr, dtype=np.float64)
     while arr.ndim > 3 and arr.shape[0] == 1:
         arr = arr[0]

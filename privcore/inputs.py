@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from privcore.domain import blank_reason
 from privcore.images import DecodedImage, decode_image
 
 __all__ = [
@@ -123,7 +122,7 @@ def concerns(
     :func:`privcore.domain.check` (``pipe``'s VAE, calibrated on ``dataset``'s validation split) on the
     input and on the file it came from (``upload``, with the user's ``invert``; ``digit_style``: the input
     was made digit-style). Without ``pipe`` (no model), only whether ``x`` is blank."""
-    from privcore.domain import check
+    from privcore.domain import blank_reason, check  # torch: imported where an input is checked
 
     if pipe is None:
         blank = blank_reason(x)

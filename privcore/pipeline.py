@@ -10,7 +10,6 @@ defaults to ``$PRIVCORE_MODELS_DIR`` or the repository's ``models/``.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -21,9 +20,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from privcore.catalogue import ModelInfo, default_models_dir, list_models
 from privcore.errors import CheckpointError
 from privcore.mechanisms.rounding import CertifiedNet
-from privcore.nets.checkpoint import CARD_FORMAT, card_path, load_checkpoint, read_card, weights_path
+from privcore.nets.checkpoint import card_path, load_checkpoint
 from privcore.nets.embedder import LatentDecoder, MeanEncoder
 from privcore.validation import check_finite_array
 
@@ -38,14 +38,6 @@ __all__ = [
     "load_ip_models",
     "load_pipeline",
 ]
-
-
-def default_models_dir() -> Path:
-    """``$PRIVCORE_MODELS_DIR`` if set, else the checkout's ``models/``, else the installed
-    package's models (:func:`privcore._paths.models_dir`)."""
-    from privcore._paths import models_dir
-
-    return models_dir()
 
 
 def _device(device: str | torch.device | None) -> torch.device:
@@ -247,63 +239,6 @@ def load_pipeline(
         device=dev,
         classifier_source=source,
     )
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """One checkpoint as its card describes it (no weights loaded).
-
-    Obfuscators come in two roles: release models (the Table-1 variants, their paper-recipe twins
-    ``<variant>-paper`` and any other obfuscator trained by name), shipped with Δp, a release
-    classifier and an attacker and offered for releases; and the α-sweep members ``ARL-alpha<α>``
-    (:attr:`fig2_only`), which only Fig. 2 reads (no Δp, classifier or attacker)."""
-
-    dataset: str
-    kind: str
-    name: str
-    path: Path
-    metrics: Mapping[str, Any]
-    card: Mapping[str, Any]
-
-    @property
-    def fig2_only(self) -> bool:
-        """True for an α-sweep obfuscator (its recipe's ``sweep``): Fig. 2 only, never released."""
-        return self.kind == "obfuscator" and bool((self.card.get("recipe") or {}).get("sweep"))
-
-
-def list_models(models_dir: str | os.PathLike[str] | None = None) -> list[ModelInfo]:
-    """Every privcore checkpoint card under ``models_dir`` (``<dataset>/<name>.json``), sorted by
-    dataset, kind and name. Other JSON files are ignored; a card that fails validation
-    (:func:`~privcore.nets.checkpoint.read_card`) is skipped with a warning naming it and the field;
-    weights are not read."""
-    import warnings
-
-    mdir = Path(models_dir) if models_dir is not None else default_models_dir()
-    out: list[ModelInfo] = []
-    for p in sorted(mdir.glob("*/*.json")):
-        try:
-            card = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if not isinstance(card, dict) or card.get("format") != CARD_FORMAT:
-            continue
-        try:
-            card = read_card(p.with_suffix(""))
-        except CheckpointError as exc:
-            warnings.warn(f"model card skipped: {exc}", RuntimeWarning, stacklevel=2)
-            continue
-        metrics = {k: v for k, v in (card.get("metrics") or {}).items() if k != "history"}
-        out.append(
-            ModelInfo(
-                dataset=str(card["dataset"]["name"]),
-                kind=str(card["kind"]),
-                name=str(card["name"]),
-                path=weights_path(p),
-                metrics=metrics,
-                card=card,
-            )
-        )
-    return sorted(out, key=lambda m: (m.dataset, m.kind, m.name))
 
 
 @dataclass(frozen=True, eq=False)

@@ -38,7 +38,7 @@ def catalogue() -> dict[str, tuple[str, ...]]:
 def _catalogue(directory: str) -> dict[str, tuple[str, ...]]:
     models: dict[str, list[str]] = {}
     try:
-        from privcore.pipeline import list_models
+        from privcore.catalogue import list_models
 
         infos = list_models(directory)
     except (ImportError, PrivcoreError, OSError, ValueError, TypeError, KeyError, AttributeError):
@@ -61,6 +61,9 @@ def _catalogue(directory: str) -> dict[str, tuple[str, ...]]:
     }
 
 
+#: seconds the first certification of G for a model may take (every shipped obfuscator: 0.2–5 s)
+GLOBAL_TIME_LIMIT_S = 60.0
+
 #: Modules slow to import (torchmetrics pulls in torchvision and torch._dynamo: seconds) that a page
 #: needs later; imported once per server process in the background so no page waits for them.
 SLOW_IMPORTS = ("privcore.attacks.metrics",)
@@ -68,7 +71,9 @@ SLOW_IMPORTS = ("privcore.attacks.metrics",)
 
 @st.cache_resource(show_spinner=False)
 def warm_up() -> threading.Thread:
-    """Start importing :data:`SLOW_IMPORTS` in a daemon thread (once per process), then make the
+    """In a daemon thread (once per process): certify G of the default model (the default mechanism's
+    constant, :func:`_certify_global`; a page asking for it meanwhile waits for this result), import
+    :data:`SLOW_IMPORTS`, then make the
     exact certifier's pattern tables of the shipped obfuscators ready (enumerated here from the
     weights; region labels only from certificates verified here:
     :func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`; the rest of their regions are
@@ -87,6 +92,8 @@ def warm_up() -> threading.Thread:
     first = [f"{ds}/{names[0]}" for ds, names in _catalogue(directory).items() if names]
 
     def run() -> None:
+        if first:
+            _certify_global(directory, *first[0].split("/", 1))
         for name in SLOW_IMPORTS:
             try:
                 importlib.import_module(name)
@@ -105,6 +112,22 @@ def warm_up() -> threading.Thread:
     return thread
 
 
+def _certify_global(directory: str, dataset: str, model: str) -> None:
+    """Certify G of ``dataset/model`` in this process (kept in privcore's in-memory memo, which the pages'
+    :func:`privlens.globalmech.certified_constant` reads); the first Release page then need not wait for it.
+    An accelerator only: a failure is left for the page to report."""
+    if os.environ.get("PRIVLENS_WARM_UP", "").lower() in ("off", "0", "no"):
+        return
+    try:
+        from privcore.mechanisms import card_global_constant
+        from privcore.pipeline import load_pipeline
+
+        pipe = load_pipeline(dataset, obfuscator=model, models_dir=directory)
+        card_global_constant(pipe.obfuscator, pipe.cards["obfuscator"], time_limit=GLOBAL_TIME_LIMIT_S)
+    except Exception:  # the page certifies again and says why
+        LOG.warning("G of %s/%s not certified ahead", dataset, model, exc_info=True)
+
+
 @dataclass(frozen=True)
 class Loaded:
     """A loaded pipeline and the dataset it really belongs to (the fallback may differ)."""
@@ -117,7 +140,7 @@ class Loaded:
 
 def models_dir() -> str:
     """Where checkpoints are read from (``$PRIVCORE_MODELS_DIR`` or ``models/``): part of every cache key."""
-    from privcore.pipeline import default_models_dir
+    from privcore.catalogue import default_models_dir
 
     return str(default_models_dir())
 

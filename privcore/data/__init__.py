@@ -6,26 +6,23 @@ holds out a seeded, stratified validation part of the training set for model sel
 >>> ds = load_dataset("digits")
 >>> ds.image_shape
 (1, 8, 8)
+
+Names are exported lazily (:mod:`privcore._lazy`): reading a spec never imports torch.
 """
 
-from privcore.data.registry import (
-    Dataset,
-    DatasetSpec,
-    dataset_names,
-    default_data_root,
-    get_spec,
-    load_dataset,
-)
-from privcore.data.split import ValidationSplit, held_out_fingerprint, validation_split
+from privcore._lazy import lazy_exports
 
-__all__ = [
-    "Dataset",
-    "DatasetSpec",
-    "ValidationSplit",
-    "dataset_names",
-    "default_data_root",
-    "get_spec",
-    "held_out_fingerprint",
-    "load_dataset",
-    "validation_split",
-]
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "Dataset": "registry",
+        "DatasetSpec": "registry",
+        "ValidationSplit": "split",
+        "dataset_names": "registry",
+        "default_data_root": "registry",
+        "get_spec": "registry",
+        "held_out_fingerprint": "split",
+        "load_dataset": "registry",
+        "validation_split": "split",
+    },
+)

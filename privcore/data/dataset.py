@@ -9,11 +9,12 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from privcore.validation import check_int
+
+if TYPE_CHECKING:  # imported where tensors are made: reading a spec never loads torch
+    import torch
 
 __all__ = ["Dataset", "DatasetSpec"]
 
@@ -46,6 +47,8 @@ class Dataset:
     split: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        import torch
+
         if (self.x_val is None) != (self.y_val is None):
             raise ValueError("x_val and y_val must be given together")
         for split in ("train", "test", "val")[: 3 if self.x_val is not None else 2]:
@@ -93,6 +96,8 @@ class Dataset:
 
     def subset(self, *, n_train: int | None = None, n_test: int | None = None, seed: int = 0) -> Dataset:
         """A random subset (without replacement, fixed ``seed``) of each split; ``None`` keeps it whole."""
+        import torch
+
         gen = torch.Generator().manual_seed(check_int("seed", seed))
 
         def pick(n: int | None, total: int) -> torch.Tensor | None:

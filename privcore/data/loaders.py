@@ -11,15 +11,17 @@ import gzip
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from privcore._atomic import atomic_open
 from privcore.data.dataset import Dataset, DatasetSpec
 from privcore.errors import DatasetUnavailableError
 from privcore.validation import check_choice, check_in_range, check_int
+
+if TYPE_CHECKING:  # imported by the loaders that make tensors: reading SPECS never loads torch
+    import torch
 
 __all__ = [
     "DEBIAN_FASHION_MNIST_DIR",
@@ -54,6 +56,8 @@ _UTK_NAME = re.compile(r"^(\d+)_([01])_([0-4])_[^/]*\.jpe?g$", re.IGNORECASE)
 def _as_dataset(
     name: str, xtr: Any, ytr: Any, xte: Any, yte: Any, classes: Any, source: str, **kw: Any
 ) -> Dataset:
+    import torch
+
     def img(a: Any) -> torch.Tensor:
         t = torch.as_tensor(a)
         if t.dtype == torch.uint8:
@@ -284,6 +288,8 @@ def load_cifar10(*, root: Path, download: bool = False) -> Dataset:
             f"CIFAR-10 download failed ({exc}).\n" + _CIFAR_HOW_TO.format(root=root)
         ) from exc
 
+    import torch
+
     def chw(a: Any) -> torch.Tensor:
         return torch.as_tensor(np.asarray(a)).permute(0, 3, 1, 2).contiguous()
 
@@ -342,6 +348,8 @@ def load_utkface(
     ``<root>/UTKFace`` or ``root`` itself. Task and sensitive attribute come from the file name
     (``gender``, ``race`` or ``age`` in four bins); images are resized to ``image_size``² RGB
     (64×64 as in the paper). Files whose name does not parse are skipped."""
+    import torch
+
     kinds = ("gender", "race", "age")
     check_choice("task", task, kinds)
     check_choice("sensitive", sensitive, kinds)

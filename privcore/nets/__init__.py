@@ -5,29 +5,26 @@ and their checkpoints (safetensors weights + verified JSON cards).
 * :mod:`privcore.nets.models` — obfuscator/classifier MLPs, proxy adversaries, IP classifiers.
 * :mod:`privcore.nets.lipschitz_layers` — ℓ1 column-norm and spectral Lipschitz layers.
 * :mod:`privcore.nets.checkpoint` — save/load with hash, architecture and code checks.
+* :mod:`privcore.nets.cards` — the cards alone (no torch).
+
+Names are exported lazily (:mod:`privcore._lazy`): reading a card never imports torch.
 """
 
-from privcore.nets.blocks import ImageDecoder, ImageEncoder, relu_mlp
-from privcore.nets.checkpoint import (
-    Architecture,
-    Checkpoint,
-    build_module,
-    load_checkpoint,
-    read_card,
-    save_checkpoint,
-)
-from privcore.nets.embedder import BetaVAE, beta_vae_loss
+from privcore._lazy import lazy_exports
 
-__all__ = [
-    "Architecture",
-    "BetaVAE",
-    "Checkpoint",
-    "ImageDecoder",
-    "ImageEncoder",
-    "beta_vae_loss",
-    "build_module",
-    "load_checkpoint",
-    "read_card",
-    "relu_mlp",
-    "save_checkpoint",
-]
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "Architecture": "checkpoint",
+        "BetaVAE": "embedder",
+        "Checkpoint": "checkpoint",
+        "ImageDecoder": "blocks",
+        "ImageEncoder": "blocks",
+        "beta_vae_loss": "embedder",
+        "build_module": "checkpoint",
+        "load_checkpoint": "checkpoint",
+        "read_card": "cards",
+        "relu_mlp": "blocks",
+        "save_checkpoint": "checkpoint",
+    },
+)
