@@ -40,8 +40,8 @@ __all__ = [
     "send",
 ]
 
-#: seconds the first certification of G for a model may take (every shipped obfuscator: 0.2–5 s)
-TIME_LIMIT_S = 60.0
+#: seconds the first certification of G for a model may take (the warm-up's limit: the same memo entry)
+TIME_LIMIT_S = pipelines.GLOBAL_TIME_LIMIT_S
 
 
 @st.cache_resource(

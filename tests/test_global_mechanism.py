@@ -331,3 +331,45 @@ def test_shipped_card_verifies_and_the_command_rewrites_it(tmp_path: Path) -> No
     assert block["clip_box"] == obf.card["global_lipschitz"]["clip_box"]
     res = runner.invoke(global_app, ["verify", *args])
     assert res.exit_code == 0 and "verified (exact)" in res.output
+
+
+def test_concurrent_callers_share_one_computation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second thread asking for the same (model, box) while the first computes waits for that result
+    (the dashboard's warm-up and its first page), and a failed computation is not remembered."""
+    import threading
+
+    import privcore.lipschitz.global_box as gb
+
+    net, box = random_net(11, (2, 4, 2)), _box(11, 2)
+    started, release, calls = threading.Event(), threading.Event(), []
+    real = gb.compute_global_constant
+
+    def slow(*args: object, **kwargs: object) -> GlobalConstant:
+        calls.append(1)
+        started.set()
+        assert release.wait(10)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gb, "compute_global_constant", slow)
+    got: list[GlobalConstant] = []
+    first = threading.Thread(target=lambda: got.append(certified_global_constant(net, box)))
+    first.start()
+    assert started.wait(10)
+    second = threading.Thread(target=lambda: got.append(certified_global_constant(net, box)))
+    second.start()
+    second.join(0.2)
+    assert second.is_alive()  # waiting, not computing a second time
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert len(calls) == 1 and len(got) == 2 and got[0] is got[1]
+
+    def failing(*args: object, **kwargs: object) -> GlobalConstant:
+        raise RuntimeError("solver gone")
+
+    other = _box(12, 2)
+    monkeypatch.setattr(gb, "compute_global_constant", failing)
+    with pytest.raises(RuntimeError, match="solver gone"):
+        certified_global_constant(net, other)
+    monkeypatch.setattr(gb, "compute_global_constant", real)
+    assert certified_global_constant(net, other).value > 0  # computed afresh, not a remembered failure

@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from privcore._inflight import MISSING, InFlight
 from privcore.errors import CertificationError, ParameterError
 from privcore.lipschitz.bounds import backward_bounds, forward_bounds, global_upper_bound, jacobian_norms
 from privcore.lipschitz.box_patterns import box_pattern_search
@@ -570,6 +571,7 @@ def verify_global_constant(
 
 _MEMO: OrderedDict[tuple, GlobalConstant] = OrderedDict()
 _LOCK = threading.Lock()
+_RUNNING = InFlight()  # a second caller of a key being computed waits for it
 
 
 def certified_global_constant(
@@ -583,21 +585,28 @@ def certified_global_constant(
 ) -> GlobalConstant:
     """The G a release may use: ``hint`` (e.g. a card's stored G) when this process verifies it
     (:func:`verify_global_constant`), else computed here (:func:`compute_global_constant`). Memoised in
-    memory per (model digest, box, hint), so only a process's first release pays for it."""
+    memory per (model digest, box, hint), so only a process's first release pays for it; a call made while
+    the same key is being computed (another thread) waits for that result."""
     parsed, box = _checked(net, box)
     h = None if hint is None else check_positive("hint", hint)
     key = (parsed.digest, box.digest, h)
-    with _LOCK:
-        hit = _MEMO.get(key)
-        if hit is not None:
-            _MEMO.move_to_end(key)
+
+    def lookup() -> Any:
+        with _LOCK:
+            hit = _MEMO.get(key, MISSING)
+            if hit is not MISSING:
+                _MEMO.move_to_end(key)
             return hit
-    opts = dict(time_limit=time_limit, max_nodes=max_nodes, threads=threads)
-    result = None if h is None else verify_global_constant(parsed, box, h, **opts)
-    if result is None:
-        result = compute_global_constant(parsed, box, **opts)
-    with _LOCK:
-        _MEMO[key] = result
-        while len(_MEMO) > 64:
-            _MEMO.popitem(last=False)
-    return result
+
+    def compute() -> GlobalConstant:
+        opts = dict(time_limit=time_limit, max_nodes=max_nodes, threads=threads)
+        result = None if h is None else verify_global_constant(parsed, box, h, **opts)
+        if result is None:
+            result = compute_global_constant(parsed, box, **opts)
+        with _LOCK:
+            _MEMO[key] = result
+            while len(_MEMO) > 64:
+                _MEMO.popitem(last=False)
+        return result
+
+    return _RUNNING.run(key, lookup, compute)

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from privcore._inflight import MISSING, InFlight
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.norms import DEFAULT_NORMS, Norms
 from privcore.lipschitz.patterns import (
@@ -64,6 +65,7 @@ __all__ = [
 ]
 
 _REALISED: OrderedDict[tuple, PatternTable | None] = OrderedDict()
+_BUILDING = InFlight()  # a second caller of a table being built waits for it
 #: set at interpreter exit: background resolution stops between two region LPs, so no daemon thread is
 #: inside HiGHS while the process finalises (which aborts it: "terminate called without an active
 #: exception")
@@ -91,23 +93,28 @@ def realised_pattern_table(
     (:func:`load_certificates`). ``build=False`` only looks it up (None when this process has not
     built it yet)."""
     key = (net.digest, norms, float(threshold))
-    with _LOCK:
-        if key in _REALISED:
-            _REALISED.move_to_end(key)
-            return _REALISED[key]
-    if not build:
-        return None
-    above = threshold_pattern_table(net, threshold, norms)
-    table = None
-    if above is not None:
-        table = PatternTable(codes=above.codes, norms=above.norms, n_hidden=above.n_hidden,
-                             floor=above.floor, regions=RegionMemo(above.codes.size, net.in_dim, key=key))
-        load_certificates(net, table)
-    with _LOCK:
-        table = _REALISED.setdefault(key, table)
-        while len(_REALISED) > 64:
-            _REALISED.popitem(last=False)
-    return table
+
+    def lookup() -> Any:
+        with _LOCK:
+            if key in _REALISED:
+                _REALISED.move_to_end(key)
+                return _REALISED[key]
+        return MISSING if build else None
+
+    def compute() -> PatternTable | None:
+        above = threshold_pattern_table(net, threshold, norms)
+        table = None
+        if above is not None:
+            table = PatternTable(codes=above.codes, norms=above.norms, n_hidden=above.n_hidden,
+                                 floor=above.floor, regions=RegionMemo(above.codes.size, net.in_dim, key=key))
+            load_certificates(net, table)
+        with _LOCK:
+            table = _REALISED.setdefault(key, table)
+            while len(_REALISED) > 64:
+                _REALISED.popitem(last=False)
+        return table
+
+    return _BUILDING.run(key, lookup, compute)
 
 
 #: look-ups at one (model, norms, threshold) served by a box's own pattern table before the

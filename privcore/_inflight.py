@@ -1,0 +1,48 @@
+"""One computation per key at a time, across threads: :class:`InFlight`.
+
+The in-memory memos of certified quantities (G over a box, a model's pattern table) are filled by
+whichever thread asks first — the dashboard's warm-up or a page. A second thread asking for the same
+key meanwhile waits for that result instead of computing it again beside it (on a small machine the
+two would only slow each other down).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from typing import Any
+
+__all__ = ["MISSING", "InFlight"]
+
+#: what a look-up returns when the memo has no entry (None may be a value)
+MISSING: Any = object()
+
+
+class InFlight:
+    """Keys being computed now. :meth:`run` returns ``lookup()`` when the memo has the key, else
+    ``compute()`` (which stores its result in the memo), computing each key in one thread at a time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[Hashable, threading.Event] = {}
+
+    def run(self, key: Hashable, lookup: Callable[[], Any], compute: Callable[[], Any]) -> Any:
+        """``lookup()`` if it is not :data:`MISSING`, else ``compute()``, waiting first while another
+        thread computes ``key`` (a failed computation is not remembered: the next caller tries)."""
+        while True:
+            hit = lookup()
+            if hit is not MISSING:
+                return hit
+            with self._lock:
+                running = self._running.get(key)
+                if running is None:
+                    running = self._running[key] = threading.Event()
+                    break
+            running.wait()
+        try:
+            hit = lookup()  # stored by a computation that ended between the look-up and the claim
+            return compute() if hit is MISSING else hit
+        finally:
+            with self._lock:
+                del self._running[key]
+            running.set()
