@@ -158,12 +158,16 @@ def _figure(frame: Any, dataset: str) -> Any:
     with_ci = "seconds_lo" in frame
     ns = ", ".join(str(int(v)) for v in sorted(frame["n"].unique())) if "n" in frame else "?"
     bars = "error bars: 95 % t-interval of the mean" if with_ci else "error bars: sd"
-    fig.update_yaxes(title_text=f"seconds per exact certificate (mean; {bars})", type="log", row=1, col=1)
+    fig.update_yaxes(type="log")
+    fig.update_yaxes(title_text="seconds per exact certificate", row=1, col=1)
     fig.update_layout(
         title=f"Exact local Lipschitz certification: LipMIP's MILP vs our engine, random width-{WIDTH} "
-        f"ReLU nets ({dataset}); n = {ns} (network, centre) pairs per point, {bars}",
+        f"ReLU nets ({dataset})<br><sup>mean over n = {ns} (network, centre) pairs per point; {bars}</sup>",
         template="plotly_white",
-        height=420,
+        height=480,
+        width=1300,
+        margin={"t": 100},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0},
     )
     return fig
 

@@ -162,9 +162,9 @@ def _figure(frame: Any, dataset: str) -> Any:
     fig = make_subplots(
         rows=1,
         cols=3,
-        subplot_titles=(
-            "ε = 1, vs α (Fig. 3)", "α = 0.1, vs ε (Fig. 4)", f"{FIG5_MECHANISM}, vs ε per α (Fig. 5)"
-        ),
+        horizontal_spacing=0.07,
+        subplot_titles=("Fig. 3: ε = 1, vs α", "Fig. 4: α = 0.1, vs ε",
+                        f"Fig. 5: {FIG5_MECHANISM}, vs ε per α"),
     )
     colours = {}
     palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
@@ -202,14 +202,18 @@ def _figure(frame: Any, dataset: str) -> Any:
     if {"n_test", "n_draws"} <= set(noisy.columns) and not noisy.empty:
         n_test = ", ".join(str(int(v)) for v in sorted(noisy["n_test"].unique()))
         draws = ", ".join(str(int(v)) for v in sorted(noisy["n_draws"].unique()))
-        sizes = f"; mean over {draws} noise draws on n = {n_test} test images"
-    bars = ("error bars: 95 % bootstrap interval over test images" if "accuracy_lo" in frame
+        sizes = f"mean over {draws} noise draws on n = {n_test} test images; "
+    bars = ("error bars: 95 % bootstrap interval over the test images" if "accuracy_lo" in frame
             else "error bars: sd over noise draws")
-    fig.update_yaxes(title_text=f"test accuracy ({bars})", row=1, col=1)
+    fig.update_yaxes(title_text="test accuracy", row=1, col=1)
     fig.update_layout(
-        title=f"Inference privacy ({dataset}): accuracy under IP mechanisms, δ = 1e-5{sizes}",
+        title=f"Inference privacy ({dataset}): accuracy under IP mechanisms, δ = 1e-5<br>"
+        f"<sup>{sizes}{bars}</sup>",
         template="plotly_white",
-        height=460,
+        height=620,
+        width=1400,
+        margin={"t": 110},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0},
     )
     return fig
 
