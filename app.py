@@ -55,7 +55,7 @@ def run_page(_settings: object = None) -> None:
     # a fragment rerun runs the page again: Streamlit lets a page run once per run of app.py
     page._can_be_called = True
     try:
-        with ui.error_boundary(f"The {page.title} page"):
+        with pipelines.script_run(), ui.error_boundary(f"The {page.title} page"):  # also a fragment's rerun
             page.run()
     finally:
         st.session_state[ui.NAV_FLAG] = False
@@ -63,7 +63,8 @@ def run_page(_settings: object = None) -> None:
 
 # every page runs inside the error boundary: an error no page handled is shown as "<page> failed: nothing
 # was released", its traceback logged on the server (and .streamlit/config.toml hides Streamlit's own)
-with ui.error_boundary(f"The {page.title} page"):
+# while this run is in progress the warm-up thread waits (privlens.pipelines.script_run)
+with pipelines.script_run(), ui.error_boundary(f"The {page.title} page"):
     # ?page=… opens that page; a path or ?page= that names no page is said at the top, naming it (before
     # the sidebar, which rewrites the URL to its settings)
     ui.go_to_requested_page(PAGES, page)

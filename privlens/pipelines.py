@@ -15,6 +15,8 @@ import importlib
 import logging
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +63,33 @@ def _catalogue(directory: str) -> dict[str, tuple[str, ...]]:
     }
 
 
+_RUNS = threading.Condition()
+_running = 0
+#: the longest the warm-up waits at one point for the script runs to end (then it goes on regardless)
+QUIET_WAIT_S = 5.0
+
+
+@contextmanager
+def script_run() -> Iterator[None]:
+    """Around a run of the app's script: while one runs, the warm-up waits (:func:`wait_for_quiet`) at
+    its next pause point instead of taking the interpreter from the page the user waits for."""
+    global _running
+    with _RUNS:
+        _running += 1
+    try:
+        yield
+    finally:
+        with _RUNS:
+            _running -= 1
+            _RUNS.notify_all()
+
+
+def wait_for_quiet() -> None:
+    """Block until no script run is in progress (at most :data:`QUIET_WAIT_S`): the warm-up's pause."""
+    with _RUNS:
+        _RUNS.wait_for(lambda: _running == 0, timeout=QUIET_WAIT_S)
+
+
 #: seconds the first certification of G for a model may take (every shipped obfuscator: 0.2–5 s)
 GLOBAL_TIME_LIMIT_S = 60.0
 
@@ -95,6 +124,7 @@ def warm_up() -> threading.Thread:
         if first:
             _certify_global(directory, *first[0].split("/", 1))
         for name in SLOW_IMPORTS:
+            wait_for_quiet()
             try:
                 importlib.import_module(name)
             except Exception:  # pragma: no cover - the page that needs it imports it again and reports
@@ -103,7 +133,7 @@ def warm_up() -> threading.Thread:
             return  # tables are built on demand (the test suite: many short-lived dashboards)
         try:
             if precompute_pattern_tables is not None:
-                precompute_pattern_tables(directory, resolve=first)
+                precompute_pattern_tables(directory, resolve=first, pause=wait_for_quiet)
         except Exception:  # an accelerator only: certification builds what it needs
             LOG.warning("pattern tables not precomputed", exc_info=True)
 

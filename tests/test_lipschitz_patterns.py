@@ -286,7 +286,9 @@ def test_warm_up_builds_the_table_in_memory_and_stores_only_certificates(tmp_pat
     ((name, net, dp),) = shipped_obfuscators(models)
     assert name == "digits/ARL"
     kw = dict(norms=Norms())
-    assert precompute_pattern_tables(models, resolve=True) == ["digits/ARL"]
+    pauses: list[int] = []  # the warm-up's pause points: before the model and each batch of regions
+    assert precompute_pattern_tables(models, resolve=True, pause=lambda: pauses.append(1)) == ["digits/ARL"]
+    assert len(pauses) >= 2
     warm = realised_pattern_table(net, dp, build=False, **kw)
     assert warm is not None and np.all(warm.state != RegionMemo.UNKNOWN)
     clear_pattern_tables()

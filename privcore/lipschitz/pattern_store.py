@@ -28,7 +28,7 @@ import os
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -163,7 +163,7 @@ def shipped_obfuscators(models_dir: str | os.PathLike | None = None) -> list[tup
 
 def precompute_pattern_tables(
     models_dir: str | os.PathLike | None = None, *, resolve: bool | Sequence[str] = False,
-    norms: Norms = DEFAULT_NORMS, save: bool = True,
+    norms: Norms = DEFAULT_NORMS, save: bool = True, pause: Callable[[], object] | None = None,
 ) -> list[str]:
     """Make the realised-pattern table of every shipped obfuscator (at its card's Δp) ready in this
     process: enumerated from the weights (about a second each), with the labels of stored
@@ -171,10 +171,13 @@ def precompute_pattern_tables(
     (``"dataset/variant"``, in that order; True: all) are resolved as well (seconds to tens of
     seconds per model when nothing was stored), so that model's certifications need no region LP,
     and with ``save`` their certificates are stored for the next process (as many LPs again, in
-    this thread). For a background warm-up thread: the searches share the tables in memory.
-    Returns the models enumerated."""
+    this thread). For a background warm-up thread: the searches share the tables in memory;
+    ``pause()`` is called before each model and each batch of regions (the caller may block there
+    while the work in front of the user runs). Returns the models enumerated."""
     done = {}
     for name, net, dp in shipped_obfuscators(models_dir):
+        if pause is not None:
+            pause()
         table = realised_pattern_table(net, dp, norms)
         if table is not None:
             done[name] = (net, table)
@@ -183,7 +186,7 @@ def precompute_pattern_tables(
     try:
         for name in done if resolve is True else (resolve or ()):
             if name in done and not _STOP.is_set():
-                resolve_regions(done[name][0], done[name][1], norms, save=save)
+                resolve_regions(done[name][0], done[name][1], norms, save=save, pause=pause)
     finally:
         _RESOLVING.discard(me)
     return list(done)
@@ -199,16 +202,20 @@ def clear_pattern_tables() -> None:
         _SETTLED.clear()
 
 
-def resolve_regions(net: ReluNetwork, table: PatternTable, norms: Norms, *, save: bool = False) -> None:
+def resolve_regions(net: ReluNetwork, table: PatternTable, norms: Norms, *, save: bool = False,
+                    pause: Callable[[], object] | None = None) -> None:
     """Resolve every still-unknown region of ``table`` (emptiness and bounding box; about 2d + 1
     LPs each): what the searches otherwise do on demand. With ``save``, a table that is then fully
     resolved and whose labels did not all come from the store gets its certificates stored
-    (:func:`store_certificates`: about as many LPs again; for background threads only)."""
+    (:func:`store_certificates`: about as many LPs again; for background threads only). ``pause()``
+    is called before each batch of regions."""
     memo = table.regions
     if memo is None:
         return
     todo = np.flatnonzero(table.state == RegionMemo.UNKNOWN)
     for s0 in range(0, todo.size, _CHUNK):
+        if pause is not None:
+            pause()
         sel = todo[s0 : s0 + _CHUNK]
         G, h = _region_rows_batch(net, table.codes[sel])
         for k, p in enumerate(table.positions[sel]):
