@@ -13,7 +13,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from privlens import media, pipelines, ui
+from privlens import media, ui, warmup
 
 _start = time.perf_counter()
 # before any element: media ids keyed per process and session, never a hash of the (private) content;
@@ -55,7 +55,7 @@ def run_page(_settings: object = None) -> None:
     # a fragment rerun runs the page again: Streamlit lets a page run once per run of app.py
     page._can_be_called = True
     try:
-        with pipelines.script_run(), ui.error_boundary(f"The {page.title} page"):  # also a fragment's rerun
+        with warmup.script_run(), ui.error_boundary(f"The {page.title} page"):  # also a fragment's rerun
             page.run()
     finally:
         st.session_state[ui.NAV_FLAG] = False
@@ -63,8 +63,8 @@ def run_page(_settings: object = None) -> None:
 
 # every page runs inside the error boundary: an error no page handled is shown as "<page> failed: nothing
 # was released", its traceback logged on the server (and .streamlit/config.toml hides Streamlit's own)
-# while this run is in progress the warm-up thread waits (privlens.pipelines.script_run)
-with pipelines.script_run(), ui.error_boundary(f"The {page.title} page"):
+# while this run is in progress the warm-up thread waits (privlens.warmup.script_run)
+with warmup.script_run(), ui.error_boundary(f"The {page.title} page"):
     # ?page=… opens that page; a path or ?page= that names no page is said at the top, naming it (before
     # the sidebar, which rewrites the URL to its settings)
     ui.go_to_requested_page(PAGES, page)
@@ -77,4 +77,4 @@ with pipelines.script_run(), ui.error_boundary(f"The {page.title} page"):
         # server time of this run (script start to end), read by bench/dashboard.py
         st.session_state[ui.RUN_TIME_KEY] = time.perf_counter() - _start
         # after the page is drawn (once per process): its imports would compete with the first page's
-        pipelines.warm_up()
+        warmup.warm_up()

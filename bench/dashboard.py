@@ -50,7 +50,7 @@ def main() -> None:
     from privcore.lipschitz.certifier import Certifier
     from privcore.mechanisms import propose_test_release
     from privcore.mechanisms.phi_cache import cached_phi
-    from privlens import pipelines, ui
+    from privlens import pipelines, ui, warmup
     from privlens.image import samples
     from privlens.settings import DELTA_GRID, EPSILON_GRID
 
@@ -80,7 +80,7 @@ def main() -> None:
         raise SystemExit("the first run made no Lipschitz decision: the φ cache was not fresh")
     # warm: let the background import of slow modules finish (it competes for the CPU), and one ε
     # move before timing (first noise plan, first attacker call)
-    pipelines.warm_up().join(timeout=300)
+    warmup.warm_up().join(timeout=300)
     at.select_slider(key="w_epsilon").set_value(2.0).run()
     decisions["n"] = 0
     eps_values = [e for e in EPSILON_GRID if e >= 0.5]

@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from privcore._inflight import MISSING, InFlight
 from privcore.validation import check_in_range
 
 __all__ = [
@@ -427,28 +428,34 @@ def _common_quantile(scores: Mapping[str, np.ndarray], alpha: float) -> tuple[fl
 
 _CHECKS: OrderedDict[tuple[str, str], DomainCheck] = OrderedDict()
 _LOCK = threading.Lock()
+_CALIBRATING = InFlight()  # a second caller of a check being calibrated waits for it
 
 
 def domain_check(dataset: str, pipe: Any) -> DomainCheck:
     """The :class:`DomainCheck` of ``dataset`` under ``pipe``'s VAE (``pipe.embed``, ``pipe.decode``),
     calibrated in this process on :func:`privcore.data.validation_split` once per dataset and embedder
-    and kept in memory only. Raises what loading the dataset raises (e.g.
+    and kept in memory only (a call while another thread calibrates it waits for that one). Raises what
+    loading the dataset raises (e.g.
     :class:`~privcore.errors.DatasetUnavailableError`)."""
     key = (str(dataset), str(pipe.cards["embedder"]["weights"]["sha256"]))
-    with _LOCK:
-        hit = _CHECKS.get(key)
-    if hit is not None:
-        return hit
-    from privcore.data import load_dataset, validation_split
 
-    split = validation_split(load_dataset(str(dataset)))
-    made = DomainCheck.calibrate(str(dataset), embed=pipe.embed, decode=pipe.decode,
-                                 train=split.dataset.x_train, val=split.x_val)
-    with _LOCK:
-        _CHECKS[key] = made
-        while len(_CHECKS) > 8:
-            _CHECKS.popitem(last=False)
-    return made
+    def lookup() -> Any:
+        with _LOCK:
+            return _CHECKS.get(key, MISSING)
+
+    def compute() -> DomainCheck:
+        from privcore.data import load_dataset, validation_split
+
+        split = validation_split(load_dataset(str(dataset)))
+        made = DomainCheck.calibrate(str(dataset), embed=pipe.embed, decode=pipe.decode,
+                                     train=split.dataset.x_train, val=split.x_val)
+        with _LOCK:
+            _CHECKS[key] = made
+            while len(_CHECKS) > 8:
+                _CHECKS.popitem(last=False)
+        return made
+
+    return _CALIBRATING.run(key, lookup, compute)
 
 
 def check(

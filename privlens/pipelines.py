@@ -5,18 +5,12 @@
   inference only), or the embedded default (digits) with the reason when a dataset or checkpoint
   is missing;
 * :func:`image_shape`: a dataset's image size from its embedder's card (no weights loaded);
-* :func:`warm_up`: slow imports and the exact certifier's pattern tables, in a background thread;
 * :func:`public_text`: a server message for the browser, without server paths.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
-import os
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,99 +57,8 @@ def _catalogue(directory: str) -> dict[str, tuple[str, ...]]:
     }
 
 
-_RUNS = threading.Condition()
-_running = 0
-#: the longest the warm-up waits at one point for the script runs to end (then it goes on regardless)
-QUIET_WAIT_S = 5.0
-
-
-@contextmanager
-def script_run() -> Iterator[None]:
-    """Around a run of the app's script: while one runs, the warm-up waits (:func:`wait_for_quiet`) at
-    its next pause point instead of taking the interpreter from the page the user waits for."""
-    global _running
-    with _RUNS:
-        _running += 1
-    try:
-        yield
-    finally:
-        with _RUNS:
-            _running -= 1
-            _RUNS.notify_all()
-
-
-def wait_for_quiet() -> None:
-    """Block until no script run is in progress (at most :data:`QUIET_WAIT_S`): the warm-up's pause."""
-    with _RUNS:
-        _RUNS.wait_for(lambda: _running == 0, timeout=QUIET_WAIT_S)
-
-
 #: seconds the first certification of G for a model may take (every shipped obfuscator: 0.2–5 s)
 GLOBAL_TIME_LIMIT_S = 60.0
-
-#: Modules slow to import (torchmetrics pulls in torchvision and torch._dynamo: seconds) that a page
-#: needs later; imported once per server process in the background so no page waits for them.
-SLOW_IMPORTS = ("privcore.attacks.metrics",)
-
-
-@st.cache_resource(show_spinner=False)
-def warm_up() -> threading.Thread:
-    """In a daemon thread (once per process): certify G of the default model (the default mechanism's
-    constant, :func:`_certify_global`; a page asking for it meanwhile waits for this result), import
-    :data:`SLOW_IMPORTS`, then make the
-    exact certifier's pattern tables of the shipped obfuscators ready (enumerated here from the
-    weights; region labels only from certificates verified here:
-    :func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`; the rest of their regions are
-    resolved on demand by the certifications, which share them)."""
-
-    # privcore.lipschitz is imported here, in the script's thread (~0.3 s, once per process): imported by
-    # the thread while a page imports it too, its circular modules (package __init__ → engine → patterns)
-    # raised importlib's _DeadlockError in the page (seen on a fresh server's first Attack page)
-    try:
-        from privcore.lipschitz.pattern_store import precompute_pattern_tables
-    except ImportError:  # pragma: no cover - the pages that need it report the problem
-        precompute_pattern_tables = None
-    directory = models_dir()
-    # the default model of each dataset, the default dataset first, fully resolved in the background:
-    # their certifications then need no region LP (and their verified labels are stored: docs/TRUST.md)
-    first = [f"{ds}/{names[0]}" for ds, names in _catalogue(directory).items() if names]
-
-    def run() -> None:
-        if first:
-            _certify_global(directory, *first[0].split("/", 1))
-        for name in SLOW_IMPORTS:
-            wait_for_quiet()
-            try:
-                importlib.import_module(name)
-            except Exception:  # pragma: no cover - the page that needs it imports it again and reports
-                LOG.warning("warm-up import of %s failed", name, exc_info=True)
-        if os.environ.get("PRIVLENS_WARM_UP", "").lower() in ("off", "0", "no"):
-            return  # tables are built on demand (the test suite: many short-lived dashboards)
-        try:
-            if precompute_pattern_tables is not None:
-                precompute_pattern_tables(directory, resolve=first, pause=wait_for_quiet)
-        except Exception:  # an accelerator only: certification builds what it needs
-            LOG.warning("pattern tables not precomputed", exc_info=True)
-
-    thread = threading.Thread(target=run, name="privlens-warm-up", daemon=True)
-    thread.start()
-    return thread
-
-
-def _certify_global(directory: str, dataset: str, model: str) -> None:
-    """Certify G of ``dataset/model`` in this process (kept in privcore's in-memory memo, which the pages'
-    :func:`privlens.globalmech.certified_constant` reads); the first Release page then need not wait for it.
-    An accelerator only: a failure is left for the page to report."""
-    if os.environ.get("PRIVLENS_WARM_UP", "").lower() in ("off", "0", "no"):
-        return
-    try:
-        from privcore.mechanisms import card_global_constant
-        from privcore.pipeline import load_pipeline
-
-        pipe = load_pipeline(dataset, obfuscator=model, models_dir=directory)
-        card_global_constant(pipe.obfuscator, pipe.cards["obfuscator"], time_limit=GLOBAL_TIME_LIMIT_S)
-    except Exception:  # the page certifies again and says why
-        LOG.warning("G of %s/%s not certified ahead", dataset, model, exc_info=True)
 
 
 @dataclass(frozen=True)

@@ -465,19 +465,19 @@ def test_url_warnings_never_render_a_link() -> None:
 
 
 def test_the_warm_up_waits_while_a_script_run_is_in_progress() -> None:
-    """privlens.pipelines.wait_for_quiet (the warm-up's pause) blocks while a run is in progress, nested
+    """privlens.warmup.wait_for_quiet (the warm-up's pause) blocks while a run is in progress, nested
     runs included (a fragment's rerun inside the app's run), and goes on when the last one ends."""
     import threading
 
-    from privlens import pipelines
+    from privlens import warmup
 
     done = threading.Event()
-    waiter = threading.Thread(target=lambda: (pipelines.wait_for_quiet(), done.set()))
-    with pipelines.script_run():
-        with pipelines.script_run():
+    waiter = threading.Thread(target=lambda: (warmup.wait_for_quiet(), done.set()))
+    with warmup.script_run():
+        with warmup.script_run():
             waiter.start()
             assert not done.wait(0.3)
         assert not done.wait(0.2)  # the outer run still going
     assert done.wait(5)
     waiter.join()
-    pipelines.wait_for_quiet()  # nothing running: returns at once
+    warmup.wait_for_quiet()  # nothing running: returns at once

@@ -1,0 +1,145 @@
+"""What a server process prepares in the background after its first page, and how it keeps out of the
+way of the pages (issue 33, item 5).
+
+* :func:`warm_up` (once per process, a daemon thread): the default model's G and domain check (what the
+  first Release page needs), the slow imports, then the exact certifier's pattern tables of every
+  shipped obfuscator (:func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`). Everything
+  is computed here from the weights and the data, into privcore's in-memory memos; a page asking for a
+  result being computed waits for it (``privcore._inflight``) instead of computing it again.
+* :func:`script_run` wraps each run of the app's script (and each fragment rerun). While one runs the
+  warm-up waits at its next pause point (:func:`wait_for_quiet`), so it does not take the interpreter
+  from the page the user waits for. Its import steps are exclusive the other way round too: a run
+  starting meanwhile waits for the step to end, because two threads importing the same modules at
+  once can deadlock on their import locks (importlib's ``_DeadlockError``, seen once on a fresh
+  server's first Attack page).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import streamlit as st
+
+from privlens.pipelines import GLOBAL_TIME_LIMIT_S, _catalogue, models_dir
+
+__all__ = ["IMPORT_STEPS", "script_run", "wait_for_quiet", "warm_up"]
+
+LOG = logging.getLogger("privlens")
+
+#: the longest the warm-up waits at one point for the script runs to end (then it goes on regardless)
+QUIET_WAIT_S = 5.0
+
+#: Modules the background work and later pages need, imported by the warm-up in steps of about a second
+#: each (torchmetrics pulls in torchvision and torch._dynamo), none while a script run is in progress.
+IMPORT_STEPS: tuple[tuple[str, ...], ...] = (
+    ("torch", "privcore.pipeline", "privcore.mechanisms.global_mechanism", "highspy"),
+    ("privcore.domain", "privcore.data.split", "sklearn.datasets", "sklearn.model_selection"),
+    ("privcore.attacks.metrics",),
+)
+
+_STATE = threading.Condition()
+_running = 0  # script runs in progress
+_importing = False  # an import step of the warm-up in progress
+
+
+@contextmanager
+def script_run() -> Iterator[None]:
+    """Around a run of the app's script or of a fragment (nested runs count once each): waits while an
+    import step of the warm-up ends (at most :data:`QUIET_WAIT_S`), then holds the warm-up at its next
+    pause point until the run ends."""
+    global _running
+    with _STATE:
+        _STATE.wait_for(lambda: not _importing, timeout=QUIET_WAIT_S)
+        _running += 1
+    try:
+        yield
+    finally:
+        with _STATE:
+            _running -= 1
+            _STATE.notify_all()
+
+
+def wait_for_quiet() -> None:
+    """Block until no script run is in progress (at most :data:`QUIET_WAIT_S`): the warm-up's pause."""
+    with _STATE:
+        _STATE.wait_for(lambda: _running == 0, timeout=QUIET_WAIT_S)
+
+
+def import_quietly(names: Sequence[str]) -> None:
+    """Import ``names`` when no script run is in progress, holding new runs back meanwhile."""
+    global _importing
+    with _STATE:
+        _STATE.wait_for(lambda: _running == 0, timeout=QUIET_WAIT_S)
+        _importing = True
+    try:
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except Exception:  # the page that needs it imports it again and reports
+                LOG.warning("warm-up import of %s failed", name, exc_info=True)
+    finally:
+        with _STATE:
+            _importing = False
+            _STATE.notify_all()
+
+
+def _enabled() -> bool:
+    return os.environ.get("PRIVLENS_WARM_UP", "").lower() not in ("off", "0", "no")
+
+
+def prepare_default(directory: str, dataset: str, model: str) -> None:
+    """G of ``dataset/model`` and its dataset's domain check, made in this process into privcore's
+    in-memory memos, which the pages read (:func:`privlens.globalmech.certified_constant`,
+    :func:`privcore.domain.check`). An accelerator only: a failure is left for the page to report."""
+    try:
+        from privcore.domain import domain_check
+        from privcore.mechanisms import card_global_constant
+        from privcore.pipeline import load_pipeline
+
+        pipe = load_pipeline(dataset, obfuscator=model, models_dir=directory)
+        wait_for_quiet()
+        card_global_constant(pipe.obfuscator, pipe.cards["obfuscator"], time_limit=GLOBAL_TIME_LIMIT_S)
+        wait_for_quiet()
+        domain_check(dataset, pipe)
+    except Exception:  # the page computes it again and says why
+        LOG.warning("%s/%s not prepared ahead", dataset, model, exc_info=True)
+
+
+@st.cache_resource(show_spinner=False)
+def warm_up() -> threading.Thread:
+    """Start the background preparation (module docstring) in a daemon thread, once per process; return
+    the thread. ``PRIVLENS_WARM_UP=off`` (the test suite's many short-lived dashboards) leaves out all
+    but the imports."""
+    # privcore.lipschitz is imported here, in the script's thread (~0.3 s, once per process): its circular
+    # modules (package __init__ → engine → patterns) are the ones that deadlocked
+    try:
+        from privcore.lipschitz.pattern_store import precompute_pattern_tables
+    except ImportError:  # pragma: no cover - the pages that need it report the problem
+        precompute_pattern_tables = None
+    directory = models_dir()
+    # the default model of each dataset, the default dataset first, fully resolved in the background:
+    # their certifications then need no region LP (and their verified labels are stored: docs/TRUST.md)
+    first = [f"{ds}/{names[0]}" for ds, names in _catalogue(directory).items() if names]
+
+    def run() -> None:
+        import_quietly(IMPORT_STEPS[0])
+        import_quietly(IMPORT_STEPS[1])
+        if first and _enabled():
+            prepare_default(directory, *first[0].split("/", 1))
+        for step in IMPORT_STEPS[2:]:
+            import_quietly(step)
+        if not _enabled() or precompute_pattern_tables is None:
+            return
+        try:
+            precompute_pattern_tables(directory, resolve=first, pause=wait_for_quiet)
+        except Exception:  # an accelerator only: certification builds what it needs
+            LOG.warning("pattern tables not precomputed", exc_info=True)
+
+    thread = threading.Thread(target=run, name="privlens-warm-up", daemon=True)
+    thread.start()
+    return thread
