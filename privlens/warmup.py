@@ -2,8 +2,9 @@
 way of the pages (issue 33, item 5).
 
 * :func:`warm_up` (once per process, a daemon thread): the default model's G and domain check (what the
-  first Release page needs), the slow imports, then the exact certifier's pattern tables of every
-  shipped obfuscator (:func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`). Everything
+  first Release page needs), the slow imports, the Mechanism lab's baselines, then the exact
+  certifier's pattern tables of every shipped obfuscator
+  (:func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`). Everything
   is computed here from the weights and the data, into privcore's in-memory memos; a page asking for a
   result being computed waits for it (``privcore._inflight``) instead of computing it again.
 * :func:`script_run` wraps each run of the app's script (and each fragment rerun). While one runs the
@@ -110,6 +111,21 @@ def prepare_default(directory: str, dataset: str, model: str) -> None:
         LOG.warning("%s/%s not prepared ahead", dataset, model, exc_info=True)
 
 
+def prepare_lab() -> None:
+    """Load each shipped lab model and fit the data-blind baselines the Mechanism lab compares it with
+    (:func:`privcore.lab.compare`, memoised per process; about a second the first time)."""
+    try:
+        from privcore.lab import available_models, compare, fresh_dataset, load_model
+
+        models = available_models()
+        data = fresh_dataset(seed=7)
+        for _, row in models.drop_duplicates(["kind", "query", "loss"]).iterrows():
+            wait_for_quiet()
+            compare(load_model(str(row["path"])), data, epsilon=float(row["epsilon"]), loss=str(row["loss"]))
+    except Exception:  # the page computes it again and says why
+        LOG.warning("lab baselines not prepared ahead", exc_info=True)
+
+
 @st.cache_resource(show_spinner=False)
 def warm_up() -> threading.Thread:
     """Start the background preparation (module docstring) in a daemon thread, once per process; return
@@ -133,7 +149,10 @@ def warm_up() -> threading.Thread:
             prepare_default(directory, *first[0].split("/", 1))
         for step in IMPORT_STEPS[2:]:
             import_quietly(step)
-        if not _enabled() or precompute_pattern_tables is None:
+        if not _enabled():
+            return
+        prepare_lab()
+        if precompute_pattern_tables is None:
             return
         try:
             precompute_pattern_tables(directory, resolve=first, pause=wait_for_quiet)
