@@ -17,6 +17,7 @@ way of the pages (issue 33, item 5).
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import logging
 import os
@@ -46,6 +47,19 @@ IMPORT_STEPS: tuple[tuple[str, ...], ...] = (
 _STATE = threading.Condition()
 _running = 0  # script runs in progress
 _importing = False  # an import step of the warm-up in progress
+_EXITING = threading.Event()
+_THREADS: list[threading.Thread] = []
+
+
+@atexit.register
+def _finish_at_exit() -> None:
+    """At interpreter exit the warm-up stops at its next step and the step under way may end (at most
+    10 s): a thread still inside HiGHS when the interpreter finalises aborts the process."""
+    _EXITING.set()
+    with _STATE:
+        _STATE.notify_all()
+    for thread in _THREADS:
+        thread.join(timeout=10.0)
 
 
 @contextmanager
@@ -68,7 +82,7 @@ def script_run() -> Iterator[None]:
 def wait_for_quiet() -> None:
     """Block until no script run is in progress (at most :data:`QUIET_WAIT_S`): the warm-up's pause."""
     with _STATE:
-        _STATE.wait_for(lambda: _running == 0, timeout=QUIET_WAIT_S)
+        _STATE.wait_for(lambda: _running == 0 or _exiting(), timeout=QUIET_WAIT_S)
 
 
 def import_quietly(names: Sequence[str]) -> None:
@@ -79,6 +93,8 @@ def import_quietly(names: Sequence[str]) -> None:
         _importing = True
     try:
         for name in names:
+            if _exiting():
+                return
             try:
                 importlib.import_module(name)
             except Exception:  # the page that needs it imports it again and reports
@@ -89,8 +105,14 @@ def import_quietly(names: Sequence[str]) -> None:
             _STATE.notify_all()
 
 
+def _exiting() -> bool:
+    """The interpreter is shutting down (the main thread has ended: importing now fails)."""
+    return _EXITING.is_set() or not threading.main_thread().is_alive()
+
+
 def _enabled() -> bool:
-    return os.environ.get("PRIVLENS_WARM_UP", "").lower() not in ("off", "0", "no")
+    """Whether to go on: not at exit, and not turned off (``PRIVLENS_WARM_UP=off``)."""
+    return not _exiting() and os.environ.get("PRIVLENS_WARM_UP", "").lower() not in ("off", "0", "no")
 
 
 def prepare_default(directory: str, dataset: str, model: str) -> None:
@@ -104,9 +126,12 @@ def prepare_default(directory: str, dataset: str, model: str) -> None:
 
         pipe = load_pipeline(dataset, obfuscator=model, models_dir=directory)
         wait_for_quiet()
+        if not _enabled():
+            return
         card_global_constant(pipe.obfuscator, pipe.cards["obfuscator"], time_limit=GLOBAL_TIME_LIMIT_S)
         wait_for_quiet()
-        domain_check(dataset, pipe)
+        if _enabled():
+            domain_check(dataset, pipe)
     except Exception:  # the page computes it again and says why
         LOG.warning("%s/%s not prepared ahead", dataset, model, exc_info=True)
 
@@ -121,6 +146,8 @@ def prepare_lab() -> None:
         data = fresh_dataset(seed=7)
         for _, row in models.drop_duplicates(["kind", "query", "loss"]).iterrows():
             wait_for_quiet()
+            if not _enabled():
+                return
             compare(load_model(str(row["path"])), data, epsilon=float(row["epsilon"]), loss=str(row["loss"]))
     except Exception:  # the page computes it again and says why
         LOG.warning("lab baselines not prepared ahead", exc_info=True)
@@ -152,7 +179,7 @@ def warm_up() -> threading.Thread:
         if not _enabled():
             return
         prepare_lab()
-        if precompute_pattern_tables is None:
+        if precompute_pattern_tables is None or not _enabled():
             return
         try:
             precompute_pattern_tables(directory, resolve=first, pause=wait_for_quiet)
@@ -160,5 +187,6 @@ def warm_up() -> threading.Thread:
             LOG.warning("pattern tables not precomputed", exc_info=True)
 
     thread = threading.Thread(target=run, name="privlens-warm-up", daemon=True)
+    _THREADS.append(thread)
     thread.start()
     return thread
