@@ -116,7 +116,9 @@ def test_recorded_accuracies_are_what_the_weights_give(dataset: str) -> None:
             # Quality floors of the shipped set (paper, Table 1 informal FMNIST: Encoder 0.779,
             # ARL-C-N 0.706; the models issue asks ARL-C-N ≥ 0.78 at ε = ∞).
             # The other five (C, N, ARL-C, ARL-N, C-N; 0.780–0.804 as shipped) guard at 0.75.
-            floor = {"Encoder": 0.78, "ARL-C-N": 0.78, "ARL": 0.65}.get(m.name, 0.75)
+            # The authors'-code twin (issue 32.2) is their recipe as they ran it: its accuracy is a finding
+            # (docs/RESULTS.md), guarded against regressions only.
+            floor = {"Encoder": 0.78, "ARL-C-N": 0.78, "ARL": 0.65, "ARL-C-N-authors": 0.5}.get(m.name, 0.75)
             assert acc >= floor, (m.name, acc)
     ip = load_ip_models(dataset, models_dir=MODELS, device="cpu")
     for name, model in ip.models.items():
