@@ -36,11 +36,13 @@ LOG = logging.getLogger("privlens")
 #: the longest the warm-up waits at one point for the script runs to end (then it goes on regardless)
 QUIET_WAIT_S = 5.0
 
-#: Modules the background work and later pages need, imported by the warm-up in steps of about a second
-#: each (torchmetrics pulls in torchvision and torch._dynamo), none while a script run is in progress.
+#: Modules the background work and later pages need, imported by the warm-up in steps of at most about a
+#: second each (torchmetrics pulls in torchvision and torch._dynamo), none while a script run is in progress.
 IMPORT_STEPS: tuple[tuple[str, ...], ...] = (
     ("torch", "privcore.pipeline", "privcore.mechanisms.global_mechanism", "highspy"),
     ("privcore.domain", "privcore.data.split", "sklearn.datasets", "sklearn.model_selection"),
+    ("torch._dynamo",),  # ~1.2 s of privcore.attacks.metrics' ~1.8 s (torchmetrics → torchvision.models)
+    ("torchvision",),
     ("privcore.attacks.metrics",),
 )
 
