@@ -1,4 +1,5 @@
-"""One computation per key at a time, across threads: :class:`InFlight`.
+"""One computation per key at a time, across threads: :class:`InFlight`, and the in-memory memo built
+on it, :class:`Memo`.
 
 The in-memory memos of certified quantities (G over a box, a model's pattern table) are filled by
 whichever thread asks first — the dashboard's warm-up or a page. A second thread asking for the same
@@ -9,10 +10,11 @@ two would only slow each other down).
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
-__all__ = ["MISSING", "InFlight"]
+__all__ = ["MISSING", "InFlight", "Memo"]
 
 #: what a look-up returns when the memo has no entry (None may be a value)
 MISSING: Any = object()
@@ -46,3 +48,35 @@ class InFlight:
             with self._lock:
                 del self._running[key]
             running.set()
+
+
+class Memo:
+    """An in-memory memo of at most ``max_entries`` values (the least recently used goes first) whose
+    :meth:`get` computes a missing key once, however many threads ask for it at the same time."""
+
+    def __init__(self, max_entries: int) -> None:
+        self._lock = threading.Lock()
+        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self._running = InFlight()
+        self.max_entries = int(max_entries)
+
+    def peek(self, key: Hashable) -> Any:
+        """The value held for ``key`` (now the most recently used), else :data:`MISSING`."""
+        with self._lock:
+            hit = self._items.get(key, MISSING)
+            if hit is not MISSING:
+                self._items.move_to_end(key)
+            return hit
+
+    def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """The value for ``key``: held, or ``compute()`` (once across threads; a failure stores nothing)."""
+
+        def store() -> Any:
+            value = compute()
+            with self._lock:
+                self._items[key] = value
+                while len(self._items) > self.max_entries:
+                    self._items.popitem(last=False)
+            return value
+
+        return self._running.run(key, lambda: self.peek(key), store)

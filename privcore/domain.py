@@ -40,8 +40,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,7 +47,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from privcore._inflight import MISSING, InFlight
+from privcore._inflight import Memo
 from privcore.validation import check_in_range
 
 __all__ = [
@@ -426,9 +424,7 @@ def _common_quantile(scores: Mapping[str, np.ndarray], alpha: float) -> tuple[fl
     return hi, rate(hi)
 
 
-_CHECKS: OrderedDict[tuple[str, str], DomainCheck] = OrderedDict()
-_LOCK = threading.Lock()
-_CALIBRATING = InFlight()  # a second caller of a check being calibrated waits for it
+_CHECKS = Memo(8)  # per (dataset, embedder digest); a second caller of one being calibrated waits for it
 
 
 def domain_check(dataset: str, pipe: Any) -> DomainCheck:
@@ -439,23 +435,14 @@ def domain_check(dataset: str, pipe: Any) -> DomainCheck:
     :class:`~privcore.errors.DatasetUnavailableError`)."""
     key = (str(dataset), str(pipe.cards["embedder"]["weights"]["sha256"]))
 
-    def lookup() -> Any:
-        with _LOCK:
-            return _CHECKS.get(key, MISSING)
-
     def compute() -> DomainCheck:
         from privcore.data import load_dataset, validation_split
 
         split = validation_split(load_dataset(str(dataset)))
-        made = DomainCheck.calibrate(str(dataset), embed=pipe.embed, decode=pipe.decode,
+        return DomainCheck.calibrate(str(dataset), embed=pipe.embed, decode=pipe.decode,
                                      train=split.dataset.x_train, val=split.x_val)
-        with _LOCK:
-            _CHECKS[key] = made
-            while len(_CHECKS) > 8:
-                _CHECKS.popitem(last=False)
-        return made
 
-    return _CALIBRATING.run(key, lookup, compute)
+    return _CHECKS.get(key, compute)
 
 
 def check(

@@ -53,11 +53,11 @@ def _as_upload(pipe, data: bytes):
 def test_calibration_reads_the_validation_split_never_the_test_split(monkeypatch, pipes) -> None:
     """The thresholds are those of :meth:`DomainCheck.calibrate` on validation_split's images; a test
     split of noise changes nothing (digits: its validation part is a seeded 10 % of the training set)."""
-    from collections import OrderedDict
     from dataclasses import replace
 
     import privcore.data
     from privcore import domain
+    from privcore._inflight import Memo
     from privcore.data import load_dataset, validation_split
 
     pipe = _pipe(pipes, "digits")
@@ -66,7 +66,7 @@ def test_calibration_reads_the_validation_split_never_the_test_split(monkeypatch
     direct = domain.DomainCheck.calibrate("digits", embed=pipe.embed, decode=pipe.decode,
                                           train=split.dataset.x_train, val=split.x_val)
     noisy = replace(ds, x_test=torch.rand_like(ds.x_test), y_test=ds.y_test)
-    monkeypatch.setattr(domain, "_CHECKS", OrderedDict())
+    monkeypatch.setattr(domain, "_CHECKS", Memo(8))  # an empty memo: this process calibrates afresh
     monkeypatch.setattr(privcore.data, "load_dataset", lambda name, **kw: noisy)
     made = domain.domain_check("digits", pipe)
     assert made.thresholds == direct.thresholds and made.quantile == direct.quantile

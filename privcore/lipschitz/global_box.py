@@ -49,9 +49,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Context, Decimal
@@ -61,7 +59,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from privcore._inflight import MISSING, InFlight
+from privcore._inflight import Memo
 from privcore.errors import CertificationError, ParameterError
 from privcore.lipschitz.bounds import backward_bounds, forward_bounds, global_upper_bound, jacobian_norms
 from privcore.lipschitz.box_patterns import box_pattern_search
@@ -569,9 +567,7 @@ def verify_global_constant(
     return passed(How.EXACT if box.is_cube else How.CUBE_EXACT, tau) if dec.passed else None
 
 
-_MEMO: OrderedDict[tuple, GlobalConstant] = OrderedDict()
-_LOCK = threading.Lock()
-_RUNNING = InFlight()  # a second caller of a key being computed waits for it
+_MEMO = Memo(64)  # per (model digest, box, hint); a second caller of a key being computed waits for it
 
 
 def certified_global_constant(
@@ -591,22 +587,9 @@ def certified_global_constant(
     h = None if hint is None else check_positive("hint", hint)
     key = (parsed.digest, box.digest, h)
 
-    def lookup() -> Any:
-        with _LOCK:
-            hit = _MEMO.get(key, MISSING)
-            if hit is not MISSING:
-                _MEMO.move_to_end(key)
-            return hit
-
     def compute() -> GlobalConstant:
         opts = dict(time_limit=time_limit, max_nodes=max_nodes, threads=threads)
         result = None if h is None else verify_global_constant(parsed, box, h, **opts)
-        if result is None:
-            result = compute_global_constant(parsed, box, **opts)
-        with _LOCK:
-            _MEMO[key] = result
-            while len(_MEMO) > 64:
-                _MEMO.popitem(last=False)
-        return result
+        return compute_global_constant(parsed, box, **opts) if result is None else result
 
-    return _RUNNING.run(key, lookup, compute)
+    return _MEMO.get(key, compute)
