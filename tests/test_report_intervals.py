@@ -76,6 +76,11 @@ def test_like_for_like_table_puts_the_paper_the_authors_code_and_ours_side_by_si
     assert "PTR" in lines[4] and "0.500 ±0.014" in lines[4] and lines[4].endswith("| 10000 |")
     assert "global" in lines[5] and "0.600 [0.590, 0.610]" in lines[5] and "(2ε, 0, R)" in lines[5]
     assert "multi_eps" in text
+    # PTR not run yet (MNIST): the same table from the calibration's obfuscators, without PTR's row
+    lines = [ln for ln in render_table1_like_for_like(None, cal, "mnist", glob).splitlines()
+             if ln.startswith("| C |")]
+    assert len(lines) == 5 and not any("PTR" in ln for ln in lines)
+    assert "authors' code" in lines[0] and "0.926 | 0.443" in lines[0]  # the paper's MNIST C row
 
 
 def test_like_for_like_puts_the_paper_recipe_twin_after_its_variant() -> None:

@@ -147,7 +147,8 @@ def render_table1_like_for_like(
     under the authors' code protocol (``calibration``'s ``authors-code`` rows: Lap(Δp∞·R/ε), no test,
     every image, the obfuscator's own head; and ``authors-code-release-clf``); ours under the
     printed formula Lap(Δp/ε) (``paper-text``); ours under PTR (``table1``); and ours under the
-    certified global mechanism at the same total ε as PTR's column (``table1_global`` at 2ε)."""
+    certified global mechanism at the same total ε as PTR's column (``table1_global`` at 2ε). Without
+    ``table1`` (PTR not run) the obfuscators are ``calibration``'s and the PTR rows are left out."""
     ref = paper.TABLE1.get(PAPER_DATASET.get(dataset, ""), {})
     cols = list(paper.TABLE1_COLUMNS)
     header = ["obfuscator", "row"] + ["Informal" if math.isinf(e) else f"ε = {e:g}" for e in cols] + ["n"]
@@ -160,7 +161,7 @@ def render_table1_like_for_like(
         return None if part.empty else part
 
     rows = []
-    names = _order(table1["obfuscator"])
+    names = _order((table1 if table1 is not None else calibration)["obfuscator"])
     for name in names:
         suffix = next((s for s in (PAPER_RECIPE_SUFFIX, AUTHORS_RECIPE_SUFFIX) if name.endswith(s)), "")
         twin = bool(suffix)
@@ -189,13 +190,14 @@ def render_table1_like_for_like(
             finite = part[part["epsilon"].map(math.isfinite)]
             cells.append(f"{int(finite['n_test'].max())} × {int(finite['n_draws'].max())} draws")
             rows.append(cells)
-        cells = [name, f"ours, {recipe}PTR, Lap(Δp·R/ε), ℓ∞→ℓ1 Δp from training points; (2ε, δ/2, R)"]
-        n = "–"
-        for e in cols:
-            row = _lookup(table1, obfuscator=name, epsilon=e)
-            cells.append(_cell(row, "accuracy"))
-            n = str(int(row["n_test"])) if row is not None else n
-        rows.append([*cells, n])
+        if table1 is not None:
+            cells = [name, f"ours, {recipe}PTR, Lap(Δp·R/ε), ℓ∞→ℓ1 Δp from training points; (2ε, δ/2, R)"]
+            n = "–"
+            for e in cols:
+                row = _lookup(table1, obfuscator=name, epsilon=e)
+                cells.append(_cell(row, "accuracy"))
+                n = str(int(row["n_test"])) if row is not None else n
+            rows.append([*cells, n])
         g = None if table1_global is None else table1_global[table1_global["obfuscator"] == name]
         if g is not None and not g.empty:
             cells = [name, f"ours, {recipe}certified global mechanism at total 2ε, Lap(G·R/(2ε)); (2ε, 0, R)"]
@@ -510,12 +512,16 @@ def render_report(
     )
     if only is None or "table1" in only:
         t1, cal = res / "table1.csv", res / "calibration.csv"
-        if t1.is_file():
+        if t1.is_file() or cal.is_file():
             tg = res / "table1-global.csv"
-            body = render_table1_like_for_like(pd.read_csv(t1), pd.read_csv(cal) if cal.is_file() else None,
+            body = render_table1_like_for_like(pd.read_csv(t1) if t1.is_file() else None,
+                                               pd.read_csv(cal) if cal.is_file() else None,
                                                dataset, pd.read_csv(tg) if tg.is_file() else None)
             title = ("Table 1 like for like: the paper, ours under the authors' code, the printed formula, "
                      "PTR and the global mechanism")
+            if not t1.is_file():
+                body = ("PTR's rows are missing: `python -m privcore experiment table1 --dataset "
+                        f"{dataset}` has not been run.\n\n{body}")
             parts.append(f"### {title}\n\n{body}\n")
     if only is None or "table1-global" in only:
         tg, t1 = res / "table1-global.csv", res / "table1.csv"
