@@ -59,3 +59,25 @@ def test_new_options_default_to_the_old_recipe_and_card(tiny: Any, tmp_path: Pat
         embedder_recipe("digits", label_weight=-1.0)
     with pytest.raises(ValueError, match="augment_shift"):
         embedder_recipe("digits", augment_shift=-1)
+
+
+def test_the_cli_sets_both_options_and_refuses_bad_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`privcore train embedder --augment-shift S --label-weight G` writes them into the card's recipe
+    (the feasibility study in docs/RESULTS.md, "MNIST", is reproducible from the CLI); a negative value
+    is a parameter error naming it (exit 2), and nothing is written."""
+    import json
+
+    from privcore.cli import main
+
+    base = ["train", "embedder", "--dataset", "digits", "--models-dir", str(tmp_path), "--epochs", "1",
+            "--n-train", "64", "--no-progress", "--device", "cpu"]
+    with pytest.raises(SystemExit) as bad:
+        main([*base, "--label-weight", "-1"])
+    err = capsys.readouterr().err
+    card = tmp_path / "digits" / "embedder.json"
+    assert bad.value.code == 2 and "label_weight" in err and not card.exists()
+    main([*base, "--augment-shift", "1", "--label-weight", "2.5"])
+    recipe = json.loads(card.read_text())["recipe"]
+    assert recipe["augment_shift"] == 1 and recipe["label_weight"] == 2.5

@@ -51,6 +51,15 @@ def embedder_cmd(
     width: int = typer.Option(None),
     beta: float = typer.Option(None, help="β of the β-VAE (paper: 5)"),
     kl_warmup: int = typer.Option(None, "--kl-warmup", help="epochs over which the KL weight ramps 0 → β"),
+    augment_shift: int = typer.Option(
+        None, "--augment-shift", help="shift each training image by up to this many pixels (0 = none)"
+    ),
+    label_weight: float = typer.Option(
+        None,
+        "--label-weight",
+        help="γ: add γ·cross-entropy of a linear head on μ (0 = the paper's unsupervised β-VAE; > 0 puts "
+        "labels into g: docs/RESULTS.md, MNIST)",
+    ),
     validation_fraction: float = typer.Option(
         0.0,
         "--validation-fraction",
@@ -89,6 +98,8 @@ def embedder_cmd(
         width=width,
         beta=beta,
         kl_warmup_epochs=kl_warmup,
+        augment_shift=augment_shift,
+        label_weight=label_weight,
     )
     summary(
         train_embedder(
