@@ -181,13 +181,15 @@ def load_pipeline(
     (a Table-1 name such as ``"ARL-C-N"`` or an α-sweep name such as ``"ARL-alpha0.9"``)."""
     mdir = Path(models_dir) if models_dir is not None else default_models_dir()
     dev = _device(device)
-    emb_stem, obf_stem = _stem(mdir, dataset, "embedder"), _stem(mdir, dataset, f"obfuscator-{obfuscator}")
-    if not card_path(emb_stem).is_file():
-        raise _missing(mdir, dataset, "embedder", "embedder.json")
+    obf_stem = _stem(mdir, dataset, f"obfuscator-{obfuscator}")
     if not card_path(obf_stem).is_file():
         raise _missing(mdir, dataset, f"obfuscator {obfuscator!r}", "obfuscator-*.json")
-    emb = load_checkpoint(emb_stem, kind="embedder", dataset=dataset, device=dev)
     obf = load_checkpoint(obf_stem, kind="obfuscator", dataset=dataset, device=dev)
+    # the embedder the obfuscator's card names (a plain file name, checked by the card schema)
+    emb_stem = obf_stem.with_name(obf.card["embedder"]["file"]).with_suffix("")
+    if not card_path(emb_stem).is_file():
+        raise _missing(mdir, dataset, "embedder", f"{emb_stem.name}.json")
+    emb = load_checkpoint(emb_stem, kind="embedder", dataset=dataset, device=dev)
     if obf.card["embedder"]["sha256"] != emb.card["weights"]["sha256"]:
         raise CheckpointError(
             f"{obf_stem}.json was trained on another embedder "

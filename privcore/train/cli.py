@@ -32,6 +32,7 @@ from privcore.train.cli_common import (
     setup,
     summary,
 )
+from privcore.train.cli_global import global_model_cmd
 
 train_app = typer.Typer(
     help="Train embedders, obfuscators (Table 1), α sweeps (Fig. 2), attackers, IP classifiers; compute Δp.",
@@ -551,3 +552,7 @@ def all_cmd(
                 **run,
             ):
                 summary(card)
+
+
+# registered here, defined in its own module (this one is long enough)
+train_app.command("global-model")(global_model_cmd)

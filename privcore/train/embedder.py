@@ -199,7 +199,7 @@ def train_embedder(
     spec = get_spec(ds.name) if ds.name in _names() else None
     card = {
         "kind": "embedder",
-        "name": "embedder",
+        "name": os.path.basename(os.fspath(out)),
         "dataset": dataset_card(full),
         "radius": {"value": spec.radius, "note": spec.radius_note} if spec else None,
         "recipe": recipe.to_json(),
