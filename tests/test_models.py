@@ -3,6 +3,7 @@ their cards are complete, and their recorded metrics are what the weights give o
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -38,8 +39,9 @@ def _data(card: dict) -> object:
 def test_models_directory_is_small_and_complete() -> None:
     total = sum(p.stat().st_size for p in MODELS.rglob("*") if p.is_file())
     # nine Table-1 pipelines per dataset (the 28×28 datasets' attackers are ~0.9 MiB each, their
-    # embedders ~4 MiB), IP models, the α sweeps: 42 MiB with MNIST added
-    assert total < 48 * 2**20, f"models/ holds {total / 2**20:.1f} MiB"
+    # embedders ~4 MiB), IP models, the α sweeps: 42 MiB with MNIST added; 50.6 MiB with MNIST's
+    # default model (its convolutional embedder alone is 4.7 MiB)
+    assert total < 56 * 2**20, f"models/ holds {total / 2**20:.1f} MiB"
     for ds in DATASETS:
         have = {(m.kind, m.name) for m in SHIPPED if m.dataset == ds}
         assert ("embedder", "embedder") in have
@@ -94,11 +96,13 @@ def test_shipped_checkpoint_loads_with_current_code_and_has_a_full_card(info: ob
 @pytest.mark.parametrize("dataset", DATASETS)
 def test_recorded_accuracies_are_what_the_weights_give(dataset: str) -> None:
     obfs = [m for m in SHIPPED if m.dataset == dataset and m.kind == "obfuscator"]
-    ds = _data(obfs[0].card)
-    embeddings: dict[str, torch.Tensor] = {}  # per embedder weights hash: the pipelines share one
+    data: dict[str, object] = {}  # per dataset block: a model trained with validation is scored on it
+    embeddings: dict[str, torch.Tensor] = {}  # per embedder and data: most pipelines share one
     for m in obfs:
+        block = json.dumps(m.card["dataset"], sort_keys=True)
+        ds = data[block] if block in data else data.setdefault(block, _data(m.card))
         p = load_pipeline(dataset, m.name, models_dir=MODELS, device="cpu")
-        key = p.cards["embedder"]["weights"]["sha256"]
+        key = p.cards["embedder"]["weights"]["sha256"] + block
         if key not in embeddings:
             embeddings[key] = torch.cat([p.embed(ds.x_test[i : i + 2000])
                                          for i in range(0, ds.x_test.shape[0], 2000)])
@@ -122,6 +126,8 @@ def test_recorded_accuracies_are_what_the_weights_give(dataset: str) -> None:
             assert acc >= floor, (m.name, acc)
     ip = load_ip_models(dataset, models_dir=MODELS, device="cpu")
     for name, model in ip.models.items():
+        block = json.dumps(model.card["dataset"], sort_keys=True)
+        ds = data[block] if block in data else data.setdefault(block, _data(model.card))
         with torch.no_grad():
             out = torch.cat([model(ds.x_test[i : i + 2000]) for i in range(0, ds.x_test.shape[0], 2000)])
         acc = float((out.argmax(1) == ds.y_test).float().mean())
