@@ -13,8 +13,9 @@
 * :meth:`Release.document`: the public JSON of a release, the one builder of it (never φ, R* or
   anything else computed from the image without noise).
 
-Shared keywords: ``dataset``/``model``/``models_dir`` (which shipped models; not for the ``_embedding``
-forms), ``radius`` (default the model's R), ``certifier`` (``"exact"``, ``"lp"``, ``"interval"`` or a
+Shared keywords: ``dataset``/``model``/``models_dir`` (which shipped models, default real MNIST and its
+default model, :func:`privcore.catalogue.default_model`; not for the ``_embedding`` forms), ``radius``
+(default the model's R), ``certifier`` (``"exact"``, ``"lp"``, ``"interval"`` or a
 :class:`~privcore.lipschitz.Certifier` instance, used as given), ``time_limit``, ``cache`` (privcore's φ
 and certificate cache: True, None/False, a directory or a LipschitzCache), ``progress`` (PTR: called
 ``progress(r, passed)`` after each decision "U(z, r) ≤ Δp?" of φ's bisection; whatever it raises
@@ -61,6 +62,7 @@ from privcore.api_core import (
     check_release_delta,
     release_embedding,
 )
+from privcore.defaults import DEFAULT_DATASET, default_model
 from privcore.errors import ParameterError
 from privcore.validation import DELTA_RANGE, check_finite_array, check_positive
 
@@ -119,8 +121,10 @@ def _image(image: Any, shape: tuple[int, int, int]) -> Any:
     return torch.from_numpy(arr.astype(np.float32))
 
 
-def _embed(image: Any, dataset: str, model: str, models_dir: Any) -> tuple[Any, np.ndarray]:
-    """The pipeline of ``dataset``/``model`` and the image's embedding z (float64)."""
+def _embed(image: Any, dataset: str, model: str | None, models_dir: Any) -> tuple[Any, np.ndarray]:
+    """The pipeline of ``dataset``/``model`` (None: the dataset's default) and the image's embedding z
+    (float64)."""
+    model = default_model(str(dataset)) if model is None else model
     pipe = _pipeline(str(dataset), str(model), None if models_dir is None else str(models_dir))
     z = pipe.embed(_image(image, tuple(pipe.image_shape))).double().cpu().numpy().reshape(-1)
     return pipe, z
@@ -129,8 +133,8 @@ def _embed(image: Any, dataset: str, model: str, models_dir: Any) -> tuple[Any, 
 def certify(
     image: Any,
     *,
-    dataset: str = "digits",
-    model: str = "ARL-C-N",
+    dataset: str = DEFAULT_DATASET,
+    model: str | None = None,
     radius: float | None = None,
     certifier: Any = "exact",
     epsilon_min: float | None = None,
@@ -155,8 +159,8 @@ def release(
     *,
     epsilon: float,
     delta: float = DEFAULT_DELTA,
-    dataset: str = "digits",
-    model: str = "ARL-C-N",
+    dataset: str = DEFAULT_DATASET,
+    model: str | None = None,
     mechanism: str = "global",
     radius: float | None = None,
     certifier: Any = "exact",

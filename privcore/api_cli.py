@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from privcore.cli_errors import dataset_option
+from privcore.defaults import DEFAULT_DATASET, default_model
 from privcore.ranges import DELTA_RANGE, EPSILON_RANGE, RADIUS_RANGE
 
 #: what the CLI's messages call the image file
@@ -23,7 +24,11 @@ IMAGE_WORDS = "the IMAGE argument"
 
 _IMAGE = typer.Argument(help="a PNG or JPEG image", show_default=False)
 _DATASET = typer.Option(help="dataset of the model (digits, fashion-mnist, …)", callback=dataset_option)
-_MODEL = typer.Option(help="obfuscator variant (Table 1 name, e.g. ARL-C-N)")
+_MODEL = typer.Option(
+    help="obfuscator variant (e.g. ARL-C-N); default: the dataset's default model (mnist: N-global, "
+    "others: ARL-C-N)",
+    show_default=False,
+)
 _RADIUS = typer.Option(
     help=f"R, ℓ∞ on the embedding, in [{RADIUS_RANGE[0]:g}, {RADIUS_RANGE[1]:g}] (default: the model card's)"
 )
@@ -89,7 +94,7 @@ def _check_release_parameters(*, epsilon: float, delta: float, mechanism: str, r
         check_positive("min_seconds", min_seconds)
 
 
-def prepared_image(image: Path, *, dataset: str, model: str, models_dir: Path | None, invert: bool,
+def prepared_image(image: Path, *, dataset: str, model: str | None, models_dir: Path | None, invert: bool,
                    digit_style: bool, force: bool) -> Any:
     """The model input of ``image`` as the dashboard makes it (:func:`privcore.inputs.prepare_image`),
     with its notes and the domain check's warnings (:func:`privcore.domain.check`) on stderr in the
@@ -98,6 +103,7 @@ def prepared_image(image: Path, *, dataset: str, model: str, models_dir: Path | 
     from privcore.errors import ParameterError
     from privcore.images import DEFAULT_MAX_BYTES
 
+    model = default_model(str(dataset)) if model is None else model
     pipe = api._pipeline(str(dataset), str(model), None if models_dir is None else str(models_dir))
     shape = tuple(int(v) for v in pipe.image_shape)
     path = Path(image)
@@ -146,8 +152,8 @@ def release(
     image: Annotated[Path, _IMAGE],
     epsilon: Annotated[float, typer.Option(help=_EPSILON_HELP)],
     delta: Annotated[float, typer.Option(help=_DELTA_HELP)] = 1e-5,
-    dataset: Annotated[str, _DATASET] = "digits",
-    model: Annotated[str, _MODEL] = "ARL-C-N",
+    dataset: Annotated[str, _DATASET] = DEFAULT_DATASET,
+    model: Annotated[str | None, _MODEL] = None,
     mechanism: Annotated[str, typer.Option(help=_MECHANISM_HELP)] = "global",
     invert: Annotated[bool, _INVERT] = False,
     digit_style: Annotated[bool, _DIGIT_STYLE] = False,
@@ -184,8 +190,8 @@ def release(
 
 def certify(
     image: Annotated[Path, _IMAGE],
-    dataset: Annotated[str, _DATASET] = "digits",
-    model: Annotated[str, _MODEL] = "ARL-C-N",
+    dataset: Annotated[str, _DATASET] = DEFAULT_DATASET,
+    model: Annotated[str | None, _MODEL] = None,
     invert: Annotated[bool, _INVERT] = False,
     digit_style: Annotated[bool, _DIGIT_STYLE] = False,
     force: Annotated[bool, _FORCE] = False,

@@ -1,5 +1,7 @@
 """The shipped models as their cards describe them, without loading a weight or importing torch:
-:func:`list_models` and :func:`default_models_dir` (:mod:`privcore.pipeline` loads them)."""
+:func:`list_models` and :func:`default_models_dir` (:mod:`privcore.pipeline` loads them), and the
+embedded default that the API, the CLI and the dashboard share: :data:`DEFAULT_DATASET` and
+:func:`default_model`."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from privcore.defaults import DEFAULT_DATASET, default_model
 from privcore.errors import CheckpointError
 from privcore.nets.cards import CARD_FORMAT, read_card, weights_path
 
-__all__ = ["ModelInfo", "default_models_dir", "list_models"]
+__all__ = ["DEFAULT_DATASET", "ModelInfo", "default_model", "default_models_dir", "list_models"]
+
 
 
 def default_models_dir() -> Path:

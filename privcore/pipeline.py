@@ -152,10 +152,13 @@ def _stem(models_dir: Path, dataset: str, name: str) -> Path:
     return models_dir / dataset / name
 
 
-def _missing(models_dir: Path, dataset: str, what: str, pattern: str) -> CheckpointError:
+def _missing(
+    models_dir: Path, dataset: str, what: str, pattern: str, *, obfuscator: str = ""
+) -> CheckpointError:
     """The error for a missing model: it lists the datasets whose directory holds a card matching
     ``pattern`` (``embedder.json``, ``obfuscator-*.json``, ``ip-*.json``) — datasets a user can pick —
-    never other folders there (the lab's models, caches), and the names ``dataset`` has, if any."""
+    never other folders there (the lab's models, caches), and the names ``dataset`` has, if any, and the
+    command that trains it (``train global-model`` for a ``*-global`` ``obfuscator``, else ``train all``)."""
     have = (
         sorted(p.name for p in models_dir.iterdir() if p.is_dir() and any(p.glob(pattern)))
         if models_dir.is_dir()
@@ -167,8 +170,15 @@ def _missing(models_dir: Path, dataset: str, what: str, pattern: str) -> Checkpo
     return CheckpointError(
         f"no {what} for dataset {dataset!r} in {models_dir} "
         f"(datasets with such models: {', '.join(have) or 'none'}{here}); "
-        f"train it with `python -m privcore train all --dataset {dataset}`"
+        f"train it with `{_train_command(dataset, obfuscator)}`"
     )
+
+
+def _train_command(dataset: str, obfuscator: str) -> str:
+    if obfuscator.endswith("-global"):
+        name = "" if obfuscator == "N-global" else f" --name {obfuscator}"
+        return f"python -m privcore train global-model --dataset {dataset}{name}"
+    return f"python -m privcore train all --dataset {dataset}"
 
 
 def load_pipeline(
@@ -183,12 +193,13 @@ def load_pipeline(
     dev = _device(device)
     obf_stem = _stem(mdir, dataset, f"obfuscator-{obfuscator}")
     if not card_path(obf_stem).is_file():
-        raise _missing(mdir, dataset, f"obfuscator {obfuscator!r}", "obfuscator-*.json")
+        what = f"obfuscator {obfuscator!r}"
+        raise _missing(mdir, dataset, what, "obfuscator-*.json", obfuscator=obfuscator)
     obf = load_checkpoint(obf_stem, kind="obfuscator", dataset=dataset, device=dev)
     # the embedder the obfuscator's card names (a plain file name, checked by the card schema)
     emb_stem = obf_stem.with_name(obf.card["embedder"]["file"]).with_suffix("")
     if not card_path(emb_stem).is_file():
-        raise _missing(mdir, dataset, "embedder", f"{emb_stem.name}.json")
+        raise _missing(mdir, dataset, "embedder", f"{emb_stem.name}.json", obfuscator=obfuscator)
     emb = load_checkpoint(emb_stem, kind="embedder", dataset=dataset, device=dev)
     if obf.card["embedder"]["sha256"] != emb.card["weights"]["sha256"]:
         raise CheckpointError(

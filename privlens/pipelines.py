@@ -2,7 +2,7 @@
 
 * :func:`catalogue`: obfuscators per dataset from the shipped model cards;
 * :func:`pipeline`: the pipeline of the sidebar's settings (``st.cache_resource``, eval mode,
-  inference only), or the embedded default (digits) with the reason when a dataset or checkpoint
+  inference only), or the embedded default (real MNIST) with the reason when a dataset or checkpoint
   is missing;
 * :func:`image_shape`: a dataset's image size from its embedder's card (no weights loaded);
 * :func:`public_text`: a server message for the browser, without server paths.
@@ -17,16 +17,16 @@ from typing import Any
 
 import streamlit as st
 
+from privcore.defaults import DEFAULT_DATASET, default_model
 from privcore.errors import CheckpointError, DatasetUnavailableError, PrivcoreError
 from privlens.settings import Settings, md_literal
 
 LOG = logging.getLogger("privlens")
-DEFAULT_DATASET = "digits"
 
 
 def catalogue() -> dict[str, tuple[str, ...]]:
     """Obfuscator names per dataset from the shipped model cards (``models/<dataset>/``), the α-sweep
-    members of Fig. 2 left out; digits always."""
+    members of Fig. 2 left out; the embedded default always, and each dataset's default model first."""
     return _catalogue(models_dir())
 
 
@@ -49,10 +49,10 @@ def _catalogue(directory: str) -> dict[str, tuple[str, ...]]:
             and m.name not in models.setdefault(m.dataset, [])
         ):
             models[m.dataset].append(m.name)
-    models.setdefault(DEFAULT_DATASET, ["ARL-C-N"])
+    models.setdefault(DEFAULT_DATASET, [default_model(DEFAULT_DATASET)])
     ordered = {DEFAULT_DATASET: models.pop(DEFAULT_DATASET), **dict(sorted(models.items()))}
     return {
-        ds: tuple(sorted(names, key=lambda n: (n != "ARL-C-N", "alpha" in n, n)))
+        ds: tuple(sorted(names, key=lambda n, d=default_model(ds): (n != d, n != "ARL-C-N", "alpha" in n, n)))
         for ds, names in ordered.items()
     }
 

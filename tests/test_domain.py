@@ -168,9 +168,9 @@ def test_api_release_carries_the_warnings_and_its_public_document_never_does(tmp
     _pipe(pipes, "digits")
     photo = tmp_path / "photo.jpg"
     photo.write_bytes(photo_uploads(2)[1])
-    out = privcore.release(photo, epsilon=2.0)
+    out = privcore.release(photo, dataset="digits", epsilon=2.0)
     assert isinstance(out.warnings, tuple) and out.warnings[0].startswith("The upload is in colour")
     doc = json.dumps(out.document(), ensure_ascii=False)
     assert "warnings" not in doc and "colour" not in doc and out.released
     sample = Path(__file__).resolve().parents[1] / "data" / "samples" / "digits" / "0-24.png"
-    assert privcore.release(sample, epsilon=2.0).warnings == ()
+    assert privcore.release(sample, dataset="digits", epsilon=2.0).warnings == ()

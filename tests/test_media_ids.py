@@ -278,7 +278,7 @@ def test_no_media_url_is_a_content_hash(server: str, tmp_path: Path) -> None:  #
             context = browser.new_context(viewport={"width": 1400, "height": 1700}, accept_downloads=True)
             context.on("request", lambda r: requested.add(r.url))
             page = context.new_page()
-            page.goto(f"{server}/release?eps=1.0&R=0.25", timeout=120_000)
+            page.goto(f"{server}/release?dataset=digits&eps=1.0&R=0.25", timeout=120_000)
             main = page.locator('[data-testid="stMain"]')
             expect(main.locator("h1", has_text="Release")).to_be_visible(timeout=90_000)
             main.get_by_text("Upload your own").click()

@@ -254,14 +254,16 @@ def test_checkpoint_names_may_contain_dots(tmp_path: Path) -> None:
 SHIPPED = Path(__file__).resolve().parents[1] / "models" / "digits"
 
 
-def tampered_models(root: Path, edit, *, stem: str = "obfuscator-ARL-C-N") -> Path:
-    """A models directory with the shipped digits embedder and ARL-C-N checkpoints, the card ``stem`` edited
-    by ``edit`` (weights untouched, so their SHA-256 still matches). Returns the directory."""
+def tampered_models(root: Path, edit, *, stem: str = "obfuscator-ARL-C-N", dataset: str = "digits",
+                    files: tuple[str, ...] = ("embedder.*", "*-ARL-C-N.*")) -> Path:
+    """A models directory with the shipped ``dataset`` checkpoints matching ``files`` (default: the digits
+    embedder and ARL-C-N), the card ``stem`` edited by ``edit`` (weights untouched, so their SHA-256 still
+    matches). Returns the directory."""
     import shutil
 
-    folder = root / "digits"
+    folder = root / dataset
     folder.mkdir(parents=True, exist_ok=True)
-    for f in [*SHIPPED.glob("embedder.*"), *SHIPPED.glob("*-ARL-C-N.*")]:
+    for f in [p for pattern in files for p in (SHIPPED.parent / dataset).glob(pattern)]:
         shutil.copyfile(f, folder / f.name)
     card = json.loads((folder / f"{stem}.json").read_text())
     edit(card)

@@ -23,7 +23,7 @@ def test_url_values_and_file_names_are_never_links(server: str, tmp_path: Path) 
 
     image = tmp_path / "[see this](https:⁄⁄evil.example) https-evil.example.png"
     image.write_bytes(sample_png())
-    query = urllib.parse.urlencode({"model": EVIL_LINK, "mech": EVIL_HTML})
+    query = urllib.parse.urlencode({"dataset": "digits", "model": EVIL_LINK, "mech": EVIL_HTML})
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:

@@ -86,7 +86,7 @@ def test_bad_url_values_are_named_and_can_be_accepted() -> None:
     assert not at.metric and not _released_anything(at)
     at.button(key="url_accept").click().run()  # continue with the sidebar's values
     s = at.session_state["privlens_settings"]
-    assert (s.epsilon, s.delta, s.mechanism, s.dataset) == (1.0, 1e-5, "Global", "digits")
+    assert (s.epsilon, s.delta, s.mechanism, s.dataset) == (1.0, 1e-5, "Global", "mnist")
     assert at.metric  # the page runs again
     assert at.query_params["eps"] == "1.0" and "foo" not in at.query_params  # the URL is rewritten
 
@@ -107,8 +107,8 @@ def test_off_grid_url_value_is_kept_on_the_slider() -> None:
 
 def test_missing_models_are_explained_and_other_pages_work(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.setenv("PRIVCORE_MODELS_DIR", str(tmp_path))
-    at = app("release")
-    assert "python -m privcore train all --dataset digits" in texts(at)
+    at = app("release", dataset=None)
+    assert "python -m privcore train global-model --dataset mnist" in texts(at)  # the default's command
     assert not at.metric
     for page in ("home", "accountant", "tradeoffs"):
         at.switch_page(str(ROOT / "pages" / f"{page}.py")).run()
@@ -122,19 +122,19 @@ def test_unavailable_dataset_falls_back_to_the_embedded_default(monkeypatch: pyt
     real_load = pipelines._load
 
     def load(dataset: str, model: str, directory: str):
-        if dataset != "digits":
+        if dataset != "mnist":
             raise DatasetUnavailableError(
                 "Fashion-MNIST is not installed: `sudo apt-get install dataset-fashion-mnist`"
             )
         return real_load(dataset, model, directory)
 
     monkeypatch.setattr(pipelines, "_load", load)
-    shipped = {"digits": ("ARL-C-N",), "fashion-mnist": ("ARL-C-N",)}
+    shipped = {"mnist": ("N-global",), "fashion-mnist": ("ARL-C-N",)}
     monkeypatch.setattr(pipelines, "catalogue", lambda: shipped)
     at = app("release", query={"dataset": "fashion-mnist"})
     assert any("apt-get install dataset-fashion-mnist" in w.value for w in at.warning)
-    assert any("embedded default instead: digits" in i.value for i in at.info)
-    assert at.metric  # the release still happens, on digits
+    assert any("embedded default instead: mnist / N-global" in i.value for i in at.info)
+    assert at.metric  # the release still happens, on the embedded default
 
 
 # ----------------------------------------------------------------- user text, errors, tampered cards
@@ -173,7 +173,7 @@ def test_url_values_are_shown_never_rendered() -> None:
     assert not at.metric
     at.button(key="url_accept").click().run()
     s = at.session_state["privlens_settings"]
-    assert (s.model, s.mechanism, s.certifier, s.dataset) == ("ARL-C-N", "Global", "exact", "digits")
+    assert (s.model, s.mechanism, s.certifier, s.dataset) == ("N-global", "Global", "exact", "mnist")
     assert s.epsilon == 1.0
 
 
@@ -201,7 +201,7 @@ def test_an_unhandled_error_is_a_message_and_a_server_log_not_a_traceback(
         ("delta_p.proposed", -1.0, "delta_p.proposed"),
         ("radius", 0.25, "radius"),
         ("delta_p.mu", float("nan"), "delta_p.mu"),
-        ("dataset", "digits", "dataset"),  # also breaks the catalogue, which reads every card
+        ("dataset", "fashion-mnist", "dataset"),  # also breaks the catalogue, which reads every card
     ],
 )
 def test_a_tampered_card_is_a_message_naming_the_field(
@@ -209,11 +209,13 @@ def test_a_tampered_card_is_a_message_naming_the_field(
 ) -> None:
     from tests.test_nets import _set, tampered_models
 
-    monkeypatch.setenv("PRIVCORE_MODELS_DIR", str(tampered_models(tmp_path, _set(path, value))))
-    at = app("release")
+    default = {"dataset": "mnist", "stem": "obfuscator-N-global",
+               "files": ("embedder-label.*", "*-N-global.*")}
+    monkeypatch.setenv("PRIVCORE_MODELS_DIR", str(tampered_models(tmp_path, _set(path, value), **default)))
+    at = app("release", dataset=None)
     errors = " ".join(e.value for e in at.error)
     assert "cannot be loaded; nothing was released" in errors and f"'{field}" in errors, errors
-    assert "<models>/digits/obfuscator-ARL-C-N.json is invalid" in errors
+    assert "<models>/mnist/obfuscator-N-global.json is invalid" in errors
     assert str(tmp_path) not in errors  # no server path in the browser
     assert not at.metric and not at.success
     for page in ("neighbourhood", "lipschitz", "attack", "home"):
@@ -244,13 +246,13 @@ def test_the_epsilon_slider_says_what_it_is_and_what_a_release_spends() -> None:
 
 
 def test_the_obfuscator_selector_is_shown_for_the_posthoc_mechanisms_only() -> None:
-    at = app("inference_privacy", query={"mech": "Gauss-Output"})
+    at = app("inference_privacy", query={"mech": "Gauss-Output"}, dataset=None)
     assert not [w for w in at.sidebar.selectbox if w.key == "w_model"]
     at.sidebar.selectbox(key="w_mechanism").set_value("PTR").run()
-    assert at.sidebar.selectbox(key="w_model").value == "ARL-C-N"
+    assert at.sidebar.selectbox(key="w_model").value == "N-global"  # MNIST's default model
     assert at.sidebar.selectbox(key="w_certifier").value == "exact"  # φ's certifier: PTR's only
     at.sidebar.selectbox(key="w_mechanism").set_value("Global").run()
-    assert at.sidebar.selectbox(key="w_model").value == "ARL-C-N"
+    assert at.sidebar.selectbox(key="w_model").value == "N-global"
     assert not [w for w in at.sidebar.selectbox if w.key == "w_certifier"]
 
 

@@ -28,7 +28,7 @@ def image() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def cert(image: np.ndarray, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    return privcore.certify(image, cache=tmp_path_factory.mktemp("cache"))
+    return privcore.certify(image, dataset="digits", cache=tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture
@@ -58,12 +58,12 @@ def certification_work(monkeypatch: pytest.MonkeyPatch) -> Counter:
 def test_releasing_with_a_certification_does_no_certification_work(
     image: np.ndarray, cert: Any, certification_work: Counter, tmp_path: Path
 ) -> None:
-    out = privcore.release(image, epsilon=10.0, mechanism="ptr", certification=cert,
+    out = privcore.release(image, dataset="digits", epsilon=10.0, mechanism="ptr", certification=cert,
                            rng=np.random.default_rng(0))
     assert certification_work == Counter()  # the send step: embedding, test and noise only
     assert out.certification is cert and out.delta == 1e-5
     # the one call certifies (here through the counted functions) and releases the same thing
-    one_call = privcore.release(image, epsilon=10.0, mechanism="ptr", cache=tmp_path,
+    one_call = privcore.release(image, dataset="digits", epsilon=10.0, mechanism="ptr", cache=tmp_path,
                                 rng=np.random.default_rng(0))
     assert certification_work["cached_phi"] == 1 and certification_work["certifier query"] >= 1
     assert one_call.document() == out.document() and one_call.certification.phi == cert.phi
@@ -73,7 +73,8 @@ def test_a_certification_of_something_else_is_refused(
     image: np.ndarray, cert: Any, certification_work: Counter
 ) -> None:
     def release(img: Any = image, **kw: Any) -> Any:
-        return privcore.release(img, epsilon=kw.pop("epsilon", 1.0), mechanism="ptr", certification=cert,
+        return privcore.release(img, dataset="digits", epsilon=kw.pop("epsilon", 1.0), mechanism="ptr",
+                                certification=cert,
                                 **kw)
 
     with pytest.raises(ParameterError, match="another image"):
@@ -85,7 +86,7 @@ def test_a_certification_of_something_else_is_refused(
     with pytest.raises(ParameterError, match=r"certify with epsilon_min=1\.0, delta_min=1e-11"):
         release(delta=1e-11)  # its search range was sized for δ ≥ 1e-10
     with pytest.raises(ParameterTypeError, match="certification must be a Certification"):
-        privcore.release(image, epsilon=1.0, mechanism="ptr", certification={"phi": 99.0})
+        privcore.release(image, dataset="digits", epsilon=1.0, mechanism="ptr", certification={"phi": 99.0})
     assert certification_work == Counter()
 
 
@@ -119,17 +120,20 @@ def test_min_seconds_returns_after_a_fixed_budget_or_releases_nothing(
         return run
 
     monkeypatch.setattr(api_core, "_matching", working(3.0, real_matching))
-    out = privcore.release(image, epsilon=10.0, mechanism="ptr", certification=cert, min_seconds=10)
+    out = privcore.release(image, dataset="digits", epsilon=10.0, mechanism="ptr", certification=cert,
+                           min_seconds=10)
     assert clock.t == 110.0 and clock.slept == [7.0] and out.certification is cert
     with pytest.raises(api.DeadlineExceededError, match=r"took 3\.0 s, more than min_seconds = 2: nothing"):
-        privcore.release(image, epsilon=10.0, mechanism="ptr", certification=cert, min_seconds=2)
+        privcore.release(image, dataset="digits", epsilon=10.0, mechanism="ptr", certification=cert,
+                         min_seconds=2)
     # the one call: certification counts against the budget too
     monkeypatch.setattr(api_core, "certify_embedding", working(50.0, lambda *a, **k: cert))
     with pytest.raises(api.DeadlineExceededError, match=r"took 50\.0 s"):
-        privcore.release(image, epsilon=10.0, mechanism="ptr", min_seconds=30)
+        privcore.release(image, dataset="digits", epsilon=10.0, mechanism="ptr", min_seconds=30)
     for bad in (0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ParameterError, match=r"min_seconds must be in \(0, ∞\)"):
-            privcore.release(image, epsilon=10.0, mechanism="ptr", certification=cert, min_seconds=bad)
+            privcore.release(image, dataset="digits", epsilon=10.0, mechanism="ptr", certification=cert,
+                             min_seconds=bad)
 
 
 def _cli_commands() -> dict[str, Any]:
@@ -175,16 +179,16 @@ def test_default_delta_is_at_most_1e_5_and_its_range_is_the_dashboards(monkeypat
         return _Out()
 
     monkeypatch.setattr(api, "release", fake_release)
-    main(["release", "digit.png", "--epsilon", "1", "--min-seconds", "30"])
+    main(["release", "--dataset", "digits", "digit.png", "--epsilon", "1", "--min-seconds", "30"])
     assert seen["delta"] == 1e-5 and seen["min_seconds"] == 30.0
     monkeypatch.undo()
     assert api.DELTA_RANGE == (1e-12, 0.5)
     for bad in (0.6, 1e-13, 0.0):
         with pytest.raises(ParameterError, match=rf"delta must be in \[1e-12, 0.5\], got {bad}"):
-            privcore.release(np.zeros((8, 8)), epsilon=1.0, delta=bad)
+            privcore.release(np.zeros((8, 8)), dataset="digits", epsilon=1.0, delta=bad)
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_:
-        main(["release", "none.png", "--epsilon", "1", "--delta", "0.9"])
+        main(["release", "--dataset", "digits", "none.png", "--epsilon", "1", "--delta", "0.9"])
     assert exit_.value.code == 2 and "delta must be in [1e-12, 0.5], got 0.9" in capsys.readouterr().err
 
 

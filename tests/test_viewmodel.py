@@ -21,7 +21,7 @@ from privlens.results import experiment_command, load_results, smallest_epsilon
 from privlens.samples import list_samples
 from privlens.settings import Settings, grid_with, settings_from_query
 
-MODELS = {"digits": ("ARL-C-N", "Encoder"), "fashion-mnist": ("ARL-C-N",)}
+MODELS = {"mnist": ("N-global", "ARL-C-N"), "digits": ("ARL-C-N", "Encoder"), "fashion-mnist": ("ARL-C-N",)}
 DEFAULT = Settings()
 
 
@@ -93,7 +93,7 @@ def test_bad_query_values_are_problems_naming_key_value_and_range() -> None:
         "cert": "guess",
         "R": "-1",
         "alpha": "nan",
-        "dataset": "digits",
+        "dataset": "mnist",
         "model": "Nope",
         "unknown": "x",
     }
@@ -110,7 +110,7 @@ def test_bad_query_values_are_problems_naming_key_value_and_range() -> None:
     assert by_key["unknown"].field is None and "Unknown URL parameter" in by_key["unknown"].message
     assert "eps / epsilon" in by_key["unknown"].message  # the known keys, aliases included
     s, problems = settings_from_query({"dataset": "imagenet"}, default=DEFAULT, models=MODELS)
-    assert s.dataset == "digits" and "imagenet" in problems[0].message
+    assert s.dataset == DEFAULT.dataset == "mnist" and "imagenet" in problems[0].message
     # list-valued parameters (repeated keys): the last one counts
     s, _ = settings_from_query({"eps": ["1", "2"]}, default=DEFAULT, models=MODELS)
     assert s.epsilon == 2.0

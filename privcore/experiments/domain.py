@@ -219,8 +219,9 @@ def _kind(sentence: str) -> str:
 
 
 def pipeline_for(dataset: str) -> Any:
-    """A pipeline of ``dataset`` (ARL-C-N when shipped, else its first obfuscator): its VAE is what the
-    check uses."""
+    """A pipeline of ``dataset`` (its default model, :func:`privcore.defaults.default_model`, when
+    shipped, else its first obfuscator): its VAE is what the check uses."""
+    from privcore.defaults import default_model
     from privcore.pipeline import list_models, load_pipeline
 
     names = [
@@ -228,7 +229,8 @@ def pipeline_for(dataset: str) -> Any:
     ]
     if not names:
         raise SystemExit(f"no obfuscator of {dataset} in the models directory")
-    return load_pipeline(dataset, "ARL-C-N" if "ARL-C-N" in names else sorted(names)[0], device="cpu")
+    model = default_model(dataset)
+    return load_pipeline(dataset, model if model in names else sorted(names)[0], device="cpu")
 
 
 def measure(dataset: str, *, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
