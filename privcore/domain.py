@@ -428,18 +428,22 @@ _CHECKS = Memo(8)  # per (dataset, embedder digest); a second caller of one bein
 
 
 def domain_check(dataset: str, pipe: Any) -> DomainCheck:
-    """The :class:`DomainCheck` of ``dataset`` under ``pipe``'s VAE (``pipe.embed``, ``pipe.decode``),
-    calibrated in this process on :func:`privcore.data.validation_split` once per dataset and embedder
+    """The :class:`DomainCheck` of ``dataset`` under ``pipe``'s domain VAE (``pipe.domain_embed`` and
+    ``pipe.domain_decode``: the dataset's reference VAE, the same for every model of the dataset, else
+    ``pipe.embed`` and ``pipe.decode``), calibrated in this process on
+    :func:`privcore.data.validation_split` once per dataset and VAE
     and kept in memory only (a call while another thread calibrates it waits for that one). Raises what
     loading the dataset raises (e.g.
     :class:`~privcore.errors.DatasetUnavailableError`)."""
-    key = (str(dataset), str(pipe.cards["embedder"]["weights"]["sha256"]))
+    digest = getattr(pipe, "domain_digest", None) or pipe.cards["embedder"]["weights"]["sha256"]
+    key = (str(dataset), str(digest))
+    embed, decode = getattr(pipe, "domain_embed", pipe.embed), getattr(pipe, "domain_decode", pipe.decode)
 
     def compute() -> DomainCheck:
         from privcore.data import load_dataset, validation_split
 
         split = validation_split(load_dataset(str(dataset)))
-        return DomainCheck.calibrate(str(dataset), embed=pipe.embed, decode=pipe.decode,
+        return DomainCheck.calibrate(str(dataset), embed=embed, decode=decode,
                                      train=split.dataset.x_train, val=split.x_val)
 
     return _CHECKS.get(key, compute)

@@ -86,7 +86,10 @@ class Pipeline:
     statistics (None before ``python -m privcore train delta-p``). ``classifier`` is the
     noise-aware release classifier ``classifier-<variant>`` when one was fitted
     (``python -m privcore train classifier``), else the obfuscator's own head;
-    ``classifier_source`` says which.
+    ``classifier_source`` says which. ``domain_embedder``/``domain_decoder`` are the dataset's reference
+    VAE (``<dataset>/embedder``) when the obfuscator was trained on another embedder (None otherwise):
+    the domain check (:func:`privcore.domain.check`) uses it, so that it warns the same whichever model
+    of the dataset releases.
     """
 
     dataset: str
@@ -104,6 +107,29 @@ class Pipeline:
     cards: Mapping[str, Mapping[str, Any]]
     device: torch.device
     classifier_source: str = "obfuscator"
+    domain_embedder: nn.Module | None = None
+    domain_decoder: nn.Module | None = None
+    domain_card: Mapping[str, Any] | None = None
+
+    @property
+    def domain_digest(self) -> str:
+        """SHA-256 of the weights of the VAE the domain check uses."""
+        card = self.domain_card if self.domain_card is not None else self.cards["embedder"]
+        return str(card["weights"]["sha256"])
+
+    @torch.no_grad()
+    def domain_embed(self, x: torch.Tensor) -> torch.Tensor:
+        """The domain check's latent means of images ``x`` (N, C, H, W): the reference VAE's, else g's."""
+        if self.domain_embedder is None:
+            return self.embed(x)
+        return self.domain_embedder(x.to(self.device, torch.float32))
+
+    @torch.no_grad()
+    def domain_decode(self, z: torch.Tensor) -> torch.Tensor:
+        """The domain check's reconstructions of latent points (the reference VAE's, else g's)."""
+        if self.domain_decoder is None:
+            return self.decode(z)
+        return self.domain_decoder(z.to(self.device, torch.float32))
 
     @property
     def proposed_delta_p(self) -> float | None:
@@ -231,6 +257,12 @@ def load_pipeline(
             )
         classifier, source = clf["classifier"], "release-classifier"
         cards["classifier"] = clf.card
+    reference: dict[str, Any] = {}
+    ref_stem = _stem(mdir, dataset, "embedder")
+    if emb_stem != ref_stem and card_path(ref_stem).is_file():  # the domain check's VAE (class docstring)
+        ref = load_checkpoint(ref_stem, kind="embedder", dataset=dataset, device=dev)
+        reference = {"domain_embedder": MeanEncoder(ref["vae"]).eval(),
+                     "domain_decoder": LatentDecoder(ref["vae"]).eval(), "domain_card": ref.card}
     vae = emb["vae"]
     f = obf["obfuscator"]
     if not isinstance(f, nn.Sequential):
@@ -251,6 +283,7 @@ def load_pipeline(
         cards=cards,
         device=dev,
         classifier_source=source,
+        **reference,
     )
 
 

@@ -174,3 +174,20 @@ def test_api_release_carries_the_warnings_and_its_public_document_never_does(tmp
     assert "warnings" not in doc and "colour" not in doc and out.released
     sample = Path(__file__).resolve().parents[1] / "data" / "samples" / "digits" / "0-24.png"
     assert privcore.release(sample, dataset="digits", epsilon=2.0).warnings == ()
+
+
+def test_every_model_of_a_dataset_gets_the_same_check(pipes) -> None:
+    """MNIST's default model sits on its own (label-aware) embedder; the domain check still uses the
+    dataset's reference VAE, so it warns the same whichever MNIST model releases."""
+    from privcore.data import load_dataset
+    from privcore.domain import check, domain_check
+    from privcore.pipeline import load_pipeline
+
+    default = load_pipeline("mnist", "N-global", device="cpu")
+    table1 = load_pipeline("mnist", "ARL-C-N", device="cpu")
+    assert default.cards["embedder"]["name"] == "embedder-label"
+    assert default.domain_digest == table1.domain_digest == table1.cards["embedder"]["weights"]["sha256"]
+    assert domain_check("mnist", default) is domain_check("mnist", table1)  # one calibration
+    ds = load_dataset("mnist")
+    for x in (ds.x_test[0], ds.x_test[0].flip(-1), torch.zeros(1, 28, 28), torch.rand(1, 28, 28)):
+        assert check(x, default) == check(x, table1)
