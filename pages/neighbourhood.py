@@ -27,6 +27,8 @@ loaded = pipelines.pipeline(s)
 if loaded is None:
     st.stop()
 pipe = loaded.pipeline
+if (note := pipelines.embedder_note(pipe)) is not None:
+    st.info(note)
 image = require_image(loaded.dataset, pipe.image_shape)
 
 ui.bound_widget(

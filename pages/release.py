@@ -277,6 +277,8 @@ else:
     )
     on_send, args, kwargs = globalmech.send, (gctx,), {"epsilon": eps_m}
 st.info(f"**Sending spends {spends} {plain_guarantee(g)}")
+if (note := pipelines.embedder_note(pipe)) is not None:
+    st.caption(note)
 for warning in budget.extreme_warnings(g, n=pipelines.dataset_size(pipe)):
     st.warning(warning, icon=":material/warning:")
 failed = sending.failure(ptr.PAGE)

@@ -160,3 +160,20 @@ def public_text(message: Any, *, limit: int = 1000) -> str:
     for path, name in replacements:
         text = text.replace(path, name)
     return md_literal(text, limit=limit)
+
+
+def embedder_note(pipe: Any) -> str | None:
+    """What the pipeline's embedder changes about R, from its card: a sentence when g was trained with
+    labels (``recipe.label_weight`` > 0, e.g. MNIST's default model), else None."""
+    try:
+        weight = float(pipe.cards["embedder"]["recipe"].get("label_weight") or 0.0)
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+    if weight <= 0:
+        return None
+    return (
+        "This model's embedder g was trained with the class labels (γ = "
+        f"{weight:g}; docs/RESULTS.md, \"MNIST\"), so R is measured in a metric that pulls images of one "
+        "class together: an R-ball holds mostly images of the same class, and the release hides how the "
+        "image is drawn more than which class it shows — which the released prediction states anyway."
+    )

@@ -521,3 +521,14 @@ def test_digit_style_preprocessing_is_offered_previewed_and_used() -> None:
     from privlens.image import image_digest
 
     assert any(image_digest(expected) == k[1] for k in at.session_state["privlens_z"])  # what was embedded
+
+
+def test_the_default_model_says_its_embedder_was_trained_with_labels() -> None:
+    """The embedded default (MNIST, N-global) measures R on a label-aware g: the page says what that changes
+    (issue 33.1); the digits' unsupervised g says nothing."""
+    at = app("release", dataset=None)
+    assert at.session_state["privlens_settings"].model == "N-global"
+    assert "trained with the class labels" in texts(at) and "an R-ball holds mostly images" in texts(at)
+    assert "trained with the class labels" not in texts(app("release"))
+    nb = app("neighbourhood", dataset=None)
+    assert any("trained with the class labels" in i.value for i in nb.info)
