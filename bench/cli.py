@@ -8,8 +8,10 @@ Times two commands as a user runs them, each a fresh process (``python -m privco
 from start to exit):
 
 * ``help``: ``privcore --help``;
-* ``release``: ``privcore release <a shipped digits sample> --epsilon 1`` (the certified global
-  mechanism: the process loads the models and certifies G itself, as every release does).
+* ``release``: ``privcore release <a shipped digits sample> --dataset digits --epsilon 1`` (the certified
+  global mechanism: the process loads the models and certifies G itself, as every release does);
+* ``default``: ``privcore release <a sample of the tree's default dataset> --epsilon 1``: what a user of
+  each revision runs first (digits before issue 33.1, real MNIST and N-global after).
 
 The baseline is the revision ``--rev`` checked out with ``git worktree add`` at ``--base`` (made if
 missing, removed at the end unless ``--keep``); both trees run with the same interpreter and the
@@ -36,8 +38,23 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = Path("data/samples/digits/0-24.png")
 COMMANDS: dict[str, list[str]] = {
     "help": ["--help"],
-    "release": ["release", str(SAMPLE), "--epsilon", "1"],
+    "release": ["release", str(SAMPLE), "--dataset", "digits", "--epsilon", "1"],
+    "default": [],  # each tree's own embedded default on a sample of its default dataset (_args)
 }
+
+
+def _args(command: str, tree: Path) -> list[str]:
+    """The arguments of ``command`` in ``tree``: ``default`` releases a sample of the tree's default
+    dataset with no --dataset (digits before privcore/defaults.py existed, its DEFAULT_DATASET after)."""
+    if command != "default":
+        return COMMANDS[command]
+    defaults = tree / "privcore" / "defaults.py"
+    dataset = "digits"
+    if defaults.is_file():
+        text = defaults.read_text(encoding="utf-8")
+        dataset = text.split('DEFAULT_DATASET = "', 1)[1].split('"', 1)[0]
+    sample = sorted((tree / "data" / "samples" / dataset).glob("*.png"))[-1]
+    return ["release", str(sample.relative_to(tree)), "--epsilon", "1"]
 
 
 def load1() -> float:
@@ -103,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                 order = list(trees) if r % 2 == 0 else list(reversed(trees))
                 for command in a.commands:
                     for name in order:
-                        times[command, name].append(run_once(trees[name], COMMANDS[command], cache))
+                        times[command, name].append(run_once(trees[name], _args(command, trees[name]), cache))
             after = load1()
     finally:
         if made and not a.keep:
