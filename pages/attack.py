@@ -12,11 +12,11 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from privcore.attacks import ImageMetrics, image_metrics, mean_image_baseline
+from privcore.attacks import ImageMetrics, image_metrics
 from privcore.errors import DatasetUnavailableError
 from privcore.images import encode_png
 from privcore.mechanisms import registry
-from privlens import charts, live, pipelines, ptr, ui
+from privlens import baselines, charts, live, pipelines, ptr, ui
 from privlens.image import require_image
 from privlens.results import load_results
 
@@ -29,12 +29,9 @@ METRICS = {
 LIVE_EPSILONS = (1.0, 2.0, 5.0, 10.0)
 
 
-@st.cache_data(show_spinner="Computing the no-release baseline (once per dataset)…", max_entries=4)
 def _baseline_of(dataset: str) -> tuple[ImageMetrics, np.ndarray]:
-    from privcore.data import load_dataset
-
-    ds = load_dataset(dataset)
-    return mean_image_baseline(ds.x_train, ds.x_test), ds.x_train.mean(dim=0).numpy()
+    with st.spinner("Computing the no-release baseline (once per dataset)…"):
+        return baselines.no_release_baseline(dataset)
 
 
 def _baseline(dataset: str) -> ImageMetrics | None:

@@ -118,13 +118,16 @@ def _enabled() -> bool:
 
 
 def prepare_default(directory: str, dataset: str, model: str) -> None:
-    """G of ``dataset/model`` and its dataset's domain check, made in this process into privcore's
-    in-memory memos, which the pages read (:func:`privlens.globalmech.certified_constant`,
-    :func:`privcore.domain.check`). An accelerator only: a failure is left for the page to report."""
+    """G of ``dataset/model``, its dataset's domain check and the Attack page's no-release baseline,
+    made in this process into in-memory memos, which the pages read
+    (:func:`privlens.globalmech.certified_constant`, :func:`privcore.domain.check`,
+    :func:`privlens.baselines.no_release_baseline`). An accelerator only: a failure is left for the page
+    to report."""
     try:
         from privcore.domain import domain_check
         from privcore.mechanisms import card_global_constant
         from privcore.pipeline import load_pipeline
+        from privlens.baselines import no_release_baseline
 
         pipe = load_pipeline(dataset, obfuscator=model, models_dir=directory)
         wait_for_quiet()
@@ -134,6 +137,9 @@ def prepare_default(directory: str, dataset: str, model: str) -> None:
         wait_for_quiet()
         if _enabled():
             domain_check(dataset, pipe)
+        wait_for_quiet()
+        if _enabled():
+            no_release_baseline(dataset)
     except Exception:  # the page computes it again and says why
         LOG.warning("%s/%s not prepared ahead", dataset, model, exc_info=True)
 
