@@ -11,7 +11,8 @@ directory, its own process group, killed at the end) and drives Debian's headles
 2. every entry of the navigation, clicked in turn → that page idle;
 3. on the Release page (``--query``, PTR by default, so φ is certified for the default sample):
    ``--steps`` moves of the ε slider and as many of the δ slider, one step each (→, ←, → …) → idle;
-4. ``--uploads`` uploads of distinct shipped samples (``data/samples``) → the outcome shown (the
+4. ``--uploads`` uploads of distinct shipped samples of the tree's default dataset (``data/samples``,
+   digits before issue 33.1, real MNIST after) → the outcome shown (the
    "P[this image is released]" metric naming the file) and the page idle.
 
 "Idle" is: no running indicator (``stStatusWidget``), no stale element, every picture loaded, the
@@ -43,6 +44,7 @@ from load import (  # bench/load.py: the server and image helpers
     CHROMIUM_ARGS,
     GATE,
     Server,
+    default_dataset,
     start_server,
     upload_images,
 )
@@ -201,14 +203,18 @@ def main() -> None:
                                  capture_output=True, text=True).stdout.strip()
             trees.append((f"A={rev}", worktree(rev, work / "ref")))
         trees.append(("B=tree" if args.ref else "tree", ROOT))
-        images = upload_images(args.uploads, work)
+        # each tree uploads samples of its own default dataset (what its first-time user would)
+        images: dict[Path, list[Path]] = {}
+        for i, (_, root) in enumerate(trees):
+            (work / f"uploads{i}").mkdir()
+            images[root] = upload_images(args.uploads, work / f"uploads{i}", default_dataset(root))
         results: dict[str, dict[str, list[float]]] = {label: {} for label, _ in trees}
         load_start = load1()
         print(f"load average (1 min) at start: {load_start:.2f}; work folder {work}", flush=True)
         for r in range(args.rounds):
             for label, root in trees:
                 print(f"round {r + 1}/{args.rounds}, {label}, load {load1():.2f}", flush=True)
-                for name, values in one_pass(root, work, f"{label} r{r + 1}", args, images).items():
+                for name, values in one_pass(root, work, f"{label} r{r + 1}", args, images[root]).items():
                     results[label].setdefault(name, []).extend(values)
         load_end = load1()
     finally:

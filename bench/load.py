@@ -329,12 +329,21 @@ def snapshot(root: Path, folder: Path, ref: str) -> Path:
 # ------------------------------------------------------------------------------- images
 
 
-def upload_images(count: int, folder: Path) -> list[Path]:
-    """``count`` distinct upload files: the shipped samples, then mirrored/transposed copies of them."""
+def default_dataset(root: Path = ROOT) -> str:
+    """The embedded default dataset of the checkout ``root`` (digits before privcore/defaults.py existed)."""
+    defaults = root / "privcore" / "defaults.py"
+    if not defaults.is_file():
+        return "digits"
+    return defaults.read_text(encoding="utf-8").split('DEFAULT_DATASET = "', 1)[1].split('"', 1)[0]
+
+
+def upload_images(count: int, folder: Path, dataset: str | None = None) -> list[Path]:
+    """``count`` distinct upload files: the shipped samples (of ``dataset`` only, when given), then
+    mirrored/transposed copies of them."""
     import numpy as np
     from PIL import Image
 
-    shipped = sorted((ROOT / "data" / "samples").glob("*/*.png"))
+    shipped = sorted((ROOT / "data" / "samples").glob(f"{dataset or '*'}/*.png"))
     if not shipped:
         raise SystemExit("no shipped samples under data/samples")
     variants = (("", None), ("-mirrored", np.fliplr), ("-flipped", np.flipud), ("-transposed", np.transpose))
