@@ -118,16 +118,17 @@ def _enabled() -> bool:
 
 
 def prepare_default(directory: str, dataset: str, model: str) -> None:
-    """G of ``dataset/model``, its dataset's domain check and the Attack page's no-release baseline,
-    made in this process into in-memory memos, which the pages read
+    """G of ``dataset/model``, its dataset's domain check, its IP classifiers and the Attack page's
+    no-release baseline, made in this process into in-memory memos and caches, which the pages read
     (:func:`privlens.globalmech.certified_constant`, :func:`privcore.domain.check`,
-    :func:`privlens.baselines.no_release_baseline`). An accelerator only: a failure is left for the page
-    to report."""
+    :func:`privlens.ip.models_if_shipped`, :func:`privlens.baselines.no_release_baseline`). An
+    accelerator only: a failure is left for the page to report."""
     try:
         from privcore.domain import domain_check
         from privcore.mechanisms import card_global_constant
         from privcore.pipeline import load_pipeline
         from privlens.baselines import no_release_baseline
+        from privlens.ip import models_if_shipped
 
         pipe = load_pipeline(dataset, obfuscator=model, models_dir=directory)
         wait_for_quiet()
@@ -137,6 +138,9 @@ def prepare_default(directory: str, dataset: str, model: str) -> None:
         wait_for_quiet()
         if _enabled():
             domain_check(dataset, pipe)
+        wait_for_quiet()
+        if _enabled():
+            models_if_shipped(dataset)  # the Release page's comparison lists the IP mechanisms too
         wait_for_quiet()
         if _enabled():
             no_release_baseline(dataset)
