@@ -19,6 +19,7 @@ from privcore.mechanisms import registry
 from privlens import baselines, charts, live, pipelines, ptr, ui
 from privlens.image import require_image
 from privlens.results import load_results
+from privlens.settings import md_literal
 
 METRICS = {
     "ssim": ("SSIM", "SSIM (1 = identical)", "higher = better reconstruction"),
@@ -60,6 +61,14 @@ if df is None:
     ui.missing_results("attack", dataset, "attack results")
 else:
     metric = st.selectbox("Metric", list(METRICS), format_func=lambda m: METRICS[m][0], key="atk_metric")
+    measured = sorted({str(v) for v in df["obfuscator"].dropna()}) if "obfuscator" in df else []
+    measured_text = ", ".join(measured) or "an unrecorded model"
+    if s.model not in measured:
+        st.info(
+            f"These tables were measured on {md_literal(measured_text)} (the paper's Tables 3–6), not on the "
+            f"selected model {md_literal(s.model)}, whose attacker is not in them; "
+            f"{md_literal(s.model)}'s own attacker runs on your image below."
+        )
     name, axis_title, hint = METRICS[metric]
     grids = live.attack_grids(df, metric)  # the mean, its 95 % bootstrap interval and n per (R, ε)
     grid = grids["value"]
@@ -152,7 +161,7 @@ else:
             f"(R {rows[0]}–{rows[-1]}, ε {cols[0]}–{cols[-1]}): not marked."
         )
     fig.update_layout(
-        title=f"Attacker's {name} — {dataset} ({hint}); PTR at {d_text}",
+        title=f"Attacker's {name} — {dataset}/{measured_text} ({hint}); PTR at {d_text}",
         xaxis={
             "title": "PTR's ε, half the total of a sent release (∞ = no noise)",
             "tickvals": list(range(len(cols))),

@@ -65,6 +65,16 @@ def test_heatmap_and_live_reconstructions() -> None:
     assert "privlens_ledger" not in at.session_state or not at.session_state["privlens_ledger"]
 
 
+def test_the_tables_name_the_model_they_were_measured_on() -> None:
+    """The (R, ε) tables are ARL-C-N's (posthoc Tables 3–6): the title names it, and another selected model
+    (MNIST's default N-global, here digits' Encoder) is told that its attacker is not in them."""
+    at = app("attack", query={"R": "0.25", "eps": "4.0"})
+    assert "digits/ARL-C-N" in figures(at)[0].layout.title.text
+    assert not any("measured on" in i.value for i in at.info)
+    other = app("attack", query={"R": "0.25", "eps": "4.0", "model": "Encoder"})
+    assert any("measured on ` ARL-C-N `" in i.value and "` Encoder `" in i.value for i in other.info)
+
+
 def test_the_default_r_between_cells_is_interpolated_and_shown() -> None:
     # synthetic CSV: ssim = min(0.9, 0.1·ε/R) on R ∈ {0.1, 0.25, 0.5}, ε ∈ {1, 2, 5, 10, ∞}
     at = app("attack", query={"R": "0.3", "eps": "6.0"})  # PTR's ε = 3
