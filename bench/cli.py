@@ -34,6 +34,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from load import default_dataset  # bench/load.py: the standard library only
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = Path("data/samples/digits/0-24.png")
 COMMANDS: dict[str, list[str]] = {
@@ -48,11 +52,7 @@ def _args(command: str, tree: Path) -> list[str]:
     dataset with no --dataset (digits before privcore/defaults.py existed, its DEFAULT_DATASET after)."""
     if command != "default":
         return COMMANDS[command]
-    defaults = tree / "privcore" / "defaults.py"
-    dataset = "digits"
-    if defaults.is_file():
-        text = defaults.read_text(encoding="utf-8")
-        dataset = text.split('DEFAULT_DATASET = "', 1)[1].split('"', 1)[0]
+    dataset = default_dataset(tree)
     sample = sorted((tree / "data" / "samples" / dataset).glob("*.png"))[-1]
     return ["release", str(sample.relative_to(tree)), "--epsilon", "1"]
 
