@@ -14,7 +14,7 @@
   anything else computed from the image without noise).
 
 Shared keywords: ``dataset``/``model``/``models_dir`` (which shipped models, default real MNIST and its
-default model, :func:`privcore.catalogue.default_model`; not for the ``_embedding`` forms), ``radius``
+default model, :func:`privcore.defaults.default_model`; not for the ``_embedding`` forms), ``radius``
 (default the model's R), ``certifier`` (``"exact"``, ``"lp"``, ``"interval"`` or a
 :class:`~privcore.lipschitz.Certifier` instance, used as given), ``time_limit``, ``cache`` (privcore's φ
 and certificate cache: True, None/False, a directory or a LipschitzCache), ``progress`` (PTR: called

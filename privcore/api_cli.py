@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from privcore.cli_errors import dataset_option
-from privcore.defaults import DEFAULT_DATASET, default_model
+from privcore.defaults import DEFAULT_DATASET, DEFAULT_MODELS, OTHER_DEFAULT_MODEL, default_model
 from privcore.ranges import DELTA_RANGE, EPSILON_RANGE, RADIUS_RANGE
 
 #: what the CLI's messages call the image file
@@ -25,8 +25,8 @@ IMAGE_WORDS = "the IMAGE argument"
 _IMAGE = typer.Argument(help="a PNG or JPEG image", show_default=False)
 _DATASET = typer.Option(help="dataset of the model (digits, fashion-mnist, …)", callback=dataset_option)
 _MODEL = typer.Option(
-    help="obfuscator variant (e.g. ARL-C-N); default: the dataset's default model (mnist: N-global, "
-    "others: ARL-C-N)",
+    help="obfuscator variant (e.g. ARL-C-N); default: the dataset's default model ("
+    + ", ".join(f"{d}: {m}" for d, m in DEFAULT_MODELS.items()) + f", others: {OTHER_DEFAULT_MODEL})",
     show_default=False,
 )
 _RADIUS = typer.Option(
