@@ -27,7 +27,7 @@ from privcore.nets.checkpoint import (
     weights_path,
 )
 from privcore.nets.embedder import BetaVAE, beta_vae_loss
-from privcore.nets.models import LipschitzClassifier
+from privcore.nets.models import LipschitzClassifier, SmallCNN
 from privcore.nets.registry import _strip_docstrings
 
 
@@ -56,6 +56,17 @@ def test_image_encoder_decoder_shapes(shape: tuple[int, int, int], arch: str) ->
     x = torch.rand(2, *shape)
     assert enc(x).shape == (2, 6)
     assert dec(torch.randn(2, 3)).shape == (2, *shape)
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 8), (1, 15, 9), (1, 16, 16), (3, 28, 28), (1, 31, 17), (3, 64, 64)])
+def test_small_cnn_head_takes_what_the_features_give(shape: tuple[int, int, int]) -> None:
+    """The head's input size, computed arithmetically (no forward pass at construction: building a
+    skeleton on the meta device would import torch._dynamo), is what the feature blocks output."""
+    net = SmallCNN(image_shape=shape, num_classes=10, width=4, hidden=8)
+    with torch.no_grad():
+        features = net.features(torch.zeros(2, *shape))
+        assert features[0].numel() == net.head[1].in_features
+        assert net(torch.rand(2, *shape)).shape == (2, 10)
 
 
 def test_spatial_plan() -> None:

@@ -257,8 +257,8 @@ class SmallCNN(nn.Module):
             nn.ReLU(),
             nn.MaxPool2d(2),
         )
-        with torch.no_grad():
-            n = self.features(torch.zeros(1, c, h, w)).numel()
+        # padded 3×3 convolutions keep the size; each max-pool floors it
+        n = 2 * width * (h // pool // 2) * (w // pool // 2)
         self.head = nn.Sequential(
             nn.Flatten(), nn.Linear(n, hidden), nn.ReLU(), nn.Linear(hidden, num_classes)
         )
