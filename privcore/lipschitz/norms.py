@@ -158,9 +158,10 @@ def _inf_to_one(a: np.ndarray) -> np.ndarray:
     flat = np.ascontiguousarray(a).reshape(-1, rows, k)
     signs = _sign_vectors(k).T  # (k, 2^(k-1))
     out = np.empty(flat.shape[0])
-    step = max(1, (1 << 22) // max(1, rows * signs.shape[1]))  # bounded scratch memory
+    step = max(1, (1 << 19) // max(1, rows * signs.shape[1]))  # scratch of a few MB: stays in cache
     for s in range(0, flat.shape[0], step):
         block = flat[s : s + step]
         prod = block.reshape(-1, k) @ signs  # one GEMM: (n·rows, 2^(k-1))
-        out[s : s + step] = np.abs(prod).reshape(block.shape[0], rows, -1).sum(axis=1).max(axis=1)
+        np.abs(prod, out=prod)
+        out[s : s + step] = prod.reshape(block.shape[0], rows, -1).sum(axis=1).max(axis=1)
     return out.reshape(lead)

@@ -239,7 +239,7 @@ def _last_layer_max(w_last: np.ndarray, M: np.ndarray, norms: Norms) -> np.ndarr
     A = C @ w_last  # (k_c, n)
     a_pos, a_neg = np.maximum(A, 0.0), np.maximum(-A, 0.0)
     out = np.empty(M.shape[0])
-    step = max(1, (1 << 21) // max(1, A.shape[0] * S.shape[0]))
+    step = max(1, (1 << 18) // max(1, A.shape[0] * S.shape[0]))  # scratch of a few MB: stays in cache
     for s0 in range(0, M.shape[0], step):
         B = M[s0 : s0 + step] @ S.T  # (c, n, k_s)
         vals = np.matmul(a_pos, np.maximum(B, 0.0)) + np.matmul(a_neg, np.maximum(-B, 0.0))
