@@ -171,16 +171,16 @@ class Release:
 
 def _check_certifier(certifier: Any) -> str:
     """The kind of ``certifier``: one of :data:`CERTIFIERS`, or a :class:`~privcore.lipschitz.Certifier`."""
+    if isinstance(certifier, str):  # the usual case: no import of the certifiers (and their solvers)
+        return check_choice("certifier", certifier, CERTIFIERS)
     from privcore.lipschitz.certifier import Certifier
 
     if isinstance(certifier, Certifier):
         return certifier.kind
-    if not isinstance(certifier, str):
-        raise ParameterTypeError(
-            f"certifier must be one of {', '.join(map(repr, CERTIFIERS))} or a privcore.lipschitz.Certifier, "
-            f"got {type(certifier).__name__}"
-        )
-    return check_choice("certifier", certifier, CERTIFIERS)
+    raise ParameterTypeError(
+        f"certifier must be one of {', '.join(map(repr, CERTIFIERS))} or a privcore.lipschitz.Certifier, "
+        f"got {type(certifier).__name__}"
+    )
 
 
 def _check_progress(progress: Any) -> None:

@@ -60,7 +60,6 @@ from typing import Literal, TypeAlias
 import numpy as np
 
 from privcore.errors import PrivcoreError
-from privcore.mechanisms.gaussian_calibration import discrete_gaussian_sigma_floor
 from privcore.validation import check_delta, check_epsilon, check_finite_array, check_int, check_positive
 
 __all__ = [
@@ -306,6 +305,9 @@ def plan_gaussian(*, sigma: float, sensitivity: float, epsilon: float, delta: fl
         f"sigma={sigma!r}, sensitivity={sensitivity!r}, epsilon={epsilon!r}, delta={delta!r}, numel={numel!r}"
     )
     _check_scale("Gaussian σ", sig, params)
+    # here, not at module level: scipy.special (~0.1 s) is not needed by the Laplace releases
+    from privcore.mechanisms.gaussian_calibration import discrete_gaussian_sigma_floor
+
     eps_cal = eps - _EPS_SLACK
     dlt_cal = dlt * (1.0 - _DELTA_REL_SLACK) - _DELTA_ABS_SLACK
     root_n = math.sqrt(n) * _ROUND_UP
