@@ -1,6 +1,6 @@
 """``python -m privcore ...``: the command-line interface."""
 
-from privcore.cli import main
+from privcore.cli import run
 
 if __name__ == "__main__":
-    main()
+    run()

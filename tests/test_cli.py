@@ -353,3 +353,32 @@ def test_a_missing_model_lists_only_datasets_with_such_models(tmp_path: Path, ca
     listed = err.split("(datasets with such models: ", 1)[1].split(";", 1)[0].split(", ")
     assert "digits" in listed and "lab" not in listed and "pattern-tables" not in listed
     assert "digits has: " in err and "ARL-C-N" in err
+
+
+def _entry(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``code`` run before :func:`privcore.cli.run` in a fresh interpreter (argv: ``version``)."""
+    script = f"import sys, threading, time, atexit, pathlib\nsys.argv = ['privcore', 'version']\n{code}\n" \
+             "import privcore.cli\nprivcore.cli.run()\n"
+    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "MARK": str(tmp_path / "mark")})
+
+
+def test_process_entry_keeps_exit_codes_output_and_exit_handlers(tmp_path: Path) -> None:
+    """The entry skips only the interpreter's teardown: the atexit handlers still run, the output is all
+    there and the exit codes are main's."""
+    out = _entry("atexit.register(lambda: pathlib.Path(__import__('os').environ['MARK']).write_text('ran'))",
+                 tmp_path)
+    assert (out.returncode, out.stdout.strip()) == (0, privcore.__version__), out.stderr
+    assert (tmp_path / "mark").read_text() == "ran"
+    bad = subprocess.run([sys.executable, "-m", "privcore", "release", str(SAMPLE), "--dataset", "digits",
+                          "--epsilon", "0"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "epsilon" in bad.stderr, bad.stderr
+
+
+def test_process_entry_waits_for_a_running_thread(tmp_path: Path) -> None:
+    """With a non-daemon thread still running the exit is the ordinary one, which waits for it."""
+    code = ("def later():\n    time.sleep(0.5)\n    pathlib.Path(__import__('os').environ['MARK']).write_text('done')\n"
+            "threading.Thread(target=later).start()")
+    out = _entry(code, tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "mark").read_text() == "done"

@@ -58,7 +58,7 @@ def test_wheel_has_entry_points_models_and_pages(wheel: Path) -> None:
     (ep,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     scripts = configparser.ConfigParser()
     scripts.read_string(zipfile.ZipFile(wheel).read(ep).decode())
-    expected = {"privcore": "privcore.cli:main", "privlens": "privlens.launch:main"}
+    expected = {"privcore": "privcore.cli:run", "privlens": "privlens.launch:main"}
     assert dict(scripts["console_scripts"]) == expected
     shipped = {p.relative_to(ROOT / "models").as_posix() for p in (ROOT / "models").rglob("*") if p.is_file()}
     assert shipped and {f"privcore/_models/{n}" for n in shipped} <= names
