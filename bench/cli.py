@@ -13,6 +13,10 @@ from start to exit):
 * ``default``: ``privcore release <a sample of the tree's default dataset> --epsilon 1``: what a user of
   each revision runs first (digits before issue 33.1, real MNIST and N-global after).
 
+Both trees first get their bytecode written (``compileall``, what ``make run`` and ``make test`` do since
+issue 33): where ``PYTHONDONTWRITEBYTECODE`` is set, a tree without it compiles privcore at every call.
+``--no-bytecode`` leaves both trees as they are.
+
 The baseline is the revision ``--rev`` checked out with ``git worktree add`` at ``--base`` (made if
 missing, removed at the end unless ``--keep``); both trees run with the same interpreter and the
 same fresh cache directory, each importing its own ``privcore`` (checked before timing). Rounds
@@ -89,9 +93,24 @@ def run_once(tree: Path, args: list[str], cache: Path) -> float:
     return seconds
 
 
+def write_bytecode(tree: Path) -> None:
+    """``tree``'s privcore compiled to ``__pycache__`` (what ``make``'s bytecode target does)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", "privcore"], cwd=tree, check=True,
+                   stdout=subprocess.DEVNULL)
+
+
 def _worktree(rev: str, base: Path) -> bool:
-    """Check out ``rev`` at ``base`` unless a checkout is there; True when this call made it."""
+    """Check out ``rev`` at ``base`` unless a checkout of ``rev`` is there (a checkout of another revision
+    is an error); True when this call made it."""
     if (base / "privcore" / "__init__.py").is_file():
+        def head(where: Path, what: str) -> str:
+            return subprocess.run(["git", "rev-parse", what], cwd=where, capture_output=True, text=True,
+                                  check=True).stdout.strip()
+
+        found, wanted = head(base, "HEAD"), head(ROOT, f"{rev}^{{commit}}")
+        if found != wanted:
+            raise SystemExit(f"{base} holds {found[:12]}, not --rev {rev} ({wanted[:12]}): remove it or "
+                             f"pass another --base")
         return False
     subprocess.run(["git", "worktree", "add", "--detach", str(base), rev], cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL)
@@ -105,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=5, help="runs of each command per tree")
     p.add_argument("--commands", nargs="+", default=list(COMMANDS), choices=list(COMMANDS))
     p.add_argument("--keep", action="store_true", help="keep a worktree this run made")
+    p.add_argument("--no-bytecode", action="store_true", help="do not compileall the trees first")
     a = p.parse_args(argv)
     made = _worktree(a.rev, a.base)
     trees = {"this": ROOT, "base": a.base}
@@ -113,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
             cache = Path(tmp)
             for tree in trees.values():
                 _check_tree(tree, cache)
-                run_once(tree, ["--help"], cache)  # warm-up: bytecode compiled, files in the page cache
+                if not a.no_bytecode:
+                    write_bytecode(tree)
+                run_once(tree, ["--help"], cache)  # warm-up: files in the page cache
             before = load1()
             times: dict[tuple[str, str], list[float]] = {(c, t): [] for c in a.commands for t in trees}
             for r in range(a.rounds):
@@ -129,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"privcore CLI, this checkout ({ROOT}) vs {a.rev} ({a.base}); {a.rounds} alternating rounds")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; 1-min load average {before:.2f} before, "
-          f"{after:.2f} after")
+          f"{after:.2f} after; bytecode {'as found' if a.no_bytecode else 'written in both trees'}")
     print(f"{'command':<10} {'this median':>12} {'(min–max)':>14} {'base median':>12} {'(min–max)':>14} "
           f"{'this/base':>10}")
     for command in a.commands:
