@@ -21,6 +21,7 @@ _start = time.perf_counter()
 media.install()
 # the tab icon is a local SVG (inlined as a data: URL); a ":material/...:" icon is fetched from Google
 st.set_page_config(page_title="privlens", page_icon=str(media.PAGE_ICON), layout="wide")
+warmup.import_early()  # torch, loaded while the first page is drawn (once per process)
 
 PAGES_DIR = Path(__file__).resolve().parent / "pages"
 PAGES = {

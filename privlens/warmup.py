@@ -29,7 +29,7 @@ import streamlit as st
 
 from privlens.pipelines import GLOBAL_TIME_LIMIT_S, _catalogue, models_dir
 
-__all__ = ["IMPORT_STEPS", "script_run", "wait_for_quiet", "warm_up"]
+__all__ = ["EARLY_IMPORTS", "IMPORT_STEPS", "import_early", "script_run", "wait_for_quiet", "warm_up"]
 
 LOG = logging.getLogger("privlens")
 
@@ -45,6 +45,10 @@ IMPORT_STEPS: tuple[tuple[str, ...], ...] = (
     ("torchvision",),
     ("privcore.attacks.metrics",),
 )
+
+#: Imported from the start of the process's first run, alongside it (:func:`import_early`): third-party
+#: packages only, which import no module of this project, so no cycle of import locks can form with a page.
+EARLY_IMPORTS: tuple[str, ...] = ("torch",)
 
 _STATE = threading.Condition()
 _running = 0  # script runs in progress
@@ -202,3 +206,25 @@ def warm_up() -> threading.Thread:
     _THREADS.append(thread)
     thread.start()
     return thread
+
+
+@st.cache_resource(show_spinner=False)
+def import_early() -> threading.Thread:
+    """Import :data:`EARLY_IMPORTS` in a daemon thread, once per process, without waiting for the script
+    runs: started at the top of the first run, torch (about a second) is loaded while the browser draws
+    the home page, instead of when the first page that needs a model asks for it."""
+
+    def run() -> None:
+        for name in EARLY_IMPORTS:
+            if not _enabled():
+                return
+            try:
+                importlib.import_module(name)
+            except Exception:  # the page that needs it imports it again and reports
+                LOG.warning("early import of %s failed", name, exc_info=True)
+
+    thread = threading.Thread(target=run, name="privlens-early-imports", daemon=True)
+    _THREADS.append(thread)
+    thread.start()
+    return thread
+

@@ -24,3 +24,20 @@ def test_prepare_default_leaves_g_the_domain_check_and_the_attack_baseline_ready
     assert baselines.no_release_baseline("digits")[0] is metrics  # the page reads the same object
     pipe = load_pipeline("digits", "ARL-C-N", device="cpu")
     assert _CHECKS.peek(("digits", pipe.domain_digest)) is not MISSING
+
+
+def test_early_imports_are_third_party_only() -> None:
+    """The early imports run alongside the script runs, so no module of this project may be among them
+    (or imported by them): a page importing privcore meanwhile could then meet a cycle of import locks."""
+    import subprocess
+    import sys
+
+    from privlens.warmup import EARLY_IMPORTS
+
+    assert EARLY_IMPORTS and all(n.split(".")[0] not in ("privcore", "privlens", "pages", "app")
+                                 for n in EARLY_IMPORTS)
+    code = ("import importlib, sys\nfor n in sys.argv[1:]: importlib.import_module(n)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('privcore', 'privlens')))")
+    out = subprocess.run([sys.executable, "-c", code, *EARLY_IMPORTS], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
