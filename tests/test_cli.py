@@ -359,8 +359,8 @@ def _entry(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """``code`` run before :func:`privcore.cli.run` in a fresh interpreter (argv: ``version``)."""
     script = f"import sys, threading, time, atexit, pathlib\nsys.argv = ['privcore', 'version']\n{code}\n" \
              "import privcore.cli\nprivcore.cli.run()\n"
-    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "MARK": str(tmp_path / "mark")})
+    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "MARK": str(tmp_path / "mark")})
 
 
 def test_process_entry_keeps_exit_codes_output_and_exit_handlers(tmp_path: Path) -> None:
@@ -377,7 +377,8 @@ def test_process_entry_keeps_exit_codes_output_and_exit_handlers(tmp_path: Path)
 
 def test_process_entry_waits_for_a_running_thread(tmp_path: Path) -> None:
     """With a non-daemon thread still running the exit is the ordinary one, which waits for it."""
-    code = ("def later():\n    time.sleep(0.5)\n    pathlib.Path(__import__('os').environ['MARK']).write_text('done')\n"
+    code = ("def later():\n    time.sleep(0.5)\n"
+            "    pathlib.Path(__import__('os').environ['MARK']).write_text('done')\n"
             "threading.Thread(target=later).start()")
     out = _entry(code, tmp_path)
     assert out.returncode == 0, out.stderr
