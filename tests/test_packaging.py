@@ -44,8 +44,13 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     """The wheel installed (no dependencies: this venv has them) under its own prefix; returns the
     prefix and an environment that sees the installed copy and not the checkout."""
     prefix = tmp_path_factory.mktemp("prefix")
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--prefix", str(prefix)]
+    # --ignore-installed: pip would otherwise uninstall the venv's own (editable) privlens first, and with
+    # it the .venv/bin/privcore and privlens commands that `make` installed
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed",
+           "--prefix", str(prefix)]
+    commands = sorted(p.name for p in Path(sys.prefix, "bin").glob("priv*"))  # what `make` installed here
     subprocess.run([*cmd, str(wheel)], check=True, capture_output=True, timeout=300)
+    assert sorted(p.name for p in Path(sys.prefix, "bin").glob("priv*")) == commands  # left alone
     (site,) = prefix.glob("lib/python*/site-packages")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PRIVCORE_MODELS_DIR")}
     env["PYTHONPATH"] = str(site)
