@@ -40,7 +40,8 @@ QUIET_WAIT_S = 5.0
 #: second each (torchmetrics pulls in torchvision and torch._dynamo), none while a script run is in progress.
 IMPORT_STEPS: tuple[tuple[str, ...], ...] = (
     ("torch", "privcore.pipeline", "privcore.mechanisms.global_mechanism", "highspy"),
-    ("privcore.domain", "privcore.data.split", "sklearn.datasets", "sklearn.model_selection"),
+    # not scikit-learn (~1.7 s): only the digits need it (data and split); their first page imports it
+    ("privcore.domain", "privcore.data.split"),
     ("torch._dynamo",),  # ~1.2 s of privcore.attacks.metrics' ~1.8 s (torchmetrics → torchvision.models)
     ("torchvision",),
     ("privcore.attacks.metrics",),
