@@ -20,6 +20,7 @@ from privcore.lipschitz import (
     relaxed_upper_bound,
 )
 from privlens import pipelines, ptr, ui
+from privlens.charts import hline_trace
 from privlens.image import require_image
 from privlens.memo import memo
 from privlens.results import load_results
@@ -127,13 +128,9 @@ fig.add_trace(
 if delta_p is not None:
     fig.add_hline(y=delta_p, line_color="crimson", annotation_text=f"Δp = {delta_p:.4g}")
 if glob is not None and glob.complete:
-    fig.add_hline(
-        y=glob.upper,
-        line_dash="dot",
-        line_color="black",
-        annotation_text=f"G = {glob.upper:.4g} (all patterns)",
-        annotation_position="top left",
-    )
+    # in the legend, not an annotation: at the chart's top edge its label ran into the R marker's
+    fig.add_trace(hline_trace(glob.upper, x=radii, name=f"G = {glob.upper:.4g} (all patterns)", dash="dot",
+                              color="black"))
 fig.add_vline(x=R, line_dash="dot", line_color="gray", annotation_text=f"R = {R:g}")
 if s.is_ptr and delta_p is not None:
     ctx = ptr.context(s, loaded, image)
