@@ -121,4 +121,3 @@ def run() -> None:
     except OSError:  # a closed pipe: the ordinary exit would report it and end with 120
         code = code or 120
     os._exit(code)
-

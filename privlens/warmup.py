@@ -7,6 +7,8 @@ way of the pages (issue 33, item 5).
   (:func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`). Everything
   is computed here from the weights and the data, into privcore's in-memory memos; a page asking for a
   result being computed waits for it (``privcore._inflight``) instead of computing it again.
+* :func:`import_early` (once per process, from the top of the first run): torch, in a daemon thread that
+  does not wait for the script runs (third-party modules only, :data:`EARLY_IMPORTS`).
 * :func:`script_run` wraps each run of the app's script (and each fragment rerun). While one runs the
   warm-up waits at its next pause point (:func:`wait_for_quiet`), so it does not take the interpreter
   from the page the user waits for. Its import steps are exclusive the other way round too: a run
@@ -99,17 +101,23 @@ def import_quietly(names: Sequence[str]) -> None:
         _STATE.wait_for(lambda: _running == 0, timeout=QUIET_WAIT_S)
         _importing = True
     try:
-        for name in names:
-            if _exiting():
-                return
-            try:
-                importlib.import_module(name)
-            except Exception:  # the page that needs it imports it again and reports
-                LOG.warning("warm-up import of %s failed", name, exc_info=True)
+        _import_all(names)
     finally:
         with _STATE:
             _importing = False
             _STATE.notify_all()
+
+
+def _import_all(names: Sequence[str]) -> None:
+    """Import ``names`` in turn until the interpreter exits; a failure is logged (the page that needs the
+    module imports it again and reports)."""
+    for name in names:
+        if _exiting():
+            return
+        try:
+            importlib.import_module(name)
+        except Exception:
+            LOG.warning("warm-up import of %s failed", name, exc_info=True)
 
 
 def _exiting() -> bool:
@@ -215,17 +223,8 @@ def import_early() -> threading.Thread:
     runs: started at the top of the first run, torch (about a second) is loaded while the browser draws
     the home page, instead of when the first page that needs a model asks for it."""
 
-    def run() -> None:
-        for name in EARLY_IMPORTS:
-            if not _enabled():
-                return
-            try:
-                importlib.import_module(name)
-            except Exception:  # the page that needs it imports it again and reports
-                LOG.warning("early import of %s failed", name, exc_info=True)
-
-    thread = threading.Thread(target=run, name="privlens-early-imports", daemon=True)
+    thread = threading.Thread(target=_import_all, args=(EARLY_IMPORTS,), name="privlens-early-imports",
+                              daemon=True)
     _THREADS.append(thread)
     thread.start()
     return thread
-
