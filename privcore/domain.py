@@ -30,7 +30,7 @@ validation split (:func:`privcore.data.validation_split`; at most :data:`N_VALID
 seeded sample) every score gets its threshold at one common quantile q, the smallest q at which at most
 :data:`ALPHA` = 2 % of the validation images exceed any threshold. The test split is never read. Its
 false-alarm rate on each test split and its detection rate on off-domain sets are measured by
-``python -m privcore.experiments.domain`` (README, "Domain check").
+``python -m privcore.experiments.domain`` (docs/RESULTS.md, "The domain check").
 
 These are usability checks, not privacy mechanisms: they read the user's own input on the user's device
 and release nothing; their thresholds come from public data only.

@@ -146,7 +146,7 @@ def meaningful_rule(n: int | None = None) -> str:
         f"times likelier) and δ < {limit:.2g}, the smaller of {DELTA_WARN:g}{why_n}: with δ ≥ 1/n a "
         "mechanism may publish one image in n outright and still meet (ε, δ), so δ must stay well below "
         "1/n (Dwork & Roth, *The Algorithmic Foundations of Differential Privacy*, 2014, §2.3). These are "
-        "the thresholds of the dashboard's warnings (README, *Warnings*)."
+        "the thresholds of the dashboard's warnings (docs/USER-GUIDE.md, *Warnings*)."
     )
 
 

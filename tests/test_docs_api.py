@@ -71,14 +71,15 @@ def test_bad_input_is_refused_before_anything_is_computed(tmp_path: Path) -> Non
 
 
 def test_the_documented_release_is_sent_at_a_time_that_does_not_depend_on_phi() -> None:
-    """Issue 30, item 9: the documented release reuses a certification, and the README says why
-    and warns that a Ray cluster has no authentication."""
+    """The documented release reuses a certification, docs/TRUST.md says why, and docs/CLI.md
+    warns that a Ray cluster has no authentication."""
     text = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
     code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
     release_lines = [line for line in code.splitlines() if "privcore.release(" in line and '"ptr"' in line]
     assert release_lines and all("certification=cert" in line for line in release_lines)
     assert "min_seconds" in text and "DeadlineExceededError" in text
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    scaling = readme.split("## Scaling out", 1)[1].split("\n## ", 1)[0]
+    cli = (ROOT / "docs" / "CLI.md").read_text(encoding="utf-8")
+    scaling = cli.split("## Scaling out", 1)[1].split("\n## ", 1)[0]
     assert "no authentication by default" in scaling and "cluster you control" in scaling
-    assert "**Timing.**" in readme and "certification=cert" in readme
+    trust = (ROOT / "docs" / "TRUST.md").read_text(encoding="utf-8")
+    assert "**Timing.**" in trust and "certification=cert" in trust

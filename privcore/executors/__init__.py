@@ -64,7 +64,7 @@ __all__ = sorted(
 #: ``--executor`` choices.
 EXECUTORS = ("local", "ray")
 #: help texts shared by every CLI that takes ``--executor`` / ``--address`` (one place to parse them)
-#: the warning every Ray option carries (README, "Scaling out")
+#: the warning every Ray option carries (docs/CLI.md, "Scaling out")
 RAY_WARNING = (
     "WARNING: a Ray cluster has no authentication by default: anyone who can reach its ports can run "
     "code on it, and the driver trusts what its workers return (certificates, φ, hence what is "
