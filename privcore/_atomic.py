@@ -1,4 +1,4 @@
-"""Atomic file writes for results, models and tables (issue 18): never a half-written file.
+"""Atomic file writes for results, models and tables: never a half-written file.
 
 A run killed mid-write, a full disk or a serialiser that raises halfway must leave the previous
 file, or none, where a reader (the dashboard, a resumed run, ``experiment report``) looks; an

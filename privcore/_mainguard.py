@@ -1,4 +1,4 @@
-"""Is it safe to start ``spawn`` worker processes from here? (issue 19)
+"""Is it safe to start ``spawn`` worker processes from here?
 
 A ``spawn`` child re-runs the main script's top level (as ``__mp_main__``) before it takes work.
 A script that calls a batch function at its top level, outside ``if __name__ == "__main__":``,

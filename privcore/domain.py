@@ -1,4 +1,4 @@
-"""Is an input like the images the model was built for? A measured domain check (issue 33, item 2).
+"""Is an input like the images the model was built for? A measured domain check.
 
 A release's guarantee holds for any input, but its usefulness does not: a blank image, a 1×1 pixel, a
 colour photo or a page of text fed to a digits model is released as confidently as a digit. One check,

@@ -1,4 +1,4 @@
-"""Decoding and checking user images before anything else sees them (privlens issue #6).
+"""Decoding and checking user images before anything else sees them.
 
 An upload is untrusted bytes. :func:`decode_image` turns it into the float tensor in [0, 1] that
 the models were trained on, or raises a ``ValueError`` that says what is wrong and what is

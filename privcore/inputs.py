@@ -1,4 +1,4 @@
-"""The image a release starts from, prepared the same way by the dashboard and the CLI (issue 33).
+"""The image a release starts from, prepared the same way by the dashboard and the CLI.
 
 One place for what both do to a user's PNG/JPEG before anything is computed, and for the words they
 show about it, so ``privcore release`` and the dashboard's Release page cannot drift apart:

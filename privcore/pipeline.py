@@ -296,7 +296,8 @@ class IPModel:
     Lipschitz models are evaluated in float64 (:class:`privcore.mechanisms.rounding.CertifiedNet`,
     ``certified``) and ``rounding`` holds certified η₁, η₂ with ‖Ĉ(x) − C(x)‖_p ≤ η_p for every x
     in [0, 1]^d, Ĉ what :meth:`scores` computes and C the real-number model that μ certifies: pass
-    ``rounding=η`` to Gauss-/Lap-Output (issue 18: float32 outputs differed by up to 4.3·μ₁·α)."""
+    ``rounding=η`` to Gauss-/Lap-Output (without it, float32 outputs differed by up to 4.3·μ₁·α;
+    :mod:`privcore.mechanisms.rounding`)."""
 
     name: str
     model: nn.Module

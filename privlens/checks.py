@@ -1,4 +1,4 @@
-"""The domain check before anything is computed for a release (issue 16 item 5, issue 33 item 2).
+"""The domain check before anything is computed for a release.
 
 :func:`privcore.domain.check` — the measured check the CLI and the API run too: the upload's own pixels
 (tiny, strip, blank, colour, light background) and the model input's scores, thresholds calibrated on

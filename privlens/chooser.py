@@ -1,4 +1,4 @@
-"""The mechanism chooser: every mechanism side by side at the sidebar's total ε (issue 31, item 4).
+"""The mechanism chooser: every mechanism side by side at the sidebar's total ε.
 
 Pure Python, no Streamlit, no privacy maths: every noise scale and guarantee comes from
 :mod:`privcore.mechanisms` (``global_scales``, ``ptr_scales``, the IP mechanisms' calibrations), every

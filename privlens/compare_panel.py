@@ -1,4 +1,4 @@
-"""The mechanism chooser on the Release and Inference-privacy pages (issue 31, item 4): Streamlit
+"""The mechanism chooser on the Release and Inference-privacy pages: Streamlit
 glue around :func:`privlens.chooser.compare`, which holds the logic (no maths here either).
 
 It gathers what the comparison needs for the current model and image — G (certified by this

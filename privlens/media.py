@@ -1,6 +1,6 @@
 """What the browser fetches: ids that name no private content, and nothing from another host.
 
-**Media ids (issue 30, item 2).** Streamlit serves every ``st.image`` and ``st.download_button`` file at
+**Media ids.** Streamlit serves every ``st.image`` and ``st.download_button`` file at
 ``/media/<id>`` to anyone who asks, with no session, for as long as a session shows it (and a while
 after). Its id is a plain hash of the bytes, MIME type and file name, so a person with no session who
 holds a candidate image (the Release page's input PNG is a deterministic function of the upload) could
@@ -21,7 +21,7 @@ It fails closed: if Streamlit's internals it replaces are not what this module w
 raises :class:`MediaIdError` and the page stops before anything is shown, rather than serving
 content-hash ids.
 
-**The tab icon (issue 30, item 8).** :data:`PAGE_ICON` is a local SVG, which Streamlit inlines as a
+**The tab icon.** :data:`PAGE_ICON` is a local SVG, which Streamlit inlines as a
 ``data:`` URL; a ``:material/...:`` page icon makes every page load ask Google's font CDN for it.
 """
 

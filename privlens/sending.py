@@ -1,5 +1,5 @@
 """Draw at Send: the one place where the dashboard draws noise that can leave a session, shared by
-the Release (posthoc PTR) and Inference-privacy pages (issue 30, items 3 and 4; issue 31).
+the Release (Global, posthoc PTR) and Inference-privacy pages.
 
 **Why the noise is drawn when the user sends, and not before.** A guarantee bounds what *one*
 draw of the mechanism reveals. If a page showed a draw before it was sent ("preview, free until you

@@ -154,7 +154,7 @@ class Settings:
     (posthoc Thm 4.4). ``delta`` is the δ a mechanism that uses one runs at (PTR then spends δ/2;
     Global and Lap-Output spend 0). Numeric fields must lie in their :data:`PARAMS` range.
 
-    The default δ is 1e-5 (issue 30, item 5): below 1e-3 and below 1/n for both shipped datasets
+    The default δ is 1e-5: below 1e-3 and below 1/n for both shipped datasets
     (n = 1797 and 70 000 images), so the release panels' warnings
     (:func:`privlens.budget.extreme_warnings`) stay silent at the defaults; it is on :data:`DELTA_GRID`.
     The posthoc paper's PTR value 0.05 protects little (a mechanism that published one image in twenty

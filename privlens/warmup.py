@@ -1,5 +1,5 @@
 """What a server process prepares in the background after its first page, and how it keeps out of the
-way of the pages (issue 33, item 5).
+way of the pages.
 
 * :func:`warm_up` (once per process, a daemon thread): the default model's G and domain check (what the
   first Release page needs), the slow imports, the Mechanism lab's baselines, then the exact

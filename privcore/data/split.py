@@ -1,4 +1,4 @@
-"""A validation split carved from the training data (issue 15): every model-selection choice is
+"""A validation split carved from the training data: every model-selection choice is
 made on it, and the test set is read once, for the reported numbers.
 
 :func:`validation_split` holds out a seeded, stratified ``fraction`` of the *training* images.

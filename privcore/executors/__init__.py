@@ -1,4 +1,4 @@
-"""Where batch work runs: processes on this machine or a Ray cluster (issue 8, "scale out").
+"""Where batch work runs: processes on this machine or a Ray cluster (docs/CLI.md, "Scaling out").
 
 Batch certification (:func:`privcore.lipschitz.certify_batch`), φ for many test embeddings
 (:func:`privcore.experiments.ptr_common.compute_phis`) and Δp statistics are embarrassingly

@@ -6,7 +6,7 @@ every CSV: ``data/results/README.md``. Our numbers beside the papers': ``docs/RE
 
 ============  ==================================================================================
 ``table1``    posthoc paper Table 1: eight obfuscators under PTR, accuracy and release rate
-``table1-global``  Table 1's obfuscators under the certified global mechanism (issue 31), all test images
+``table1-global``  Table 1's obfuscators under the certified global mechanism, all test images
 ``table2``    posthoc paper Table 2: LDP-Image, LDP-Embedding and the adversarial pipeline
 ``attack``    posthoc paper Tables 3–6: reconstruction attack, SSIM / ℓ1 / ℓ2 / PSNR over (R, ε)
 ``fig2``      posthoc paper Fig. 2: local Lipschitz constant against the ARL weight α
@@ -15,8 +15,8 @@ every CSV: ``data/results/README.md``. Our numbers beside the papers': ``docs/RE
 ``ip``        inference-privacy paper Figs 3–5 and its CIFAR table
 ``audit``     empirical privacy audit of every mechanism (lower bounds on ε)
 ``calibration``  Table 1's release noise under the paper's and the authors' code's calibrations
-``select``    issue 15: the ARL-C-N release margin and classifier schedule chosen on validation
-``select-global``  issue 31: obfuscator and classifier for the global mechanism chosen on validation
+``select``    the ARL-C-N release margin and classifier schedule chosen on validation
+``select-global``  obfuscator and classifier for the global mechanism chosen on validation
 ============  ==================================================================================
 """
 

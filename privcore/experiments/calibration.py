@@ -25,8 +25,8 @@ released), averaged over the images and ``n_draws`` seeded draws per image, for 
   (told b) instead of the obfuscator's head. Not private either.
 
 The noise here is plain torch sampling: an accuracy simulation, not a release. Certificates are
-cached. The ``ours`` rows keep the noise stream they had as ``corrected`` (before this
-calibration was renamed), so their numbers did not move with the name.
+cached. The ``ours`` rows draw the noise stream keyed ``corrected`` (:data:`_STREAM`), the stream the
+committed results were made with, so their numbers match them.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ EPSILONS_AUTHORS = (1.0, 2.0, 5.0, 10.0, math.inf)
 AUTHORS_DP_POINTS = 101
 #: noise draws per test image for the authors' protocol (their code draws once)
 AUTHORS_DRAWS = 3
-#: the noise stream of a calibration's rows (``ours`` was called ``corrected``: same draws)
+#: the noise stream of a calibration's rows (``ours`` draws the stream keyed ``corrected``)
 _STREAM = {"ours": "corrected"}
 
 

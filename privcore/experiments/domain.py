@@ -1,4 +1,4 @@
-"""Measure the domain check (:mod:`privcore.domain`, issue 33 item 2): false alarms and detections.
+"""Measure the domain check (:mod:`privcore.domain`): false alarms and detections.
 
     python -m privcore.experiments.domain                          # digits, fashion-mnist, mnist
     python -m privcore.experiments.domain --dataset digits --json out.json

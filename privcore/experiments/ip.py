@@ -11,7 +11,8 @@ valid for every ε, unlike the classic formula the paper states, whose proof nee
   ℓ1 distance; the Gaussian mechanisms' α is ℓ2, pixels in [0, 1]).
 
 The output mechanisms release the models' float64 scores (``IPModel.scores``) with noise
-calibrated to μ·α + 2η, η the certified rounding bound of that evaluation (issue 18).
+calibrated to μ·α + 2η, η the certified rounding bound of that evaluation
+(:mod:`privcore.mechanisms.rounding`).
 
 Where ε < 1 the Gaussian mechanisms are also run with the classic calibration the paper states
 (σ = √(2 ln(1.25/δ))·Δ/ε), in rows of their own (``calibration = classic``) beside the analytic ones.

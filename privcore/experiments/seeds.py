@@ -2,8 +2,8 @@
 
 ``row_seed(run_seed, "table1", "ARL-C-N", 1.0)`` hashes the run's ``--seed`` with the row's
 identity (experiment, variant, setting): a row's noise, hence its numbers, are the same whether
-or not other variants or settings were selected in the same run (issue 19: Table 1's ARL-C-N
-rows used to change when C-N was also selected, since the seed counted list positions).
+or not other variants or settings were selected in the same run (a seed that counted list
+positions would change Table 1's ARL-C-N rows whenever C-N was also selected).
 """
 
 from __future__ import annotations

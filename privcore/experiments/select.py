@@ -1,7 +1,7 @@
-"""``experiment select``: issue 15's two ARL-C-N choices remade on a validation split, then one
-read of the test set.
+"""``experiment select``: two ARL-C-N choices made on a validation split, then one read of the
+test set.
 
-Two choices of the ARL-C-N pipeline were first made on test outcomes: the release margin of the
+Two choices of the ARL-C-N pipeline must not be made on test outcomes: the release margin of the
 release-aware N regulariser (``ObfuscatorRecipe.release_margin`` = 0.08) and the release
 classifier's schedule (``ReleaseClassifierRecipe``: 120 epochs, cosine). Here, with everything
 stated before any candidate is trained (:data:`MARGINS`, :data:`SCHEDULES`, :data:`CRITERION`):

@@ -1,5 +1,5 @@
 """``experiment select-global``: the ARL-C-N pipeline for the certified global mechanism, every
-choice on a validation split, then one read of the test set (issue 31.5–31.6).
+choice on a validation split, then one read of the test set.
 
 Stated before any candidate is trained (:data:`CANDIDATES`, :data:`SCHEDULES`, :data:`CRITERION`):
 

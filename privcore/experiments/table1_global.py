@@ -1,4 +1,4 @@
-"""``experiment table1-global``: Table 1's obfuscators under the certified global mechanism (issue 31).
+"""``experiment table1-global``: Table 1's obfuscators under the certified global mechanism.
 
 For every Table-1 obfuscator shipped for the dataset whose card records a clipping box, on the
 *whole* test set (every choice — the box's margin, the classifier — was fixed before; nothing here

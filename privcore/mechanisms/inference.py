@@ -12,7 +12,7 @@ Appendix G) is Gauss-Output for the identity (μ = 1), α in ℓ2 on the input a
 (pixels in [0, 1]), *before* any normalisation layer. μ must be a certified upper bound covering
 every layer of C, the last one included.
 
-Floating point (issue 18). μ certifies the real-number model C; the outputs y passed to
+Floating point. μ certifies the real-number model C; the outputs y passed to
 Gauss-/Lap-Output are computed in floating point. ``rounding`` = η is a public bound on
 ‖y − C(x)‖ in the output norm for every admissible x, and the noise is calibrated to the
 sensitivity μ·α + 2η (rounded up; :mod:`privcore.mechanisms.rounding`). The IP models evaluate in

@@ -4,9 +4,9 @@ Why. A mechanism that releases f(x) + noise calibrates the noise to a sensitivit
 the real-number function f (its stored weights, exact arithmetic), but the code releases f̂(x), what
 floating point computes. If ‖f̂(x) − f(x)‖ ≤ η for every admissible x, with η public, then
 ‖f̂(x) − f̂(x')‖ ≤ L·α + 2η for neighbours, so calibrating to L·α + 2η (rounded up,
-:func:`sensitivity_with_rounding`) keeps the guarantee for what is actually released (issue 18: the
-digits ``ip-lipschitz-l1`` model, μ₁ = 1, gave float32 outputs 1.19× μ₁·α apart at α = 1e-6 and
-4.3× at α = 1e-7). η must not depend on the private input: it is fixed by public quantities (the
+:func:`sensitivity_with_rounding`) keeps the guarantee for what is actually released (without η,
+the digits ``ip-lipschitz-l1`` model, μ₁ = 1, gave float32 outputs 1.19× μ₁·α apart at α = 1e-6
+and 4.3× at α = 1e-7). η must not depend on the private input: it is fixed by public quantities (the
 weights, a public bound on the input domain, or the sensitivity itself).
 
 What is evaluated. :class:`CertifiedNet` holds the network as a chain of affine maps x ↦ Wx + b and

@@ -1,4 +1,4 @@
-"""The authors'-code twin of ARL-C-N (issue 32.2): their public code's settings, not App. E's.
+"""The authors'-code twin of ARL-C-N: their public code's settings, not App. E's.
 
 Source: github.com/tremblerz/posthoc_privacy at 66a8d35 (HEAD), ``adversarial_training.py`` (AT),
 ``experiment_automation.py`` (EA), ``models/fc.py`` (FC), ``utils.py`` (U):

@@ -358,7 +358,7 @@ def classifier_told_scale_cmd(
     threads: int = THREADS,
 ) -> None:
     """Calibrate a fitted release classifier's told-scale map on its training split and record it in
-    its card (weights untouched): for classifiers fitted before the map existed (issue 32)."""
+    its card (weights untouched): for a classifier whose card has no told-scale map."""
     from privcore.train.release_classifier import recalibrate_told_scale
 
     mdir = setup(models_dir, threads)

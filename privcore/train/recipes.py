@@ -182,7 +182,7 @@ class ObfuscatorRecipe:
       Ĝ·R/ε·Lap(1) with Ĝ the batch's largest ‖J_f‖∞→1 (at z and ``noise_ball_samples`` vertices
       of its R-ball; an estimate of G, which bounds every point), ε from ``noise_epsilons`` (the
       release's total ε); no PTR test to pass, so no release margin. Trains f for the ratio of
-      class separation to G·R that the global mechanism's utility depends on (issue 31.6);
+      class separation to G·R that the global mechanism's utility depends on;
     * ``"release"`` (default): the release noise itself, n = Δ̂·R/ε·Lap(1) per coordinate with
       Δ̂ = μ + 3σ of ‖J_f‖∞→1 over the batch (at z and ``noise_ball_samples`` vertices of the
       R-ball), ε drawn per sample from ``noise_epsilons`` and a ``noise_clean_fraction`` left clean,
@@ -397,7 +397,7 @@ class ReleaseClassifierRecipe:
     at the card's R, and larger R at larger ε), or no noise (ε = ∞) with probability
     ``clean_fraction``. A noisy sample draws, with probability ``low_scale_fraction``, 1/ε
     log-uniformly ``low_scale_decades`` decades below ``inv_epsilon_range`` instead: the scales
-    between 0 and the range (a small R at a large ε) are then trained on too (issue 32; a classifier
+    between 0 and the range (a small R at a large ε) are then trained on too (a classifier
     trained without them reads them out of distribution, and its noise-free accuracy dips there)."""
 
     hidden: tuple[int, ...] = (256, 256)

@@ -167,7 +167,7 @@ def _sample_scales(
     lo, hi = (math.log(v) for v in recipe.inv_epsilon_range)
     inv_eps = torch.exp(lo + (hi - lo) * torch.rand(n, generator=gen))
     clean = torch.rand(n, generator=gen) < recipe.clean_fraction
-    if recipe.low_scale_fraction > 0.0:  # the scales between 0 and the range (issue 32)
+    if recipe.low_scale_fraction > 0.0:  # the scales between 0 and the range
         below = lo - recipe.low_scale_decades * math.log(10.0) * torch.rand(n, generator=gen)
         low = torch.rand(n, generator=gen) < recipe.low_scale_fraction
         inv_eps = torch.where(low, torch.exp(below), inv_eps)
