@@ -83,9 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     right, released, seconds = 0, 0, []
     for xi, yi in zip(x, y, strict=True):
         t0 = time.perf_counter()
-        # PTR's ε is half the total (Thm 4.4); the global mechanism spends all of it
-        eps = args.epsilon / 2 if mechanism == "ptr" else args.epsilon
-        r = privcore.release(xi, epsilon=eps, delta=args.delta, mechanism=mechanism, rng=rng, models_dir=mdir)
+        r = privcore.release(xi, epsilon=args.epsilon, delta=args.delta, mechanism=mechanism, rng=rng,
+                             models_dir=mdir)
         seconds.append(time.perf_counter() - t0)
         released += int(r.released)
         right += int(r.released and r.predicted_class == int(yi))

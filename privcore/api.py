@@ -1,46 +1,49 @@
 """Release an image from Python. The entry points, all keyword-only after the first argument(s):
 
+* :func:`release` ``(image, *, mechanism, epsilon, …)`` → :class:`Release`: one release with any
+  mechanism of the registry (:mod:`privcore.mechanisms.registry`): ``"global"`` (default),
+  f(clip z) + Lap(G·R/ε), (ε, 0, R), never ⊥;
+  ``"ptr"``, posthoc PTR, (ε, δ/2, R) or ⊥ (Thm 4.4, run at ε/2); ``"gauss-input"``,
+  ``"gauss-output"``, ``"lap-output"``, inference privacy over the pixel α-neighbourhood. **ε is
+  always the total of the sent release's guarantee**: ``release(…, epsilon=e).document()["guarantee"]
+  ["epsilon"] == e`` for every mechanism.
 * :func:`certify` ``(image, …)`` → :class:`Certification`: PTR's φ (posthoc Alg. 1) and L(f, B(z, R))
   for one image; private.
-* :func:`release` ``(image, *, epsilon, …)`` → :class:`Release`: one release with a posthoc
-  mechanism (:mod:`privcore.mechanisms.registry`): ``"global"`` (default), f(clip z) + Lap(G·R/ε)
-  with G certified over the model's public box by this process, (ε, 0, R), never ⊥; or ``"ptr"``,
-  posthoc PTR, (2ε, δ/2, R) or ⊥ (Thm 4.4).
 * :func:`~privcore.api_core.certify_embedding` ``(pipe, z, …)`` and
   :func:`~privcore.api_core.release_embedding` ``(pipe, z, *, epsilon, …)``: the same on a loaded
   :class:`~privcore.pipeline.Pipeline` and an embedding z = pipe.embed(image) (the dashboard's
-  way in); :func:`certify` and :func:`release` load, embed and call them, so there is one code path.
+  way in); :func:`certify` and :func:`release` load, embed and call the same mechanism code.
 * :meth:`Release.document`: the public JSON of a release, the one builder of it (never φ, R* or
   anything else computed from the image without noise).
 
 Shared keywords: ``dataset``/``model``/``models_dir`` (which shipped models, default real MNIST and its
-default model, :func:`privcore.defaults.default_model`; not for the ``_embedding`` forms), ``radius``
-(default the model's R), ``certifier`` (``"exact"``, ``"lp"``, ``"interval"`` or a
-:class:`~privcore.lipschitz.Certifier` instance, used as given), ``time_limit``, ``cache`` (privcore's φ
-and certificate cache: True, None/False, a directory or a LipschitzCache), ``progress`` (PTR: called
-``progress(r, passed)`` after each decision "U(z, r) ≤ Δp?" of φ's bisection; whatever it raises
-propagates, and nothing is cached or released), ``rng`` (tests only). δ defaults to
-:data:`DEFAULT_DELTA` = 1e-5 and must lie in :data:`DELTA_RANGE` ([1e-12, 0.5]); PTR's search range is
-:func:`~privcore.mechanisms.search_range.ptr_search_range`. Every parameter is checked before anything
-is computed; a certification that cannot be completed raises CertificationError, and so does φ > 0
-while the certified L(f, B(z, R)) is above Δp (a backstop, docs/TRUST.md): nothing is released.
+default model, :func:`privcore.defaults.default_model`; for the inference-privacy mechanisms ``model``
+names an IP classifier, default the first one the mechanism can run on), ``radius`` (posthoc: default
+the model's R), ``alpha`` (inference privacy: required), ``certifier`` (PTR: ``"exact"``, ``"lp"``,
+``"interval"`` or a :class:`~privcore.lipschitz.Certifier` instance, used as given), ``time_limit``,
+``cache`` (PTR's φ and certificate cache: True, None/False, a directory or a LipschitzCache),
+``progress`` (PTR: called ``progress(r, passed)`` after each decision "U(z, r) ≤ Δp?" of φ's bisection;
+whatever it raises propagates, and nothing is cached or released), ``rng`` (tests only). δ defaults to
+:data:`DEFAULT_DELTA` = 1e-5 and must lie in :data:`DELTA_RANGE`; ε, R and α in the ranges of
+:mod:`privcore.ranges`. Every parameter is checked before anything is computed; a certification that
+cannot be completed raises CertificationError, and so does φ > 0 while the certified L(f, B(z, R)) is
+above Δp (a backstop, docs/TRUST.md): nothing is released.
 
 **Timing.** Certifying takes longer for some images than for others, and how long correlates with
 the private φ; the noise covers the release's content, not the moment it leaves the device. So a
-release that is sent as soon as :func:`release` returns tells its recipient something about φ.
+PTR release that is sent as soon as :func:`release` returns tells its recipient something about φ.
 The threat is the recipient (or anyone watching the network), not the device's owner, who may
 see φ anyway. Two ways to send at a time that does not depend on φ:
 
 * certify first, ``cert = certify(image, …)``, and send later with
-  ``release(image, …, certification=cert)``, which checks that ``cert`` belongs to this image,
-  model and R and does no certification work (embedding, the test and the noise only);
+  ``release(image, …, certification=cert)``, which checks that ``cert`` was made by this process for
+  this image, model and R and does no certification work (embedding, the test and the noise only);
 * or ``release(…, min_seconds=T)``, which returns no earlier than T seconds after the call; when
   the work takes longer it raises :class:`DeadlineExceededError` and releases nothing.
 """
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -61,6 +64,7 @@ from privcore.api_core import (
     check_release_arguments,
     check_release_delta,
     release_embedding,
+    release_with,
 )
 from privcore.defaults import DEFAULT_DATASET, default_model
 from privcore.errors import ParameterError
@@ -86,13 +90,11 @@ __all__ = [
 _monotonic, _sleep = time.monotonic, time.sleep  # module attributes, so tests can stand in a clock
 
 
-@functools.lru_cache(maxsize=8)
 def _pipeline(dataset: str, model: str, models_dir: str | None) -> Any:
-    from privcore.data import get_spec
-    from privcore.pipeline import load_pipeline
+    """The posthoc pipeline of ``dataset``/``model``, loaded once per process."""
+    from privcore.mechanisms.posthoc import load_pipeline_cached
 
-    get_spec(dataset)  # unknown dataset: ParameterError naming the known ones
-    return load_pipeline(dataset, model, models_dir=models_dir, device="cpu")
+    return load_pipeline_cached(dataset, model, models_dir)
 
 
 def _image(image: Any, shape: tuple[int, int, int]) -> Any:
@@ -146,8 +148,8 @@ def certify(
 ) -> Certification:
     """φ(z) and L(f, B(z, R)) for one image (posthoc Alg. 1): :func:`certify_embedding` of its
     embedding. The search range is :func:`ptr_search_range` sized for ``epsilon_min``/``delta_min``
-    (default the smallest PTR runs at on the dashboard, 0.05 and 1e-10); other keywords: the module
-    docstring."""
+    (the smallest total ε and δ it must serve; default 0.1 and 1e-10, the dashboard's smallest); other
+    keywords: the module docstring."""
     check_certify_arguments(radius=radius, certifier=certifier, progress=progress)
     pipe, z = _embed(image, dataset, model, models_dir)
     return certify_embedding(pipe, z, radius=radius, certifier=certifier, epsilon_min=epsilon_min,
@@ -163,6 +165,7 @@ def release(
     model: str | None = None,
     mechanism: str = "global",
     radius: float | None = None,
+    alpha: float | None = None,
     certifier: Any = "exact",
     time_limit: float | None = 60.0,
     models_dir: str | Path | None = None,
@@ -172,39 +175,31 @@ def release(
     min_seconds: float | None = None,
     progress: Progress | None = None,
 ) -> Release:
-    """Release f(g(image)) with ``mechanism``, ``epsilon`` being that mechanism's ε:
-    :func:`release_embedding` of the image's embedding.
+    """Release ``image`` with ``mechanism`` (any name of :mod:`privcore.mechanisms.registry`, any case)
+    at total ``epsilon``: the guarantee of the result spends exactly ``epsilon`` (PTR runs at ε/2).
 
-    * ``"global"`` (the default): f(clip z) + Lap(G·R/ε) over the card's public box, G certified by
-      this process (verified once per model and process): (ε, 0, R), always released, no δ and
-      no per-image certification (docs/DESIGN.md, "Beyond the papers"). ``delta`` is checked but
-      unused; the document's δ is 0.
-    * ``"ptr"``: posthoc PTR, (2ε, δ/2, R)-private release or ⊥ (Thm 4.4).
+    * posthoc mechanisms (``global``, ``ptr``) release the obfuscated embedding
+      f(g(image)) over the ℓ∞ R-neighbourhood on z (``radius``; default the model card's R);
+    * inference-privacy mechanisms (``gauss-input``, ``gauss-output``, ``lap-output``) release a
+      classifier's noisy scores over the pixel α-neighbourhood (``alpha``, required).
 
-    The guarantee's total ε (``epsilon`` for global, 2·``epsilon`` for ptr) must lie in EPSILON_RANGE
-    and ``radius`` in RADIUS_RANGE, the dashboard's ranges (:mod:`privcore.ranges`). How long PTR's
-    certification takes depends on φ (module docstring, *Timing*); for a PTR release sent as soon
-    as it is made:
-
-    * ``certification`` (PTR only): a :class:`Certification` from :func:`certify` of this image
-      with the same dataset, model, radius, certifier and models_dir (ParameterError naming what
-      differs otherwise, and when its search range does not cover ε and δ). Nothing is certified:
-      the call embeds the image, runs the test and draws the noise, whose time does not depend on φ.
-    * ``min_seconds``: the call returns no earlier than this many seconds after it began. If the
-      work (certification included) takes longer, :class:`DeadlineExceededError` is raised and
-      nothing is released; choose it above the slowest certification you expect (a time-out
-      raises CertificationError earlier, also releasing nothing).
-
-    The result's ``warnings`` are :func:`privcore.domain.check`'s (empty when the image looks like the
-    dataset's; the first call per dataset calibrates it, seconds); private, never in ``document()``."""
+    PTR only: ``certification`` (a :class:`Certification` that :func:`certify` made in this process for
+    this image, dataset, model, radius and certifier; anything else is refused and nothing released;
+    nothing is certified again) and ``min_seconds`` (the call returns no earlier than this many seconds
+    after it began; if the work takes longer :class:`DeadlineExceededError` is raised and nothing is
+    released). The result's ``warnings`` are :func:`privcore.domain.check`'s (empty when the image looks
+    like the dataset's); private, never in ``document()``."""
     start = _monotonic()
-    check_release_arguments(epsilon=epsilon, delta=delta, mechanism=mechanism, radius=radius,
-                            certifier=certifier, certification=certification, progress=progress)
+    mech, setting, options = check_release_arguments(
+        epsilon=epsilon, delta=delta, mechanism=mechanism, radius=radius, alpha=alpha, certifier=certifier,
+        time_limit=time_limit, cache=cache, certification=certification, progress=progress, rng=rng)
     budget = None if min_seconds is None else check_positive("min_seconds", min_seconds)
-    pipe, z = _embed(image, dataset, model, models_dir)
-    result = release_embedding(pipe, z, epsilon=epsilon, delta=delta, mechanism=mechanism, radius=radius,
-                               certifier=certifier, time_limit=time_limit, cache=cache, rng=rng,
-                               certification=certification, progress=progress)
+    target = mech.load(dataset=str(dataset), model=model,
+                       models_dir=None if models_dir is None else str(models_dir))
+    x = _image(image, mech.image_shape(target))
+    result = release_with(mech, target, mech.prepare(target, x), setting, options)
+    pipe = target if mech.family == "posthoc" else _pipeline(str(dataset), default_model(str(dataset)),
+                                                             None if models_dir is None else str(models_dir))
     result = replace(result, warnings=_domain_warnings(image, pipe))
     if budget is not None:
         _wait_until(start, budget)

@@ -1,5 +1,5 @@
 """``privcore release IMAGE …`` and ``privcore certify IMAGE …``: :mod:`privcore.api` on the
-command line, the dashboard's twin (issue 33): the same preparation of the image (``--invert``,
+command line, the dashboard's twin: the same preparation of the image (``--invert``,
 ``--digit-style``; :mod:`privcore.inputs`), the same notes and blank / out-of-domain warnings (on
 stderr, in the dashboard's words; such an image is refused unless ``--force``), the same parameter
 ranges (:mod:`privcore.ranges`) and the same JSON document (:meth:`privcore.api.Release.document`).
@@ -17,7 +17,7 @@ import typer
 
 from privcore.cli_errors import dataset_option
 from privcore.defaults import DEFAULT_DATASET, DEFAULT_MODELS, OTHER_DEFAULT_MODEL, default_model
-from privcore.ranges import DELTA_RANGE, EPSILON_RANGE, RADIUS_RANGE
+from privcore.ranges import ALPHA_RANGE, DELTA_RANGE, EPSILON_RANGE, RADIUS_RANGE
 
 #: what the CLI's messages call the image file
 IMAGE_WORDS = "the IMAGE argument"
@@ -53,18 +53,23 @@ _FORCE = typer.Option(
 )
 
 _EPSILON_HELP = (
-    f"ε of the mechanism: global (ε, 0, R); ptr (2ε, δ/2, R). The guarantee's total ε must lie in "
-    f"[{EPSILON_RANGE[0]:g}, {EPSILON_RANGE[1]:g}] (the dashboard's range)"
+    f"ε, the total of the sent release's guarantee, for every mechanism (PTR runs at ε/2 so that its "
+    f"statement spends ε), in [{EPSILON_RANGE[0]:g}, {EPSILON_RANGE[1]:g}]"
 )
-_DELTA_HELP = f"δ, in [{DELTA_RANGE[0]:g}, {DELTA_RANGE[1]:g}] (the dashboard's range; ptr only)"
+_DELTA_HELP = (f"δ, in [{DELTA_RANGE[0]:g}, {DELTA_RANGE[1]:g}] (mechanisms with δ: ptr's guarantee spends "
+               "δ/2, gauss-input's / gauss-output's δ)")
+_ALPHA_HELP = (f"α, the input radius of the inference-privacy mechanisms (ℓ2, ℓ1 for lap-output; pixels in "
+               f"[0, 1]), in [{ALPHA_RANGE[0]:g}, {ALPHA_RANGE[1]:g}]")
 _MIN_SECONDS_HELP = (
     "return (and write the release) no earlier than this many seconds after the release began, so that "
     "when a script sends it straight away the send time does not depend on the private φ; if the work "
     "takes longer, nothing is released (exit 1). Without it, send the written file at a time of your choosing"
 )
 _MECHANISM_HELP = (
-    "global: f(clip z) + Lap(G·R/ε) with G certified over the model's public box, (ε, 0, R), never ⊥; "
-    "ptr: posthoc Propose-Test-Release, (2ε, δ/2, R), or ⊥"
+    "global: f(clip z) + Lap(G·R/ε), G certified over the model's public box, (ε, 0, R), never ⊥; "
+    "ptr: posthoc Propose-Test-Release, "
+    "(ε, δ/2, R) or ⊥; gauss-input, gauss-output, lap-output: a classifier's noisy scores under "
+    "{(ε, δ), α} inference privacy (--alpha; --model names the IP classifier)"
 )
 
 
@@ -73,25 +78,17 @@ def _err(line: str) -> None:
 
 
 def _check_release_parameters(*, epsilon: float, delta: float, mechanism: str, radius: float | None,
-                              certifier: str, min_seconds: float | None) -> None:
-    """The API's checks of :func:`privcore.api.release`, before the image is read (same functions,
-    same ranges, same messages)."""
-    from privcore.api import CERTIFIERS, check_release_delta
-    from privcore.errors import ParameterError
-    from privcore.mechanisms.registry import get as get_mechanism
-    from privcore.validation import check_choice, check_positive, check_range, check_release_epsilon
+                              alpha: float | None, certifier: str, min_seconds: float | None) -> Any:
+    """The API's checks of :func:`privcore.api.release` (the same function), before the image is read;
+    the registry's mechanism."""
+    from privcore.api_core import check_release_arguments
+    from privcore.validation import check_positive
 
-    spec = get_mechanism(mechanism)
-    if spec.family != "posthoc":
-        raise ParameterError(f"mechanism {spec.name!r} releases a classifier's output (the dashboard's "
-                             "Inference privacy page); privcore release takes global or ptr")
-    check_release_epsilon(epsilon, share=spec.epsilon_share)
-    check_release_delta(delta)
-    if radius is not None:
-        check_range("radius", radius, RADIUS_RANGE)
-    check_choice("certifier", certifier, CERTIFIERS)
+    mech, _, _ = check_release_arguments(epsilon=epsilon, delta=delta, mechanism=mechanism, radius=radius,
+                                         alpha=alpha, certifier=certifier)
     if min_seconds is not None:
         check_positive("min_seconds", min_seconds)
+    return mech
 
 
 def prepared_image(image: Path, *, dataset: str, model: str | None, models_dir: Path | None, invert: bool,
@@ -155,6 +152,7 @@ def release(
     dataset: Annotated[str, _DATASET] = DEFAULT_DATASET,
     model: Annotated[str | None, _MODEL] = None,
     mechanism: Annotated[str, typer.Option(help=_MECHANISM_HELP)] = "global",
+    alpha: Annotated[float | None, typer.Option(help=_ALPHA_HELP)] = None,
     invert: Annotated[bool, _INVERT] = False,
     digit_style: Annotated[bool, _DIGIT_STYLE] = False,
     force: Annotated[bool, _FORCE] = False,
@@ -165,19 +163,21 @@ def release(
     out: Annotated[Path | None, typer.Option(help="write the release JSON here (default: stdout)")] = None,
     min_seconds: Annotated[float | None, typer.Option(help=_MIN_SECONDS_HELP)] = None,
 ) -> None:
-    """Release one image: the noisy obfuscated embedding (or ⊥ under PTR) as UTF-8 JSON, the
-    dashboard's release document. Notes and warnings about the image go to stderr.
+    """Release one image with any mechanism: the noisy obfuscated embedding (or ⊥ under PTR), or an IP
+    classifier's noisy scores, as UTF-8 JSON, the dashboard's release document; ε is the guarantee's
+    total. Notes and warnings about the image go to stderr.
 
     Under ptr, certifying takes longer for some (private) φ: send the output later, or use --min-seconds."""
     from privcore import api
 
-    _check_release_parameters(epsilon=epsilon, delta=delta, mechanism=mechanism, radius=radius,
-                              certifier=certifier, min_seconds=min_seconds)
-    x = prepared_image(image, dataset=dataset, model=model, models_dir=models_dir, invert=invert,
-                       digit_style=digit_style, force=force)
+    mech = _check_release_parameters(epsilon=epsilon, delta=delta, mechanism=mechanism, radius=radius,
+                                     alpha=alpha, certifier=certifier, min_seconds=min_seconds)
+    # the image is prepared and checked with the dataset's posthoc pipeline (its domain model)
+    x = prepared_image(image, dataset=dataset, model=model if mech.family == "posthoc" else None,
+                       models_dir=models_dir, invert=invert, digit_style=digit_style, force=force)
     res = api.release(x, epsilon=epsilon, delta=delta, dataset=dataset, model=model, mechanism=mechanism,
-                      radius=radius, certifier=certifier, time_limit=time_limit, models_dir=models_dir,
-                      min_seconds=min_seconds)
+                      radius=radius, alpha=alpha, certifier=certifier, time_limit=time_limit,
+                      models_dir=models_dir, min_seconds=min_seconds)
     text = json.dumps(res.document(), indent=2, ensure_ascii=False)
     if out is None:
         _write_json(text)

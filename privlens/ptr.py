@@ -43,9 +43,9 @@ CANCELLED_KEY = "privlens_cert_cancelled"
 NONCE_KEY = "privlens_nonce"
 PAGE = "Release page"
 CERT_TIME_LIMIT_S = 60.0
-#: The smallest ε PTR runs at here (half the smallest total ε: it spends (2·ε/2, δ/2, R)) and the
-#: smallest δ: φ's search range is sized for them, so a φ certified once serves every setting.
-EPSILON_MIN = registry.get("PTR").mechanism_epsilon(min(EPSILON_GRID))
+#: The smallest total ε and δ of the sidebar: φ's search range is sized for them, so a φ certified once
+#: serves every setting.
+EPSILON_MIN = min(EPSILON_GRID)
 DELTA_MIN = min(DELTA_GRID)
 
 
@@ -307,7 +307,7 @@ def _draw(ctx: PTRContext, cert: Certification, *, epsilon: float, delta: float)
     return release_embedding(
         ctx.pipe,
         ctx.z,
-        epsilon=epsilon,
+        epsilon=epsilon / registry.get("PTR").epsilon_share,  # the API takes the total ε
         delta=delta,
         mechanism="ptr",
         radius=ctx.radius,

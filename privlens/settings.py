@@ -53,9 +53,9 @@ __all__ = [
 #: Every mechanism, in the order of :mod:`privcore.mechanisms.registry` (the one list the library, CLI,
 #: API, experiments, ledger and dashboard share): "Global" and "PTR" release the obfuscated embedding
 #: (posthoc family, the Release page), the others the IP paper's classifier outputs (Inference privacy).
-MECHANISMS: tuple[str, ...] = registry.names()
-POSTHOC_MECHANISMS: tuple[str, ...] = registry.names(family="posthoc")
-IP_MECHANISMS: tuple[str, ...] = registry.names(family="inference")
+MECHANISMS: tuple[str, ...] = tuple(n for n in registry.names() if registry.get(n).page)
+POSTHOC_MECHANISMS: tuple[str, ...] = tuple(n for n in registry.names(family="posthoc") if n in MECHANISMS)
+IP_MECHANISMS: tuple[str, ...] = tuple(n for n in registry.names(family="inference") if n in MECHANISMS)
 #: The sidebar's default: the certified global mechanism, the least noise at the strongest guarantee of
 #: the posthoc family for every shipped obfuscator (G/(2Δp) ≈ 0.4–0.7 of PTR's noise at the same total
 #: ε, with δ = 0 and never ⊥; docs/DESIGN.md, "Beyond the papers").

@@ -95,7 +95,9 @@ def held(at: AppTest, match: Callable[[Any], bool]) -> list[Any]:
         elif isinstance(obj, list | tuple | set | frozenset):
             for v in obj:
                 walk(v)
-        elif dataclasses.is_dataclass(obj) and type(obj).__module__.startswith(("privlens", "privcore.api")):
+        elif dataclasses.is_dataclass(obj) and type(obj).__module__.startswith(
+            ("privlens", "privcore.api", "privcore.mechanisms.protocol", "privcore.mechanisms.ptr_release")
+        ):
             for f in dataclasses.fields(obj):
                 walk(getattr(obj, f.name))
 

@@ -27,13 +27,13 @@ def image() -> np.ndarray:
 
 def test_global_is_the_default_and_its_document_carries_the_public_constant_and_box(image) -> None:
     out = privcore.release(image, dataset="digits", epsilon=2.0, rng=np.random.default_rng(0))
-    assert out.mechanism == "global" and out.released and out.certification is None
+    assert out.mechanism == "Global" and out.released and out.certification is None
     doc = json.loads(json.dumps(out.document()))
     params = doc["parameters"]
     g, box = params["global_lipschitz"], params["clip_box"]
     assert set(box) == {"lower", "upper"} and len(box["lower"]) == len(box["upper"]) == 8
     assert all(lo <= hi for lo, hi in zip(box["lower"], box["upper"], strict=True))
-    assert doc["mechanism"] == "global" and doc["outcome"] == "released" and len(doc["value"]) == 8
+    assert doc["mechanism"] == "Global" and doc["outcome"] == "released" and len(doc["value"]) == 8
     assert doc["guarantee"]["epsilon"] == 2.0 and doc["guarantee"]["delta"] == 0.0 and params["delta"] == 0.0
     assert doc["guarantee"]["radius"] == params["radius"] == 0.25 and doc["guarantee"]["text"]
     assert params["release_noise_scale"] == pytest.approx(g * 0.25 / 2.0)
@@ -58,10 +58,12 @@ def test_global_uses_the_constant_this_process_certified_never_the_cards(tmp_pat
 def test_bad_mechanism_arguments_are_refused(image) -> None:
     with pytest.raises(ParameterError, match="mechanism must be one of Global, PTR"):
         privcore.release(image, dataset="digits", epsilon=1.0, mechanism="laplace")
-    with pytest.raises(ParameterError, match="Inference privacy"):
+    with pytest.raises(ParameterError, match="needs alpha"):
         privcore.release(image, dataset="digits", epsilon=1.0, mechanism="gauss-input")
+    with pytest.raises(ParameterError, match="takes no alpha"):
+        privcore.release(image, dataset="digits", epsilon=1.0, alpha=0.5)
     cert = privcore.certify(image, dataset="digits")
-    with pytest.raises(ParameterError, match="certification applies to mechanism 'ptr' only"):
+    with pytest.raises(ParameterError, match="certification applies to mechanism 'PTR' only"):
         privcore.release(image, dataset="digits", epsilon=1.0, certification=cert)
     with pytest.raises(ParameterError, match="epsilon must be in"):
         privcore.release(image, dataset="digits", epsilon=-1.0)
@@ -91,12 +93,12 @@ def test_cli_releases_with_the_global_mechanism_as_utf8_json(tmp_path: Path, ima
     assert res.exit_code == 0, res.output
     text = out.read_text(encoding="utf-8")
     doc = json.loads(text)
-    assert doc["mechanism"] == "global" and "global_lipschitz" in doc["parameters"]
+    assert doc["mechanism"] == "Global" and "global_lipschitz" in doc["parameters"]
     assert "ℓ∞" in text and "\\u2113" not in text  # UTF-8, not escaped
     res = CliRunner().invoke(app, ["release", "--dataset", "digits", str(png), "--epsilon", "2",
                              "--mechanism", "ptr"])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.stdout)["mechanism"] == "ptr"
+    assert json.loads(res.stdout)["mechanism"] == "PTR"
     res = CliRunner().invoke(app, ["release", "--dataset", "digits", str(png), "--epsilon", "2",
                              "--mechanism", "nope"])
     assert res.exit_code != 0

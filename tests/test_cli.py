@@ -300,8 +300,8 @@ def test_ranges_are_the_apis_and_the_dashboards(tmp_path: Path, capsys: pytest.C
         (["--delta", "0.6"], {"delta": 0.6}, "delta must be in [1e-12, 0.5], got 0.6"),
         (["--delta", "1e-13"], {"delta": 1e-13}, "delta must be in [1e-12, 0.5], got 1e-13"),
         (["--epsilon", "200"], {"epsilon": 200.0}, "epsilon must be in [0.01, 100], got 200"),
-        (["--mechanism", "ptr", "--epsilon", "60"], {"mechanism": "ptr", "epsilon": 60.0},
-         "epsilon must be in [0.005, 50], got 60"),
+        (["--mechanism", "ptr", "--epsilon", "200"], {"mechanism": "ptr", "epsilon": 200.0},
+         "epsilon must be in [0.01, 100], got 200"),  # ε is the total for PTR too
         (["--radius", "3"], {"radius": 3.0}, "radius must be in [0.001, 2], got 3"),
     ):
         args = {"epsilon": 1.0, **kwargs}

@@ -14,9 +14,6 @@ ISSUE_REF = re.compile(r"\bissues?\s*#?\d+|(?<![^\s(])#\d{1,3}\b", re.IGNORECASE
 #: TEMPORARY: files that others are rewriting in parallel, each with the lines still to clean.
 #: This must be empty: remove an entry as soon as its file no longer refers to the tracker.
 PENDING: dict[str, int] = {
-    "privcore/api_core.py": 1,
-    "privcore/api_cli.py": 1,
-    "privcore/mechanisms/registry.py": 1,
     "privcore/mechanisms/global_mechanism.py": 1,
     "privcore/mechanisms/__init__.py": 1,
     "privcore/lipschitz/global_box.py": 1,

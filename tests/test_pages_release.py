@@ -266,22 +266,22 @@ def test_the_ptr_path_runs_the_api_backstop(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_ptr_sends_at_the_smallest_epsilon_with_the_certification_the_library_would_make() -> None:
-    """The page sizes φ's search range for PTR's smallest ε (half the smallest total ε) and δ — the
-    library's defaults, so φ is shared with privcore.certify — and the API's check that a
+    """The page sizes φ's search range for the smallest total ε and δ — the library's defaults (PTR's
+    own ε is half of it), so φ is shared with privcore.certify — and the API's check that a
     certification covers ε and δ lets every setting send, the smallest too."""
     import privlens.ptr
     from privcore.api import Certification
     from privcore.mechanisms.search_range import DEFAULT_DELTA_MIN, DEFAULT_EPSILON_MIN
 
-    assert (privlens.ptr.EPSILON_MIN, privlens.ptr.DELTA_MIN) == (DEFAULT_EPSILON_MIN, DEFAULT_DELTA_MIN)
-    assert privlens.ptr.EPSILON_MIN == 0.05
+    assert (privlens.ptr.EPSILON_MIN / 2, privlens.ptr.DELTA_MIN) == (DEFAULT_EPSILON_MIN, DEFAULT_DELTA_MIN)
+    assert privlens.ptr.EPSILON_MIN == 0.1
     at = send(app("release", query={**PTR, "eps": "0.1", "delta": "1e-10"}))
     (row,) = _ledger(at)
     assert (row["guarantee"].epsilon, row["guarantee"].delta) == (0.1, 5e-11)
     (cert,) = at.session_state["privlens_phi"].values()
     assert isinstance(cert, Certification) and cert.certifier == "exact"
     (sent,) = at.session_state["privlens_sent_releases"]
-    assert sent.outcome.certification is cert and sent.outcome.epsilon == 0.05
+    assert sent.outcome.certification is cert and sent.outcome.epsilon == 0.1  # the total
 
 
 def _blocks(node: Any) -> list[Any]:

@@ -19,6 +19,7 @@ import privcore.mechanisms.global_mechanism as global_module
 import privcore.mechanisms.ptr as ptr_module
 from privcore.mechanisms import GlobalRelease, registry
 from privlens import ui
+from privlens.settings import MECHANISMS
 from tests._dashboard import ROOT, app, default_radius, held, isolate, ledger, metric, send, texts
 
 
@@ -44,7 +45,7 @@ def _comparison(at: AppTest, column: str = "noise per coordinate") -> Any:
 def test_the_sidebar_lists_the_registry_and_defaults_to_global_which_releases_at_the_defaults() -> None:
     at = app("release")
     box = at.sidebar.selectbox(key="w_mechanism")
-    assert box.options == [registry.get(n).label for n in registry.names()]  # registry order and labels
+    assert box.options == [registry.get(n).label for n in MECHANISMS]  # registry order and labels
     assert box.value == "Global" and at.query_params["mech"] == "Global"
     s = at.session_state["privlens_settings"]
     assert (s.mechanism, s.epsilon, s.delta) == ("Global", 1.0, 1e-5)
@@ -89,7 +90,7 @@ def test_the_comparison_names_global_with_both_noise_scales_and_their_ratio() ->
     table = _comparison(at)
     rows = table.to_dict("records")
     by = {str(row["mechanism"]).removeprefix("★ "): row for row in rows}
-    assert list(by) == [registry.get(n).label for n in registry.names()]
+    assert list(by) == [registry.get(n).label for n in MECHANISMS]
     assert rows[0]["mechanism"] == "★ Global (certified)"  # the recommended one
     more = _comparison(at, "ranked").to_dict("records")
     details = {str(r["mechanism"]).removeprefix("★ "): r for r in more}
@@ -148,7 +149,7 @@ def test_global_holds_no_draw_before_send_and_each_send_draws_and_charges_once(
         assert len(calls) == len(_ledger(at)) == len(_global_draws(at)) == step
     assert calls == [1.0, 1.0]
     doc = [d for k, d in offered if k == "dl_release"][-1]  # the JSON: the API's Release.document() keys
-    assert doc["mechanism"] == "global" and doc["outcome"] == "released" and len(doc["value"]) == 8
+    assert doc["mechanism"] == "Global" and doc["outcome"] == "released" and len(doc["value"]) == 8
     assert {"global_lipschitz", "global_lipschitz_how", "clip_box", "radius", "sensitivity", "epsilon",
             "delta", "release_noise_scale"} <= set(doc["parameters"])
     assert doc["guarantee"]["delta"] == 0.0 and doc["guarantee"]["text"]

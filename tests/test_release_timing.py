@@ -15,7 +15,7 @@ import pytest
 
 import privcore
 import privcore.api as api
-import privcore.api_core as api_core
+import privcore.mechanisms.ptr_release as ptr_release
 from privcore.errors import ParameterError, ParameterTypeError
 
 
@@ -110,7 +110,7 @@ def test_min_seconds_returns_after_a_fixed_budget_or_releases_nothing(
     clock = _Clock()
     monkeypatch.setattr(api, "_monotonic", clock.monotonic)
     monkeypatch.setattr(api, "_sleep", clock.sleep)
-    real_matching = api_core._matching
+    real_matching = ptr_release._matching
 
     def working(seconds: float, real: Any) -> Any:
         def run(*args: Any, **kwargs: Any) -> Any:
@@ -119,7 +119,7 @@ def test_min_seconds_returns_after_a_fixed_budget_or_releases_nothing(
 
         return run
 
-    monkeypatch.setattr(api_core, "_matching", working(3.0, real_matching))
+    monkeypatch.setattr(ptr_release, "_matching", working(3.0, real_matching))
     out = privcore.release(image, dataset="digits", epsilon=10.0, mechanism="ptr", certification=cert,
                            min_seconds=10)
     assert clock.t == 110.0 and clock.slept == [7.0] and out.certification is cert
@@ -127,7 +127,7 @@ def test_min_seconds_returns_after_a_fixed_budget_or_releases_nothing(
         privcore.release(image, dataset="digits", epsilon=10.0, mechanism="ptr", certification=cert,
                          min_seconds=2)
     # the one call: certification counts against the budget too
-    monkeypatch.setattr(api_core, "certify_embedding", working(50.0, lambda *a, **k: cert))
+    monkeypatch.setattr(ptr_release, "certify_embedding", working(50.0, lambda *a, **k: cert))
     with pytest.raises(api.DeadlineExceededError, match=r"took 50\.0 s"):
         privcore.release(image, dataset="digits", epsilon=10.0, mechanism="ptr", min_seconds=30)
     for bad in (0, -1.0, float("nan"), float("inf")):

@@ -44,7 +44,8 @@ def test_the_mechanisms_are_the_registrys_and_old_links_still_parse() -> None:
     from privcore.mechanisms import registry
     from privlens.settings import IP_MECHANISMS, MECHANISMS, POSTHOC_MECHANISMS
 
-    assert MECHANISMS == registry.names() and MECHANISMS[0] == "Global"
+    # every mechanism with a dashboard page (Global-Gauss releases through the API and CLI only)
+    assert MECHANISMS == tuple(n for n in registry.names() if registry.get(n).page) and MECHANISMS[0] == "Global"
     assert POSTHOC_MECHANISMS == ("Global", "PTR") and IP_MECHANISMS == registry.names(family="inference")
     assert DEFAULT.mechanism == "Global" and DEFAULT.is_posthoc and DEFAULT.mechanism_epsilon == 1.0
     for old in ("PTR", "Gauss-Input", "Gauss-Output", "Lap-Output"):
@@ -227,10 +228,11 @@ def _ptr(seed: int, x: float):
 def release_document(result, *, dataset: str, model: str, model_digest: str, epsilon: float, delta: float,
                      certifier: str) -> dict:
     """The downloaded JSON of a PTR outcome: the API's Release.document(), the one builder of it."""
-    from privcore.api import Release
+    from privcore.mechanisms.ptr_release import ptr_record
 
     model_block = {"dataset": dataset, "obfuscator": model, "digest": model_digest}
-    out = Release.of_ptr(result, epsilon=epsilon, delta=delta, certifier=certifier, model=model_block)
+    out = ptr_record(result, delta=delta, certifier=certifier, model=model_block)
+    assert out.epsilon == 2 * epsilon  # the document's ε is the total the guarantee spends
     return out.document()
 
 
@@ -243,7 +245,7 @@ def test_release_document_holds_only_the_outcome_and_public_parameters() -> None
     text = json.dumps(doc)  # JSON-serialisable
     assert doc["outcome"] == "released" and doc["value"] == [float(v) for v in res.value]
     assert set(doc) == {"format", "mechanism", "outcome", "value", "guarantee", "parameters", "model"}
-    assert doc["mechanism"] == "ptr" and doc["guarantee"]["text"] == res.guarantee.describe()
+    assert doc["mechanism"] == "PTR" and doc["guarantee"]["text"] == res.guarantee.describe()
     assert set(doc["parameters"]) == {
         "epsilon",
         "delta",

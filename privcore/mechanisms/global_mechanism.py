@@ -74,14 +74,15 @@ __all__ = [
     "global_scales",
 ]
 
-MECHANISM = "global Lipschitz release (clipped to a public box)"
+#: the registry name of the certified global mechanism (the guarantee names it)
+MECHANISM = "Global"
 
 
 def _check_epsilon(epsilon: Any) -> float:
     return check_in_range("epsilon", epsilon, MIN_EPSILON, math.inf, low_open=False)
 
 
-def _guarantee(eps: float, r: float, g: float, how: str) -> Guarantee:
+def _guarantee(eps: float, r: float, g: float, how: str, mechanism: str = MECHANISM) -> Guarantee:
     eta = rounding_allowance(g * r)
     return Guarantee(
         epsilon=eps,
@@ -89,7 +90,7 @@ def _guarantee(eps: float, r: float, g: float, how: str) -> Guarantee:
         radius=r,
         space=Space.EMBEDDING,
         norm=Norm.LINF,
-        mechanism=MECHANISM,
+        mechanism=mechanism,
         definition="(ε, 0, R)-semantic-neighbourhood privacy (posthoc Def. 1 with δ = 0)",
         calibration=(
             f"Laplace: (G·R + 2η)/ε with G = {g:.7g} ({how}) over the public clipping box, "
@@ -212,6 +213,7 @@ def global_release(
     radius: float,
     constant: GlobalConstant,
     rng: RngLike = None,
+    mechanism: str = MECHANISM,
 ) -> GlobalRelease:
     """Release f(clip z) + Lap((G·R + 2η)/ε) per coordinate: (ε, 0, R)-private (module docstring).
 
@@ -260,7 +262,7 @@ def global_release(
         box=constant.box,
         radius=r,
         epsilon=eps,
-        guarantee=_guarantee(eps, r, g, constant.how.value),
+        guarantee=_guarantee(eps, r, g, constant.how.value, mechanism),
         constant=constant,
         plan=plan,
     )

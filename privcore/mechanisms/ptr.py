@@ -122,10 +122,11 @@ def _ptr_guarantee(eps: float, dlt: float, r: float, dp: float) -> Guarantee:
         radius=r,
         space=Space.EMBEDDING,
         norm=Norm.LINF,
-        mechanism="extended PTR (posthoc Alg. 1)",
+        mechanism="PTR",
         definition="(ε, δ, R)-semantic-neighbourhood privacy (posthoc Thm 4.4)",
         calibration=(
-            f"Laplace: test (R+ζ)/ε, release (Δp·R + 2η)/ε with Δp = {dp:.4g}, "
+            f"extended PTR run at ε/2 = {eps:.6g} and δ = {dlt:.6g} (posthoc Alg. 1; Thm 4.4 states "
+            f"(2·ε/2, δ/2, R)). Laplace: test (R+ζ)/(ε/2), release (Δp·R + 2η)/(ε/2) with Δp = {dp:.4g}, "
             f"η = 2⁻²⁴·Δp·R = {eta:.3g} (bound on f's float64 rounding, ℓ1)"
         ),
     )

@@ -1,0 +1,220 @@
+"""The inference-privacy family of the mechanism protocol (IP paper, Defs 3–5): image → classifier.
+
+Each mechanism releases a classifier's scores for one image under {(ε, δ), α} inference privacy over
+the pixel α-neighbourhood, with its model chosen from the dataset's shipped IP classifiers (the first
+of :attr:`Inference.models` present, or the one named). The noise and guarantees come from
+:mod:`privcore.mechanisms.inference`; μ and η are recomputed from the loaded weights
+(:func:`privcore.pipeline.load_ip_models`), never read from a card.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from privcore.errors import CheckpointError, ParameterError
+from privcore.mechanisms.protocol import ALPHA, DELTA, EPSILON, Mechanism, Options, Outlook, Release, Setting
+
+__all__ = ["GaussInputRelease", "GaussOutputRelease", "Inference", "LapOutputRelease", "load_ip_cached"]
+
+
+@functools.lru_cache(maxsize=4)
+def load_ip_cached(dataset: str, models_dir: str | None) -> Any:
+    """The dataset's :class:`~privcore.pipeline.IPModels`, loaded and certified once per process (CPU)."""
+    from privcore.data import get_spec
+    from privcore.pipeline import load_ip_models
+
+    get_spec(dataset)
+    return load_ip_models(dataset, models_dir=models_dir, device="cpu")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Inference(Mechanism):
+    """An inference-privacy mechanism on one of the dataset's IP classifiers (``models``: which ones
+    can run it, in order of preference)."""
+
+    family: str = "inference"
+    page: str = "inference_privacy"
+    models: tuple[str, ...] = ()
+
+    uses_options: ClassVar[frozenset[str]] = frozenset({"time_limit", "rng"})
+
+    def choose(self, ip: Any, model: str | None = None) -> Any:
+        """The IP classifier that runs this mechanism: ``model`` when given (it must be one of
+        :attr:`models`), else the first of :attr:`models` shipped; CheckpointError when none is."""
+        if model is not None:
+            if str(model) not in self.models:
+                raise ParameterError(f"model for mechanism {self.name!r} must be one of "
+                                     f"{', '.join(self.models)}, got {model!r}")
+            if str(model) not in ip.models:
+                raise CheckpointError(f"no IP model {model!r} is shipped for {ip.dataset}")
+            return ip.models[str(model)]
+        for name in self.models:
+            if name in ip.models:
+                return ip.models[name]
+        raise CheckpointError(f"no classifier for {self.name} is shipped for {ip.dataset} (needs one of "
+                              f"{', '.join(self.models)}): train one with `python -m privcore train ip "
+                              f"--dataset {ip.dataset}`")
+
+    def load(self, *, dataset: str, model: str | None, models_dir: str | None) -> Any:
+        ip = load_ip_cached(str(dataset), None if models_dir is None else str(models_dir))
+        return _Target(ip=ip, model=self.choose(ip, model))
+
+    def prepare(self, target: Any, image: Any) -> Any:
+        import torch
+
+        return torch.as_tensor(image, dtype=torch.float32).reshape(1, *target.ip.image_shape)
+
+    def image_shape(self, target: Any) -> tuple[int, int, int]:
+        return tuple(int(v) for v in target.ip.image_shape)  # type: ignore[return-value]
+
+    def mechanism(self, target: Any, setting: Setting) -> Any:
+        """The calibrated mechanism object of :mod:`privcore.mechanisms.inference` at ``setting``."""
+        raise NotImplementedError
+
+    def noise_text(self, mech: Any, target: Any) -> str:
+        """The noise in words."""
+        raise NotImplementedError
+
+    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0) -> Outlook:
+        mech = self.mechanism(target, setting)
+        scale = float(getattr(mech, "sigma", getattr(mech, "scale", float("nan"))))
+        plan = mech.noise_plan(len(target.ip.class_names))
+        return Outlook(mechanism=self.name, guarantee=self._guarantee(mech), noise_scale=scale,
+                       noise_scale_effective=float(plan.effective), noise=self.noise_text(mech, target),
+                       release_probability=1.0, public=self._public(mech, target))
+
+    def _guarantee(self, mech: Any) -> Any:
+        from dataclasses import replace
+
+        return replace(mech.guarantee, mechanism=self.name)
+
+    def _public(self, mech: Any, target: Any) -> dict[str, Any]:
+        public: dict[str, Any] = {"alpha": float(mech.alpha), "sensitivity": float(mech.sensitivity)}
+        lipschitz = getattr(mech, "lipschitz", None)
+        if lipschitz is not None:
+            public |= {"lipschitz": float(lipschitz), "rounding": float(mech.rounding)}
+        return public
+
+    def release(self, target: Any, x: Any, setting: Setting, options: Options | None = None) -> Release:
+        import torch
+
+        opts = Options() if options is None else options
+        self.check_options(opts)
+        mech = self.mechanism(target, setting)  # every parameter checked before anything is drawn
+        scores = self.scores(target, mech, x, opts.rng)
+        value = tuple(float(v) for v in np.asarray(scores, dtype=np.float64).ravel())
+        plan = mech.noise_plan(len(value))
+        model = target.model
+        block = {"dataset": str(target.ip.dataset), "classifier": str(model.name),
+                 "digest": str(model.card["weights"]["sha256"])}
+        return Release(mechanism=self.name, released=True, value=value,
+                       predicted_class=int(torch.as_tensor(scores).reshape(-1).argmax()),
+                       guarantee=self._guarantee(mech), epsilon=setting.epsilon, delta=setting.delta,
+                       noise_scale=float(getattr(mech, "sigma", getattr(mech, "scale", 0.0))),
+                       noise_scale_effective=float(plan.effective), public=self._public(mech, target),
+                       model=block, mechanism_result=mech)
+
+    def scores(self, target: Any, mech: Any, x: Any, rng: Any) -> Any:
+        """The noisy scores of one image ``x`` (1, C, H, W): one draw."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class _Target:
+    """An IP mechanism's model: the dataset's classifiers and the one that runs the mechanism."""
+
+    ip: Any
+    model: Any
+
+
+def _lipschitz(target: Any, p: str, name: str) -> tuple[float, float]:
+    model = target.model
+    if model.lipschitz is None or model.rounding is None:
+        raise CheckpointError(f"{model.name} has no certified Lipschitz constant, which {name} needs")
+    return float(model.lipschitz[p]), float(model.rounding[p])
+
+
+@dataclass(frozen=True, kw_only=True)
+class GaussInputRelease(Inference):
+    """Gauss-Input: C(x + N(0, σ²I)), σ calibrated to α in ℓ2 on the pixels (IP paper Def. 5)."""
+
+    name: str = "Gauss-Input"
+    label: str = "Gauss-Input"
+    parameters: tuple = (EPSILON, DELTA, ALPHA)
+    needs: str = "a classifier fine-tuned on Gaussian input noise"
+    description: str = "C(x + N(0, σ²I)) with σ calibrated to α in ℓ2 on the input"
+    source: str = "IP paper, Def. 5"
+    guarantee: str = "{(ε, δ), α} in ℓ2"
+    models: tuple[str, ...] = ("ip-cnn-gauss-input", "ip-cnn", "ip-lipschitz-l2")
+
+    def mechanism(self, target: Any, setting: Setting) -> Any:
+        from privcore.mechanisms.inference import GaussInput
+
+        return GaussInput(epsilon=setting.epsilon, delta=setting.delta, alpha=setting.alpha)
+
+    def noise_text(self, mech: Any, target: Any) -> str:
+        return f"σ = {mech.sigma:.4g} on pixels"
+
+    def scores(self, target: Any, mech: Any, x: Any, rng: Any) -> Any:
+        import torch
+
+        return target.model(torch.as_tensor(mech(x, rng=rng)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class GaussOutputRelease(Inference):
+    """Gauss-Output: C(x) + N(0, σ²I), σ calibrated to μ₂·α + 2η (IP paper Def. 4)."""
+
+    name: str = "Gauss-Output"
+    label: str = "Gauss-Output"
+    parameters: tuple = (EPSILON, DELTA, ALPHA)
+    needs: str = "a classifier with a certified ℓ2→ℓ2 Lipschitz constant ≤ 1"
+    description: str = "C(x) + N(0, σ²I) with σ calibrated to μ₂·α"
+    source: str = "IP paper, Def. 4"
+    guarantee: str = "{(ε, δ), α} in ℓ2"
+    models: tuple[str, ...] = ("ip-lipschitz-l2",)
+
+    def mechanism(self, target: Any, setting: Setting) -> Any:
+        from privcore.mechanisms.inference import GaussOutput
+
+        mu, eta = _lipschitz(target, "l2", self.name)
+        return GaussOutput(epsilon=setting.epsilon, delta=setting.delta, alpha=setting.alpha, lipschitz=mu,
+                           rounding=eta)
+
+    def noise_text(self, mech: Any, target: Any) -> str:
+        return (f"σ = {mech.sigma:.4g} on logits (μ₂ = {mech.lipschitz:.3g}, float64 rounding "
+                f"η = {mech.rounding:.2g})")
+
+    def scores(self, target: Any, mech: Any, x: Any, rng: Any) -> Any:
+        return mech(target.model.scores(x), rng=rng)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LapOutputRelease(Inference):
+    """Lap-Output: C(x) + Lap((μ₁·α + 2η)/ε) (IP paper Def. 3); no δ."""
+
+    name: str = "Lap-Output"
+    label: str = "Lap-Output"
+    parameters: tuple = (EPSILON, ALPHA)
+    needs: str = "a classifier with a certified ℓ1→ℓ1 Lipschitz constant ≤ 1"
+    description: str = "C(x) + Lap(μ₁·α/ε)"
+    source: str = "IP paper, Def. 3"
+    guarantee: str = "{(ε, 0), α} in ℓ1"
+    models: tuple[str, ...] = ("ip-lipschitz-l1",)
+
+    def mechanism(self, target: Any, setting: Setting) -> Any:
+        from privcore.mechanisms.inference import LapOutput
+
+        mu, eta = _lipschitz(target, "l1", self.name)
+        return LapOutput(epsilon=setting.epsilon, alpha=setting.alpha, lipschitz=mu, rounding=eta)
+
+    def noise_text(self, mech: Any, target: Any) -> str:
+        return (f"b = {mech.scale:.4g} on logits (μ₁ = {mech.lipschitz:.3g}, float64 rounding "
+                f"η = {mech.rounding:.2g})")
+
+    def scores(self, target: Any, mech: Any, x: Any, rng: Any) -> Any:
+        return mech(target.model.scores(x), rng=rng)
