@@ -38,14 +38,15 @@ def test_settings_validate_and_name_the_parameter() -> None:
 
 
 def test_the_mechanisms_are_the_registrys_and_old_links_still_parse() -> None:
-    """Issue 31, item 2: the sidebar lists privcore.mechanisms.registry's mechanisms, in its order; a link
-    written before the registry (mech=PTR, mech=Gauss-Input, …) still parses, any case does too, and
-    the default is the certified global mechanism (issue 31, item 4)."""
+    """The sidebar lists privcore.mechanisms.registry's mechanisms, in its order; a link written before
+    the registry (mech=PTR, mech=Gauss-Input, …) still parses, any case does too, and the default is
+    the certified global mechanism."""
     from privcore.mechanisms import registry
     from privlens.settings import IP_MECHANISMS, MECHANISMS, POSTHOC_MECHANISMS
 
-    # every mechanism with a dashboard page (Global-Gauss releases through the API and CLI only)
-    assert MECHANISMS == tuple(n for n in registry.names() if registry.get(n).page) and MECHANISMS[0] == "Global"
+    # every mechanism with a dashboard page
+    assert MECHANISMS == tuple(n for n in registry.names() if registry.get(n).page)
+    assert MECHANISMS[0] == "Global"
     assert POSTHOC_MECHANISMS == ("Global", "PTR") and IP_MECHANISMS == registry.names(family="inference")
     assert DEFAULT.mechanism == "Global" and DEFAULT.is_posthoc and DEFAULT.mechanism_epsilon == 1.0
     for old in ("PTR", "Gauss-Input", "Gauss-Output", "Lap-Output"):

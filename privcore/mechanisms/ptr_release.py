@@ -25,7 +25,8 @@ from privcore.errors import CertificationError, CheckpointError, ParameterError,
 from privcore.mechanisms.posthoc import Posthoc, embedding, model_block, predict
 from privcore.mechanisms.protocol import DELTA, EPSILON, RADIUS, Options, Outlook, Release, Setting
 
-__all__ = ["CERTIFIERS", "PTR", "Certification", "certify_embedding", "check_certifier", "issued", "ptr_record"]
+__all__ = ["CERTIFIERS", "PTR", "Certification", "certify_embedding", "check_certifier", "issued",
+           "ptr_record"]
 
 CERTIFIERS = ("exact", "lp", "interval")
 #: What a progress callback receives after each decision "U(z, r) ≤ Δp?": (r, passed).
@@ -289,8 +290,8 @@ class PTR(Posthoc):
                           certification=cert)
 
 
-def ptr_record(out: Any, *, delta: float, certifier: str, model: dict[str, str], predicted_class: int | None = None,
-               certification: Certification | None = None) -> Release:
+def ptr_record(out: Any, *, delta: float, certifier: str, model: dict[str, str],
+               predicted_class: int | None = None, certification: Certification | None = None) -> Release:
     """The :class:`Release` of a :class:`~privcore.mechanisms.ptr.PTRResult` run at δ with its public
     parameters (R, Δp, R_max, tol, the test's scale, the certifier): the one constructor of a PTR release.
     Its ε is the total the guarantee spends; no φ, R* or trace among the public parameters."""
