@@ -56,8 +56,8 @@ _EPSILON_HELP = (
     f"ε, the total of the sent release's guarantee, for every mechanism (PTR runs at ε/2 so that its "
     f"statement spends ε), in [{EPSILON_RANGE[0]:g}, {EPSILON_RANGE[1]:g}]"
 )
-_DELTA_HELP = (f"δ, in [{DELTA_RANGE[0]:g}, {DELTA_RANGE[1]:g}] (mechanisms with δ: ptr's guarantee spends "
-               "δ/2, gauss-input's / gauss-output's δ)")
+_DELTA_HELP = (f"δ, in [{DELTA_RANGE[0]:g}, {DELTA_RANGE[1]:g}], for the mechanisms that take one "
+               "(`privcore mechanisms` shows what each guarantee spends)")
 _ALPHA_HELP = (f"α, the input radius of the inference-privacy mechanisms (ℓ2, ℓ1 for lap-output; pixels in "
                f"[0, 1]), in [{ALPHA_RANGE[0]:g}, {ALPHA_RANGE[1]:g}]")
 _MIN_SECONDS_HELP = (
@@ -66,11 +66,21 @@ _MIN_SECONDS_HELP = (
     "takes longer, nothing is released (exit 1). Without it, send the written file at a time of your choosing"
 )
 _MECHANISM_HELP = (
-    "global: f(clip z) + Lap(G·R/ε), G certified over the model's public box, (ε, 0, R), never ⊥; "
-    "ptr: posthoc Propose-Test-Release, "
-    "(ε, δ/2, R) or ⊥; gauss-input, gauss-output, lap-output: a classifier's noisy scores under "
-    "{(ε, δ), α} inference privacy (--alpha; --model names the IP classifier)"
+    "a mechanism of the registry, any case (default global: f(clip z) + Lap(G·R/ε), (ε, 0, R), never ⊥); "
+    "`privcore mechanisms` lists them with their guarantees and parameters. Inference-privacy mechanisms "
+    "take --alpha, and --model names their IP classifier"
 )
+
+
+def mechanisms() -> None:
+    """List the mechanisms of the registry: name, guarantee of one sent release (ε its total),
+    parameters, what each releases and needs."""
+    from privcore.mechanisms.registry import MECHANISMS
+
+    for m in MECHANISMS:
+        typer.echo(f"{m.name.lower():<14}{m.guarantee:<20}{', '.join(m.parameter_names)}")
+        typer.echo(f"{'':<14}{m.description}")
+        typer.echo(f"{'':<14}needs {m.needs} ({m.source})")
 
 
 def _err(line: str) -> None:

@@ -41,6 +41,7 @@ app.add_typer(cache_app, name="cache")
 app.add_typer(global_app, name="global")
 app.command("release")(api_cli.release)
 app.command("certify")(api_cli.certify)
+app.command("mechanisms")(api_cli.mechanisms)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -383,3 +383,16 @@ def test_process_entry_waits_for_a_running_thread(tmp_path: Path) -> None:
     out = _entry(code, tmp_path)
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "mark").read_text() == "done"
+
+
+def test_mechanisms_lists_the_registry_with_guarantees_and_parameters() -> None:
+    from typer.testing import CliRunner
+
+    from privcore.cli import app
+    from privcore.mechanisms import registry
+
+    res = CliRunner().invoke(app, ["mechanisms"])
+    assert res.exit_code == 0, res.output
+    for m in registry.MECHANISMS:
+        (line,) = [row for row in res.output.splitlines() if row.startswith(m.name.lower() + " ")]
+        assert m.guarantee in line and ", ".join(m.parameter_names) in line
