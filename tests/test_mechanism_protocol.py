@@ -97,7 +97,7 @@ def test_the_cli_releases_every_mechanism_with_the_total_epsilon(tmp_path: Path,
     png = tmp_path / "digit.png"
     Image.fromarray((image * 255).astype(np.uint8)).save(png)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PRIVLENS_CACHE_DIR": str(tmp_path / "cache")}
-    for name in ("gauss-output", "ptr"):
+    for name in ("gauss-output", "ptr", "global-gauss"):
         extra = ["--alpha", "0.5"] if name == "gauss-output" else []
         out = subprocess.run([sys.executable, "-m", "privcore", "release", "--dataset", "digits", str(png),
                               "--mechanism", name, "--epsilon", "4", *extra],

@@ -6,6 +6,8 @@ mechanism                 guarantee of a release  needs from the model
 ========================  =====================  ===========================================
 Global (certified)        (ε, 0, R)              obfuscator, card's clipping box; G (∞→1) certified
                                                  here (docs/DESIGN.md, "Beyond the papers")
+Global-Gauss              (ε, δ, R)              obfuscator, card's clipping box; G₂ (∞→2)
+                                                 certified here; analytic Gaussian
 PTR                       (ε, δ/2, R)            obfuscator, Δp; φ certified per image
                                                  (posthoc Alg. 1, Thm 4.4; runs at ε/2)
 Gauss-Input               {(ε, δ), α} ℓ2         a classifier fine-tuned on input noise
@@ -20,6 +22,7 @@ Lap-Output                {(ε, 0), α} ℓ1         an ℓ1→ℓ1 Lipschitz cl
 from __future__ import annotations
 
 from privcore.errors import ParameterError
+from privcore.mechanisms.global_gauss import GlobalGauss
 from privcore.mechanisms.inference_release import GaussInputRelease, GaussOutputRelease, LapOutputRelease
 from privcore.mechanisms.posthoc import GlobalLaplace
 from privcore.mechanisms.protocol import Mechanism
@@ -36,6 +39,7 @@ MECHANISMS: tuple[Mechanism, ...] = (
     GaussInputRelease(),
     GaussOutputRelease(),
     LapOutputRelease(),
+    GlobalGauss(),
 )
 
 
