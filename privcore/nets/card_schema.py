@@ -1,8 +1,9 @@
 """What a checkpoint card must say, checked like any parameter before anything is built from it.
 
 :func:`check_card` validates every field the loaders use against :data:`CARD_FIELDS` (with
-:mod:`privcore.validation`): every number finite; Δp's statistics (posthoc-PTR Sec. 6), the radius R,
-the Lipschitz constants, noise parameters and the recipe's β in their ranges; the global mechanism's
+:mod:`privcore.validation`): every number finite; Δp's statistics (posthoc-PTR Sec. 6), the Lipschitz
+constants, noise parameters and the recipe's β in their ranges; the radius R a release defaults to in
+:data:`~privcore.ranges.RADIUS_RANGE`, the range a user's R is held to; the global mechanism's
 clipping box and constant G (``global_lipschitz``, optional: a hint every process verifies); sizes
 (image shape, architecture widths, parameter counts) integers within :data:`MAX_CARD_SIZE`; file
 names plain names in the card's folder. A bad card is a CheckpointError naming the card file and the field.
@@ -17,12 +18,14 @@ from typing import Any
 
 from privcore.errors import CheckpointError
 from privcore.validation import (
+    RADIUS_RANGE,
     check_bool,
     check_choice,
     check_in_range,
     check_int,
     check_nonnegative,
     check_positive,
+    check_range,
     check_real,
 )
 
@@ -70,6 +73,11 @@ def _size(name: str, value: Any) -> None:
 
 def _positive(name: str, value: Any) -> None:
     check_positive(name, value)
+
+
+def _radius(name: str, value: Any) -> None:
+    """R a release defaults to: in :data:`~privcore.ranges.RADIUS_RANGE`, the range a user's R is held to."""
+    check_range(name, value, RADIUS_RANGE)
 
 
 def _nonnegative(name: str, value: Any) -> None:
@@ -197,7 +205,7 @@ CARD_FIELDS: tuple[tuple[str, _Check, Any], ...] = (
     ("weights.bytes", _count, ()),
     ("code_fingerprint", _fingerprints, "*"),
     ("radius", _mapping, ("obfuscator",)),
-    ("radius.value", _positive, "radius"),
+    ("radius.value", _radius, "radius"),
     ("embedder", _mapping, ("obfuscator",)),
     ("embedder.file", _file_name, "embedder"),
     ("embedder.sha256", _sha256, "embedder"),
