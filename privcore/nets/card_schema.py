@@ -4,7 +4,8 @@
 :mod:`privcore.validation`): every number finite; Δp's statistics (posthoc-PTR Sec. 6), the Lipschitz
 constants, noise parameters and the recipe's β in their ranges; the radius R a release defaults to in
 :data:`~privcore.ranges.RADIUS_RANGE`, the range a user's R is held to; the global mechanism's
-clipping box and constant G (``global_lipschitz``, optional: a hint every process verifies); sizes
+clipping box and constant G (``global_lipschitz``, optional; its G, ``value``, is a hint every process
+verifies and a bad one is ignored, never fatal); sizes
 (image shape, architecture widths, parameter counts) integers within :data:`MAX_CARD_SIZE`; file
 names plain names in the card's folder. A bad card is a CheckpointError naming the card file and the field.
 """
@@ -157,6 +158,20 @@ def _leaves(obj: Any, path: str) -> Any:
         yield path, obj
 
 
+def _hint(name: str, value: Any) -> None:
+    """A value only ever verified, never trusted: anything is accepted (a bad one is ignored by its
+    reader, e.g. :func:`~privcore.mechanisms.global_mechanism.card_global_hint`)."""
+
+
+#: fields that are hints: exempt from the finiteness check, since a bad hint is ignored, not fatal
+_HINTS = ("global_lipschitz.value",)
+
+
+def _is_hint(path: str) -> bool:
+    """Whether a leaf's dotted path is a hint or lies inside one."""
+    return any(path == h or path.startswith((f"{h}.", f"{h}[")) for h in _HINTS)
+
+
 def _global_how(name: str, value: Any) -> None:
     check_choice(name, value, GLOBAL_HOWS)
 
@@ -240,7 +255,7 @@ CARD_FIELDS: tuple[tuple[str, _Check, Any], ...] = (
     ("finetune.delta", _probability, ()),
     ("finetune.sigma", _nonnegative, ()),
     ("global_lipschitz", _mapping, ()),
-    ("global_lipschitz.value", _positive, "global_lipschitz"),
+    ("global_lipschitz.value", _hint, ()),
     ("global_lipschitz.how", _global_how, "global_lipschitz"),
     ("global_lipschitz.clip_box", _clip_box, "global_lipschitz"),
     ("global_lipschitz.clip_box.margin", _nonnegative, ()),
@@ -303,5 +318,5 @@ def check_card(card: Mapping[str, Any], *, where: str = "card") -> None:
         except (TypeError, ValueError) as exc:
             raise bad(f"field {name!r}: {exc}") from exc
     for path, value in _leaves(card, ""):
-        if isinstance(value, float) and not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value) and not _is_hint(path):
             raise bad(f"field {path!r} is {value!r}; every number in a card must be finite")
