@@ -265,6 +265,32 @@ def test_a_good_card_hint_is_read_as_a_float() -> None:
     assert card_global_hint({}) is None and card_global_hint({"global_lipschitz": None}) is None
 
 
+def test_weights_changed_in_place_after_a_release_are_certified_again() -> None:
+    """A module's identity is remembered per process, never trusted: after its last layer is doubled in
+    place (through ``.data``, which leaves torch's version counters alone), the constant certified before
+    is refused for it, and the card's G, now too small, fails verification: G is computed again for the
+    network as it now is (twice the first), and so is the noise."""
+    import torch
+
+    torch.manual_seed(3)
+    f = torch.nn.Sequential(torch.nn.Linear(3, 6), torch.nn.ReLU(), torch.nn.Linear(6, 2))
+    box = _box(3, 3)
+    card = {"global_lipschitz": {"value": compute_global_constant(f, box).value, "clip_box": box.to_dict()}}
+    z = np.array([0.1, -0.2, 0.3])
+    before = card_global_constant(f, card)
+    first = global_release(f, z, epsilon=1.0, radius=0.2, constant=before, rng=0)
+    assert before.source == "verified-hint"
+    f[2].weight.data.mul_(2.0)
+    f[2].bias.data.mul_(2.0)
+    with pytest.raises(ValueError, match="not for f"):
+        global_release(f, z, epsilon=1.0, radius=0.2, constant=before, rng=0)
+    after = card_global_constant(f, card)
+    assert after.source == "computed" and after.model_digest != before.model_digest
+    second = global_release(f, z, epsilon=1.0, radius=0.2, constant=after, rng=0)
+    assert second.global_lipschitz == pytest.approx(2 * first.global_lipschitz, rel=1e-6)
+    assert second.noise_scale == pytest.approx(2 * first.noise_scale, rel=1e-6)
+
+
 def _clopper_pearson_eps(k1: int, k0: int, n: int, alpha: float) -> float:
     """ln(p₁_lower / p₀_upper), one-sided (1 − α/2) Clopper–Pearson bounds on each probability."""
     p1_low = stats.beta.ppf(alpha / 2, k1, n - k1 + 1) if k1 else 0.0
