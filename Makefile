@@ -28,12 +28,14 @@ PYTEST_PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist lo
 
 .PHONY: run test test-slow install install-dev bytecode system-deps fashion-mnist lint bench bench-scale clean torch-build
 
+# `python -m privlens`: `streamlit run app.py` with .streamlit/config.toml, once Streamlit's look-ups of
+# this machine's IP addresses (a UDP connect to 8.8.8.8, an HTTP request to AWS) are stopped (netguard.py)
 run: install bytecode fashion-mnist
 	@case "$(HOST)" in 127.*|localhost|::1) ;; *) \
 	  echo "WARNING: privlens will listen on $(HOST):$(PORT), reachable from other machines." >&2; \
 	  echo "WARNING: it has NO login: anyone who can reach that address can use it and its CPU." >&2; \
 	  echo "WARNING: expose it only behind an authenticating proxy (see README, Two commands)." >&2;; esac
-	$(PY) -m streamlit run app.py --server.address=$(HOST) --server.port=$(PORT) --server.headless=true \
+	$(PY) -m privlens --server.address=$(HOST) --server.port=$(PORT) --server.headless=true \
 	  --browser.gatherUsageStats=false
 
 # the tests also cover the optional Ray executor (tests/test_ray.py), so they install its extra

@@ -13,9 +13,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from privlens import media, ui, warmup
+from privlens import media, netguard, ui, warmup
 
 _start = time.perf_counter()
+# no look-up of this machine's IPs on the network (the launcher did this before the server started;
+# here for a bare `streamlit run app.py`, from its first run on)
+netguard.install()
 # before any element: media ids keyed per process and session, never a hash of the (private) content;
 # raises, and nothing is shown, where Streamlit's storage is not the one it knows (privlens/media.py)
 media.install()

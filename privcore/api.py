@@ -68,7 +68,7 @@ from privcore.api_core import (
 )
 from privcore.defaults import DEFAULT_DATASET, default_model
 from privcore.errors import ParameterError
-from privcore.validation import DELTA_RANGE, check_finite_array, check_positive
+from privcore.validation import DELTA_RANGE, check_finite_array, check_input_file, check_positive
 
 __all__ = [
     "CERTIFIERS",
@@ -104,10 +104,7 @@ def _image(image: Any, shape: tuple[int, int, int]) -> Any:
     from privcore.images import load_image
 
     if isinstance(image, str | Path):
-        path = Path(image)
-        if not path.is_file():
-            raise FileNotFoundError(2, "No such file or directory", str(path))
-        image = path.read_bytes()
+        image = check_input_file("image", image).read_bytes()
     if isinstance(image, bytes | bytearray):
         return load_image(bytes(image), target_shape=shape)
     if isinstance(image, torch.Tensor):

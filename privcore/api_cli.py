@@ -109,13 +109,12 @@ def prepared_image(image: Path, *, dataset: str, model: str | None, models_dir: 
     from privcore import api, inputs
     from privcore.errors import ParameterError
     from privcore.images import DEFAULT_MAX_BYTES
+    from privcore.validation import check_input_file
 
     model = default_model(str(dataset)) if model is None else model
     pipe = api._pipeline(str(dataset), str(model), None if models_dir is None else str(models_dir))
     shape = tuple(int(v) for v in pipe.image_shape)
-    path = Path(image)
-    if not path.is_file():
-        raise FileNotFoundError(2, "No such file or directory", str(path))
+    path = check_input_file(IMAGE_WORDS, image)  # missing: file not found; a directory: said so
     size = path.stat().st_size
     if size > DEFAULT_MAX_BYTES:
         raise ParameterError(f"{IMAGE_WORDS} is too large: {size:,} bytes; the limit is "
@@ -179,9 +178,12 @@ def release(
 
     Under ptr, certifying takes longer for some (private) φ: send the output later, or use --min-seconds."""
     from privcore import api
+    from privcore.validation import check_output_file
 
     mech = _check_release_parameters(epsilon=epsilon, delta=delta, mechanism=mechanism, radius=radius,
                                      alpha=alpha, certifier=certifier, min_seconds=min_seconds)
+    if out is not None:  # before anything is computed: a release that could not be written is not made
+        check_output_file("--out", out)
     # the image is prepared and checked with the dataset's posthoc pipeline (its domain model)
     x = prepared_image(image, dataset=dataset, model=model if mech.family == "posthoc" else None,
                        models_dir=models_dir, invert=invert, digit_style=digit_style, force=force)

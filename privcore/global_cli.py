@@ -166,7 +166,8 @@ def verify(
         obf = load_checkpoint(stem, kind="obfuscator")
         box, hint = card_clip_box(obf.card), card_global_hint(obf.card)
         if box is None or hint is None:
-            typer.echo(f"{dataset}/{stem.name}: no global_lipschitz block (run `privcore global compute`)")
+            what = "no global_lipschitz block" if box is None else "no usable G (a finite number > 0)"
+            typer.echo(f"{dataset}/{stem.name}: {what} (run `privcore global compute`)")
             failed += 1
             continue
         start = time.perf_counter()

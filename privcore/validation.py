@@ -2,13 +2,17 @@
 
 Every check raises ``ValueError`` (bad value) or ``TypeError`` (bad type) with a message
 that names the parameter, the value it got and the allowed range, so a user never has to
-guess what went wrong. Nothing is released after a failed check.
+guess what went wrong; a file to read that does not exist is a ``FileNotFoundError`` naming it.
+Nothing is released after a failed check.
 """
 
 from __future__ import annotations
 
+import errno
 import math
 import numbers
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,8 +31,10 @@ __all__ = [
     "check_epsilon",
     "check_finite_array",
     "check_in_range",
+    "check_input_file",
     "check_int",
     "check_nonnegative",
+    "check_output_file",
     "check_positive",
     "check_range",
     "check_real",
@@ -173,3 +179,39 @@ def check_finite_array(name: str, value: Any) -> np.ndarray:
         bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
         raise ParameterError(f"{name} must contain only finite numbers; {bad} entries are NaN or infinite")
     return arr
+
+
+def check_input_file(name: str, path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path to an existing regular file to read: FileNotFoundError naming it when
+    nothing is there, ParameterError naming ``name`` when it is a directory or not a regular file
+    (a pipe or a device, whose reading could block)."""
+    p = Path(path)
+    if p.is_file():
+        return p
+    if p.is_dir():
+        raise ParameterError(f"{name} must be a file, got {str(p)!r}, which is a directory")
+    if p.exists():
+        raise ParameterError(f"{name} must be a regular file, got {str(p)!r}, which is not one "
+                             "(a pipe, a socket or a device)")
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(p))
+
+
+def check_output_file(name: str, path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path a file can be written to: not a directory, in a directory that exists
+    (nothing creates it) and is writable. ParameterError naming ``name``, the path and what is wrong,
+    so that a caller checks it before computing, or releasing, what it would write there."""
+    p = Path(path)
+    shown = repr(str(p))
+    if p.is_dir():
+        raise ParameterError(f"{name} must name a file, got {shown}, which is a directory")
+    parent = p.parent
+    if not parent.exists():
+        raise ParameterError(f"{name} must be in an existing directory, got {shown}: the directory "
+                             f"{str(parent)!r} does not exist (create it first)")
+    if not parent.is_dir():
+        raise ParameterError(f"{name} must be in an existing directory, got {shown}: {str(parent)!r} "
+                             "is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ParameterError(f"{name} must be in a directory you can write, got {shown}: the directory "
+                             f"{str(parent)!r} is not writable")
+    return p

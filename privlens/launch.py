@@ -3,7 +3,9 @@
 Runs ``streamlit run <app.py>`` on the entry script shipped with the package (``privlens/_site``
 in a wheel, the repository root in a checkout) with the shipped ``.streamlit/config.toml`` turned
 into command-line options (Streamlit reads that file only from the working directory); options
-given to ``privlens`` come after them and so win, e.g. ``privlens --server.port 8600``.
+given to ``privlens`` come after them and so win, e.g. ``privlens --server.port 8600``. Before the
+server starts, :func:`privlens.netguard.install` stops Streamlit's look-ups of this machine's
+addresses on the network. ``python -m privlens`` is the same command (``make run`` uses it).
 """
 
 from __future__ import annotations
@@ -54,5 +56,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     from streamlit.web import cli as stcli
 
+    from privlens import netguard
+
+    netguard.install()  # before the server prints its URLs or checks an origin
     sys.argv = ["streamlit", "run", str(app_path()), "--server.headless=true", *config_options(), *args]
     sys.exit(stcli.main())

@@ -55,6 +55,27 @@ def test_global_uses_the_constant_this_process_certified_never_the_cards(tmp_pat
     assert out.document()["parameters"]["global_lipschitz"] == pytest.approx(honest)
 
 
+@pytest.mark.parametrize("hint", [0, -3.5, float("nan"), float("inf"), "20.3", True, [1.0],
+                                  pytest.param(10**400, id="huge-int")])
+def test_a_bad_g_hint_is_ignored_never_fatal_and_never_trusted(tmp_path: Path, image, hint) -> None:
+    """A card's G that is no finite number > 0 is no hint: the card loads, and the release computes G
+    from the weights, as for a card without one."""
+    honest = privcore.release(image, dataset="digits", epsilon=2.0).document()["parameters"]
+    models = tmp_path / "models"
+    (models / "digits").mkdir(parents=True)
+    for f in (REPO / "models" / "digits").glob("*"):
+        if f.name.startswith(("embedder.", "obfuscator-ARL-C-N.", "classifier-ARL-C-N.")):
+            shutil.copyfile(f, models / "digits" / f.name)
+    card_path = models / "digits" / "obfuscator-ARL-C-N.json"
+    card = json.loads(card_path.read_text())
+    card["global_lipschitz"]["value"] = hint
+    card_path.write_text(json.dumps(card))  # json writes NaN / Infinity as such
+    out = privcore.release(image, dataset="digits", epsilon=2.0, models_dir=models)
+    params = out.document()["parameters"]
+    assert out.released and params["global_lipschitz"] == honest["global_lipschitz"]
+    assert params["release_noise_scale"] == honest["release_noise_scale"]
+
+
 def test_bad_mechanism_arguments_are_refused(image) -> None:
     with pytest.raises(ParameterError, match="mechanism must be one of Global, PTR"):
         privcore.release(image, dataset="digits", epsilon=1.0, mechanism="laplace")

@@ -346,6 +346,45 @@ def test_an_unusable_file_is_called_the_image_argument(tmp_path: Path, capsys) -
     assert "upload" not in err
 
 
+def test_a_directory_given_as_the_image_is_said_to_be_one(tmp_path: Path, capsys, seen: _Seen) -> None:
+    folder = tmp_path / "digits.png"  # a directory, whatever its name
+    folder.mkdir()
+    for command in (["release", "--epsilon", "1"], ["certify"]):
+        code, err = _fails([*command, "--dataset", "digits", str(folder)], capsys)
+        assert code == 2 and err == (
+            f"error: bad parameter: the IMAGE argument must be a file, got {str(folder)!r}, which is a "
+            "directory\n"
+        ), command
+        assert "not found" not in err
+    assert seen.image is None
+    with pytest.raises(ParameterError, match=r"image must be a file, got .*, which is a directory"):
+        privcore.certify(folder, dataset="digits")
+    with pytest.raises(FileNotFoundError):  # nothing there: still "file not found"
+        privcore.certify(tmp_path / "none.png", dataset="digits")
+
+
+@pytest.mark.parametrize("where", ["missing directory", "under a file", "a directory"])
+def test_out_must_be_a_file_in_an_existing_directory_before_anything_is_released(
+    tmp_path: Path, capsys, seen: _Seen, where: str
+) -> None:
+    """--out is checked before the image is read and anything released: no directory is created, no
+    noise drawn (privcore.api.release is never called)."""
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    out, wrong = {
+        "missing directory": (tmp_path / "missing" / "dir" / "x.json",
+                              f"the directory {str(tmp_path / 'missing' / 'dir')!r} does not exist"),
+        "under a file": (plain / "x.json", f"{str(plain)!r} is not a directory"),
+        "a directory": (tmp_path, "which is a directory"),
+    }[where]
+    code, err = _fails(["release", "--dataset", "digits", str(SAMPLE), "--epsilon", "1", "--out", str(out)],
+                       capsys)
+    assert code == 2 and err.startswith("error: bad parameter: --out must ") and f"got {str(out)!r}" in err
+    assert wrong in err, err
+    assert seen.image is None and not (tmp_path / "missing").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain.txt"]
+
+
 def test_a_missing_model_lists_only_datasets_with_such_models(tmp_path: Path, capsys) -> None:
     code, err = _fails(["release", "--dataset", "digits", str(SAMPLE), "--epsilon", "1", "--model", "NOPE"],
                        capsys)

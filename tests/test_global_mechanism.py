@@ -34,6 +34,7 @@ from privcore.lipschitz.global_box import (
 from privcore.lipschitz.norms import DEFAULT_NORMS
 from privcore.mechanisms import (
     card_global_constant,
+    card_global_hint,
     discrete_laplace_integers,
     global_release,
     global_scales,
@@ -247,6 +248,49 @@ def test_a_card_hint_that_is_too_small_is_not_used() -> None:
     assert card_global_constant(net, loose_card) is loose  # memoised
 
 
+@pytest.mark.parametrize("hint", [0, 0.0, -1.0, math.nan, math.inf, -math.inf, "5.0", True, None, [5.0],
+                                  pytest.param(10**400, id="huge-int")])
+def test_a_bad_card_hint_is_no_hint(hint) -> None:
+    net = random_net(1, (3, 5, 4, 2))
+    box = _box(1, 3)
+    card = {"global_lipschitz": {"value": hint, "how": "exact", "clip_box": box.to_dict()}}
+    assert card_global_hint(card) is None
+    got = card_global_constant(net, card)
+    assert got.source == "computed" and got.value == compute_global_constant(net, box).value
+
+
+def test_a_good_card_hint_is_read_as_a_float() -> None:
+    assert card_global_hint({"global_lipschitz": {"value": 3}}) == 3.0
+    assert card_global_hint({"global_lipschitz": {"value": 2.5e-3}}) == 2.5e-3
+    assert card_global_hint({}) is None and card_global_hint({"global_lipschitz": None}) is None
+
+
+def test_weights_changed_in_place_after_a_release_are_certified_again() -> None:
+    """A module's identity is remembered per process, never trusted: after its last layer is doubled in
+    place (through ``.data``, which leaves torch's version counters alone), the constant certified before
+    is refused for it, and the card's G, now too small, fails verification: G is computed again for the
+    network as it now is (twice the first), and so is the noise."""
+    import torch
+
+    torch.manual_seed(3)
+    f = torch.nn.Sequential(torch.nn.Linear(3, 6), torch.nn.ReLU(), torch.nn.Linear(6, 2))
+    box = _box(3, 3)
+    card = {"global_lipschitz": {"value": compute_global_constant(f, box).value, "clip_box": box.to_dict()}}
+    z = np.array([0.1, -0.2, 0.3])
+    before = card_global_constant(f, card)
+    first = global_release(f, z, epsilon=1.0, radius=0.2, constant=before, rng=0)
+    assert before.source == "verified-hint"
+    f[2].weight.data.mul_(2.0)
+    f[2].bias.data.mul_(2.0)
+    with pytest.raises(ValueError, match="not for f"):
+        global_release(f, z, epsilon=1.0, radius=0.2, constant=before, rng=0)
+    after = card_global_constant(f, card)
+    assert after.source == "computed" and after.model_digest != before.model_digest
+    second = global_release(f, z, epsilon=1.0, radius=0.2, constant=after, rng=0)
+    assert second.global_lipschitz == pytest.approx(2 * first.global_lipschitz, rel=1e-6)
+    assert second.noise_scale == pytest.approx(2 * first.noise_scale, rel=1e-6)
+
+
 def _clopper_pearson_eps(k1: int, k0: int, n: int, alpha: float) -> float:
     """ln(p₁_lower / p₀_upper), one-sided (1 − α/2) Clopper–Pearson bounds on each probability."""
     p1_low = stats.beta.ppf(alpha / 2, k1, n - k1 + 1) if k1 else 0.0
@@ -292,8 +336,10 @@ def test_card_schema_accepts_the_block_and_refuses_bad_ones() -> None:
     good = {"value": 1.9, "how": "exact", "lower": 1.8, "seconds": 0.2, "bounds": {"exact": 1.9},
             "clip_box": {"lower": [-1.0, 0.0], "upper": [1.0, 0.0], "margin": 0.5, "n": 10}}
     check_card({**card, "global_lipschitz": good})
+    for hint in (0, -1.0, math.nan, math.inf, "1.9", None, True, [math.nan], {"g": math.nan}):
+        check_card({**card, "global_lipschitz": {**good, "value": hint}})  # a bad hint is ignored, not fatal
+    check_card({**card, "global_lipschitz": {k: v for k, v in good.items() if k != "value"}})
     for bad, field in [
-        ({**good, "value": -1.0}, "global_lipschitz.value"),
         ({**good, "how": "guess"}, "global_lipschitz.how"),
         ({**good, "clip_box": {"lower": [1.0], "upper": [0.0]}}, "global_lipschitz.clip_box"),
         ({**good, "clip_box": {"lower": [0.0, 0.0], "upper": [1.0]}}, "global_lipschitz.clip_box"),

@@ -111,6 +111,83 @@ def test_model_hash_is_stable_and_tracks_parameters_and_structure() -> None:
     assert second.weights[0][0, 0] == pytest.approx(first.weights[0][0, 0] + 1e-3, abs=1e-6)
 
 
+def _fresh_chain(seed: int = 2) -> nn.Sequential:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 3))
+
+
+def test_an_unchanged_module_is_served_from_the_memo_without_hashing(monkeypatch) -> None:
+    import privcore.lipschitz.network as network
+
+    module = _fresh_chain()
+    first = as_network(module)
+    calls: list[object] = []
+    real = network.model_hash
+    monkeypatch.setattr(network, "model_hash", lambda m: calls.append(m) or real(m))
+    assert as_network(module) is first and as_network(module) is first
+    assert calls == []  # hashed once per state, not once per call
+    module.eval()  # the same values: hashed again (a plain layer's flag), the parse reused
+    assert as_network(module) is first
+
+
+def _scale_in_place(module: nn.Sequential) -> None:
+    with torch.no_grad():
+        module[2].weight.mul_(2.0)
+
+
+def _scale_through_data(module: nn.Sequential) -> None:
+    module[2].weight.data.mul_(2.0)  # leaves the tensor's version counter as it was
+
+
+def _scale_through_numpy(module: nn.Sequential) -> None:
+    module[2].weight.detach().numpy()[...] *= 2.0  # so does a write through a numpy view
+
+
+def _transpose_through_data(module: nn.Sequential) -> None:
+    module[0].weight.data = module[0].weight.data.t()  # same memory and shape, other strides
+
+
+def _new_parameter(module: nn.Sequential) -> None:
+    module[2].weight = nn.Parameter(module[2].weight.detach() * 2.0)
+
+
+def _new_layer(module: nn.Sequential) -> None:
+    module[1] = nn.Identity()
+
+
+def _restored_state(module: nn.Sequential) -> None:
+    state = {k: v * 2.0 for k, v in module.state_dict().items()}
+    module.load_state_dict(state)
+
+
+@pytest.mark.parametrize("change", [_scale_in_place, _scale_through_data, _scale_through_numpy,
+                                    _transpose_through_data, _new_parameter, _new_layer, _restored_state])
+def test_any_change_of_a_module_is_seen_by_the_next_call(change) -> None:
+    """However the weights or the layers change (through ``.data`` or a numpy view too, which leave the
+    version counters alone), the next call hashes and parses the module as it now is."""
+    module = _fresh_chain()
+    before = as_network(module)
+    versions = [p._version for p in module.parameters()]
+    change(module)
+    after = as_network(module)
+    assert after.digest == model_hash(module) != before.digest
+    assert _outputs_match(module, after) and not _outputs_match(module, before)
+    if change in (_scale_through_data, _scale_through_numpy):
+        assert [p._version for p in module.parameters()] == versions  # a version check would miss it
+
+
+def test_the_memo_keeps_no_module_alive() -> None:
+    import gc
+    import weakref
+
+    module = _fresh_chain()
+    as_network(module)
+    ref = weakref.ref(module)
+    del module
+    gc.collect()
+    assert ref() is None
+
+
 def test_operator_norms_match_brute_force() -> None:
     rng = np.random.default_rng(0)
     for m, n in [(2, 3), (5, 4), (1, 6), (7, 7)]:

@@ -311,7 +311,11 @@ _DELETE = object()
         ("delta_p", "0.8", r"'delta_p': delta_p must be an object"),
         ("radius", 0.25, r"'radius': radius must be an object \(a JSON mapping\), got float 0.25"),
         ("radius", _DELETE, r"'radius' is missing"),
-        ("radius.value", 0.0, r"'radius.value': radius.value must be in \(0, ∞\), got 0.0"),
+        ("radius.value", 0.0, r"'radius.value': radius.value must be in \[0.001, 2\], got 0.0"),
+        # R only just above 0 would make the default release nearly noise-free: the user's range holds
+        ("radius.value", 1e-5, r"'radius.value': radius.value must be in \[0.001, 2\], got 1e-05"),
+        ("radius.value", 2.5, r"'radius.value': radius.value must be in \[0.001, 2\], got 2.5"),
+        ("radius.value", -0.25, r"'radius.value': radius.value must be in \[0.001, 2\], got -0.25"),
         ("radius.value", "0.25", r"'radius.value': radius.value must be a real number, got str"),
         ("dataset", "digits", r"'dataset': dataset must be an object"),
         ("weights.file", "../embedder.safetensors", r"'weights.file': .* plain file name"),

@@ -12,7 +12,9 @@ a message naming the offending operation, because the MILP would not describe it
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import operator
 import threading
 import weakref
 from dataclasses import dataclass
@@ -149,21 +151,134 @@ class ReluNetwork:
         return np.array(jac)
 
 
+def _modules_of(module: Any) -> list[Any]:
+    """``module`` and every submodule, breadth first, each once (as ``named_modules``: a module shared,
+    or one that contains itself, is not walked twice)."""
+    out = [module]
+    seen = {id(module)}
+    i = 0
+    while i < len(out):
+        for c in out[i]._modules.values():
+            if c is not None and id(c) not in seen:
+                seen.add(id(c))
+                out.append(c)
+        i += 1
+    return out
+
+
+def _tensors_of(modules: list[Any]) -> list[Any]:
+    """Every parameter and buffer of ``modules``, in order (None for a slot registered empty)."""
+    return [t for m in modules for t in (*m._parameters.values(), *m._buffers.values())]
+
+
+def _layout(t: Any) -> tuple[Any, ...]:
+    """Where a tensor's values are and how they are read: address, dtype, shape, strides."""
+    return (t.data_ptr(), t.dtype, t.shape, t.stride())
+
+
+@functools.cache
+def _plain_layers() -> frozenset[type]:
+    """The layer classes whose forward reads nothing but their tensors and children (the chain
+    reader's, :func:`_sequential_ops`): their other attributes cannot change what they compute."""
+    import torch
+
+    return frozenset({torch.nn.Linear, torch.nn.ReLU, torch.nn.Identity, torch.nn.Sequential})
+
+
+@dataclass(frozen=True, eq=False)
+class _Snapshot:
+    """A torch module's state when it was hashed and parsed, to tell cheaply and exactly that it is
+    still the same: the same modules (same objects, of the same classes, with the same attribute
+    objects but for the plain layers, whose forward reads only their tensors and children), the same
+    parameter and buffer objects, and each holding the same bytes at the same address with the same
+    dtype, shape and strides. Anything else counts as a change (conservatively: an attribute set again
+    to an equal but new object is one).
+
+    A version counter (``tensor._version``) would not do: writes through ``.data`` or through a numpy
+    view of the weights leave it unchanged. So the bytes are compared, through numpy views of the
+    tensors' memory taken here, which keep that memory alive (an unchanged address is the same
+    memory). A copy and a ``memcmp`` per tensor cost far less than hashing the state."""
+
+    # the submodules (the root is the memo's weak key: a strong reference would keep it alive), held
+    # strongly, as the tensors are, so that no id compared below is reused while the entry lives
+    submodules: tuple[Any, ...]
+    classes: tuple[type, ...]
+    attributes: tuple[tuple[tuple[str, ...], tuple[Any, ...]] | None, ...]  # None: a plain layer
+    tensors: tuple[Any, ...]
+    layouts: tuple[tuple[Any, ...], ...]
+    views: tuple[np.ndarray, ...]
+    values: tuple[bytes, ...]
+
+    @classmethod
+    def take(cls, modules: list[Any]) -> _Snapshot | None:
+        """The snapshot of a module's tree (:func:`_modules_of`) now, or None where the check does not
+        apply (a tensor off the CPU or not strided, or one numpy cannot view): such a module is hashed
+        again on every call."""
+        import torch
+
+        tensors = _tensors_of(modules)
+        present = [t for t in tensors if t is not None]
+        plain = _plain_layers()
+        try:
+            if any(t.device.type != "cpu" or t.layout != torch.strided for t in present):
+                return None
+            views = tuple(t.detach().numpy() for t in present)
+        except (RuntimeError, TypeError):  # e.g. a tensor with its conjugate or negative bit set
+            return None
+        return cls(
+            submodules=tuple(modules[1:]),
+            classes=tuple(type(m) for m in modules),
+            attributes=tuple(None if type(m) in plain else (tuple(vars(m)), tuple(vars(m).values()))
+                             for m in modules),
+            tensors=tuple(tensors),
+            layouts=tuple(_layout(t) for t in present),
+            views=views,
+            values=tuple(v.tobytes() for v in views),
+        )
+
+    def matches(self, modules: list[Any]) -> bool:
+        """Whether the tree ``modules`` (:func:`_modules_of` of the module this was taken of) is exactly
+        as when this was taken."""
+        sub = modules[1:]
+        if len(sub) != len(self.submodules) or not all(map(operator.is_, sub, self.submodules)):
+            return False
+        if not all(map(operator.is_, map(type, modules), self.classes)):
+            return False
+        for m, attributes in zip(modules, self.attributes, strict=True):
+            if attributes is None:  # an exact Linear, ReLU, Identity or Sequential: its tensors and
+                continue  # children (checked here) are all its forward reads
+            keys, values = attributes
+            now = vars(m)
+            if len(now) != len(keys) or not all(map(operator.is_, now, keys)) or not all(
+                map(operator.is_, now.values(), values)
+            ):
+                return False
+        tensors = _tensors_of(modules)
+        if len(tensors) != len(self.tensors) or not all(map(operator.is_, tensors, self.tensors)):
+            return False
+        present = [t for t in tensors if t is not None]
+        if any(_layout(t) != lay for t, lay in zip(present, self.layouts, strict=True)):
+            return False
+        return all(v.tobytes() == b for v, b in zip(self.views, self.values, strict=True))
+
+
 class _ParseMemo:
-    """Parsed networks per live torch module, re-validated by a cheap fingerprint each call."""
+    """Parsed networks per live torch module, each with the :class:`_Snapshot` of the module it was
+    parsed from; an entry serves a call only when the module still matches its snapshot."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._memo: weakref.WeakKeyDictionary[Any, tuple[str, ReluNetwork]] = weakref.WeakKeyDictionary()
+        self._memo: weakref.WeakKeyDictionary[Any, tuple[_Snapshot | None, ReluNetwork]] = (
+            weakref.WeakKeyDictionary()
+        )
 
-    def get(self, module: Any, fingerprint: str) -> ReluNetwork | None:
+    def get(self, module: Any) -> tuple[_Snapshot | None, ReluNetwork] | None:
         with self._lock:
-            hit = self._memo.get(module)
-        return hit[1] if hit is not None and hit[0] == fingerprint else None
+            return self._memo.get(module)
 
-    def put(self, module: Any, fingerprint: str, net: ReluNetwork) -> None:
+    def put(self, module: Any, snapshot: _Snapshot | None, net: ReluNetwork) -> None:
         with self._lock:
-            self._memo[module] = (fingerprint, net)
+            self._memo[module] = (snapshot, net)
 
 
 _MEMO = _ParseMemo()
@@ -186,8 +301,10 @@ def model_hash(module: Any) -> str:
 
 
 def as_network(net: Any) -> ReluNetwork:
-    """Return ``net`` as a :class:`ReluNetwork`, parsing a torch module if needed (memoised per
-    module and re-parsed whenever its structure or parameters change)."""
+    """Return ``net`` as a :class:`ReluNetwork`, parsing a torch module if needed. Memoised per
+    module: hashed and parsed again whenever its structure or parameters change, which an exact check
+    of its state (:class:`_Snapshot`: identities, attributes, every tensor's bytes) tells at a fraction
+    of the hash's cost; a module off the CPU is hashed on every call."""
     if isinstance(net, ReluNetwork):
         return net
     try:
@@ -198,20 +315,28 @@ def as_network(net: Any) -> ReluNetwork:
         raise UnsupportedNetworkError(
             f"net must be a torch.nn.Module made of Linear and ReLU layers, got {type(net).__name__}"
         )
-    _refuse_hooks(net)  # checked on every call: hooks are not part of the digest the memo keys on
+    modules = _modules_of(net)
+    _refuse_hooks(net, modules)  # checked on every call: hooks are not part of the digest
+    entry = _MEMO.get(net)
+    if entry is not None and entry[0] is not None and entry[0].matches(modules):
+        return entry[1]  # the very state it was hashed and parsed from: same digest, same weights
+    snapshot = _Snapshot.take(modules)  # before hashing: a change from here on fails the match below
     digest = model_hash(net)
-    hit = _MEMO.get(net, digest)
-    if hit is not None:
-        return hit
-    parsed = _parse_module(net, digest)
-    _MEMO.put(net, digest, parsed)
+    if entry is not None and entry[1].digest == digest:
+        parsed = entry[1]
+    else:
+        parsed = _parse_module(net, digest)
+    if snapshot is not None and not snapshot.matches(_modules_of(net)):
+        snapshot = None  # changed while hashed or parsed: this entry serves no later call
+    _MEMO.put(net, snapshot, parsed)
     return parsed
 
 
-def _refuse_hooks(net: Any) -> None:
+def _refuse_hooks(net: Any, modules: list[Any]) -> None:
     """Forward hooks and a ``forward`` assigned on an instance can change what a module computes
     where the equivalence check never probes, and neither the chain reader nor torch.fx sees them:
-    refuse them on ``net`` or any submodule, and global hooks (``register_module_forward_hook``)."""
+    refuse them on ``net`` or any submodule (``modules``, :func:`_modules_of`), and global hooks
+    (``register_module_forward_hook``)."""
     from torch.nn.modules import module as torch_module
 
     if getattr(torch_module, "_global_forward_hooks", None) or getattr(
@@ -221,7 +346,10 @@ def _refuse_hooks(net: Any) -> None:
             "a global torch forward hook is registered; it could change what the network computes, "
             "so its Lipschitz constant cannot be certified (remove the hook first)"
         )
-    for name, sub in net.named_modules():
+    if not any("forward" in vars(sub) or getattr(sub, "_forward_hooks", None)
+               or getattr(sub, "_forward_pre_hooks", None) for sub in modules):
+        return
+    for name, sub in net.named_modules():  # one is there: find its name for the message
         if "forward" in vars(sub):  # torch.fx traces type(sub).forward and never sees this one
             raise UnsupportedNetworkError(
                 f"layer {name or '<root>'!r} ({type(sub).__name__}) has a forward set on the instance; "

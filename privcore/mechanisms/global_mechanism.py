@@ -279,10 +279,18 @@ def card_clip_box(card: Mapping[str, Any]) -> ClipBox | None:
 
 
 def card_global_hint(card: Mapping[str, Any]) -> float | None:
-    """The G a card stores (``global_lipschitz.value``): a hint to verify, never used as is."""
+    """The G a card stores (``global_lipschitz.value``): a hint to verify, never used as is. None when
+    there is none or it is no finite number > 0 (0, negative, NaN, ∞, a string, a bool): a bad hint is
+    ignored and G computed from the weights, as without one."""
     block = card.get("global_lipschitz") if isinstance(card, Mapping) else None
     value = block.get("value") if isinstance(block, Mapping) else None
-    return None if value is None else float(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        hint = float(value)
+    except OverflowError:  # an integer beyond float64
+        return None
+    return hint if math.isfinite(hint) and hint > 0 else None
 
 
 def card_global_constant(f: Any, card: Mapping[str, Any], *, time_limit: float = DEFAULT_TIME_LIMIT

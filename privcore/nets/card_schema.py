@@ -1,9 +1,11 @@
 """What a checkpoint card must say, checked like any parameter before anything is built from it.
 
 :func:`check_card` validates every field the loaders use against :data:`CARD_FIELDS` (with
-:mod:`privcore.validation`): every number finite; Δp's statistics (posthoc-PTR Sec. 6), the radius R,
-the Lipschitz constants, noise parameters and the recipe's β in their ranges; the global mechanism's
-clipping box and constant G (``global_lipschitz``, optional: a hint every process verifies); sizes
+:mod:`privcore.validation`): every number finite; Δp's statistics (posthoc-PTR Sec. 6), the Lipschitz
+constants, noise parameters and the recipe's β in their ranges; the radius R a release defaults to in
+:data:`~privcore.ranges.RADIUS_RANGE`, the range a user's R is held to; the global mechanism's
+clipping box and constant G (``global_lipschitz``, optional; its G, ``value``, is a hint every process
+verifies and a bad one is ignored, never fatal); sizes
 (image shape, architecture widths, parameter counts) integers within :data:`MAX_CARD_SIZE`; file
 names plain names in the card's folder. A bad card is a CheckpointError naming the card file and the field.
 """
@@ -17,12 +19,14 @@ from typing import Any
 
 from privcore.errors import CheckpointError
 from privcore.validation import (
+    RADIUS_RANGE,
     check_bool,
     check_choice,
     check_in_range,
     check_int,
     check_nonnegative,
     check_positive,
+    check_range,
     check_real,
 )
 
@@ -70,6 +74,11 @@ def _size(name: str, value: Any) -> None:
 
 def _positive(name: str, value: Any) -> None:
     check_positive(name, value)
+
+
+def _radius(name: str, value: Any) -> None:
+    """R a release defaults to: in :data:`~privcore.ranges.RADIUS_RANGE`, the range a user's R is held to."""
+    check_range(name, value, RADIUS_RANGE)
 
 
 def _nonnegative(name: str, value: Any) -> None:
@@ -149,6 +158,20 @@ def _leaves(obj: Any, path: str) -> Any:
         yield path, obj
 
 
+def _hint(name: str, value: Any) -> None:
+    """A value only ever verified, never trusted: anything is accepted (a bad one is ignored by its
+    reader, e.g. :func:`~privcore.mechanisms.global_mechanism.card_global_hint`)."""
+
+
+#: fields that are hints: exempt from the finiteness check, since a bad hint is ignored, not fatal
+_HINTS = ("global_lipschitz.value",)
+
+
+def _is_hint(path: str) -> bool:
+    """Whether a leaf's dotted path is a hint or lies inside one."""
+    return any(path == h or path.startswith((f"{h}.", f"{h}[")) for h in _HINTS)
+
+
 def _global_how(name: str, value: Any) -> None:
     check_choice(name, value, GLOBAL_HOWS)
 
@@ -197,7 +220,7 @@ CARD_FIELDS: tuple[tuple[str, _Check, Any], ...] = (
     ("weights.bytes", _count, ()),
     ("code_fingerprint", _fingerprints, "*"),
     ("radius", _mapping, ("obfuscator",)),
-    ("radius.value", _positive, "radius"),
+    ("radius.value", _radius, "radius"),
     ("embedder", _mapping, ("obfuscator",)),
     ("embedder.file", _file_name, "embedder"),
     ("embedder.sha256", _sha256, "embedder"),
@@ -232,7 +255,7 @@ CARD_FIELDS: tuple[tuple[str, _Check, Any], ...] = (
     ("finetune.delta", _probability, ()),
     ("finetune.sigma", _nonnegative, ()),
     ("global_lipschitz", _mapping, ()),
-    ("global_lipschitz.value", _positive, "global_lipschitz"),
+    ("global_lipschitz.value", _hint, ()),
     ("global_lipschitz.how", _global_how, "global_lipschitz"),
     ("global_lipschitz.clip_box", _clip_box, "global_lipschitz"),
     ("global_lipschitz.clip_box.margin", _nonnegative, ()),
@@ -295,5 +318,5 @@ def check_card(card: Mapping[str, Any], *, where: str = "card") -> None:
         except (TypeError, ValueError) as exc:
             raise bad(f"field {name!r}: {exc}") from exc
     for path, value in _leaves(card, ""):
-        if isinstance(value, float) and not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value) and not _is_hint(path):
             raise bad(f"field {path!r} is {value!r}; every number in a card must be finite")
