@@ -28,8 +28,25 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privcore.mechanisms.posthoc import Posthoc, embedding, model_block, out_dim, predict
-from privcore.mechanisms.protocol import DELTA, EPSILON, RADIUS, Options, Outlook, Release, Setting
+from privcore.mechanisms.posthoc import (
+    Posthoc,
+    classes,
+    clipped_outputs,
+    embedding,
+    model_block,
+    out_dim,
+    predict,
+)
+from privcore.mechanisms.protocol import (
+    DELTA,
+    EPSILON,
+    RADIUS,
+    Options,
+    Outlook,
+    Release,
+    Setting,
+    Simulation,
+)
 
 __all__ = ["GlobalGauss", "L2Constant", "certified_l2_constant", "inf_to_two"]
 
@@ -243,6 +260,14 @@ class GlobalGauss(Posthoc):
                        release_probability=1.0,
                        public={"radius": r, "global_lipschitz_l2": constant.value,
                                "global_lipschitz_l2_how": constant.how})
+
+    def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
+        constant, _, _, plan = self._scales(target, setting, None)
+        out = clipped_outputs(target, constant.box, np.asarray(inputs, dtype=np.float64))
+        sigma = float(plan.effective)
+        values = out + rng.normal(0.0, sigma, size=out.shape)
+        return Simulation(predicted=classes(target, values, sigma / math.sqrt(2.0)),
+                          released=np.ones(len(out), bool), noise_scale_effective=sigma)
 
     def release(self, target: Any, x: Any, setting: Setting, options: Options | None = None) -> Release:
         from privcore.lipschitz.network import as_network

@@ -16,7 +16,17 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privcore.errors import CheckpointError, ParameterError
-from privcore.mechanisms.protocol import ALPHA, DELTA, EPSILON, Mechanism, Options, Outlook, Release, Setting
+from privcore.mechanisms.protocol import (
+    ALPHA,
+    DELTA,
+    EPSILON,
+    Mechanism,
+    Options,
+    Outlook,
+    Release,
+    Setting,
+    Simulation,
+)
 
 __all__ = ["GaussInputRelease", "GaussOutputRelease", "Inference", "LapOutputRelease", "load_ip_cached"]
 
@@ -39,6 +49,9 @@ class Inference(Mechanism):
     family: str = "inference"
     page: str = "inference_privacy"
     models: tuple[str, ...] = ()
+    #: where the noise goes (Gauss-Input: the pixels) and which (Lap-Output: Laplace), for simulation
+    noise_on_input: bool = False
+    laplace: bool = False
 
     uses_options: ClassVar[frozenset[str]] = frozenset({"time_limit", "rng"})
 
@@ -122,6 +135,30 @@ class Inference(Mechanism):
         """The noisy scores of one image ``x`` (1, C, H, W): one draw."""
         raise NotImplementedError
 
+    def prepare_batch(self, target: Any, images: Any) -> Any:
+        """A batch of model inputs (n, C, H, W) in [0, 1], as the mechanism takes them."""
+        import torch
+
+        return torch.as_tensor(images, dtype=torch.float32).reshape(-1, *target.ip.image_shape)
+
+    def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
+        import torch
+
+        mech = self.mechanism(target, setting)
+        x = self.prepare_batch(target, inputs)
+        eff = float(mech.noise_plan(int(np.prod(x.shape[1:])) if self.noise_on_input else
+                                    len(target.ip.class_names)).effective)
+        if self.noise_on_input:
+            noisy = x.double().numpy() + rng.normal(0.0, eff, size=tuple(x.shape))
+            scores = target.model(torch.as_tensor(noisy, dtype=torch.float32)).double().numpy()
+        else:
+            clean = target.model.scores(x).numpy()
+            noise = (rng.laplace(0.0, eff, size=clean.shape) if self.laplace
+                     else rng.normal(0.0, eff, size=clean.shape))
+            scores = clean + noise
+        return Simulation(predicted=np.asarray(scores).argmax(-1), released=np.ones(len(scores), bool),
+                          noise_scale_effective=eff)
+
 
 @dataclass(frozen=True)
 class _Target:
@@ -150,6 +187,7 @@ class GaussInputRelease(Inference):
     source: str = "IP paper, Def. 5"
     guarantee: str = "{(ε, δ), α} in ℓ2"
     models: tuple[str, ...] = ("ip-cnn-gauss-input", "ip-cnn", "ip-lipschitz-l2")
+    noise_on_input: bool = True
 
     def mechanism(self, target: Any, setting: Setting) -> Any:
         from privcore.mechanisms.inference import GaussInput
@@ -205,6 +243,7 @@ class LapOutputRelease(Inference):
     source: str = "IP paper, Def. 3"
     guarantee: str = "{(ε, 0), α} in ℓ1"
     models: tuple[str, ...] = ("ip-lipschitz-l1",)
+    laplace: bool = True
 
     def mechanism(self, target: Any, setting: Setting) -> Any:
         from privcore.mechanisms.inference import LapOutput

@@ -16,7 +16,16 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privcore.errors import CheckpointError, ParameterError
-from privcore.mechanisms.protocol import EPSILON, RADIUS, Mechanism, Options, Outlook, Release, Setting
+from privcore.mechanisms.protocol import (
+    EPSILON,
+    RADIUS,
+    Mechanism,
+    Options,
+    Outlook,
+    Release,
+    Setting,
+    Simulation,
+)
 
 __all__ = ["GlobalLaplace", "Posthoc", "load_pipeline_cached", "model_block"]
 
@@ -50,6 +59,22 @@ def embedding(pipe: Any, z: Any) -> np.ndarray:
 def out_dim(pipe: Any) -> int:
     """The number of coordinates f releases (the obfuscator's last Linear layer's outputs)."""
     return int(pipe.obfuscator[-1].out_features)
+
+
+def clipped_outputs(pipe: Any, box: Any, z: np.ndarray) -> np.ndarray:
+    """f(clip z) for a batch of embeddings (n, d), in float64 (evaluation only: a release evaluates f
+    through the certified float64 evaluator)."""
+    from privcore.lipschitz.network import as_network
+
+    return as_network(pipe.obfuscator).forward(np.clip(z, box.lower, box.upper))
+
+
+def classes(pipe: Any, values: np.ndarray, told: float) -> np.ndarray:
+    """The release classifier's classes for a batch of released vectors told the Laplace scale ``told``."""
+    import torch
+
+    logits = pipe.classify(torch.as_tensor(values, dtype=torch.float32), float(told))
+    return logits.argmax(-1).cpu().numpy()
 
 
 def predict(pipe: Any, value: tuple[float, ...], noise_scale: float) -> int:
@@ -134,6 +159,14 @@ class GlobalLaplace(Posthoc):
                        release_probability=1.0,
                        public={"radius": r, "global_lipschitz": constant.value,
                                "global_lipschitz_how": constant.how.value})
+
+    def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
+        look = self.outlook(target, setting)
+        constant = self.constant(target)
+        out = clipped_outputs(target, constant.box, np.asarray(inputs, dtype=np.float64))
+        values = out + rng.laplace(0.0, look.noise_scale_effective, size=out.shape)
+        return Simulation(predicted=classes(target, values, look.noise_scale),
+                          released=np.ones(len(out), bool), noise_scale_effective=look.noise_scale_effective)
 
     def release(self, target: Any, x: Any, setting: Setting, options: Options | None = None) -> Release:
         from privcore.mechanisms.global_mechanism import global_release

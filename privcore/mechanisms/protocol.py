@@ -34,6 +34,7 @@ __all__ = [
     "Parameter",
     "Release",
     "Setting",
+    "Simulation",
 ]
 
 RELEASE_FORMAT = "privlens.release/1"
@@ -147,6 +148,16 @@ class Release:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Simulation:
+    """One simulated draw for a batch: ``predicted`` class per row, ``released`` per row (all True for
+    a mechanism without ⊥), and the ``noise_scale_effective`` the noise was drawn at."""
+
+    predicted: Any
+    released: Any
+    noise_scale_effective: float
+
+
+@dataclass(frozen=True, kw_only=True)
 class Mechanism:
     """One release mechanism (module docstring). Subclasses set the metadata and implement
     :meth:`load`, :meth:`prepare`, :meth:`outlook` and :meth:`release`.
@@ -246,3 +257,15 @@ class Mechanism:
         """One release of input ``x`` (:meth:`prepare`'s output) at ``setting``: one draw (``options``
         None: :class:`Options`' defaults)."""
         raise NotImplementedError
+
+    @property
+    def needs_certificate(self) -> bool:
+        """Whether a release needs a per-image certificate (PTR's φ) before it can be drawn."""
+        return "certification" in self.uses_options
+
+    def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
+        """The release classifier's classes for a batch of prepared ``inputs`` (one row each) after one
+        simulated draw of this mechanism's noise at ``setting`` (numpy's ``rng``, at the effective
+        scale the sampler would draw at): what the releases are worth, for evaluation only — never a
+        release. Mechanisms that need a per-image certificate do not simulate (NotImplementedError)."""
+        raise NotImplementedError(f"mechanism {self.name!r} needs a per-image certificate to simulate")
