@@ -203,8 +203,8 @@ def jacobian_norms(net: ReluNetwork, points: np.ndarray, norms: Norms) -> tuple[
         scale = 1e-9 * (1.0 + np.abs(z).max(axis=1, keepdims=True))
         strict &= np.all(np.abs(z) > scale, axis=1)
     patterns = [(z > 0).astype(np.float64) for z in pre]
-    jac = net.jacobians(pts, patterns)
-    return np.atleast_1d(np.asarray(norms.of(jac), dtype=np.float64)), strict
+    jac = net.jacobians(pts, patterns)  # a witness's norm: the lower end where a search stopped early
+    return np.atleast_1d(np.asarray(norms.bracket(jac)[0], dtype=np.float64)), strict
 
 
 def sampled_lower_bound(

@@ -294,7 +294,7 @@ def _region_enumeration(q: _Query) -> Decision | None:
 def _sampled(q: _Query) -> Decision | None:
     if q.sampled.value > q.tau:
         return q.out(False, How.SAMPLED, upper=q.upper, **q.lower_kw)
-    if not q.ball.n_unstable and q.ball.closed_form() > q.tau:
+    if not q.ball.n_unstable and q.ball.closed_form_bracket[0] > q.tau:
         # one pattern on the whole box (its Jacobian, in float64, is L); sampling missed it only by
         # rounding at the centre
         return q.out(False, How.CLOSED_FORM, upper=q.upper, **q.lower_kw)

@@ -205,13 +205,15 @@ def local_lipschitz(
         return done(upper=min(ball.relaxed_interval, global_bound(net, **norms.kwargs)), lower=lower.value,
                     exact=True, solver="interval", status="optimal", argmax=argmax)
     if fwd.n_unstable == 0 and solver == "auto":
-        value = ball.closed_form()
-        return done(upper=value, lower=min(lower.value, value), exact=True, solver="closed-form",
-                    status="optimal", argmax=argmax)
+        low, value = ball.closed_form_bracket
+        return done(upper=value, lower=min(max(lower.value, low), value), exact=low == value,
+                    solver="closed-form", status="optimal" if low == value else "node-limit", argmax=argmax)
     if certifier == "exact" and solver in ("auto", "enumeration"):
         pv = pattern_value(net, c, r, fwd, norms)
         if pv is not None:
-            return done(upper=pv.value, lower=pv.value, exact=True, solver="enumeration", status="optimal",
+            exact = pv.lower == pv.value
+            return done(upper=pv.value, lower=max(pv.lower, min(lower.value, pv.value)), exact=exact,
+                        solver="enumeration", status="optimal" if exact else "node-limit",
                         argmax=tuple(float(v) for v in pv.point))
         if solver == "enumeration":
             raise ValueError(

@@ -106,7 +106,8 @@ def realised_pattern_table(
         table = None
         if above is not None:
             table = PatternTable(codes=above.codes, norms=above.norms, n_hidden=above.n_hidden,
-                                 floor=above.floor, regions=RegionMemo(above.codes.size, net.in_dim, key=key))
+                                 floor=above.floor, regions=RegionMemo(above.codes.size, net.in_dim, key=key),
+                                 lower=above.lower)
             load_certificates(net, table)
         with _LOCK:
             table = _REALISED.setdefault(key, table)

@@ -145,6 +145,14 @@ class PatternTable:
     regions: RegionMemo | None = None
     #: positions of these patterns in ``regions`` (None: 0, 1, 2, …)
     index: np.ndarray | None = None
+    #: per pattern, the lower end of its norm where an ∞→1 search stopped early and ``norms`` is only
+    #: an upper bound (:meth:`~privcore.lipschitz.norms.Norms.bracket`); None: every norm is exact
+    lower: np.ndarray | None = None
+
+    def lower_norm(self, k: int) -> float:
+        """A certified lower bound on pattern ``k``'s norm (the norm itself when exact): what a
+        witness or a failed decision may use."""
+        return float(self.norms[k] if self.lower is None else self.lower[k])
 
     @property
     def positions(self) -> np.ndarray:
@@ -169,7 +177,8 @@ class PatternTable:
     def subset(self, idx: np.ndarray) -> PatternTable:
         """The patterns ``idx`` (in that order), sharing the region memo."""
         return PatternTable(codes=self.codes[idx], norms=self.norms[idx], n_hidden=self.n_hidden,
-                            floor=self.floor, regions=self.regions, index=self.positions[idx])
+                            floor=self.floor, regions=self.regions, index=self.positions[idx],
+                            lower=None if self.lower is None else self.lower[idx])
 
     @property
     def rest(self) -> float:
@@ -184,11 +193,16 @@ class PatternTable:
         return mask
 
 
-def _norm_values(jac: np.ndarray, norms: Norms) -> np.ndarray:
-    out = np.empty(jac.shape[0])
+def _norm_values(jac: np.ndarray, norms: Norms) -> tuple[np.ndarray, np.ndarray]:
+    """``(lower, upper)`` ends of each Jacobian's norm (:meth:`Norms.bracket`)."""
+    low, up = np.empty(jac.shape[0]), np.empty(jac.shape[0])
     for s in range(0, jac.shape[0], _CHUNK):
-        out[s : s + _CHUNK] = norms.of(jac[s : s + _CHUNK])
-    return out
+        low[s : s + _CHUNK], up[s : s + _CHUNK] = norms.bracket(jac[s : s + _CHUNK])
+    return low, up
+
+
+def _lower_or_none(low: np.ndarray, up: np.ndarray) -> np.ndarray | None:
+    return None if np.array_equal(low, up) else low
 
 
 def _jacobians_of_codes(net: ReluNetwork, codes: np.ndarray) -> np.ndarray:
@@ -197,12 +211,13 @@ def _jacobians_of_codes(net: ReluNetwork, codes: np.ndarray) -> np.ndarray:
 
 
 def _table(net: ReluNetwork, codes: np.ndarray, norms: Norms) -> PatternTable:
-    values = np.empty(codes.shape[0])
+    values, low = np.empty(codes.shape[0]), np.empty(codes.shape[0])
     for s in range(0, codes.shape[0], _CHUNK):
         jac = _jacobians_of_codes(net, codes[s : s + _CHUNK])
-        values[s : s + _CHUNK] = _norm_values(jac, norms)
+        low[s : s + _CHUNK], values[s : s + _CHUNK] = _norm_values(jac, norms)
     order = np.argsort(-values, kind="stable")
-    return PatternTable(codes=codes[order], norms=values[order], n_hidden=net.n_hidden)
+    return PatternTable(codes=codes[order], norms=values[order], n_hidden=net.n_hidden,
+                        lower=_lower_or_none(low[order], values[order]))
 
 
 _LOCK = threading.Lock()
@@ -312,7 +327,7 @@ def _threshold_table(net: ReluNetwork, threshold: float, norms: Norms) -> Patter
     M = net.weights[0][None, :, :]  # pre-activation Jacobian of hidden layer 0, no pattern fixed yet
     keep = _completion_bound(net, 0, M, norms) > threshold
     codes, M = codes[keep], M[keep]
-    values = np.empty(0)
+    values, lows = np.empty(0), np.empty(0)
     for i, width in enumerate(widths):
         bits = to_bits(np.arange(1 << width, dtype=np.int64), width)
         pcodes = layer_codes(width, net.hidden_offsets[i], n)
@@ -323,7 +338,7 @@ def _threshold_table(net: ReluNetwork, threshold: float, norms: Norms) -> Patter
             MAX_THRESHOLD_FLOPS
         ):
             return None
-        new_codes, new_M, new_vals = [], [], []
+        new_codes, new_M, new_vals, new_lows = [], [], [], []
         step = max(1, _CHUNK * 8 // bits.shape[0])
         for s0 in range(0, codes.size, step):
             Mc = M[s0 : s0 + step]
@@ -334,25 +349,28 @@ def _threshold_table(net: ReluNetwork, threshold: float, norms: Norms) -> Patter
                 # Σ|J_ij| bounds each of the four operator norms: only the patterns it does not
                 # already put ≤ threshold (with a margin far above rounding) get the exact norm
                 vals = np.full(nxt.shape[0], -np.inf)
+                low = vals.copy()
                 maybe = np.abs(nxt).sum(axis=(1, 2)) * (1.0 + 1e-9) > threshold
-                vals[maybe] = _norm_values(nxt[maybe], norms)
+                low[maybe], vals[maybe] = _norm_values(nxt[maybe], norms)
             else:
-                vals = _completion_bound(net, i + 1, nxt, norms)
+                vals = low = _completion_bound(net, i + 1, nxt, norms)
             sel = vals > threshold
             new_codes.append(cc[sel])
             new_vals.append(vals[sel])
+            new_lows.append(low[sel])
             if not last:
                 new_M.append(nxt[sel])
         codes = np.concatenate(new_codes) if new_codes else np.zeros(0, dtype=code_dtype(n))
         values = np.concatenate(new_vals) if new_vals else np.zeros(0)
+        lows = np.concatenate(new_lows) if new_lows else np.zeros(0)
         if not last:
             M = np.concatenate(new_M) if new_M else np.zeros((0, widths[i + 1], net.in_dim))
         if codes.size == 0:
-            values = np.zeros(0)
+            values = lows = np.zeros(0)
             break
     order = np.argsort(-values, kind="stable")
     return PatternTable(codes=codes[order], norms=values[order], n_hidden=net.n_hidden,
-                        floor=float(threshold))
+                        floor=float(threshold), lower=_lower_or_none(lows[order], values[order]))
 
 
 def stable_masks(fwd: ForwardBounds) -> tuple[np.ndarray, np.ndarray]:
