@@ -34,6 +34,7 @@ from privcore.lipschitz.patterns import (
     RegionMemo,
     box_pattern_table,
     global_pattern_table,
+    global_table_applies,
     stable_masks,
 )
 from privcore.lipschitz.regions import (
@@ -236,7 +237,8 @@ def in_table_domain(center: np.ndarray, radius: float) -> bool:
 def _table_for(
     net: ReluNetwork, fwd: ForwardBounds, norms: Norms, threshold: float | None = None, realised: bool = True
 ) -> PatternTable | None:
-    """The global table (small networks); for a decision at ``threshold`` the patterns above it,
+    """The global table (small networks, once their balls' own tables have cost as much:
+    :func:`global_pattern_table`); for a decision at ``threshold`` the patterns above it,
     with their lazily resolved regions (computed once per model and threshold, then shared by every
     box; only when ``realised``, i.e. the box is inside :data:`TABLE_DOMAIN`); else the table of the
     box's unstable neurons.
@@ -248,8 +250,9 @@ def _table_for(
     then a box that can be enumerated uses its own table, unless a threshold table is already in
     this process's memory. Both are certified (the box's table is a superset of what the box
     realises), so only the cost differs."""
-    table = global_pattern_table(net, norms)
-    shared = table is None and threshold is not None and realised and len(net.weights) > 2
+    table = global_pattern_table(net, norms, box_patterns=1 << min(fwd.n_unstable, 62))
+    shared = (table is None and not global_table_applies(net) and threshold is not None and realised
+              and len(net.weights) > 2)
     if shared:
         due = threshold_table_due(net, threshold, norms)
         table = realised_pattern_table(net, threshold, norms, build=due)

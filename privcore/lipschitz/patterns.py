@@ -5,7 +5,8 @@ The value LipMIP computes (Jordan & Dimakis 2020, Thm. 3.2; brute force in tests
 ``J_D = W_L D_{L−1} W_{L−1} … D_1 W_1``. For the paper's obfuscators (latent 8, one or two hidden
 layers of 8–10 neurons) there are few enough patterns to list them, sorted by norm:
 
-* :func:`global_pattern_table` — all 2^n patterns (n ≤ :data:`MAX_GLOBAL_NEURONS`), once per model;
+* :func:`global_pattern_table` — all 2^n patterns (n ≤ :data:`MAX_GLOBAL_NEURONS`), once per model
+  (for a ball, once its own tables have cost as much);
 * :func:`threshold_pattern_table` — for a decision "L ≤ τ?" on a net too wide for that, only the
   patterns with norm > τ (branch and bound over layers, once per model and τ, within a flop budget);
 * :func:`box_pattern_table` — the patterns of a box's unstable neurons (≤ :data:`MAX_PATTERNS`).
@@ -47,6 +48,7 @@ __all__ = [
     "RegionMemo",
     "box_pattern_table",
     "global_pattern_table",
+    "global_table_applies",
     "stable_masks",
     "threshold_pattern_table",
 ]
@@ -224,10 +226,26 @@ _LOCK = threading.Lock()
 _GLOBAL: OrderedDict[tuple, PatternTable] = OrderedDict()
 
 
-def global_pattern_table(net: ReluNetwork, norms: Norms) -> PatternTable | None:
+_BOX_WORK: OrderedDict[tuple, int] = OrderedDict()
+
+
+def global_table_applies(net: ReluNetwork) -> bool:
+    """Does :func:`global_pattern_table` list this network's patterns (≤ MAX_GLOBAL_NEURONS of them)?"""
+    return net.n_hidden <= MAX_GLOBAL_NEURONS and len(net.weights) > 1
+
+
+def global_pattern_table(
+    net: ReluNetwork, norms: Norms, *, box_patterns: int | None = None
+) -> PatternTable | None:
     """All 2^n patterns of a network with n ≤ MAX_GLOBAL_NEURONS hidden neurons (memoised per model
-    hash and norms), else None. Its first norm bounds L over every box (and all of ℝ^d)."""
-    if net.n_hidden > MAX_GLOBAL_NEURONS or len(net.weights) == 1:
+    hash and norms), else None. Its first norm bounds L over every box (and all of ℝ^d).
+
+    ``box_patterns``: the size of the box's own table, which the caller uses instead when this
+    returns None. Then the global table is built only once the box tables of this model add up to
+    its 2^n patterns (and always when the box's table is too large to enumerate): one ball pays for
+    its own patterns, a model queried often gets the shared table, and neither pays more than twice
+    the cheaper choice (the ski-rental rule)."""
+    if not global_table_applies(net):
         return None
     key = (net.digest, norms)
     with _LOCK:
@@ -235,9 +253,17 @@ def global_pattern_table(net: ReluNetwork, norms: Norms) -> PatternTable | None:
         if hit is not None:
             _GLOBAL.move_to_end(key)
             return hit
+        if box_patterns is not None and box_patterns <= MAX_PATTERNS:
+            work = _BOX_WORK.pop(key, 0) + box_patterns
+            _BOX_WORK[key] = work
+            while len(_BOX_WORK) > 1024:
+                _BOX_WORK.popitem(last=False)
+            if work < (1 << net.n_hidden):
+                return None
     table = _table(net, np.arange(1 << net.n_hidden, dtype=np.int64), norms)
     with _LOCK:
         _GLOBAL[key] = table
+        _BOX_WORK.pop(key, None)
         while len(_GLOBAL) > 16:
             _GLOBAL.popitem(last=False)
     return table
