@@ -123,9 +123,10 @@ def inf_to_one_bnb(a: np.ndarray, *, max_nodes: int = DEFAULT_MAX_NODES) -> Sign
     best_s = _local_search(a, _starts(a))
     res = SignNorm(value=0.0, lower=0.0, exact=True, nodes=0)
     for j in range(search.depth - 1, -1, -1):  # Russian dolls: ‖A_{j:}‖ exactly, from the right
-        sub = a[:, j:]
-        start = best_s if j == 0 else _local_search(sub, np.vstack([best_s[None, j:], _starts(sub)]))
-        res = search.run(j, float(np.abs(sub @ start).sum()))
+        # a doll's incumbent: the incumbent's restriction, or the next doll's value (‖A_{j:}‖ ≥
+        # ‖A_{j+1:}‖ by convexity in s_j); only the whole matrix's must be a reached ‖A s‖₁
+        start = float(np.abs(a[:, j:] @ best_s[j:]).sum())
+        res = search.run(j, start if j == 0 else max(start, res.lower))
         if not res.exact:
             return res if j == 0 else _rest_bound(search, res, j, float(np.abs(a @ best_s).sum()))
         search.suffix[j] = res.value
