@@ -353,3 +353,27 @@ def test_the_plain_chain_reader_never_certifies_a_forward_it_does_not_compute() 
     patched.forward = lambda x: 2 * plain_forward(x) if x.abs().max() > 20 else plain_forward(x)
     with pytest.raises(UnsupportedNetworkError, match="forward set on the instance"):
         as_network(patched)
+
+
+def test_threads_bound_numpys_blas_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``threads`` limits the BLAS pool while the engine works, and the limit is lifted after."""
+    from threadpoolctl import threadpool_info
+
+    import privcore.lipschitz.engine as engine
+
+    def blas() -> list[int]:
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    seen: list[list[int]] = []
+    real = engine.sampled_lower_bound
+
+    def spy(*args: object, **kw: object) -> object:
+        seen.append(blas())
+        return real(*args, **kw)
+
+    monkeypatch.setattr(engine, "sampled_lower_bound", spy)
+    before = blas()
+    net = random_net(3, (4, 6, 3))
+    local_lipschitz(net, np.zeros(4), 0.3, threads=1)
+    assert seen and all(n == 1 for n in seen[0])
+    assert blas() == before

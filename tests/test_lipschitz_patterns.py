@@ -430,3 +430,29 @@ def test_a_new_threshold_uses_the_box_table_until_it_repeats(monkeypatch: pytest
         ref = mip_value(net, z, 0.1)
         assert decide_exact(net, z, 0.1, tau, **kw).passed == (ref <= tau)
     assert builds == [tau]  # the repeated threshold: built once, then shared
+
+
+def test_a_ball_uses_its_own_patterns_until_they_cost_the_global_table() -> None:
+    """Small balls enumerate their unstable neurons; the model's 2^n table comes once their tables
+    add up to it, and the values are the same either way."""
+    from privcore.lipschitz.pattern_search import pattern_value
+    from privcore.lipschitz.patterns import _GLOBAL, global_pattern_table
+
+    clear_pattern_tables()
+    net = random_net(11, (3, 7, 2))
+    rng = np.random.default_rng(12)
+    values, built_after = [], None
+    for i in range(80):
+        center = rng.standard_normal(3)
+        fwd = forward_bounds(net, *box_around(center, 0.5))
+        pv = pattern_value(net, center, 0.5, fwd, Norms())
+        assert pv is not None
+        values.append((center, pv.value))
+        if built_after is None and _GLOBAL:
+            built_after = i
+    assert built_after is not None and built_after > 0  # not built by the first ball
+    clear_pattern_tables()
+    for center, v in values[:5]:  # from the global table: the same values
+        fwd = forward_bounds(net, *box_around(center, 0.5))
+        assert global_pattern_table(net, Norms()) is not None
+        assert pattern_value(net, center, 0.5, fwd, Norms()).value == v

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from privcore.lipschitz.norms import MAX_EXACT_SIGN_DIM, Norms
+from privcore.lipschitz.norms import MAX_ENUMERATED_SIGN_DIM, Norms
 
 PAIRS = [Norms(input=i, output=o) for i in ("linf", "l1") for o in ("l1", "linf")]
 
@@ -54,15 +54,17 @@ def test_interval_norm_is_the_maximum_over_the_interval(norms: Norms) -> None:
         assert norms.of_interval(mid, np.zeros_like(rad)) == pytest.approx(norms.of(mid), rel=1e-12)
 
 
-def test_past_the_sign_enumeration_the_bounds_stay_upper_bounds() -> None:
+def test_past_the_sign_enumeration_the_norm_is_searched_not_refused() -> None:
     norms = Norms()
-    a = np.random.default_rng(2).standard_normal((MAX_EXACT_SIGN_DIM + 1, MAX_EXACT_SIGN_DIM + 2))
-    with pytest.raises(ValueError, match="exact ∞→1 norm needs"):
-        norms.of(a)
+    a = np.random.default_rng(2).standard_normal((MAX_ENUMERATED_SIGN_DIM + 1, MAX_ENUMERATED_SIGN_DIM + 2))
+    low, up = norms.bracket(a)
+    assert low == up == norms.of(a) == norms.upper(a)
     s = np.sign(np.random.default_rng(3).standard_normal((64, a.shape[1])))
     sampled = float(np.abs(a @ s.T).sum(axis=0).max())  # ‖A s‖₁ ≤ ‖A‖_{∞→1}
-    assert norms.upper(a) >= sampled
-    assert norms.of_interval(a, np.zeros_like(a)) >= sampled
+    assert norms.of(a) >= sampled
+    assert norms.of_interval(a, np.zeros_like(a)) == pytest.approx(norms.of(a), rel=1e-12)
+    stack = np.stack([a, 2.0 * a])
+    assert np.allclose(norms.of(stack), [norms.of(a), 2.0 * norms.of(a)], rtol=1e-12)
 
 
 @pytest.mark.parametrize(("field", "value"), [("input", "l2"), ("output", "inf")])

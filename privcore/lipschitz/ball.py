@@ -103,9 +103,17 @@ class Ball:
         return self.interval if pair is None else pair
 
     def closed_form(self) -> float:
-        """L itself when no neuron is unstable: the Jacobian is constant on the box."""
+        """L itself when no neuron is unstable (the Jacobian is constant on the box): exact, or a
+        certified upper bound where an ∞→1 search stopped early (:meth:`closed_form_bracket`)."""
+        return self.closed_form_bracket[1]
+
+    @cached_property
+    def closed_form_bracket(self) -> tuple[float, float]:
+        """``(lower, upper)`` on L when no neuron is unstable (:meth:`Norms.bracket` of the constant
+        Jacobian; equal ends unless an ∞→1 search stopped early)."""
         if self.n_unstable:
             raise ValueError(f"closed form needs a box with no unstable neuron, got {self.n_unstable}")
         pats = [self.fwd.active(i).astype(np.float64) for i in range(len(self.net.weights) - 1)]
         jac = self.net.jacobians(np.zeros((1, self.net.in_dim)), pats)[0]
-        return float(self.norms.of(jac))
+        low, up = self.norms.bracket(jac)
+        return float(low), float(up)

@@ -27,6 +27,8 @@ because every step is a monotone function of the box in floating point as well).
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +50,7 @@ __all__ = [
     "interval_upper_bound",
     "jacobian_norms",
     "nearest_sampled_violation",
+    "pattern_lower_norms",
     "sampled_lower_bound",
 ]
 
@@ -192,19 +195,55 @@ class LowerBound:
 _LOWER_DEFLATE = 1e-12
 
 
+#: (model, norms, pattern) → lower end of ‖J_D‖ (:meth:`Norms.bracket`): sampling and the searches
+#: evaluate the same few patterns of a ball again and again
+_PATTERN_NORMS: OrderedDict[tuple[str, Norms, bytes], float] = OrderedDict()
+_PATTERN_NORMS_SIZE = 1 << 16
+_PATTERN_LOCK = threading.Lock()
+
+
+def pattern_lower_norms(net: ReluNetwork, bits: np.ndarray, norms: Norms) -> np.ndarray:
+    """Per 0/1 pattern (rows of ``bits``, (n, n_hidden)): the lower end of ``‖J_D‖`` (the norm itself
+    unless its search stopped early), each distinct pattern evaluated once and memoised."""
+    if bits.shape[1] == 0:  # no hidden layer: one linear map
+        low = float(np.atleast_1d(norms.bracket(net.weights[0])[0])[0])
+        return np.full(bits.shape[0], low)
+    packed = np.packbits(bits.astype(bool), axis=1)
+    uniq, inverse = np.unique(packed, axis=0, return_inverse=True)
+    keys = [(net.digest, norms, u.tobytes()) for u in uniq]
+    vals = np.empty(uniq.shape[0])
+    with _PATTERN_LOCK:
+        hits = [_PATTERN_NORMS.get(key) for key in keys]
+    todo = [i for i, h in enumerate(hits) if h is None]
+    for i, h in enumerate(hits):
+        if h is not None:
+            vals[i] = h
+    if todo:
+        flat = np.unpackbits(uniq[todo], axis=1, count=bits.shape[1]).astype(np.float64)
+        jac = net.jacobians(np.zeros((len(todo), net.in_dim)), net.split_pattern(flat))
+        vals[todo] = np.atleast_1d(norms.bracket(jac)[0])
+        with _PATTERN_LOCK:
+            for i in todo:
+                _PATTERN_NORMS[keys[i]] = float(vals[i])
+            while len(_PATTERN_NORMS) > _PATTERN_NORMS_SIZE:
+                _PATTERN_NORMS.popitem(last=False)
+    return vals[inverse.reshape(-1)]
+
+
 def jacobian_norms(net: ReluNetwork, points: np.ndarray, norms: Norms) -> tuple[np.ndarray, np.ndarray]:
     """Jacobian norms at a batch of points, and a mask of the points where the network is
     affine in a neighbourhood (no pre-activation within rounding of 0), where the norm is a
-    certified lower bound on the local Lipschitz constant of any box containing the point."""
+    certified lower bound on the local Lipschitz constant of any box containing the point.
+    The Jacobian is constant on an activation region, so each distinct pattern's norm is computed
+    once (:func:`pattern_lower_norms`); where an ∞→1 search stopped early, its lower end."""
     pts = np.atleast_2d(np.asarray(points, dtype=np.float64))
     pre = net.preactivations(pts)
     strict = np.ones(pts.shape[0], dtype=bool)
     for z in pre:
         scale = 1e-9 * (1.0 + np.abs(z).max(axis=1, keepdims=True))
         strict &= np.all(np.abs(z) > scale, axis=1)
-    patterns = [(z > 0).astype(np.float64) for z in pre]
-    jac = net.jacobians(pts, patterns)
-    return np.atleast_1d(np.asarray(norms.of(jac), dtype=np.float64)), strict
+    bits = np.hstack([z > 0 for z in pre]) if pre else np.zeros((pts.shape[0], 0), dtype=bool)
+    return pattern_lower_norms(net, bits, norms), strict
 
 
 def sampled_lower_bound(

@@ -94,6 +94,7 @@ def box_pattern_search(
     on, off = stable_masks(forward_bounds(net, lo, hi))
     keep = table.consistent(on, off)
     codes, values = table.codes[keep], table.norms[keep]
+    lows = values if table.lower is None else table.lower[keep]
     first = net.hidden_widths[0]
     prefix_empty: dict[bytes, bool] = {}
     n_lps = 0
@@ -124,5 +125,7 @@ def box_pattern_search(
             meets, point = polytope_in_box(G[k], h[k], lo, hi)
             if not meets:
                 continue
-            return out(None if point is None else False, values[s0 + k], point, bits[k])
+            # a norm only bounded from above (its ∞→1 search stopped early) cannot fail the decision
+            failed = point is not None and lows[s0 + k] > threshold
+            return out(False if failed else None, values[s0 + k], point, bits[k])
     return out(True, threshold)

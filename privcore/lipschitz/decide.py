@@ -62,6 +62,7 @@ import numpy as np
 from privcore.errors import CertificationError
 from privcore.lipschitz.backends import SolveResult, solve
 from privcore.lipschitz.ball import Ball
+from privcore.lipschitz.blas import blas_threads
 from privcore.lipschitz.bounds import nearest_sampled_violation, sampled_lower_bound
 from privcore.lipschitz.milp import LipschitzMILP, build_milp
 from privcore.lipschitz.network import ReluNetwork
@@ -294,7 +295,7 @@ def _region_enumeration(q: _Query) -> Decision | None:
 def _sampled(q: _Query) -> Decision | None:
     if q.sampled.value > q.tau:
         return q.out(False, How.SAMPLED, upper=q.upper, **q.lower_kw)
-    if not q.ball.n_unstable and q.ball.closed_form() > q.tau:
+    if not q.ball.n_unstable and q.ball.closed_form_bracket[0] > q.tau:
         # one pattern on the whole box (its Jacobian, in float64, is L); sampling missed it only by
         # rounding at the centre
         return q.out(False, How.CLOSED_FORM, upper=q.upper, **q.lower_kw)
@@ -412,7 +413,7 @@ def decide_exact(
 ) -> Decision:
     """Exactly decide ``L(f, B(center, radius)) ≤ threshold`` by the chain of :data:`STEPS`
     (module docstring: which step runs when, and why each is sound). ``solver`` ("auto", "gurobi"
-    or "highs") and ``threads`` apply to the LPs and the MILP; ``time_limit`` bounds the whole
+    or "highs") and ``threads`` apply to the LPs, the MILP and numpy's BLAS; ``time_limit`` bounds the whole
     decision (the split step and bound tightening get at most half of it, each solver call what is
     left); ``use_lp=False``
     skips the two LP relaxations. ``steps`` runs only the named steps, still in chain order (to
@@ -430,10 +431,11 @@ def decide_exact(
     if math.isnan(tau):
         raise ValueError("threshold must be a real number, got nan")
     q = _Query(ball, tau, solver=solver, time_limit=time_limit, threads=threads, use_lp=use_lp)
-    for name, step in STEPS:
-        if steps is not None and name not in steps:
-            continue
-        dec = step(q)
-        if dec is not None:
-            return dec
+    with blas_threads(threads):
+        for name, step in STEPS:
+            if steps is not None and name not in steps:
+                continue
+            dec = step(q)
+            if dec is not None:
+                return dec
     raise CertificationError(f"none of the steps {tuple(steps or ())} settled L ≤ {tau:g}; nothing decided")

@@ -27,6 +27,7 @@ from typing import Any
 from privcore.errors import CertificationError
 from privcore.lipschitz.backends import SOLVERS, solve
 from privcore.lipschitz.ball import MAX_PREACTIVATION, MAX_RADIUS, Ball
+from privcore.lipschitz.blas import blas_threads
 from privcore.lipschitz.bounds import sampled_lower_bound
 from privcore.lipschitz.decide import MIP_GAP, Decision, decide_exact
 from privcore.lipschitz.decide import TIGHTEN_MIN_UNSTABLE as TIGHTEN_MIN_UNSTABLE
@@ -178,7 +179,8 @@ def local_lipschitz(
     ``net`` is a torch module made of Linear and ReLU layers (anything else is refused) or a
     :class:`~privcore.lipschitz.network.ReluNetwork`. ``solver`` is "auto" (Gurobi when the
     model fits its licence, else HiGHS), "gurobi" or "highs"; with "auto" a network with no
-    unstable neuron on the box is answered in closed form without a solver.
+    unstable neuron on the box is answered in closed form without a solver. ``threads`` bounds the
+    solvers' threads and numpy's BLAS threads (:func:`~privcore.lipschitz.blas.blas_threads`).
     """
     start = time.perf_counter()
     check_choice("certifier", certifier, CERTIFIERS)
@@ -187,6 +189,16 @@ def local_lipschitz(
         time_limit = check_positive("time_limit", time_limit)
     if threads is not None:
         threads = check_int("threads", threads, minimum=1)
+    with blas_threads(threads):
+        return _local_lipschitz(net, center, radius, input_norm=input_norm, output_norm=output_norm,
+                                solver=solver, time_limit=time_limit, certifier=certifier, threads=threads,
+                                start=start)
+
+
+def _local_lipschitz(
+    net: Any, center: Any, radius: float, *, input_norm: str, output_norm: str, solver: str,
+    time_limit: float | None, certifier: str, threads: int | None, start: float,
+) -> Certificate:
     ball = Ball.of(net, center, radius, input_norm=input_norm, output_norm=output_norm)
     net, c, r, fwd, interval = ball.net, ball.center, ball.radius, ball.fwd, ball.interval
     norms = ball.norms
@@ -205,13 +217,15 @@ def local_lipschitz(
         return done(upper=min(ball.relaxed_interval, global_bound(net, **norms.kwargs)), lower=lower.value,
                     exact=True, solver="interval", status="optimal", argmax=argmax)
     if fwd.n_unstable == 0 and solver == "auto":
-        value = ball.closed_form()
-        return done(upper=value, lower=min(lower.value, value), exact=True, solver="closed-form",
-                    status="optimal", argmax=argmax)
+        low, value = ball.closed_form_bracket
+        return done(upper=value, lower=min(max(lower.value, low), value), exact=low == value,
+                    solver="closed-form", status="optimal" if low == value else "node-limit", argmax=argmax)
     if certifier == "exact" and solver in ("auto", "enumeration"):
         pv = pattern_value(net, c, r, fwd, norms)
         if pv is not None:
-            return done(upper=pv.value, lower=pv.value, exact=True, solver="enumeration", status="optimal",
+            exact = pv.lower == pv.value
+            return done(upper=pv.value, lower=max(pv.lower, min(lower.value, pv.value)), exact=exact,
+                        solver="enumeration", status="optimal" if exact else "node-limit",
                         argmax=tuple(float(v) for v in pv.point))
         if solver == "enumeration":
             raise ValueError(

@@ -9,7 +9,13 @@ takes that value.
 Every norm here is ``‖A‖_{p→q} = max cᵀ A s`` over the vertices ``s`` of the input unit ball and
 ``c`` of the dual output ball (:meth:`Norms.dual_vertices`): ℓ1→ℓ1 is the largest column ℓ1 norm,
 ℓ∞→ℓ∞ the largest row ℓ1 norm, ℓ1→ℓ∞ the largest |a_ij|, and ℓ∞→ℓ1 a maximum over sign vectors
-(NP-hard in general; exact here by enumerating the smaller side up to :data:`MAX_EXACT_SIGN_DIM`).
+(NP-hard in general: the smaller side's sign vectors are enumerated up to
+:data:`MAX_ENUMERATED_SIGN_DIM`, past it searched by branch and bound, :mod:`~privcore.lipschitz.sign_norm`).
+
+Floating point: a value is ``max ‖A s‖₁`` over sign vectors evaluated in float64, as a witness's
+norm is; the branch and bound also reports how far it got. Where it stops at its node limit,
+:meth:`Norms.of` is a certified upper bound (rounding margin included) and :meth:`Norms.bracket`
+says so: its lower end, the best ``‖A s‖₁`` found, is what a lower bound or a witness may use.
 """
 
 from __future__ import annotations
@@ -19,14 +25,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privcore.lipschitz.sign_norm import inf_to_one_bnb
 from privcore.validation import check_choice
 
-__all__ = ["DEFAULT_NORMS", "INPUT_NORMS", "MAX_EXACT_SIGN_DIM", "OUTPUT_NORMS", "Norms", "operator_norm"]
+__all__ = [
+    "DEFAULT_NORMS", "INPUT_NORMS", "MAX_ENUMERATED_SIGN_DIM", "OUTPUT_NORMS", "Norms", "operator_norm",
+]
 
 INPUT_NORMS = ("linf", "l1")
 OUTPUT_NORMS = ("l1", "linf")
-#: ∞→1 norms are computed exactly by enumerating sign vectors of the smaller side up to this size.
-MAX_EXACT_SIGN_DIM = 20
+#: ∞→1 norms enumerate the sign vectors of the smaller side up to this size (one matrix product for
+#: a whole stack), and search them by branch and bound past it (bench/inf_to_one.py: the crossover)
+MAX_ENUMERATED_SIGN_DIM = 18
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,8 +57,21 @@ class Norms:
         return {"input_norm": self.input, "output_norm": self.output}
 
     def of(self, a: np.ndarray) -> float | np.ndarray:
-        """Exact ``‖A‖_{p→q}`` of a matrix ``(m, d)`` or a stack ``(..., m, d)``."""
+        """``‖A‖_{p→q}`` of a matrix ``(m, d)`` or a stack ``(..., m, d)``: exact, or for an ∞→1 norm
+        whose branch and bound hit its node limit a certified upper bound (:meth:`bracket`)."""
+        return self.bracket(a)[1]
+
+    def bracket(self, a: np.ndarray) -> tuple[float | np.ndarray, float | np.ndarray]:
+        """``(lower, upper)`` with ``lower ≤ ‖A‖_{p→q} ≤ upper``: equal where the norm is exact; the lower
+        end is ``‖A s‖₁`` at a sign vector found (what witnesses and lower bounds use)."""
         a = np.asarray(a, dtype=np.float64)
+        if (self.input, self.output) == ("linf", "l1") and a.shape[-1] and a.shape[-2]:
+            low, res = _inf_to_one(a)
+            return (float(low), float(res)) if np.ndim(res) == 0 else (low, res)
+        res = self._simple(a)
+        return res, res
+
+    def _simple(self, a: np.ndarray) -> float | np.ndarray:
         if a.shape[-1] == 0 or a.shape[-2] == 0:
             res = np.zeros(a.shape[:-2])
         elif (self.input, self.output) == ("l1", "l1"):
@@ -57,31 +80,24 @@ class Norms:
             res = np.abs(a).sum(axis=-1).max(axis=-1)
         elif (self.input, self.output) == ("l1", "linf"):
             res = np.abs(a).max(axis=(-1, -2))
-        else:
-            res = _inf_to_one(a)
         return float(res) if np.ndim(res) == 0 else res
 
     def upper(self, a: np.ndarray) -> float:
-        """``‖A‖_{p→q}``, or ``Σ|a_ij|`` (a valid ∞→1 upper bound) where the exact ∞→1 norm is too costly."""
-        if self._sign_enumeration_too_big(np.shape(a)):
-            return float(np.abs(a).sum())
+        """A certified upper bound on ``‖A‖_{p→q}`` of one matrix (:meth:`of`)."""
         return float(self.of(a))
 
     def of_interval(self, mid: np.ndarray, rad: np.ndarray) -> float | np.ndarray:
         """``max ‖J‖_{p→q}`` over the interval matrix ``J ∈ [mid − rad, mid + rad]`` (shape ``(..., m, d)``).
 
         For a fixed dual pair (c, s) the maximum over the box is attained entrywise, so for ∞→1 it is
-        ``‖mid‖_{∞→1} + Σ rad`` — exact, not a further relaxation (``Σ(|mid| + rad)`` past
-        :data:`MAX_EXACT_SIGN_DIM`)."""
+        ``‖mid‖_{∞→1} + Σ rad`` — exact, not a further relaxation (an upper bound where ``‖mid‖``'s
+        search stops at its node limit)."""
         mid, rad = np.asarray(mid, dtype=np.float64), np.asarray(rad, dtype=np.float64)
         absmax = np.abs(mid) + rad
         if mid.shape[-1] == 0 or mid.shape[-2] == 0:
             res = np.zeros(mid.shape[:-2])
         elif (self.input, self.output) == ("linf", "l1"):
-            if self._sign_enumeration_too_big(mid.shape):
-                res = absmax.sum(axis=(-1, -2))
-            else:
-                res = _inf_to_one(mid) + rad.sum(axis=(-1, -2))
+            res = _inf_to_one(mid)[1] + rad.sum(axis=(-1, -2))
         elif (self.input, self.output) == ("linf", "linf"):  # max over outputs of Σ_j |J_kj|
             res = absmax.sum(axis=-1).max(axis=-1)
         elif (self.input, self.output) == ("l1", "l1"):  # max over inputs of Σ_k |J_kj|
@@ -118,9 +134,6 @@ class Norms:
             return S, np.vstack([half, -half])
         return S, np.vstack([np.eye(out_dim), -np.eye(out_dim)])
 
-    def _sign_enumeration_too_big(self, shape: tuple[int, ...]) -> bool:
-        return (self.input, self.output) == ("linf", "l1") and min(shape[-2:]) > MAX_EXACT_SIGN_DIM
-
 
 #: ℓ∞ → ℓ1, the product's norm pair (docs/DESIGN.md)
 DEFAULT_NORMS = Norms()
@@ -144,13 +157,15 @@ def _sign_vectors(n: int) -> np.ndarray:
     return out
 
 
-def _inf_to_one(a: np.ndarray) -> np.ndarray:
-    """Exact ``‖A‖_{∞→1} = max_{s ∈ {±1}^d} ‖A s‖₁`` for a stack of matrices ``(..., m, d)``."""
+def _inf_to_one(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(lower, upper)`` on ``‖A‖_{∞→1} = max_{s ∈ {±1}^d} ‖A s‖₁`` for a stack ``(..., m, d)``: the
+    enumeration (equal ends) up to :data:`MAX_ENUMERATED_SIGN_DIM`, else the branch and bound."""
     m, d = a.shape[-2:]
-    if min(m, d) > MAX_EXACT_SIGN_DIM:
-        raise ValueError(
-            f"exact ∞→1 norm needs min(rows, cols) ≤ {MAX_EXACT_SIGN_DIM}, got a {m}×{d} matrix"
-        )
+    if min(m, d) > MAX_ENUMERATED_SIGN_DIM:
+        flat = a.reshape(-1, m, d)
+        res = [inf_to_one_bnb(x) for x in flat]
+        low = np.array([r.lower for r in res]).reshape(a.shape[:-2])
+        return low, np.array([r.value for r in res]).reshape(a.shape[:-2])
     if m < d:  # ‖A‖_{∞→1} = ‖Aᵀ‖_{∞→1}: enumerate over the smaller side
         a = np.swapaxes(a, -1, -2)
     lead = a.shape[:-2]
@@ -164,4 +179,5 @@ def _inf_to_one(a: np.ndarray) -> np.ndarray:
         prod = block.reshape(-1, k) @ signs  # one GEMM: (n·rows, 2^(k-1))
         np.abs(prod, out=prod)
         out[s : s + step] = prod.reshape(block.shape[0], rows, -1).sum(axis=1).max(axis=1)
-    return out.reshape(lead)
+    out = out.reshape(lead)
+    return out, out

@@ -34,6 +34,7 @@ from privcore.lipschitz.patterns import (
     RegionMemo,
     box_pattern_table,
     global_pattern_table,
+    global_table_applies,
     stable_masks,
 )
 from privcore.lipschitz.regions import (
@@ -236,7 +237,8 @@ def in_table_domain(center: np.ndarray, radius: float) -> bool:
 def _table_for(
     net: ReluNetwork, fwd: ForwardBounds, norms: Norms, threshold: float | None = None, realised: bool = True
 ) -> PatternTable | None:
-    """The global table (small networks); for a decision at ``threshold`` the patterns above it,
+    """The global table (small networks, once their balls' own tables have cost as much:
+    :func:`global_pattern_table`); for a decision at ``threshold`` the patterns above it,
     with their lazily resolved regions (computed once per model and threshold, then shared by every
     box; only when ``realised``, i.e. the box is inside :data:`TABLE_DOMAIN`); else the table of the
     box's unstable neurons.
@@ -248,8 +250,9 @@ def _table_for(
     then a box that can be enumerated uses its own table, unless a threshold table is already in
     this process's memory. Both are certified (the box's table is a superset of what the box
     realises), so only the cost differs."""
-    table = global_pattern_table(net, norms)
-    shared = table is None and threshold is not None and realised and len(net.weights) > 2
+    table = global_pattern_table(net, norms, box_patterns=1 << min(fwd.n_unstable, 62))
+    shared = (table is None and not global_table_applies(net) and threshold is not None and realised
+              and len(net.weights) > 2)
     if shared:
         due = threshold_table_due(net, threshold, norms)
         table = realised_pattern_table(net, threshold, norms, build=due)
@@ -312,8 +315,10 @@ def pattern_decide(
         hit = _distance_lp(scr.G[pos], scr.h[pos], center, radius)
         if hit is not None:
             k = int(scr.idx[pos])
+            if cand.lower_norm(k) <= threshold:  # only an upper bound is known above τ: undecided
+                return None
             pattern = to_bits(codes[k : k + 1], table.n_hidden)[0]
-            return PatternResult(passed=False, value=None, upper=top, lower=float(values[k]),
+            return PatternResult(passed=False, value=None, upper=top, lower=cand.lower_norm(k),
                                  lower_radius=hit[0], n_lps=count, pattern=pattern, point=hit[1])
     upper = float(values[above]) if above < values.size else table.rest
     return PatternResult(passed=True, value=None, upper=upper, lower=0.0, lower_radius=0.0, n_lps=count)
@@ -329,7 +334,8 @@ def pattern_value(
     max_lps: int = 512,
 ) -> PatternResult | None:
     """Exact ``L(f, B(center, radius))``: the first consistent pattern, in decreasing norm, whose
-    region meets the box; None if the enumeration does not apply or needs over ``max_lps`` LPs."""
+    region meets the box; None if the enumeration does not apply or needs over ``max_lps`` LPs.
+    ``lower`` < ``value`` only where that pattern's ∞→1 search stopped early (then not exact)."""
     table = _table_for(net, fwd, norms)
     if table is None:
         return None
@@ -346,8 +352,8 @@ def pattern_value(
             if hit is not None:
                 v = float(values[k])
                 pattern = to_bits(codes[k : k + 1], table.n_hidden)[0]
-                return PatternResult(passed=None, value=v, upper=v, lower=v, lower_radius=hit[0], n_lps=n_lps,
-                                     pattern=pattern, point=hit[1])
+                return PatternResult(passed=None, value=v, upper=v, lower=cand.lower_norm(k),
+                                     lower_radius=hit[0], n_lps=n_lps, pattern=pattern, point=hit[1])
     return None
 
 
@@ -416,7 +422,9 @@ def pattern_nearest_violation(
         hit = _distance_lp(scr.G[pos], scr.h[pos], center, best)
         if hit is not None and (found is None or hit[0] < found[0]):
             k = int(scr.idx[pos])
-            found = (hit[0], float(values[k]), to_bits(codes[k : k + 1], table.n_hidden)[0], hit[1])
+            if cand.lower_norm(k) <= threshold:  # only an upper bound is known above τ: undecided
+                return None
+            found = (hit[0], cand.lower_norm(k), to_bits(codes[k : k + 1], table.n_hidden)[0], hit[1])
             best = hit[0]
             rest = np.flatnonzero(alive[pos + 1 :] & (scr.lower[pos + 1 :] <= best)) + pos + 1
             alive[rest] = ~scr.refuted(rest, center, best)

@@ -38,6 +38,7 @@ from privcore._inflight import MISSING, InFlight
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.norms import DEFAULT_NORMS, Norms
 from privcore.lipschitz.patterns import (
+    _BOX_WORK,
     _CHUNK,
     _GLOBAL,
     _LOCK,
@@ -106,7 +107,8 @@ def realised_pattern_table(
         table = None
         if above is not None:
             table = PatternTable(codes=above.codes, norms=above.norms, n_hidden=above.n_hidden,
-                                 floor=above.floor, regions=RegionMemo(above.codes.size, net.in_dim, key=key))
+                                 floor=above.floor, regions=RegionMemo(above.codes.size, net.in_dim, key=key),
+                                 lower=above.lower)
             load_certificates(net, table)
         with _LOCK:
             table = _REALISED.setdefault(key, table)
@@ -196,6 +198,7 @@ def clear_pattern_tables() -> None:
     """Forget every pattern table held in memory (stored certificates stay where they are)."""
     with _LOCK:
         _GLOBAL.clear()
+        _BOX_WORK.clear()
         _THRESHOLD.clear()
         _REALISED.clear()
         _LOOKUPS.clear()

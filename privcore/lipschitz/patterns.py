@@ -5,7 +5,8 @@ The value LipMIP computes (Jordan & Dimakis 2020, Thm. 3.2; brute force in tests
 ``J_D = W_L D_{L−1} W_{L−1} … D_1 W_1``. For the paper's obfuscators (latent 8, one or two hidden
 layers of 8–10 neurons) there are few enough patterns to list them, sorted by norm:
 
-* :func:`global_pattern_table` — all 2^n patterns (n ≤ :data:`MAX_GLOBAL_NEURONS`), once per model;
+* :func:`global_pattern_table` — all 2^n patterns (n ≤ :data:`MAX_GLOBAL_NEURONS`), once per model
+  (for a ball, once its own tables have cost as much);
 * :func:`threshold_pattern_table` — for a decision "L ≤ τ?" on a net too wide for that, only the
   patterns with norm > τ (branch and bound over layers, once per model and τ, within a flop budget);
 * :func:`box_pattern_table` — the patterns of a box's unstable neurons (≤ :data:`MAX_PATTERNS`).
@@ -47,6 +48,7 @@ __all__ = [
     "RegionMemo",
     "box_pattern_table",
     "global_pattern_table",
+    "global_table_applies",
     "stable_masks",
     "threshold_pattern_table",
 ]
@@ -145,6 +147,14 @@ class PatternTable:
     regions: RegionMemo | None = None
     #: positions of these patterns in ``regions`` (None: 0, 1, 2, …)
     index: np.ndarray | None = None
+    #: per pattern, the lower end of its norm where an ∞→1 search stopped early and ``norms`` is only
+    #: an upper bound (:meth:`~privcore.lipschitz.norms.Norms.bracket`); None: every norm is exact
+    lower: np.ndarray | None = None
+
+    def lower_norm(self, k: int) -> float:
+        """A certified lower bound on pattern ``k``'s norm (the norm itself when exact): what a
+        witness or a failed decision may use."""
+        return float(self.norms[k] if self.lower is None else self.lower[k])
 
     @property
     def positions(self) -> np.ndarray:
@@ -169,7 +179,8 @@ class PatternTable:
     def subset(self, idx: np.ndarray) -> PatternTable:
         """The patterns ``idx`` (in that order), sharing the region memo."""
         return PatternTable(codes=self.codes[idx], norms=self.norms[idx], n_hidden=self.n_hidden,
-                            floor=self.floor, regions=self.regions, index=self.positions[idx])
+                            floor=self.floor, regions=self.regions, index=self.positions[idx],
+                            lower=None if self.lower is None else self.lower[idx])
 
     @property
     def rest(self) -> float:
@@ -184,11 +195,16 @@ class PatternTable:
         return mask
 
 
-def _norm_values(jac: np.ndarray, norms: Norms) -> np.ndarray:
-    out = np.empty(jac.shape[0])
+def _norm_values(jac: np.ndarray, norms: Norms) -> tuple[np.ndarray, np.ndarray]:
+    """``(lower, upper)`` ends of each Jacobian's norm (:meth:`Norms.bracket`)."""
+    low, up = np.empty(jac.shape[0]), np.empty(jac.shape[0])
     for s in range(0, jac.shape[0], _CHUNK):
-        out[s : s + _CHUNK] = norms.of(jac[s : s + _CHUNK])
-    return out
+        low[s : s + _CHUNK], up[s : s + _CHUNK] = norms.bracket(jac[s : s + _CHUNK])
+    return low, up
+
+
+def _lower_or_none(low: np.ndarray, up: np.ndarray) -> np.ndarray | None:
+    return None if np.array_equal(low, up) else low
 
 
 def _jacobians_of_codes(net: ReluNetwork, codes: np.ndarray) -> np.ndarray:
@@ -197,22 +213,39 @@ def _jacobians_of_codes(net: ReluNetwork, codes: np.ndarray) -> np.ndarray:
 
 
 def _table(net: ReluNetwork, codes: np.ndarray, norms: Norms) -> PatternTable:
-    values = np.empty(codes.shape[0])
+    values, low = np.empty(codes.shape[0]), np.empty(codes.shape[0])
     for s in range(0, codes.shape[0], _CHUNK):
         jac = _jacobians_of_codes(net, codes[s : s + _CHUNK])
-        values[s : s + _CHUNK] = _norm_values(jac, norms)
+        low[s : s + _CHUNK], values[s : s + _CHUNK] = _norm_values(jac, norms)
     order = np.argsort(-values, kind="stable")
-    return PatternTable(codes=codes[order], norms=values[order], n_hidden=net.n_hidden)
+    return PatternTable(codes=codes[order], norms=values[order], n_hidden=net.n_hidden,
+                        lower=_lower_or_none(low[order], values[order]))
 
 
 _LOCK = threading.Lock()
 _GLOBAL: OrderedDict[tuple, PatternTable] = OrderedDict()
 
 
-def global_pattern_table(net: ReluNetwork, norms: Norms) -> PatternTable | None:
+_BOX_WORK: OrderedDict[tuple, int] = OrderedDict()
+
+
+def global_table_applies(net: ReluNetwork) -> bool:
+    """Does :func:`global_pattern_table` list this network's patterns (≤ MAX_GLOBAL_NEURONS of them)?"""
+    return net.n_hidden <= MAX_GLOBAL_NEURONS and len(net.weights) > 1
+
+
+def global_pattern_table(
+    net: ReluNetwork, norms: Norms, *, box_patterns: int | None = None
+) -> PatternTable | None:
     """All 2^n patterns of a network with n ≤ MAX_GLOBAL_NEURONS hidden neurons (memoised per model
-    hash and norms), else None. Its first norm bounds L over every box (and all of ℝ^d)."""
-    if net.n_hidden > MAX_GLOBAL_NEURONS or len(net.weights) == 1:
+    hash and norms), else None. Its first norm bounds L over every box (and all of ℝ^d).
+
+    ``box_patterns``: the size of the box's own table, which the caller uses instead when this
+    returns None. Then the global table is built only once the box tables of this model add up to
+    its 2^n patterns (and always when the box's table is too large to enumerate): one ball pays for
+    its own patterns, a model queried often gets the shared table, and neither pays more than twice
+    the cheaper choice (the ski-rental rule)."""
+    if not global_table_applies(net):
         return None
     key = (net.digest, norms)
     with _LOCK:
@@ -220,9 +253,17 @@ def global_pattern_table(net: ReluNetwork, norms: Norms) -> PatternTable | None:
         if hit is not None:
             _GLOBAL.move_to_end(key)
             return hit
+        if box_patterns is not None and box_patterns <= MAX_PATTERNS:
+            work = _BOX_WORK.pop(key, 0) + box_patterns
+            _BOX_WORK[key] = work
+            while len(_BOX_WORK) > 1024:
+                _BOX_WORK.popitem(last=False)
+            if work < (1 << net.n_hidden):
+                return None
     table = _table(net, np.arange(1 << net.n_hidden, dtype=np.int64), norms)
     with _LOCK:
         _GLOBAL[key] = table
+        _BOX_WORK.pop(key, None)
         while len(_GLOBAL) > 16:
             _GLOBAL.popitem(last=False)
     return table
@@ -312,7 +353,7 @@ def _threshold_table(net: ReluNetwork, threshold: float, norms: Norms) -> Patter
     M = net.weights[0][None, :, :]  # pre-activation Jacobian of hidden layer 0, no pattern fixed yet
     keep = _completion_bound(net, 0, M, norms) > threshold
     codes, M = codes[keep], M[keep]
-    values = np.empty(0)
+    values, lows = np.empty(0), np.empty(0)
     for i, width in enumerate(widths):
         bits = to_bits(np.arange(1 << width, dtype=np.int64), width)
         pcodes = layer_codes(width, net.hidden_offsets[i], n)
@@ -323,7 +364,7 @@ def _threshold_table(net: ReluNetwork, threshold: float, norms: Norms) -> Patter
             MAX_THRESHOLD_FLOPS
         ):
             return None
-        new_codes, new_M, new_vals = [], [], []
+        new_codes, new_M, new_vals, new_lows = [], [], [], []
         step = max(1, _CHUNK * 8 // bits.shape[0])
         for s0 in range(0, codes.size, step):
             Mc = M[s0 : s0 + step]
@@ -334,25 +375,28 @@ def _threshold_table(net: ReluNetwork, threshold: float, norms: Norms) -> Patter
                 # Σ|J_ij| bounds each of the four operator norms: only the patterns it does not
                 # already put ≤ threshold (with a margin far above rounding) get the exact norm
                 vals = np.full(nxt.shape[0], -np.inf)
+                low = vals.copy()
                 maybe = np.abs(nxt).sum(axis=(1, 2)) * (1.0 + 1e-9) > threshold
-                vals[maybe] = _norm_values(nxt[maybe], norms)
+                low[maybe], vals[maybe] = _norm_values(nxt[maybe], norms)
             else:
-                vals = _completion_bound(net, i + 1, nxt, norms)
+                vals = low = _completion_bound(net, i + 1, nxt, norms)
             sel = vals > threshold
             new_codes.append(cc[sel])
             new_vals.append(vals[sel])
+            new_lows.append(low[sel])
             if not last:
                 new_M.append(nxt[sel])
         codes = np.concatenate(new_codes) if new_codes else np.zeros(0, dtype=code_dtype(n))
         values = np.concatenate(new_vals) if new_vals else np.zeros(0)
+        lows = np.concatenate(new_lows) if new_lows else np.zeros(0)
         if not last:
             M = np.concatenate(new_M) if new_M else np.zeros((0, widths[i + 1], net.in_dim))
         if codes.size == 0:
-            values = np.zeros(0)
+            values = lows = np.zeros(0)
             break
     order = np.argsort(-values, kind="stable")
     return PatternTable(codes=codes[order], norms=values[order], n_hidden=net.n_hidden,
-                        floor=float(threshold))
+                        floor=float(threshold), lower=_lower_or_none(lows[order], values[order]))
 
 
 def stable_masks(fwd: ForwardBounds) -> tuple[np.ndarray, np.ndarray]:

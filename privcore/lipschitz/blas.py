@@ -1,0 +1,51 @@
+"""BLAS threads of the engine's numpy work: a query's ``threads`` bounds them as it bounds the solvers'.
+
+OpenBLAS starts one thread per core for every product, also for the engine's small matrices; on a
+shared machine they only spin against the other workers (docs/ENGINE.md). threadpoolctl's limits
+are process-wide, so nested and concurrent queries share one limit, set by the first to enter and
+restored by the last to leave (the smallest ``threads`` among them while they overlap would need a
+per-thread BLAS, which OpenBLAS does not have).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["blas_threads"]
+
+_LOCK = threading.Lock()
+_STATE: dict[str, Any] = {"depth": 0, "limit": None, "controller": None, "modules": -1}
+
+
+def _controller() -> Any:
+    """One ThreadpoolController (scanning the loaded libraries costs about a millisecond), rebuilt
+    when modules were imported since (one may have loaded another BLAS)."""
+    from threadpoolctl import ThreadpoolController
+
+    if _STATE["controller"] is None or _STATE["modules"] != len(sys.modules):
+        _STATE["controller"], _STATE["modules"] = ThreadpoolController(), len(sys.modules)
+    return _STATE["controller"]
+
+
+@contextmanager
+def blas_threads(threads: int | None) -> Iterator[None]:
+    """At most ``threads`` BLAS threads while the block runs (None: leave them as they are)."""
+    if threads is None:
+        yield
+        return
+    with _LOCK:
+        if _STATE["depth"] == 0:
+            _STATE["limit"] = _controller().limit(limits=int(threads), user_api="blas")
+        _STATE["depth"] += 1
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _STATE["depth"] -= 1
+            if _STATE["depth"] == 0:
+                _STATE["limit"].restore_original_limits()
+                _STATE["limit"] = None
