@@ -42,7 +42,8 @@ def test_live_accuracy_is_memoised_states_its_split_and_warns_near_chance() -> N
     target = mech.load(dataset="digits", model=None, models_dir=None)
     low = live_accuracy(mech, target, mech.setting(epsilon=0.01), dataset="digits", model="m", n=100)
     assert low is live_accuracy(mech, target, mech.setting(epsilon=0.01), dataset="digits", model="m", n=100)
-    assert low.near_chance and low.chance == pytest.approx(0.1) and "n = 100 test images × 3 draws" in low.text()
+    assert low.near_chance and low.chance == pytest.approx(0.1)
+    assert "n = 100 test images × 3 draws" in low.text()
     high = live_accuracy(mech, target, mech.setting(epsilon=100.0), dataset="digits", model="m", n=100)
     assert high.accuracy > low.accuracy and not high.near_chance
 
