@@ -7,6 +7,7 @@ every CSV: ``data/results/README.md``. Our numbers beside the papers': ``docs/RE
 ============  ==================================================================================
 ``table1``    posthoc paper Table 1: eight obfuscators under PTR, accuracy and release rate
 ``table1-global``  Table 1's obfuscators under the certified global mechanism, all test images
+``mechanisms``  the never-⊥ posthoc mechanisms at equal total (ε, δ): chosen on validation, test once
 ``table2``    posthoc paper Table 2: LDP-Image, LDP-Embedding and the adversarial pipeline
 ``attack``    posthoc paper Tables 3–6: reconstruction attack, SSIM / ℓ1 / ℓ2 / PSNR over (R, ε)
 ``fig2``      posthoc paper Fig. 2: local Lipschitz constant against the ARL weight α
@@ -66,6 +67,7 @@ EXPERIMENTS: dict[str, str] = {
     "table2": "table2",
     "table1": "table1",
     "table1-global": "table1_global",
+    "mechanisms": "mechanisms",
     "attack": "attack",
     "calibration": "calibration",
     "select": "select",
