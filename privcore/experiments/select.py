@@ -44,7 +44,7 @@ from privcore.experiments.ptr_common import (
 )
 from privcore.experiments.runner import RunContext, save_figure
 from privcore.experiments.seeds import row_seed
-from privcore.experiments.select_models import (
+from privcore.train.ensure import (
     ensure_classifier,
     ensure_delta_p,
     ensure_embedder,

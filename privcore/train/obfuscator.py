@@ -198,8 +198,8 @@ def train_obfuscator(
     spec = get_spec(ds.name)
     box = None
     if recipe.noise and recipe.noise_mode == "global" and recipe.noise_box_samples:
-        from privcore.global_cli import DEFAULT_MARGIN
         from privcore.lipschitz.global_box import ClipBox
+        from privcore.train.global_card import DEFAULT_MARGIN
 
         # the box the global mechanism will clip to (the training embeddings' range plus its margin)
         clip = ClipBox.from_points(z_tr.double().cpu().numpy(), margin=DEFAULT_MARGIN)
