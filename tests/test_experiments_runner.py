@@ -187,8 +187,8 @@ def test_a_recalibrated_told_scale_map_invalidates_table_rows(tmp_path) -> None:
     config (and with it every cached row) must change."""
     import shutil
 
+    from privcore.models.pipeline import default_models_dir
     from privcore.nets.checkpoint import read_card, update_card
-    from privcore.pipeline import default_models_dir
 
     src = default_models_dir() / "digits"
     dst = tmp_path / "models" / "digits"

@@ -158,8 +158,8 @@ def run(ctx: RunContext) -> Any:
     """Validation-only choice of obfuscator and classifier schedule for the global mechanism."""
     from privcore.data import load_dataset, validation_split
     from privcore.experiments.select import _with_classifier
+    from privcore.models.pipeline import load_pipeline
     from privcore.nets.checkpoint import read_card
-    from privcore.pipeline import load_pipeline
     from privcore.train.global_card import write_global_constant
     from privcore.train.recipes import embedder_recipe, obfuscator_recipe, release_classifier_recipe
 

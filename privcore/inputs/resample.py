@@ -1,6 +1,6 @@
 """From decoded pixels to the model's input, strip by strip: values in [0, 1], alpha over the
 background, colour ↔ grey, and padding to a square plus resizing as one linear map with Pillow's own
-resampling coefficients (see :mod:`privcore.images` for the conversions and why)."""
+resampling coefficients (see :mod:`privcore.inputs.images` for the conversions and why)."""
 
 from __future__ import annotations
 

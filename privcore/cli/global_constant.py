@@ -36,7 +36,7 @@ VARIANTS = typer.Option(
 
 
 def _stems(models_dir: Path | None, dataset: str, variants: list[str]) -> list[Path]:
-    from privcore.pipeline import default_models_dir
+    from privcore.models.pipeline import default_models_dir
 
     folder = (Path(models_dir) if models_dir is not None else default_models_dir()) / dataset
     if variants == ["all"]:

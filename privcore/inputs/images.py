@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from privcore.image_formats import jpeg_size, png_header, sniff
-from privcore.image_resample import STRIP_BYTES, raw_pixels, resample
+from privcore.inputs.formats import jpeg_size, png_header, sniff
+from privcore.inputs.resample import STRIP_BYTES, raw_pixels, resample
 from privcore.validation import check_bool, check_in_range, check_int
 
 if TYPE_CHECKING:  # torch is imported where a tensor is made: a page that decodes nothing never loads it
