@@ -1,4 +1,4 @@
-"""The certified global mechanism: release f(clip z) + Lap(G·R/ε), pure (ε, 0, R), never ⊥ (issue 31).
+"""The certified global mechanism: release f(clip z) + Lap(G·R/ε), pure (ε, 0, R), never ⊥.
 
 Why it is private. Let B = [lower, upper] be a public box, fixed before any private input (the
 training embeddings' range plus a margin, recorded in the model's card), and G ≥ sup over B of
