@@ -1,7 +1,7 @@
 """Accountant: this session's releases composed per image and per neighbourhood relation, with the
 worst case (basic composition, IP paper Prop. 2; ℓp balls compared by ‖·‖∞ ≤ ‖·‖₂ ≤ ‖·‖₁), and
 calculators for chaining and group privacy, each with the formula used (IP paper Props 2–4; Vadhan
-2017, Lemma 2.2). Widgets and layout only: every number comes from privcore.accounting."""
+2017, Lemma 2.2). Widgets and layout only: every number comes from privcore.mechanisms.accounting."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import math
 import pandas as pd
 import streamlit as st
 
-from privcore.accounting import basic_composition, chaining, chaining_hops, group_privacy
 from privcore.mechanisms import Guarantee
+from privcore.mechanisms.accounting import basic_composition, chaining, chaining_hops, group_privacy
 from privlens import budget, ui
 from privlens.ledger import LEDGER_EXPLANATION, ledger_totals
 from privlens.outcome import plain_guarantee

@@ -14,7 +14,7 @@ import torch
 
 from privcore.attacks import ImageMetrics, image_metrics
 from privcore.errors import DatasetUnavailableError
-from privcore.images import encode_png
+from privcore.inputs.images import encode_png
 from privcore.mechanisms import registry
 from privlens import baselines, charts, live, pipelines, ptr, ui
 from privlens.image import require_image

@@ -12,9 +12,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from privcore.accounting import chaining, chaining_hops
-from privcore.images import encode_png
 from privcore.inputs import note_text
+from privcore.inputs.images import encode_png
+from privcore.mechanisms.accounting import chaining, chaining_hops
 from privlens import budget, charts, checks, compare_panel, pipelines, sending, ui, upload
 from privlens import ip as iplens
 from privlens.ledger import LEDGER_EXPLANATION, ledger_totals

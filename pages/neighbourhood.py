@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from privcore.images import encode_png
+from privcore.inputs.images import encode_png
 from privlens import pipelines, ptr, ui
 from privlens.image import require_image
 from privlens.latent import latent_walk, rank_axes, tile_images

@@ -18,8 +18,8 @@ import pandas as pd
 import streamlit as st
 
 from privcore.errors import PrivcoreError
-from privcore.images import encode_png
 from privcore.inputs import note_text
+from privcore.inputs.images import encode_png
 from privlens import (
     budget,
     checks,

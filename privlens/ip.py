@@ -38,7 +38,7 @@ MODEL_CHOICES = {
 
 @st.cache_resource(show_spinner="Loading the IP classifiers (once per server process)…", max_entries=4)
 def _ip_models(name: str, directory: str) -> Any:
-    from privcore.pipeline import load_ip_models
+    from privcore.models.pipeline import load_ip_models
 
     return load_ip_models(name, models_dir=directory)
 

@@ -34,7 +34,7 @@ def catalogue() -> dict[str, tuple[str, ...]]:
 def _catalogue(directory: str) -> dict[str, tuple[str, ...]]:
     models: dict[str, list[str]] = {}
     try:
-        from privcore.catalogue import list_models
+        from privcore.models.catalogue import list_models
 
         infos = list_models(directory)
     except (ImportError, PrivcoreError, OSError, ValueError, TypeError, KeyError, AttributeError):
@@ -73,14 +73,14 @@ class Loaded:
 
 def models_dir() -> str:
     """Where checkpoints are read from (``$PRIVCORE_MODELS_DIR`` or ``models/``): part of every cache key."""
-    from privcore.catalogue import default_models_dir
+    from privcore.models.catalogue import default_models_dir
 
     return str(default_models_dir())
 
 
 @st.cache_resource(show_spinner="Loading models (once per server process)…", max_entries=8)
 def _load(dataset: str, model: str, directory: str) -> Any:
-    from privcore.pipeline import load_pipeline
+    from privcore.models.pipeline import load_pipeline
 
     pipe = load_pipeline(dataset, obfuscator=model, models_dir=directory)
     for name in ("embedder", "decoder", "obfuscator", "classifier", "attacker"):

@@ -128,7 +128,7 @@ def image_views(ctx: Any, *, scale: int) -> ImageViews:
     """The model's input and its VAE reconstruction as PNGs, and the noise-free class of f(z) (memoised).
     ``ctx``: a :class:`PTRContext` or any context with its ``pipe``, ``image`` and ``z`` (the global
     mechanism's)."""
-    from privcore.images import encode_png
+    from privcore.inputs.images import encode_png
 
 
     def compute() -> ImageViews:

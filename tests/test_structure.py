@@ -109,3 +109,33 @@ def test_privcore_never_imports_streamlit() -> None:
         if any(name == "streamlit" or name.startswith("streamlit.") for name in _imports(p))
     ]
     assert offenders == []
+
+
+#: privcore's packages from the bottom layer up: a module may import its own package and the packages
+#: before it, never one after it (module-level and function-local imports alike). The root holds only
+#: the foundation (errors, validation, ranges, defaults, file and memo helpers); privcore/__init__.py
+#: (which re-exports the API lazily) and __main__.py (the entry point) are left out.
+PACKAGE_ORDER = ("<root>", "data", "nets", "executors", "attacks", "lipschitz", "inputs", "models",
+                 "mechanisms", "api", "train", "experiments", "lab", "cli")
+
+
+def _package(module: str, packages: set[str]) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in packages else "<root>"
+
+
+def test_packages_import_only_downwards_in_one_order() -> None:
+    files = {_module(p): p for p in (ROOT / "privcore").rglob("*.py")}
+    packages = {p.parent.name for p in (ROOT / "privcore").glob("*/__init__.py")}
+    assert set(PACKAGE_ORDER) == packages | {"<root>"}, "a package is missing from PACKAGE_ORDER"
+    rank = {name: i for i, name in enumerate(PACKAGE_ORDER)}
+    upward = []
+    for module, path in files.items():
+        if module in ("privcore", "privcore.__main__"):
+            continue
+        here = _package(module, packages)
+        for target in _module_imports(path, files) - {"privcore"}:
+            there = _package(target, packages)
+            if rank[there] > rank[here]:
+                upward.append(f"{module} ({here}) imports {target} ({there})")
+    assert upward == [], "\n".join(sorted(upward))

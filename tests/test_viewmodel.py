@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from privcore.images import load_image
+from privcore.inputs.images import load_image
 from privcore.mechanisms import bisection_decisions, compute_phi, propose_test_release, ptr_search_range
 from privcore.mechanisms.ptr import HINT_STEPS
 from privlens.outcome import outcome_summary, plain_guarantee

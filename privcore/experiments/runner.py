@@ -192,15 +192,15 @@ class RunContext:
             parts=parts,
         )
 
-    def pipeline(self, obfuscator: str = "ARL-C-N"):  # -> privcore.pipeline.Pipeline
+    def pipeline(self, obfuscator: str = "ARL-C-N"):  # -> privcore.models.pipeline.Pipeline
         """The verified posthoc-PTR networks of this dataset (CheckpointError naming what is missing)."""
-        from privcore.pipeline import load_pipeline
+        from privcore.models.pipeline import load_pipeline
 
         return load_pipeline(self.dataset, obfuscator, models_dir=self.models_dir, device=self.torch_device())
 
-    def model_infos(self):  # -> list[privcore.pipeline.ModelInfo]
+    def model_infos(self):  # -> list[privcore.models.pipeline.ModelInfo]
         """Cards of every checkpoint of this dataset."""
-        from privcore.pipeline import list_models
+        from privcore.models.pipeline import list_models
 
         return [m for m in list_models(self.models_dir) if m.dataset == self.dataset]
 

@@ -2,9 +2,9 @@
 
 Papers: Tian et al., "inference privacy" (Lap-Output, Gauss-Output, Gauss-Input); the posthoc
 privacy paper (extended Propose-Test-Release, Algorithm 1, Theorem 4.4; LDP baselines, Table 2);
-the certified global mechanism f(clip z) + Lap(G·R/ε) (issue 31, docs/DESIGN.md "Beyond the papers");
+the certified global mechanism f(clip z) + Lap(G·R/ε) (docs/DESIGN.md "Beyond the papers");
 Balle & Wang 2018 (analytic Gaussian); Canonne, Kamath & Steinke 2020 and Mironov 2012 (exact
-noise on a grid). Accounting lives in :mod:`privcore.accounting`.
+noise on a grid). Accounting lives in :mod:`privcore.mechanisms.accounting`.
 
 Exports are loaded lazily (PEP 562): importing ``privcore.mechanisms.registry`` (the CLI's
 ``--mechanism``) or one mechanism does not import every other one (scipy's optimiser, the

@@ -202,8 +202,8 @@ def certified_l2_constant(f: Any, box: Any, *, time_limit: float = 60.0) -> L2Co
 
 
 def _guarantee(eps: float, dlt: float, r: float, g2: float, sigma: float, how: str, name: str) -> Any:
+    from privcore.lipschitz.rounding import rounding_allowance
     from privcore.mechanisms.guarantee import Guarantee, Norm, Space
-    from privcore.mechanisms.rounding import rounding_allowance
 
     eta = rounding_allowance(g2 * r)
     return Guarantee(
@@ -231,9 +231,9 @@ class GlobalGauss(Posthoc):
 
     def _scales(self, pipe: Any, setting: Setting, time_limit: float | None) -> tuple[Any, float, float, Any]:
         from privcore.errors import CheckpointError
+        from privcore.lipschitz.rounding import rounding_allowance, sensitivity_with_rounding
         from privcore.mechanisms.gaussian_calibration import analytic_gaussian_sigma
         from privcore.mechanisms.global_mechanism import card_clip_box
-        from privcore.mechanisms.rounding import rounding_allowance, sensitivity_with_rounding
         from privcore.mechanisms.sampling import plan_gaussian
 
         box = card_clip_box(pipe.cards["obfuscator"])
@@ -271,8 +271,8 @@ class GlobalGauss(Posthoc):
 
     def release(self, target: Any, x: Any, setting: Setting, options: Options | None = None) -> Release:
         from privcore.lipschitz.network import as_network
+        from privcore.lipschitz.rounding import rounding_allowance
         from privcore.mechanisms.global_mechanism import _certified_net
-        from privcore.mechanisms.rounding import rounding_allowance
         from privcore.mechanisms.sampling import add_noise, as_random_bits
 
         opts = Options() if options is None else options

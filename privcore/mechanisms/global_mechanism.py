@@ -1,4 +1,4 @@
-"""The certified global mechanism: release f(clip z) + Lap(G·R/ε), pure (ε, 0, R), never ⊥ (issue 31).
+"""The certified global mechanism: release f(clip z) + Lap(G·R/ε), pure (ε, 0, R), never ⊥.
 
 Why it is private. Let B = [lower, upper] be a public box, fixed before any private input (the
 training embeddings' range plus a margin, recorded in the model's card), and G ≥ sup over B of
@@ -13,9 +13,9 @@ training embeddings' range plus a margin, recorded in the model's card), and G �
   ≤ G·R (the Clarke mean-value inequality; LipMIP's G is the sup over the generalised Jacobian, which
   also covers segments along region boundaries).
 * Float safety, exactly as PTR's release (:func:`~privcore.mechanisms.ptr.propose_test_release`): f is
-  evaluated by :meth:`~privcore.mechanisms.rounding.CertifiedNet.within` in float64 within ℓ1 distance
+  evaluated by :meth:`~privcore.lipschitz.rounding.CertifiedNet.within` in float64 within ℓ1 distance
   η = 2⁻²⁴·G·R of the exact f (η public: a function of G and R only), so what is computed has
-  sensitivity ≤ G·R + 2η (:func:`~privcore.mechanisms.rounding.sensitivity_with_rounding`, rounded up).
+  sensitivity ≤ G·R + 2η (:func:`~privcore.lipschitz.rounding.sensitivity_with_rounding`, rounded up).
 * Noise: the project's exact discrete Laplace on a grid (:func:`~privcore.mechanisms.sampling.plan_laplace`,
   OS CSPRNG unless seeded) at scale (G·R + 2η)/ε per coordinate: ε-DP for that ℓ1 sensitivity (Dwork &
   Roth 2014, Thm. 3.6; Mironov 2012 for the grid). So every pair within ℓ∞ distance R of the embedding
@@ -52,8 +52,8 @@ from privcore.lipschitz.global_box import (
     is_certified,
 )
 from privcore.lipschitz.network import ReluNetwork, as_network
+from privcore.lipschitz.rounding import CertifiedNet, rounding_allowance, sensitivity_with_rounding
 from privcore.mechanisms.guarantee import Guarantee, Norm, Space
-from privcore.mechanisms.rounding import CertifiedNet, rounding_allowance, sensitivity_with_rounding
 from privcore.mechanisms.sampling import (
     MIN_EPSILON,
     NoisePlan,
@@ -172,7 +172,7 @@ _LOCK = threading.Lock()
 
 
 def _certified_net(f: Any, net: ReluNetwork) -> CertifiedNet:
-    """The float64 evaluator of ``f`` (the rounding analysis of :mod:`privcore.mechanisms.rounding`),
+    """The float64 evaluator of ``f`` (the rounding analysis of :mod:`privcore.lipschitz.rounding`),
     checked once per model digest to hold exactly the layers the engine certified G for."""
     with _LOCK:
         hit = _NETS.get(net.digest)

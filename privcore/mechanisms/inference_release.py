@@ -4,7 +4,7 @@ Each mechanism releases a classifier's scores for one image under {(ε, δ), α}
 the pixel α-neighbourhood, with its model chosen from the dataset's shipped IP classifiers (the first
 of :attr:`Inference.models` present, or the one named). The noise and guarantees come from
 :mod:`privcore.mechanisms.inference`; μ and η are recomputed from the loaded weights
-(:func:`privcore.pipeline.load_ip_models`), never read from a card.
+(:func:`privcore.models.pipeline.load_ip_models`), never read from a card.
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ __all__ = ["GaussInputRelease", "GaussOutputRelease", "Inference", "LapOutputRel
 
 @functools.lru_cache(maxsize=4)
 def load_ip_cached(dataset: str, models_dir: str | None) -> Any:
-    """The dataset's :class:`~privcore.pipeline.IPModels`, loaded and certified once per process (CPU)."""
+    """The dataset's :class:`~privcore.models.pipeline.IPModels`, loaded and certified once per process
+    (CPU)."""
     from privcore.data import get_spec
-    from privcore.pipeline import load_ip_models
+    from privcore.models.pipeline import load_ip_models
 
     get_spec(dataset)
     return load_ip_models(dataset, models_dir=models_dir, device="cpu")

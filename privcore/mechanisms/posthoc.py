@@ -32,9 +32,10 @@ __all__ = ["GlobalLaplace", "Posthoc", "load_pipeline_cached", "model_block"]
 
 @functools.lru_cache(maxsize=8)
 def load_pipeline_cached(dataset: str, model: str, models_dir: str | None) -> Any:
-    """The :class:`~privcore.pipeline.Pipeline` of ``dataset``/``model``, loaded once per process (CPU)."""
+    """The :class:`~privcore.models.pipeline.Pipeline` of ``dataset``/``model``, loaded once per process
+    (CPU)."""
     from privcore.data import get_spec
-    from privcore.pipeline import load_pipeline
+    from privcore.models.pipeline import load_pipeline
 
     get_spec(dataset)  # unknown dataset: ParameterError naming the known ones
     return load_pipeline(dataset, model, models_dir=models_dir, device="cpu")

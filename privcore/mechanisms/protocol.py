@@ -236,7 +236,7 @@ class Mechanism:
 
     def load(self, *, dataset: str, model: str | None, models_dir: str | None) -> Any:
         """What this mechanism releases with, loaded (and certified) by this process: a posthoc
-        :class:`~privcore.pipeline.Pipeline` or an inference-privacy classifier."""
+        :class:`~privcore.models.pipeline.Pipeline` or an inference-privacy classifier."""
         raise NotImplementedError
 
     def prepare(self, target: Any, image: Any) -> Any:

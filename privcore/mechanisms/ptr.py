@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from privcore.lipschitz.rounding import CertifiedNet, rounding_allowance, sensitivity_with_rounding
 from privcore.mechanisms._arrays import as_float64
 from privcore.mechanisms.guarantee import Guarantee, Norm, Space
 from privcore.mechanisms.phi import (
@@ -35,7 +36,6 @@ from privcore.mechanisms.phi import (
     model_digest,
     oracle_identity,
 )
-from privcore.mechanisms.rounding import CertifiedNet, rounding_allowance, sensitivity_with_rounding
 from privcore.mechanisms.sampling import (
     NoisePlan,
     RngLike,
@@ -194,7 +194,7 @@ def propose_test_release(
         phi_result = phi
     else:
         phi_result = compute_phi(f, center, radius=r, delta_p=dp, r_max=rm, tol=t, lipschitz=lipschitz)
-    eta = rounding_allowance(dp * r)  # public η bounding ‖f̂(z) − f(z)‖₁ (privcore.mechanisms.rounding)
+    eta = rounding_allowance(dp * r)  # public η bounding ‖f̂(z) − f(z)‖₁ (privcore.lipschitz.rounding)
     try:  # before any noise: an error here must not depend on the test
         output = _evaluate(f, center, eta)
     except ValueError as exc:
