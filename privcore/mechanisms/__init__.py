@@ -50,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "propose_delta_p": "ptr",
     "propose_test_release": "ptr",
     "ptr_scales": "ptr",
+    "release_probability": "ptr",
     "MIN_EPSILON": "sampling",
     "NoisePlan": "sampling",
     "RandomBits": "sampling",

@@ -208,7 +208,6 @@ class GlobalGauss(Posthoc):
     description: str = "f(clip z) + N(0, σ²I), σ analytic for (ε, δ) at G₂·R: never ⊥, nothing per image"
     source: str = "docs/DESIGN.md, \"Beyond the papers\"; Balle & Wang 2018"
     guarantee: str = "(ε, δ, R)"
-    page: str = ""
 
     uses_options: ClassVar[frozenset[str]] = frozenset({"time_limit", "rng"})
 
@@ -232,7 +231,14 @@ class GlobalGauss(Posthoc):
                              numel=out_dim(pipe))
         return constant, r, sigma, plan
 
-    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0) -> Outlook:
+    def spent(self, setting: Setting) -> Any:
+        from dataclasses import replace
+
+        return replace(_guarantee(setting.epsilon, setting.delta, float(setting.radius), 1.0, 1.0, "", self.name),
+                       calibration="")  # G₂ and σ do not enter (ε, δ, R)
+
+    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0,
+                certification: Any = None) -> Outlook:
         constant, r, sigma, plan = self._scales(target, setting, time_limit)
         return Outlook(mechanism=self.name,
                        guarantee=_guarantee(setting.epsilon, setting.delta, r, constant.value, sigma,

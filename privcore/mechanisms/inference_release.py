@@ -40,6 +40,8 @@ class Inference(Mechanism):
     page: str = "inference_privacy"
     models: tuple[str, ...] = ()
 
+    #: the norm of the α-neighbourhood on the input (a :class:`~privcore.mechanisms.guarantee.Norm` value)
+    input_norm: ClassVar[str] = "l2"
     uses_options: ClassVar[frozenset[str]] = frozenset({"time_limit", "rng"})
 
     def choose(self, ip: Any, model: str | None = None) -> Any:
@@ -79,7 +81,14 @@ class Inference(Mechanism):
         """The noise in words."""
         raise NotImplementedError
 
-    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0) -> Outlook:
+    def spent(self, setting: Setting) -> Any:
+        from privcore.mechanisms.guarantee import Guarantee, Norm, Space
+
+        return Guarantee(epsilon=setting.epsilon, delta=setting.delta, radius=setting.alpha, space=Space.INPUT,
+                         norm=Norm(self.input_norm), mechanism=self.name)
+
+    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0,
+                certification: Any = None) -> Outlook:
         mech = self.mechanism(target, setting)
         scale = float(getattr(mech, "sigma", getattr(mech, "scale", float("nan"))))
         plan = mech.noise_plan(len(target.ip.class_names))
@@ -205,6 +214,7 @@ class LapOutputRelease(Inference):
     source: str = "IP paper, Def. 3"
     guarantee: str = "{(ε, 0), α} in ℓ1"
     models: tuple[str, ...] = ("ip-lipschitz-l1",)
+    input_norm: ClassVar[str] = "l1"
 
     def mechanism(self, target: Any, setting: Setting) -> Any:
         from privcore.mechanisms.inference import LapOutput

@@ -174,6 +174,13 @@ class Mechanism:
     uses_options: ClassVar[frozenset[str]] = frozenset({"time_limit", "rng"})
 
     @property
+    def needs_certificate(self) -> bool:
+        """Whether a release needs a certification of the image itself first (PTR's φ): a caller
+        certifies once per image (with progress, cancellable) and passes it in
+        :attr:`Options.certification`, and :meth:`outlook` gives P[release] only with it."""
+        return "certification" in self.uses_options
+
+    @property
     def uses_delta(self) -> bool:
         """Whether δ is one of its parameters."""
         return any(p.name == "delta" for p in self.parameters)
@@ -238,8 +245,16 @@ class Mechanism:
 
     # ------------------------------------------------------------------ what it does
 
-    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0) -> Outlook:
-        """:class:`Outlook` at ``setting``; draws nothing."""
+    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0,
+                certification: Any = None) -> Outlook:
+        """:class:`Outlook` at ``setting``; draws nothing. ``certification``: the image's, for a mechanism
+        that :attr:`needs_certificate` (P[release] from it; ignored by the others)."""
+        raise NotImplementedError
+
+    def spent(self, setting: Setting) -> Any:
+        """The :class:`~privcore.mechanisms.guarantee.Guarantee` one sent release at ``setting`` spends
+        — ε, δ and the neighbourhood, no model needed, so no calibration text (``radius`` must be set
+        for a posthoc mechanism, ``alpha`` for an inference-privacy one)."""
         raise NotImplementedError
 
     def release(self, target: Any, x: Any, setting: Setting, options: Options | None = None) -> Release:
