@@ -234,8 +234,8 @@ class GlobalGauss(Posthoc):
     def spent(self, setting: Setting) -> Any:
         from dataclasses import replace
 
-        return replace(_guarantee(setting.epsilon, setting.delta, float(setting.radius), 1.0, 1.0, "", self.name),
-                       calibration="")  # G₂ and σ do not enter (ε, δ, R)
+        g = _guarantee(setting.epsilon, setting.delta, float(setting.radius), 1.0, 1.0, "", self.name)
+        return replace(g, calibration="")  # G₂ and σ do not enter (ε, δ, R)
 
     def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0,
                 certification: Any = None) -> Outlook:
@@ -248,7 +248,7 @@ class GlobalGauss(Posthoc):
                               f"{constant.how})"),
                        release_probability=1.0,
                        public={"radius": r, "global_lipschitz_l2": constant.value,
-                               "global_lipschitz_l2_how": constant.how})
+                               "global_lipschitz_l2_how": constant.how, "clip_box": constant.box.to_dict()})
 
     def release(self, target: Any, x: Any, setting: Setting, options: Options | None = None) -> Release:
         from privcore.lipschitz.network import as_network

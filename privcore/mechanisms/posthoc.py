@@ -142,7 +142,8 @@ class GlobalLaplace(Posthoc):
                              f"(G = {constant.value:.4g}, {constant.how.value}, over the public box)",
                        release_probability=1.0,
                        public={"radius": r, "global_lipschitz": constant.value,
-                               "global_lipschitz_how": constant.how.value})
+                               "global_lipschitz_how": constant.how.value,
+                               "clip_box": constant.box.to_dict()})
 
     def release(self, target: Any, x: Any, setting: Setting, options: Options | None = None) -> Release:
         from privcore.mechanisms.global_mechanism import global_release

@@ -169,6 +169,8 @@ class Mechanism:
     guarantee: str
     #: the share of the total ε the mechanism's own formulas run at (PTR: ½, its statement doubles it)
     epsilon_share: float = 1.0
+    #: how a mechanism with a share below 1 spends the rest, in words ("" otherwise)
+    epsilon_split: str = ""
 
     #: keyword options (:class:`Options` fields) this mechanism uses; others must keep their defaults
     uses_options: ClassVar[frozenset[str]] = frozenset({"time_limit", "rng"})

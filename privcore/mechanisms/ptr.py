@@ -65,8 +65,8 @@ __all__ = [
     "oracle_identity",
     "propose_delta_p",
     "propose_test_release",
-    "release_probability",
     "ptr_scales",
+    "release_probability",
 ]
 
 

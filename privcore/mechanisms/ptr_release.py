@@ -235,6 +235,7 @@ class PTR(Posthoc):
     source: str = "posthoc paper, Alg. 1 and Thm 4.4"
     guarantee: str = "(ε, δ/2, R)"
     epsilon_share: float = 0.5
+    epsilon_split: str = "half for its test, half for its noise"
 
     uses_options: ClassVar[frozenset[str]] = frozenset(
         {"certifier", "time_limit", "cache", "certification", "progress", "rng"})
