@@ -12,18 +12,20 @@ from typing import Any
 import streamlit as st
 
 from privcore.mechanisms import (
+    PTR,
     GaussInput,
+    GaussInputRelease,
     GaussOutput,
+    GaussOutputRelease,
+    GlobalLaplace,
     LapOutput,
+    LapOutputRelease,
     LDPEmbedding,
     LDPImage,
     global_scales,
     ptr_scales,
     registry,
 )
-from privcore.mechanisms.inference_release import GaussInputRelease, GaussOutputRelease, LapOutputRelease
-from privcore.mechanisms.posthoc import GlobalLaplace
-from privcore.mechanisms.ptr_release import PTR
 from privlens import pipelines, ui
 from privlens.settings import ALPHA_GRID, RADIUS_GRID
 

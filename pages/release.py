@@ -21,8 +21,7 @@ import torch
 from privcore.errors import PrivcoreError
 from privcore.images import encode_png
 from privcore.inputs import note_text
-from privcore.mechanisms import registry
-from privcore.mechanisms.global_mechanism import card_clip_box
+from privcore.mechanisms import card_clip_box, registry
 from privlens import budget, checks, compare_panel, live, pipelines, report, sending, ui, upload
 from privlens import mechanism_text as mt
 from privlens import mechanism_view as mv

@@ -31,8 +31,16 @@ import streamlit as st
 import torch
 
 from privcore.errors import CertificationError, CheckpointError, DatasetUnavailableError, PrivcoreError
-from privcore.mechanisms import bisection_decisions, ptr_search_range, registry
-from privcore.mechanisms.protocol import Mechanism, Options, Outlook, Release, Setting
+from privcore.mechanisms import (
+    Mechanism,
+    Options,
+    Outlook,
+    Release,
+    Setting,
+    bisection_decisions,
+    ptr_search_range,
+    registry,
+)
 from privlens import pipelines, sending
 from privlens.deployment import image_cache
 from privlens.image import CurrentImage
@@ -372,7 +380,7 @@ def image_views(view: View, *, scale: int) -> ImageViews:
 def ip_models(dataset: str, *, quiet: bool = False) -> Any | None:
     """The dataset's IP classifiers (loaded once per process, as :meth:`Mechanism.load` loads them), or
     None after saying how to train them (silently with ``quiet``)."""
-    from privcore.mechanisms.inference_release import load_ip_cached
+    from privcore.mechanisms import load_ip_cached
 
     try:
         with st.spinner("Loading the IP classifiers (once per server process)…"):

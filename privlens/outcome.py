@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from privcore.mechanisms.ptr import release_probability  # re-exported: the dashboard's curves
+from privcore.mechanisms import release_probability  # re-exported: the dashboard's curves
 
 __all__ = ["OutcomeText", "outcome_summary", "plain_guarantee", "release_probability"]
 

@@ -138,8 +138,7 @@ def prepare_default(directory: str, dataset: str, model: str) -> None:
     accelerator only: a failure is left for the page to report."""
     try:
         from privcore.domain import domain_check
-        from privcore.mechanisms import card_global_constant
-        from privcore.mechanisms.inference_release import load_ip_cached
+        from privcore.mechanisms import card_global_constant, load_ip_cached
         from privcore.pipeline import load_pipeline
         from privlens.baselines import no_release_baseline
 
