@@ -13,6 +13,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from privcore.mechanisms import registry
 from privlens import media, netguard, ui, warmup
 
 _start = time.perf_counter()
@@ -31,7 +32,8 @@ PAGES = {
     "": [
         st.Page(PAGES_DIR / "home.py", title="Home", icon=":material/home:", default=True),
     ],
-    "Posthoc privacy (Global, PTR)": [
+    # the section names the registry's posthoc mechanisms (the Release page releases each of them)
+    f"Posthoc privacy ({', '.join(registry.names(family='posthoc'))})": [
         st.Page(PAGES_DIR / "release.py", title="Release", icon=":material/upload:"),
         st.Page(PAGES_DIR / "tradeoffs.py", title="Trade-offs", icon=":material/insights:"),
         st.Page(PAGES_DIR / "neighbourhood.py", title="Neighbourhood", icon=":material/blur_on:"),

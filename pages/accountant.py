@@ -118,15 +118,17 @@ else:
 st.subheader("Calculators")
 st.caption("Start from the sidebar's mechanism and parameters, or enter any guarantee.")
 base = budget.spent_guarantee(s)
-if s.is_ptr:
+mech = s.spec
+at = f"α = {s.alpha:g}" if "alpha" in mech.parameter_names else f"R = {s.radius:g}"
+if mech.epsilon_share != 1:
+    k = f"{1 / mech.epsilon_share:g}"
     origin = (
-        f"PTR at ε/2 = {s.mechanism_epsilon:g} (total ε = {s.epsilon:g}), δ = {s.delta:g}: (2·ε/2, δ/2, R) "
-        "by posthoc Thm 4.4"
+        f"{mech.name} at ε/{k} = {s.mechanism_epsilon:g} (total ε = {s.epsilon:g}), δ = {s.delta:g}: "
+        f"{mech.guarantee} by {mech.source}"
     )
-elif s.is_global:
-    origin = f"the certified global mechanism at ε = {s.epsilon:g}: (ε, 0, R)"
 else:
-    origin = f"{s.mechanism} at ε = {s.epsilon:g}, α = {s.alpha:g}"
+    delta = f", δ = {s.delta:g}" if mech.uses_delta else ""
+    origin = f"{mech.label} at ε = {s.epsilon:g}{delta}, {at}: {mech.guarantee}"
 c1, c2, c3 = st.columns(3)
 eps = c1.number_input(
     "ε", min_value=0.0, value=float(base.epsilon), format="%.4g", key=f"acc_eps_{base.epsilon}"

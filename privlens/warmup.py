@@ -133,15 +133,14 @@ def _enabled() -> bool:
 def prepare_default(directory: str, dataset: str, model: str) -> None:
     """G of ``dataset/model``, its dataset's domain check, its IP classifiers and the Attack page's
     no-release baseline, made in this process into in-memory memos and caches, which the pages read
-    (:func:`privlens.globalmech.certified_constant`, :func:`privcore.inputs.domain.check`,
-    :func:`privlens.ip.models_if_shipped`, :func:`privlens.baselines.no_release_baseline`). An
+    (the library's memo of G, :func:`privcore.inputs.domain.check`, :func:`privlens.mechanism_view.ip_models`,
+    :func:`privlens.baselines.no_release_baseline`). An
     accelerator only: a failure is left for the page to report."""
     try:
         from privcore.inputs.domain import domain_check
-        from privcore.mechanisms import card_global_constant
+        from privcore.mechanisms import card_global_constant, load_ip_cached
         from privcore.models.pipeline import load_pipeline
         from privlens.baselines import no_release_baseline
-        from privlens.ip import models_if_shipped
 
         pipe = load_pipeline(dataset, obfuscator=model, models_dir=directory)
         wait_for_quiet()
@@ -153,7 +152,7 @@ def prepare_default(directory: str, dataset: str, model: str) -> None:
             domain_check(dataset, pipe)
         wait_for_quiet()
         if _enabled():
-            models_if_shipped(dataset)  # the Release page's comparison lists the IP mechanisms too
+            load_ip_cached(dataset, directory)  # the Release page's comparison lists the IP mechanisms too
         wait_for_quiet()
         if _enabled():
             no_release_baseline(dataset)

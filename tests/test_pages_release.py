@@ -269,12 +269,12 @@ def test_ptr_sends_at_the_smallest_epsilon_with_the_certification_the_library_wo
     """The page sizes φ's search range for the smallest total ε and δ — the library's defaults (PTR's
     own ε is half of it), so φ is shared with privcore.certify — and the API's check that a
     certification covers ε and δ lets every setting send, the smallest too."""
-    import privlens.ptr
     from privcore.api import Certification
     from privcore.mechanisms.search_range import DEFAULT_DELTA_MIN, DEFAULT_EPSILON_MIN
+    from privlens.mechanism_view import DELTA_MIN, EPSILON_MIN
 
-    assert (privlens.ptr.EPSILON_MIN / 2, privlens.ptr.DELTA_MIN) == (DEFAULT_EPSILON_MIN, DEFAULT_DELTA_MIN)
-    assert privlens.ptr.EPSILON_MIN == 0.1
+    assert (EPSILON_MIN / 2, DELTA_MIN) == (DEFAULT_EPSILON_MIN, DEFAULT_DELTA_MIN)
+    assert EPSILON_MIN == 0.1
     at = send(app("release", query={**PTR, "eps": "0.1", "delta": "1e-10"}))
     (row,) = _ledger(at)
     assert (row["guarantee"].epsilon, row["guarantee"].delta) == (0.1, 5e-11)

@@ -1,10 +1,11 @@
 """Structure rules of the library, read from the source: privcore's modules import each other without
 a cycle (the Lipschitz engine's too), the engine never imports the mechanisms (function-level imports
-included), and privcore never imports Streamlit."""
+included), privcore never imports Streamlit, and the dashboard never branches on a mechanism's name."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,3 +140,22 @@ def test_packages_import_only_downwards_in_one_order() -> None:
             if rank[there] > rank[here]:
                 upward.append(f"{module} ({here}) imports {target} ({there})")
     assert upward == [], "\n".join(sorted(upward))
+
+
+#: What dashboard code must not branch on: a mechanism's name (the registry key) or the old flags.
+#: It reads the mechanism's own properties (family, needs_certificate, uses_delta, parameters) instead.
+_MECHANISM_NAME_PATTERN = re.compile(r'is_ptr|is_global|"PTR"|"Global"|"Gauss-|"Lap-Output"')
+
+
+def test_the_dashboard_never_names_a_mechanism_to_branch_on() -> None:
+    """pages/, privlens/ and app.py hold no mechanism name as a string literal and no is_ptr/is_global:
+    every mechanism reaches the pages through privlens.mechanism_view and the registry."""
+    files = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")),
+             *sorted((ROOT / "privlens").rglob("*.py"))]
+    hits = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in files
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if _MECHANISM_NAME_PATTERN.search(line)
+    ]
+    assert len(files) > 20 and not hits, "\n".join(hits)

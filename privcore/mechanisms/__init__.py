@@ -16,6 +16,18 @@ from __future__ import annotations
 from privcore._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
+    # the mechanism protocol and its registry entries (privcore.mechanisms.registry holds the table)
+    "Mechanism": "protocol",
+    "Options": "protocol",
+    "Outlook": "protocol",
+    "Release": "protocol",
+    "Setting": "protocol",
+    "GlobalLaplace": "posthoc",
+    "PTR": "ptr_release",
+    "GaussInputRelease": "inference_release",
+    "GaussOutputRelease": "inference_release",
+    "LapOutputRelease": "inference_release",
+    "load_ip_cached": "inference_release",
     "analytic_gaussian_delta": "gaussian_calibration",
     "analytic_gaussian_sigma": "gaussian_calibration",
     "cks_zcdp_delta": "gaussian_calibration",
@@ -50,6 +62,7 @@ _EXPORTS: dict[str, str] = {
     "propose_delta_p": "ptr",
     "propose_test_release": "ptr",
     "ptr_scales": "ptr",
+    "release_probability": "ptr",
     "MIN_EPSILON": "sampling",
     "NoisePlan": "sampling",
     "RandomBits": "sampling",

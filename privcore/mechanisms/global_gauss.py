@@ -225,7 +225,6 @@ class GlobalGauss(Posthoc):
     description: str = "f(clip z) + N(0, σ²I), σ analytic for (ε, δ) at G₂·R: never ⊥, nothing per image"
     source: str = "docs/DESIGN.md, \"Beyond the papers\"; Balle & Wang 2018"
     guarantee: str = "(ε, δ, R)"
-    page: str = ""
 
     uses_options: ClassVar[frozenset[str]] = frozenset({"time_limit", "rng"})
 
@@ -249,7 +248,14 @@ class GlobalGauss(Posthoc):
                              numel=out_dim(pipe))
         return constant, r, sigma, plan
 
-    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0) -> Outlook:
+    def spent(self, setting: Setting) -> Any:
+        from dataclasses import replace
+
+        g = _guarantee(setting.epsilon, setting.delta, float(setting.radius), 1.0, 1.0, "", self.name)
+        return replace(g, calibration="")  # G₂ and σ do not enter (ε, δ, R)
+
+    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0,
+                certification: Any = None) -> Outlook:
         constant, r, sigma, plan = self._scales(target, setting, time_limit)
         return Outlook(mechanism=self.name,
                        guarantee=_guarantee(setting.epsilon, setting.delta, r, constant.value, sigma,
@@ -259,7 +265,7 @@ class GlobalGauss(Posthoc):
                               f"{constant.how})"),
                        release_probability=1.0,
                        public={"radius": r, "global_lipschitz_l2": constant.value,
-                               "global_lipschitz_l2_how": constant.how})
+                               "global_lipschitz_l2_how": constant.how, "clip_box": constant.box.to_dict()})
 
     def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
         constant, _, _, plan = self._scales(target, setting, None)

@@ -146,7 +146,16 @@ class GlobalLaplace(Posthoc):
         except ValueError as exc:
             raise CheckpointError(f"{pipe.dataset}/{pipe.obfuscator_name}: {exc}") from exc
 
-    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0) -> Outlook:
+    def spent(self, setting: Setting) -> Any:
+        from dataclasses import replace
+
+        from privcore.mechanisms.global_mechanism import global_scales
+
+        g = global_scales(epsilon=setting.epsilon, radius=setting.radius, global_lipschitz=1.0).guarantee
+        return replace(g, calibration="")  # G does not enter (ε, 0, R)
+
+    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0,
+                certification: Any = None) -> Outlook:
         from privcore.mechanisms.global_mechanism import global_scales
 
         constant = self.constant(target, time_limit=time_limit)
@@ -159,7 +168,8 @@ class GlobalLaplace(Posthoc):
                              f"(G = {constant.value:.4g}, {constant.how.value}, over the public box)",
                        release_probability=1.0,
                        public={"radius": r, "global_lipschitz": constant.value,
-                               "global_lipschitz_how": constant.how.value})
+                               "global_lipschitz_how": constant.how.value,
+                               "clip_box": constant.box.to_dict()})
 
     def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
         look = self.outlook(target, setting)
