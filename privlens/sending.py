@@ -28,7 +28,7 @@ its downloads (the JSON, the report), which are post-processing of a release alr
 "Send another" is a new draw, charged again.
 
 Sent releases are kept for the whole session (a list, never evicted), each under a unique id
-(continuing the browser's ledger count: a reload does not restart at #1) and the settings key it
+(continuing the browser's ledger count: a reload does not number from 1 again) and the settings key it
 was drawn at: a sent release is never redrawn, so returning to a setting after any number of
 slider moves shows the release that was sent there.
 No privacy maths here: draws and guarantees come from :mod:`privcore.mechanisms`.
