@@ -215,3 +215,15 @@ def test_export_then_import_in_another_browser(monkeypatch: pytest.MonkeyPatch) 
     other.run()
     assert "cannot be imported" in texts(other) and "Nothing was changed" in texts(other)
     assert len(_rows(other)) == 1
+
+
+def test_two_tabs_of_one_browser_share_one_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
+    _browser(monkeypatch, None)
+    first = send(app("release", query=PTR))
+    _browser(monkeypatch, _token(first))
+    second = send(app("release", query=PTR))  # another tab: the first tab's send, then its own
+    assert len(_rows(second)) == 2
+    first.run()
+    assert [r["id"] for r in _rows(first)] == [r["id"] for r in _rows(second)]  # read again from disk
+    send(first)
+    assert len(LedgerStore().load(_token(first)) or []) == 3  # no send of either tab is lost
