@@ -14,7 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 from privcore.mechanisms import registry
-from privlens import media, netguard, ui, warmup
+from privlens import ledger_session, media, netguard, ui, warmup
 
 _start = time.perf_counter()
 # no look-up of this machine's IPs on the network (the launcher did this before the server started;
@@ -76,6 +76,8 @@ with warmup.script_run(), ui.error_boundary(f"The {page.title} page"):
     ui.go_to_requested_page(PAGES, page)
     # on the pages whose numbers follow ε and δ, an ε or δ step reruns the page, not the app
     ui.sidebar(live=page.url_path in ui.LIVE_PAGES)
+    # the browser keeps its ledger token (a cookie): its ledger survives a reload and a server restart
+    ledger_session.hand_token()
     try:
         ui.stop_on_url_problems(page.title)  # a bad link releases nothing: error at the top, st.stop()
         ui.live_section(run_page)

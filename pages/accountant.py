@@ -12,7 +12,7 @@ import streamlit as st
 
 from privcore.mechanisms import Guarantee
 from privcore.mechanisms.accounting import basic_composition, chaining, chaining_hops, group_privacy
-from privlens import budget, ui
+from privlens import budget, ledger_panel, ui
 from privlens.ledger import LEDGER_EXPLANATION, ledger_totals
 from privlens.outcome import plain_guarantee
 from privlens.settings import md_literal
@@ -25,7 +25,8 @@ st.caption(
     "session (Release and Inference privacy pages) are composed per image by basic composition — "
     "IP paper Prop. 2: (Σεᵢ, Σδᵢ) "
     "for the pairs of images every counted release covers — for each neighbourhood relation (space, norm, "
-    "radius) and for the worst case, which adds every release. The ledger lives in your browser session only."
+    "radius) and for the worst case, which adds every release. The ledger is kept on this server for this "
+    "browser (a private key in a cookie, never in the link): a reload or a server restart keeps it."
 )
 
 
@@ -49,6 +50,7 @@ def _show(g: Guarantee) -> None:
 
 rows = ui.ledger_rows()
 st.subheader("This session's releases")
+ledger_panel.notice()
 if not rows:
     st.info(
         "Nothing released yet in this session. Releases appear here as you make them on the Release and "
@@ -103,17 +105,7 @@ else:
         r"\text{basic composition: } (\varepsilon, \delta) = \Big(\sum_i \varepsilon_i,\ \sum_i \delta_i\Big)"
         r"\ \text{over the releases that cover the pair}"
     )
-    c1, c2 = st.columns(2)
-    with c1:
-        ui.download_json(
-            "Download the ledger (JSON)",
-            [{"image": r["image"], "label": r["label"], **r["guarantee"].to_dict()} for r in rows],
-            file_name="privacy-ledger.json",
-            key="dl_ledger",
-        )
-    if c2.button("Clear the ledger", key="clear_ledger", icon=":material/delete:"):
-        rows.clear()
-        st.rerun()
+ledger_panel.tools(rows)
 
 st.subheader("Calculators")
 st.caption("Start from the sidebar's mechanism and parameters, or enter any guarantee.")

@@ -6,8 +6,9 @@
   page with an error at its top (:func:`stop_on_url_problems`) until the user fixes or accepts it;
 * the models behind the pages are :mod:`privlens.pipelines`' (loaded once per process, with the
   embedded default as the fallback);
-* the session's release ledger — per user, in ``st.session_state``, never in a shared cache (the
-  current image is :mod:`privlens.image`'s, the per-session memo :mod:`privlens.memo`'s);
+* the release ledger — per browser, in ``st.session_state`` and on disk under the browser's secret
+  token (:mod:`privlens.ledger_session`), never in a shared cache (the current image is
+  :mod:`privlens.image`'s, the per-session memo :mod:`privlens.memo`'s);
 * :func:`error_boundary`: an unexpected error is shown as what failed and that nothing was released,
   its traceback logged on the server, never sent to the browser;
 * user-supplied text (URL values, file names) only ever reaches Markdown as a code span
@@ -28,7 +29,7 @@ import streamlit as st
 
 from privcore.errors import PrivcoreError
 from privcore.mechanisms import registry
-from privlens import pipelines
+from privlens import ledger_session, pipelines
 from privlens.budget import spent_guarantee, spent_text
 from privlens.image import CurrentImage
 from privlens.pipelines import DEFAULT_DATASET, public_text
@@ -54,7 +55,7 @@ SETTINGS_KEY = "privlens_settings"
 NAV_FLAG = "privlens_sidebar_rendered"
 RUN_TIME_KEY = "privlens_last_run_seconds"
 URL_PROBLEMS_KEY = "privlens_url_problems"
-LEDGER_KEY = "privlens_ledger"
+LEDGER_KEY = ledger_session.LEDGER_KEY
 #: The sidebar's slot for the ε and δ widgets of a page's :func:`live_section` (None: in the sidebar).
 LIVE_SLOT_KEY = "privlens_live_slot"
 #: The pages (url paths) that ``app.py`` runs in a :func:`live_section`.
@@ -485,15 +486,15 @@ def show_failure(what: str, exc: BaseException) -> None:
 
 
 def ledger_rows() -> list[dict[str, Any]]:
-    """The session's releases: dicts with image, image_key, label and guarantee."""
-    return st.session_state.setdefault(LEDGER_KEY, [])
+    """The browser's releases (:mod:`privlens.ledger_session`: kept on the server across reloads and
+    restarts): dicts with id, at, image, image_key, label and guarantee."""
+    return ledger_session.rows()
 
 
 def record_release(*, image: CurrentImage, label: str, guarantee: Any) -> None:
-    """Append one release to this session's ledger."""
-    ledger_rows().append(
-        {"image": image.name, "image_key": image.digest[:12], "label": label, "guarantee": guarantee}
-    )
+    """Append one release to the ledger, durably on disk before it returns
+    (:class:`privlens.ledger_session.NotRecorded` when it cannot be written)."""
+    ledger_session.record(image=image.name, image_key=image.digest[:12], label=label, guarantee=guarantee)
 
 
 # ------------------------------------------------------------------------------- charts

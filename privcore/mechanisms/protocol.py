@@ -275,11 +275,6 @@ class Mechanism:
         None: :class:`Options`' defaults)."""
         raise NotImplementedError
 
-    @property
-    def needs_certificate(self) -> bool:
-        """Whether a release needs a per-image certificate (PTR's φ) before it can be drawn."""
-        return "certification" in self.uses_options
-
     def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
         """The release classifier's classes for a batch of prepared ``inputs`` (one row each) after one
         simulated draw of this mechanism's noise at ``setting`` (numpy's ``rng``, at the effective
