@@ -183,7 +183,17 @@ st.markdown(
 st.markdown("**At this setting** (follows the sliders):")
 lv = st.columns(2)
 run_delta = s.delta if mech.uses_delta else 0.0  # the δ this mechanism runs at
-acc = mt.accuracy(mech, s, dataset=loaded.dataset, model=loaded.model, delta=run_delta)
+now = mt.live_accuracy(mech, view.target, s, dataset=loaded.dataset, model=loaded.model)
+acc = now.reading if now is not None else mt.accuracy(mech, s, dataset=loaded.dataset, model=loaded.model,
+                                                      delta=run_delta)
+if now is not None and now.near_chance:
+    st.warning(
+        f"**At this ε the model's answers are close to guessing.** Its accuracy here is "
+        f"{acc.value:.0%} (interval {acc.interval_text}), where guessing gets {now.chance:.0%}: a release "
+        "at this setting tells its recipient little about your image, and little to the model too. "
+        "Move ε to the right for a more useful release (at a weaker guarantee).",
+        icon=":material/info:",
+    )
 # every reading says its n, interval and δ (under the value: a metric too narrow for them would cut them)
 if acc is None:
     lv[0].metric("model accuracy at this ε", "—", help="Not measured at this ε (Trade-offs page).")
