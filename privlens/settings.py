@@ -20,6 +20,7 @@ from typing import Any
 
 from privcore.defaults import DEFAULT_DATASET, default_model
 from privcore.mechanisms import registry
+from privcore.ranges import CERTIFIERS
 from privcore.validation import (
     ALPHA_RANGE,
     DELTA_RANGE,
@@ -76,7 +77,7 @@ def _canonical_mechanism(text: str) -> str:
         return text
 
 
-CERTIFIER_CHOICES: tuple[str, ...] = ("exact", "lp", "interval")
+CERTIFIER_CHOICES: tuple[str, ...] = CERTIFIERS  # privcore.ranges: the one list
 
 # Slider grids (log-spaced where the parameter is). Any value in the parameter's range is accepted
 # (it is added to the grid), so shared URLs and the ε solver can carry values between grid points.

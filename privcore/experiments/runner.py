@@ -23,6 +23,7 @@ from typing import Any
 from privcore._atomic import atomic_path, atomic_write_text
 from privcore._paths import results_dir
 from privcore.experiments.tables import Parts, ResultTable
+from privcore.ranges import CERTIFIERS
 from privcore.validation import check_choice, check_int
 
 __all__ = [
@@ -145,7 +146,7 @@ class RunContext:
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, MODES)
         check_int("seed", self.seed, minimum=0)
-        check_choice("certifier", self.certifier, ("exact", "lp", "interval"))
+        check_choice("certifier", self.certifier, CERTIFIERS)
         check_int("workers", self.workers, minimum=1)
         object.__setattr__(self, "out_dir", Path(self.out_dir))
         if self.models_dir is not None:

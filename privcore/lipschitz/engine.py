@@ -38,6 +38,7 @@ from privcore.lipschitz.pattern_bnb import global_pattern_bound
 from privcore.lipschitz.pattern_search import pattern_value
 from privcore.lipschitz.regions import verified_lower_bound
 from privcore.lipschitz.tighten import tighten_bounds
+from privcore.ranges import CERTIFIERS
 from privcore.validation import check_choice, check_int, check_positive
 
 __all__ = [
@@ -56,7 +57,6 @@ __all__ = [
     "verified_lower_bound",
 ]
 
-CERTIFIERS = ("exact", "lp", "interval")
 #: the definition of the ``lp``/``interval`` certifiers' U, part of their cache keys: a φ from one U
 #: must never meet a φ from another (2: the interval term includes the per-pair interval bound)
 RELAXATION_VERSION = 2

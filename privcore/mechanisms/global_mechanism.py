@@ -55,14 +55,14 @@ from privcore.lipschitz.network import ReluNetwork, as_network
 from privcore.lipschitz.rounding import CertifiedNet, rounding_allowance, sensitivity_with_rounding
 from privcore.mechanisms.guarantee import Guarantee, Norm, Space
 from privcore.mechanisms.sampling import (
-    MIN_EPSILON,
     NoisePlan,
     RngLike,
     add_noise,
     as_random_bits,
+    check_sampler_epsilon,
     plan_laplace,
 )
-from privcore.validation import check_in_range, check_positive
+from privcore.validation import check_positive
 
 __all__ = [
     "GlobalRelease",
@@ -76,10 +76,6 @@ __all__ = [
 
 #: the registry name of the certified global mechanism (the guarantee names it)
 MECHANISM = "Global"
-
-
-def _check_epsilon(epsilon: Any) -> float:
-    return check_in_range("epsilon", epsilon, MIN_EPSILON, math.inf, low_open=False)
 
 
 def _guarantee(eps: float, r: float, g: float, how: str, mechanism: str = MECHANISM) -> Guarantee:
@@ -120,7 +116,7 @@ def global_scales(*, epsilon: float, radius: float, global_lipschitz: float, num
                   how: str = "") -> GlobalScales:
     """:func:`global_release`'s scales for ``global_lipschitz`` = G (display only: a release takes a
     certified :class:`GlobalConstant`, never a number)."""
-    eps = _check_epsilon(epsilon)
+    eps = check_sampler_epsilon(epsilon)
     r = check_positive("radius", radius)
     g = check_positive("global_lipschitz", global_lipschitz)
     eta = rounding_allowance(g * r)
@@ -223,7 +219,7 @@ def global_release(
     :func:`card_global_constant`) for this very network, in this process: anything else raises.
     Every parameter is validated and f(clip z) evaluated before any noise is drawn; an error raises
     and nothing is released. ``rng``: None for the OS CSPRNG (releases); a seed only for tests."""
-    eps = _check_epsilon(epsilon)
+    eps = check_sampler_epsilon(epsilon)
     r = check_positive("radius", radius)
     if not is_certified(constant):
         raise TypeError(

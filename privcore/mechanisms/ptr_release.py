@@ -24,11 +24,11 @@ import numpy as np
 from privcore.errors import CertificationError, CheckpointError, ParameterError, ParameterTypeError
 from privcore.mechanisms.posthoc import Posthoc, embedding, model_block, predict
 from privcore.mechanisms.protocol import DELTA, EPSILON, RADIUS, Options, Outlook, Release, Setting
+from privcore.ranges import CERTIFIERS
 
 __all__ = ["CERTIFIERS", "PTR", "Certification", "certify_embedding", "check_certifier", "issued",
            "ptr_record"]
 
-CERTIFIERS = ("exact", "lp", "interval")
 #: What a progress callback receives after each decision "U(z, r) ≤ Δp?": (r, passed).
 Progress = Callable[[float, bool], None]
 
