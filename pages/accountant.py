@@ -10,8 +10,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from privcore.mechanisms import Guarantee
-from privcore.mechanisms.accounting import basic_composition, chaining, chaining_hops, group_privacy
+from privcore.mechanisms import Guarantee, basic_composition, chaining, chaining_hops, group_privacy
 from privlens import budget, ledger_panel, ui
 from privlens.ledger import LEDGER_EXPLANATION, ledger_totals
 from privlens.outcome import plain_guarantee

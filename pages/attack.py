@@ -15,7 +15,7 @@ import torch
 from privcore.attacks import ImageMetrics, image_metrics
 from privcore.errors import DatasetUnavailableError
 from privcore.experiments import MEASURES
-from privcore.inputs.images import encode_png
+from privcore.inputs import encode_png
 from privcore.mechanisms import registry
 from privlens import baselines, charts, live, pipelines, ui
 from privlens import mechanism_view as mv

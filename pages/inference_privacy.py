@@ -12,9 +12,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from privcore.inputs import note_text
-from privcore.inputs.images import encode_png
-from privcore.mechanisms.accounting import chaining, chaining_hops
+from privcore.inputs import encode_png, note_text
+from privcore.mechanisms import chaining, chaining_hops
 from privlens import budget, charts, checks, compare_panel, pipelines, sending, ui, upload
 from privlens import mechanism_view as mv
 from privlens.ledger import LEDGER_EXPLANATION, ledger_totals

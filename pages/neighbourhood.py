@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from privcore.inputs.images import encode_png
+from privcore.inputs import encode_png
 from privlens import mechanism_view as mv
 from privlens import pipelines, ui
 from privlens.image import require_image

@@ -19,8 +19,7 @@ import streamlit as st
 import torch
 
 from privcore.errors import PrivcoreError
-from privcore.inputs import note_text
-from privcore.inputs.images import encode_png
+from privcore.inputs import encode_png, note_text
 from privcore.mechanisms import card_clip_box, registry
 from privlens import budget, checks, compare_panel, live, pipelines, report, sending, ui, upload
 from privlens import mechanism_text as mt

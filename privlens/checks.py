@@ -15,7 +15,7 @@ import streamlit as st
 
 from privcore import inputs
 from privcore.errors import PrivcoreError
-from privcore.inputs.images import encode_png
+from privcore.inputs import encode_png
 from privlens import pipelines
 from privlens.image import IMAGE_KEY, CurrentImage
 from privlens.memo import memo

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
+from privcore.inputs import DecodedImage, decode_image
 from privcore.inputs import digit_styled as _digit_styled
-from privcore.inputs.images import DecodedImage, decode_image
 from privlens.memo import memo
 from privlens.samples import Sample, list_samples
 from privlens.settings import md_literal

@@ -24,8 +24,7 @@ def ledger_of(rows: Sequence[Mapping[str, Any]]) -> Any:
     library wrote to their space and norm). Anything else is a ValueError naming the row: the
     totals would leave that release out, so none are given.
     """
-    from privcore.mechanisms import Guarantee
-    from privcore.mechanisms.accounting import PrivacyLedger
+    from privcore.mechanisms import Guarantee, PrivacyLedger
 
     ledger = PrivacyLedger()
     for n, row in enumerate(rows):

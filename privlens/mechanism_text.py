@@ -135,7 +135,7 @@ def live_accuracy(mech: Any, target: Any, s: Settings, *, dataset: str, model: s
     setting); None for a mechanism that needs a per-image certificate (PTR: the committed tables)."""
     if mech.needs_certificate:
         return None
-    from privcore.mechanisms.utility import live_accuracy as compute
+    from privcore.mechanisms import live_accuracy as compute
     from privlens.mechanism_view import setting
 
     u = compute(mech, target, setting(mech, s), dataset=dataset, model=model, n=LIVE_IMAGES)

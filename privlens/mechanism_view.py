@@ -363,7 +363,7 @@ class ImageViews:
 
 def image_views(view: View, *, scale: int) -> ImageViews:
     """The model's input and its VAE reconstruction as PNGs, and the noise-free class of f(z) (memoised)."""
-    from privcore.inputs.images import encode_png
+    from privcore.inputs import encode_png
 
     def compute() -> ImageViews:
         z = torch.from_numpy(view.x.astype(np.float32))[None]

@@ -34,7 +34,7 @@ def catalogue() -> dict[str, tuple[str, ...]]:
 def _catalogue(directory: str) -> dict[str, tuple[str, ...]]:
     models: dict[str, list[str]] = {}
     try:
-        from privcore.models.catalogue import list_models
+        from privcore.models import list_models
 
         infos = list_models(directory)
     except (ImportError, PrivcoreError, OSError, ValueError, TypeError, KeyError, AttributeError):
@@ -73,7 +73,7 @@ class Loaded:
 
 def models_dir() -> str:
     """Where checkpoints are read from (``$PRIVCORE_MODELS_DIR`` or ``models/``): part of every cache key."""
-    from privcore.models.catalogue import default_models_dir
+    from privcore.models import default_models_dir
 
     return str(default_models_dir())
 

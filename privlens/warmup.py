@@ -137,9 +137,9 @@ def prepare_default(directory: str, dataset: str, model: str) -> None:
     :func:`privlens.baselines.no_release_baseline`). An
     accelerator only: a failure is left for the page to report."""
     try:
-        from privcore.inputs.domain import domain_check
+        from privcore.inputs import domain_check
         from privcore.mechanisms import card_global_constant, load_ip_cached
-        from privcore.models.pipeline import load_pipeline
+        from privcore.models import load_pipeline
         from privlens.baselines import no_release_baseline
 
         pipe = load_pipeline(dataset, obfuscator=model, models_dir=directory)

@@ -14,8 +14,16 @@ from privcore._lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
-    {name: "prepare" for name in (
-        "CONCERN_CONSEQUENCE", "CONFIRMED", "DIGIT_STYLE_FACTOR", "UNCONFIRMED", "concern_heading",
-        "concerns", "digit_styled", "note_text", "prepare_image",
-    )},
+    {
+        **{name: "prepare" for name in (
+            "CONCERN_CONSEQUENCE", "CONFIRMED", "DIGIT_STYLE_FACTOR", "UNCONFIRMED", "concern_heading",
+            "concerns", "digit_styled", "note_text", "prepare_image",
+        )},
+        **{name: "images" for name in (
+            "DEFAULT_MAX_BYTES", "DEFAULT_MAX_PIXELS", "DecodedImage", "decode_image", "encode_png",
+            "load_image",
+        )},
+        "check": "domain",
+        "domain_check": "domain",
+    },
 )

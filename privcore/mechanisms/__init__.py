@@ -16,6 +16,18 @@ from __future__ import annotations
 from privcore._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
+    "LedgerEntry": "accounting",
+    "PrivacyLedger": "accounting",
+    "RelationTotal": "accounting",
+    "basic_composition": "accounting",
+    "chaining": "accounting",
+    "chaining_hops": "accounting",
+    "common_neighbourhood": "accounting",
+    "group_privacy": "accounting",
+    "parallel_composition": "accounting",
+    "post_processing": "accounting",
+    "Utility": "utility",
+    "live_accuracy": "utility",
     # the mechanism protocol and its registry entries (privcore.mechanisms.registry holds the table)
     "Mechanism": "protocol",
     "Options": "protocol",
