@@ -13,7 +13,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from privlens import media, netguard, ui, warmup
+from privcore.mechanisms import registry
+from privlens import ledger_session, media, netguard, ui, warmup
 
 _start = time.perf_counter()
 # no look-up of this machine's IPs on the network (the launcher did this before the server started;
@@ -31,7 +32,8 @@ PAGES = {
     "": [
         st.Page(PAGES_DIR / "home.py", title="Home", icon=":material/home:", default=True),
     ],
-    "Posthoc privacy (Global, PTR)": [
+    # the section names the registry's posthoc mechanisms (the Release page releases each of them)
+    f"Posthoc privacy ({', '.join(registry.names(family='posthoc'))})": [
         st.Page(PAGES_DIR / "release.py", title="Release", icon=":material/upload:"),
         st.Page(PAGES_DIR / "tradeoffs.py", title="Trade-offs", icon=":material/insights:"),
         st.Page(PAGES_DIR / "neighbourhood.py", title="Neighbourhood", icon=":material/blur_on:"),
@@ -74,6 +76,8 @@ with warmup.script_run(), ui.error_boundary(f"The {page.title} page"):
     ui.go_to_requested_page(PAGES, page)
     # on the pages whose numbers follow ε and δ, an ε or δ step reruns the page, not the app
     ui.sidebar(live=page.url_path in ui.LIVE_PAGES)
+    # the browser keeps its ledger token (a cookie): its ledger survives a reload and a server restart
+    ledger_session.hand_token()
     try:
         ui.stop_on_url_problems(page.title)  # a bad link releases nothing: error at the top, st.stop()
         ui.live_section(run_page)

@@ -102,9 +102,9 @@ def main() -> None:
     # ---------------------------------------------------------------- 2. direct calls
     pipe = pipelines._load(args.dataset, args.model, pipelines.models_dir())
     sample = samples(args.dataset)[0]  # the image the Release page certified above
-    from privcore.images import load_image
+    from privcore.inputs.images import load_image
     from privcore.mechanisms import ptr_search_range
-    from privlens.ptr import DELTA_MIN, EPSILON_MIN
+    from privlens.mechanism_view import DELTA_MIN, EPSILON_MIN
 
     x = load_image(sample.data(), target_shape=pipe.image_shape)
     z = pipe.embed(x).double().numpy()

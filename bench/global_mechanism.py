@@ -36,8 +36,8 @@ from privcore.mechanisms.global_mechanism import (
     card_global_hint,
     global_release,
 )
+from privcore.models.pipeline import default_models_dir
 from privcore.nets.checkpoint import load_checkpoint
-from privcore.pipeline import default_models_dir
 
 
 def release_seconds(f, constant, box: ClipBox, radius: float, n: int = 200) -> float:

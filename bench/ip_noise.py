@@ -30,7 +30,7 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from privcore.data import load_dataset
-from privcore.pipeline import load_ip_models
+from privcore.models.pipeline import load_ip_models
 
 
 def interval(x: np.ndarray) -> str:

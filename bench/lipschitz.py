@@ -353,7 +353,7 @@ def first_phi_child(spec: str, n_more: int, setting: str) -> None:
 def _first_phi_one(name: str, net: ReluNetwork, radius: float, delta_p: float, z: np.ndarray, setting: str,
                    loaded: float) -> None:
     from privcore.mechanisms import ptr_search_range
-    from privlens.ptr import DELTA_MIN, EPSILON_MIN
+    from privlens.mechanism_view import DELTA_MIN, EPSILON_MIN
 
     if setting == "dashboard":
         r_max, tol = ptr_search_range(radius, epsilon_min=EPSILON_MIN, delta_min=DELTA_MIN)

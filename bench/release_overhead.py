@@ -6,7 +6,7 @@
 Loads the pipeline as :mod:`bench.default_release` does, certifies G once (the first release, not
 timed), then times, interleaved in rounds so that both see the same machine load:
 
-* ``release``: :func:`privcore.api_core.release_embedding` (mechanism ``global``, seeded noise) on one
+* ``release``: :func:`privcore.api.core.release_embedding` (mechanism ``global``, seeded noise) on one
   embedding, N times;
 * ``forward``: the obfuscator's torch forward pass f(z) on the same embedding, N times;
 * ``as_network``: :func:`privcore.lipschitz.network.as_network` on the obfuscator, N times: the model's
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from privcore.api import _pipeline
-    from privcore.api_core import release_embedding
+    from privcore.api.core import release_embedding
     from privcore.defaults import DEFAULT_DATASET, default_model
     from privcore.lipschitz.network import as_network
 

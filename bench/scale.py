@@ -44,7 +44,7 @@ def embeddings(dataset: str, variant: str, n: int) -> tuple[Any, np.ndarray, flo
     from privcore.data.registry import load_dataset
     from privcore.experiments.ptr_common import embed
     from privcore.lipschitz import as_network
-    from privcore.pipeline import load_pipeline
+    from privcore.models.pipeline import load_pipeline
 
     pipe = load_pipeline(dataset, variant, device="cpu")
     ds = load_dataset(dataset)

@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from privcore.mechanisms import registry
-from privcore.pipeline import default_models_dir, list_models, load_pipeline
+from privcore.models.pipeline import default_models_dir, list_models, load_pipeline
 from privcore.ranges import EPSILON_RANGE, RADIUS_RANGE
 from privcore.train.embedder import dataset_from_card
 

@@ -1,7 +1,7 @@
 """Accountant: this session's releases composed per image and per neighbourhood relation, with the
 worst case (basic composition, IP paper Prop. 2; ℓp balls compared by ‖·‖∞ ≤ ‖·‖₂ ≤ ‖·‖₁), and
 calculators for chaining and group privacy, each with the formula used (IP paper Props 2–4; Vadhan
-2017, Lemma 2.2). Widgets and layout only: every number comes from privcore.accounting."""
+2017, Lemma 2.2). Widgets and layout only: every number comes from privcore.mechanisms.accounting."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ import math
 import pandas as pd
 import streamlit as st
 
-from privcore.accounting import basic_composition, chaining, chaining_hops, group_privacy
-from privcore.mechanisms import Guarantee
-from privlens import budget, ui
+from privcore.mechanisms import Guarantee, basic_composition, chaining, chaining_hops, group_privacy
+from privlens import budget, ledger_panel, ui
 from privlens.ledger import LEDGER_EXPLANATION, ledger_totals
 from privlens.outcome import plain_guarantee
 from privlens.settings import md_literal
@@ -25,7 +24,8 @@ st.caption(
     "session (Release and Inference privacy pages) are composed per image by basic composition — "
     "IP paper Prop. 2: (Σεᵢ, Σδᵢ) "
     "for the pairs of images every counted release covers — for each neighbourhood relation (space, norm, "
-    "radius) and for the worst case, which adds every release. The ledger lives in your browser session only."
+    "radius) and for the worst case, which adds every release. The ledger is kept on this server for this "
+    "browser (a private key in a cookie, never in the link): a reload or a server restart keeps it."
 )
 
 
@@ -49,6 +49,7 @@ def _show(g: Guarantee) -> None:
 
 rows = ui.ledger_rows()
 st.subheader("This session's releases")
+ledger_panel.notice()
 if not rows:
     st.info(
         "Nothing released yet in this session. Releases appear here as you make them on the Release and "
@@ -103,30 +104,22 @@ else:
         r"\text{basic composition: } (\varepsilon, \delta) = \Big(\sum_i \varepsilon_i,\ \sum_i \delta_i\Big)"
         r"\ \text{over the releases that cover the pair}"
     )
-    c1, c2 = st.columns(2)
-    with c1:
-        ui.download_json(
-            "Download the ledger (JSON)",
-            [{"image": r["image"], "label": r["label"], **r["guarantee"].to_dict()} for r in rows],
-            file_name="privacy-ledger.json",
-            key="dl_ledger",
-        )
-    if c2.button("Clear the ledger", key="clear_ledger", icon=":material/delete:"):
-        rows.clear()
-        st.rerun()
+ledger_panel.tools(rows)
 
 st.subheader("Calculators")
 st.caption("Start from the sidebar's mechanism and parameters, or enter any guarantee.")
 base = budget.spent_guarantee(s)
-if s.is_ptr:
+mech = s.spec
+at = f"α = {s.alpha:g}" if "alpha" in mech.parameter_names else f"R = {s.radius:g}"
+if mech.epsilon_share != 1:
+    k = f"{1 / mech.epsilon_share:g}"
     origin = (
-        f"PTR at ε/2 = {s.mechanism_epsilon:g} (total ε = {s.epsilon:g}), δ = {s.delta:g}: (2·ε/2, δ/2, R) "
-        "by posthoc Thm 4.4"
+        f"{mech.name} at ε/{k} = {s.mechanism_epsilon:g} (total ε = {s.epsilon:g}), δ = {s.delta:g}: "
+        f"{mech.guarantee} by {mech.source}"
     )
-elif s.is_global:
-    origin = f"the certified global mechanism at ε = {s.epsilon:g}: (ε, 0, R)"
 else:
-    origin = f"{s.mechanism} at ε = {s.epsilon:g}, α = {s.alpha:g}"
+    delta = f", δ = {s.delta:g}" if mech.uses_delta else ""
+    origin = f"{mech.label} at ε = {s.epsilon:g}{delta}, {at}: {mech.guarantee}"
 c1, c2, c3 = st.columns(3)
 eps = c1.number_input(
     "ε", min_value=0.0, value=float(base.epsilon), format="%.4g", key=f"acc_eps_{base.epsilon}"

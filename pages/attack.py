@@ -14,9 +14,11 @@ import torch
 
 from privcore.attacks import ImageMetrics, image_metrics
 from privcore.errors import DatasetUnavailableError
-from privcore.images import encode_png
+from privcore.experiments import MEASURES
+from privcore.inputs import encode_png
 from privcore.mechanisms import registry
-from privlens import baselines, charts, live, pipelines, ptr, ui
+from privlens import baselines, charts, live, pipelines, ui
+from privlens import mechanism_view as mv
 from privlens.image import require_image
 from privlens.results import load_results
 from privlens.settings import md_literal
@@ -45,7 +47,8 @@ def _baseline(dataset: str) -> ImageMetrics | None:
 
 
 s = ui.page_setup()
-PTR_EPSILON = registry.get("PTR").mechanism_epsilon(s.epsilon)  # PTR's own ε at the sidebar's total ε
+ATTACKED = registry.get(MEASURES["attack"])  # the mechanism whose releases the attack experiment attacks
+OWN_EPSILON = ATTACKED.mechanism_epsilon(s.epsilon)  # its own ε at the sidebar's total ε
 st.title("Attack")
 st.caption(
     "An attacker who sees the releases trains a decoder from noisy obfuscated vectors back to images. "
@@ -91,7 +94,7 @@ else:
     def _hover(i: int, j: int) -> list[str]:
         ci = "" if math.isnan(low[i, j]) else f" [{low[i, j]:.4g}, {high[i, j]:.4g}] (95 % bootstrap)"
         n = "n not recorded" if math.isnan(n_eval[i, j]) else f"n = {int(n_eval[i, j])} released images"
-        return [f"R = {rows[i]}, ε = {cols[j]}", ci, f"{n}, PTR's {d_text}"]
+        return [f"R = {rows[i]}, ε = {cols[j]}", ci, f"{n}, {ATTACKED.name}'s {d_text}"]
 
     # numeric axes (cell i at i, ticks named): a setting between measured cells gets a fractional place
     fig = go.Figure(
@@ -110,15 +113,15 @@ else:
             name=f"{name} (measured)",
         )
     )
-    col_pos = charts.grid_position([float(c) for c in grid.columns], PTR_EPSILON, log=True)
+    col_pos = charts.grid_position([float(c) for c in grid.columns], OWN_EPSILON, log=True)
     row_pos = charts.grid_position([float(r) for r in grid.index], s.radius, log=False)
-    reading = live.attack_at(df, radius=s.radius, epsilon=PTR_EPSILON, metric=metric)
+    reading = live.attack_at(df, radius=s.radius, epsilon=OWN_EPSILON, metric=metric)
     if col_pos is not None and row_pos is not None and reading is not None:
         on_grid = col_pos.is_integer() and row_pos.is_integer()
         value = reading.value
         label = "current (R, ε)" if on_grid else "current (R, ε), interpolated"
         ci = "" if reading.low is None else f" {reading.interval_text}"
-        hover = f"R = {s.radius:g}, ε = {PTR_EPSILON:g}<br>{name} ≈ {value:.4g}{ci}<br>{reading.how}"
+        hover = f"R = {s.radius:g}, ε = {OWN_EPSILON:g}<br>{name} ≈ {value:.4g}{ci}<br>{reading.how}"
         hover += "<extra></extra>"
         # an outline around the cell (or the cells the estimate is read between), never over a value: the
         # cell's own text stays readable
@@ -151,19 +154,21 @@ else:
                 )
             )
         st.caption(
-            f"At the current R = {s.radius:g} and PTR's ε = {PTR_EPSILON:g} (half the sidebar's total "
+            f"At the current R = {s.radius:g} and {ATTACKED.name}'s ε = {OWN_EPSILON:g} (half the sidebar's "
+            "total "
             f"ε = {s.epsilon:g}): {name} ≈ {value:.3g}, {reading.how}"
             + ("." if reading.low is None else f"; interval {reading.interval_text}.")
         )
     else:
         st.caption(
-            f"The current (R = {s.radius:g}, PTR's ε = {PTR_EPSILON:g}) lies outside the experiment's grid "
+            f"The current (R = {s.radius:g}, {ATTACKED.name}'s ε = {OWN_EPSILON:g}) lies outside the "
+            "experiment's grid "
             f"(R {rows[0]}–{rows[-1]}, ε {cols[0]}–{cols[-1]}): not marked."
         )
     fig.update_layout(
-        title=f"Attacker's {name} — {dataset}/{measured_text} ({hint}); PTR at {d_text}",
+        title=f"Attacker's {name} — {dataset}/{measured_text} ({hint}); {ATTACKED.name} at {d_text}",
         xaxis={
-            "title": "PTR's ε, half the total of a sent release (∞ = no noise)",
+            "title": f"{ATTACKED.name}'s ε, half the total of a sent release (∞ = no noise)",
             "tickvals": list(range(len(cols))),
             "ticktext": cols,
         },
@@ -196,7 +201,7 @@ else:
 
 st.subheader("On your image")
 if not s.is_posthoc:
-    st.info("Pick Global or PTR in the sidebar to run the attacker on your image.")
+    st.info("Pick a posthoc mechanism in the sidebar to run the attacker on your image.")
     st.stop()
 loaded = pipelines.pipeline(s)
 if loaded is None:
@@ -209,20 +214,21 @@ if pipe.attacker is None:
     )
     st.stop()
 image = require_image(loaded.dataset, pipe.image_shape)
-ctx = ptr.context(s, loaded, image)
+ctx = mv.posthoc(s, loaded, image, ATTACKED)
 if ctx is None:
     st.stop()
-phi = ptr.certify(ctx)
-if phi is None:
+phi = mv.certify(ctx) if ATTACKED.needs_certificate else None
+if ATTACKED.needs_certificate and phi is None:
     st.stop()
 st.caption(
-    f"Simulated PTR releases at R = {ctx.radius:g}, δ = {s.delta:g} and PTR's own ε (the sidebar's total "
-    f"ε = {s.epsilon:g} runs it at {PTR_EPSILON:g}; fresh secure noise each; shown here only, not recorded "
+    f"Simulated {ATTACKED.name} releases at R = {ctx.radius:g}, δ = {s.delta:g} and its own ε (the "
+    "sidebar's total "
+    f"ε = {s.epsilon:g} runs it at {OWN_EPSILON:g}; fresh secure noise each; shown here only, not recorded "
     "in the ledger). ε = ∞ is the obfuscated vector without noise: the attacker's best case."
 )
 x = image.tensor
 scale = max(1, 120 // pipe.image_shape[2])
-live = tuple(sorted({*LIVE_EPSILONS, PTR_EPSILON}))  # the sidebar's (PTR's ε/2) among them
+live = tuple(sorted({*LIVE_EPSILONS, OWN_EPSILON}))  # the sidebar's (its own ε) among them
 # a wrapping row of fixed-width tiles: on a narrow screen they move to the next line instead of overlapping
 tile_row = st.container(horizontal=True, gap="small")
 tiles = [tile_row.container(width=128) for _ in range(len(live) + 3)]
@@ -243,11 +249,11 @@ if mean_image is not None:  # what an attacker outputs with no release at all
     rows.append({"epsilon": "no release (baseline)", "released": False, "ssim": ssim0, "psnr": psnr0})
 for col, eps in zip(tiles[2:], (*live, math.inf), strict=True):
     if math.isinf(eps):
-        released, vec = True, pipe.obfuscate(torch.from_numpy(ctx.z.astype(np.float32))[None])
-    else:
-        res = ptr.release(ctx, phi, epsilon=eps, delta=s.delta, label="Attack page")
-        released, vec = res.released, (ptr.as_tensor(res.value) if res.released else None)
-    mine = " (sidebar's ε/2)" if eps == PTR_EPSILON else ""
+        released, vec = True, pipe.obfuscate(torch.from_numpy(ctx.x.astype(np.float32))[None])
+    else:  # eps is the mechanism's own ε: the simulation takes the total
+        res = mv.simulate(ctx, s, phi, epsilon=eps / ATTACKED.epsilon_share, label="Attack page")
+        released, vec = res.released, (mv.as_tensor(res.value) if res.released else None)
+    mine = " (sidebar's ε/2)" if eps == OWN_EPSILON else ""
     label = "ε = ∞" if math.isinf(eps) else f"ε = {eps:g}{mine}"
     if not released:
         col.markdown(f"**{label}**\n\n### ⊥\nnothing released")
@@ -261,7 +267,7 @@ for col, eps in zip(tiles[2:], (*live, math.inf), strict=True):
     )
     rows.append({"epsilon": eps, "released": True, "ssim": ssim, "psnr": psnr})
 if st.button("Draw new noise", key="atk_resample", icon=":material/casino:"):
-    ptr.resample("Attack page")
+    mv.resample("Attack page")
     st.rerun()
 table = pd.DataFrame(rows)
 table["epsilon"] = [e if isinstance(e, str) else "∞" if math.isinf(e) else f"{e:g}" for e in table["epsilon"]]

@@ -12,9 +12,14 @@ from typing import Any
 import streamlit as st
 
 from privcore.mechanisms import (
+    PTR,
     GaussInput,
+    GaussInputRelease,
     GaussOutput,
+    GaussOutputRelease,
+    GlobalLaplace,
     LapOutput,
+    LapOutputRelease,
     LDPEmbedding,
     LDPImage,
     global_scales,
@@ -50,8 +55,9 @@ epsilon, delta = s.epsilon, s.delta
 left, right = st.columns(2)
 with left:
     st.markdown(
-        f"ε = **{epsilon:g}**, δ = **{delta:g}** (from the sidebar; ε is the total of one sent release, so "
-        f"PTR runs at ε/2 = {registry.get('PTR').mechanism_epsilon(epsilon):g})"
+        f"ε = **{epsilon:g}**, δ = **{delta:g}** (from the sidebar; ε is the total of one sent release"
+        + "".join(f", so {m.name} runs at ε/{1 / m.epsilon_share:g} = {m.mechanism_epsilon(epsilon):g}"
+                  for m in registry.MECHANISMS if m.epsilon_share != 1) + ")"
     )
     ui.bound_widget(
         "select_slider",
@@ -133,7 +139,7 @@ def _lap_output() -> tuple[str, float, str]:
 
 
 def _ptr() -> tuple[str, float, str]:  # at ε/2: its (2·ε/2, δ/2, R) spends the sidebar's total ε
-    half = registry.get("PTR").mechanism_epsilon(epsilon)
+    half = PTR().mechanism_epsilon(epsilon)
     scales = ptr_scales(epsilon=half, delta=delta, radius=radius, delta_p=lipschitz)
     return "b", scales.release_scale, scales.guarantee.describe()
 
@@ -166,13 +172,13 @@ def _image_size() -> str:
 
 
 _row(
-    "Gauss-Input (analytic)",
+    f"{GaussInputRelease.name} (analytic)",
     "Tian et al. Def. 5; Balle & Wang 2018",
     "C(x + N(0, σ²)), σ from α/ε, δ",
     lambda: _gauss_input("analytic"),
 )
 _row(
-    "Gauss-Input (classic)",
+    f"{GaussInputRelease.name} (classic)",
     "Tian et al. Def. 5",
     "σ = √(2 ln(1.25/δ))·α/ε, ε < 1",
     lambda: _gauss_input("classic"),
@@ -181,15 +187,16 @@ _row(
         "(Balle & Wang 2018) holds for every ε and adds less noise: use that one."
     ),
 )
-_row("Gauss-Output", "Tian et al. Def. 4", "C(x) + N(0, σ²), σ from α·μ₂/ε, δ (analytic)", _gauss_output)
-_row("Lap-Output", "Tian et al. Def. 3", "C(x) + Lap(μ₁·α/ε)", _lap_output)
+_row(GaussOutputRelease.name, "Tian et al. Def. 4", "C(x) + N(0, σ²), σ from α·μ₂/ε, δ (analytic)",
+     _gauss_output)
+_row(LapOutputRelease.name, "Tian et al. Def. 3", "C(x) + Lap(μ₁·α/ε)", _lap_output)
 _row(
-    "Extended PTR at ε/2 (release)",
+    f"Extended {PTR.name} at ε/2 (release)",
     "posthoc Alg. 1, Thm 4.4",
     "test Lap(R/(ε/2)); release f(z) + Lap(Δp·R/(ε/2))",
     _ptr,
 )
-_row("Global (certified)", "docs/DESIGN.md, Beyond the papers", "f(clip z) + Lap(G·R/ε)", _global)
+_row(GlobalLaplace.label, "docs/DESIGN.md, Beyond the papers", "f(clip z) + Lap(G·R/ε)", _global)
 _row(f"LDP-Image ({s.dataset}: {_image_size()})", "posthoc Table 2", "clip to [0,1], Lap(d/ε)", _ldp_image)
 _row(
     f"LDP-Embedding (k = {EMBEDDING_DIM or '?'}, B = {EMBEDDING_BOUND:g})",

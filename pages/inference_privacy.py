@@ -12,15 +12,16 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from privcore.accounting import chaining, chaining_hops
-from privcore.images import encode_png
-from privcore.inputs import note_text
+from privcore.inputs import encode_png, note_text
+from privcore.mechanisms import chaining, chaining_hops
 from privlens import budget, charts, checks, compare_panel, pipelines, sending, ui, upload
-from privlens import ip as iplens
+from privlens import mechanism_view as mv
 from privlens.ledger import LEDGER_EXPLANATION, ledger_totals
 from privlens.outcome import plain_guarantee
 from privlens.results import load_results
 from privlens.settings import ALPHA_GRID, IP_MECHANISMS
+
+PAGE = mv.PAGES["inference_privacy"]
 
 s = ui.page_setup()
 st.title("Inference privacy")
@@ -55,7 +56,7 @@ models = pipelines.catalogue()
 dataset = s.dataset if s.dataset in models else pipelines.DEFAULT_DATASET
 
 
-ip = iplens.models(dataset)
+ip = mv.ip_models(dataset)
 if ip is not None:
     st.subheader("Your image")
     image = upload.pick_image(dataset, ip.image_shape, key="ip")
@@ -63,13 +64,14 @@ if ip is not None:
         st.warning(note_text(note))
     checks.confirm(dataset, image, key="ip")  # blank or out of domain: stop until confirmed
     names = ip.class_names
-    plans = iplens.plans(ip, s)
-    ready = {n: p for n, p in plans.items() if isinstance(p, iplens.Plan)}
-    guarantees = {n: p.guarantee for n, p in ready.items()}
+    plans = mv.inference_views(s, dataset, image)
+    ready = {n: p for n, p in plans.items() if isinstance(p, mv.View)}
+    looks = {n: mv.outlook(v, s) for n, v in ready.items()}  # nothing drawn
+    guarantees = {n: o.guarantee for n, o in looks.items()}
 
     st.subheader("What each mechanism would release")
     st.caption(sending.custody())
-    failed = sending.failure(iplens.PAGE)
+    failed = sending.failure(PAGE)
     if failed is not None:
         st.error(f"**Nothing was sent:** {failed}")
     scale = max(1, 120 // int(ip.image_shape[-1]))
@@ -82,13 +84,13 @@ if ip is not None:
             col.info(f"Not available: {plans[mech_name]}")
             rows.append({"mechanism": mech_name, "model": "—", "noise": str(plans[mech_name])})
             continue
-        plan = ready[mech_name]
-        g = plan.guarantee
-        sent = iplens.latest(image, plan, s)
-        p_clean = iplens.class_distribution(iplens.clean_scores(image, plan))
+        plan, look = ready[mech_name], looks[mech_name]
+        g = look.guarantee
+        sent = mv.latest(plan, s)
+        p_clean = mv.class_distribution(mv.clean_scores(plan))
         bars = [go.Bar(x=list(names), y=p_clean, name="without noise (yours, not released)", opacity=0.5)]
         if sent is None:
-            col.caption(f"Noise if sent: {plan.noise}. It is drawn when you send; nothing is drawn yet.")
+            col.caption(f"Noise if sent: {look.noise}. It is drawn when you send; nothing is drawn yet.")
         else:
             d = sent.outcome
             col.caption(f"Sent as release #{sent.id}:")
@@ -103,7 +105,7 @@ if ip is not None:
                     "noisy scores: " + ", ".join(f"{float(v):.2f}" for v in d.noisy.reshape(-1)),
                     wrap_lines=True,
                 )
-            p_sent = iplens.class_distribution(d.noisy)
+            p_sent = mv.class_distribution(d.noisy)
             bars.append(go.Bar(x=list(names), y=p_sent, name="from the sent release"))
         fig = go.Figure(bars)
         fig.update_layout(
@@ -121,26 +123,26 @@ if ip is not None:
             f"Send {mech_name}" if sent is None else f"Send another {mech_name}",
             key=f"ip_send_{mech_name}",
             icon=":material/send:",
-            on_click=iplens.send,
-            args=(image, plan, s),
+            on_click=mv.send,
+            args=(plan, s),
             help="Draws the noise now, once, and charges the session ledger for it; you see the release "
             "after it has been sent. Another send is a new draw, charged again.",
         )
         top_clean = max(range(len(p_clean)), key=p_clean.__getitem__)
         row = {
             "mechanism": mech_name + (" ◀" if here else ""),
-            "model": plan.model.name,
-            "noise": plan.noise,
+            "model": plan.model,
+            "noise": look.noise,
             "prediction without noise": f"{names[top_clean]} ({p_clean[top_clean]:.2f})",
             "sent": "no (nothing drawn)" if sent is None else f"yes, release #{sent.id}",
             "guarantee": f"(ε = {g.epsilon:g}, δ = {g.delta:g}) at α = {s.alpha:g}, {g.metric}",
         }
         if sent is not None:
-            p_noisy = iplens.class_distribution(sent.outcome.noisy)
+            p_noisy = mv.class_distribution(sent.outcome.noisy)
             top_noisy = max(range(len(p_noisy)), key=p_noisy.__getitem__)
             row["sent noisy prediction"] = f"{names[top_noisy]} ({p_noisy[top_noisy]:.2f})"
         rows.append(row)
-    n_images = iplens.dataset_size(ip)
+    n_images = mv.dataset_size(ip)
     shown: list[str] = []
     for guarantee in guarantees.values():
         shown += [w for w in budget.extreme_warnings(guarantee, n=n_images) if w not in shown]
@@ -208,7 +210,7 @@ if ip is not None:
 
     st.subheader("All mechanisms at this ε")
     posthoc = pipelines.pipeline(s) if s.dataset == dataset else None
-    if posthoc is not None:  # Global and PTR on the sidebar's model, beside these three
+    if posthoc is not None:  # the posthoc mechanisms on the sidebar's model, beside these
         compare_panel.panel(s, posthoc, None, allow_certify=False)
 
 st.subheader("Accuracy curves (ip experiment)")

@@ -19,7 +19,8 @@ from privcore.lipschitz import (
     max_pattern_norm,
     relaxed_upper_bound,
 )
-from privlens import pipelines, ptr, ui
+from privlens import mechanism_view as mv
+from privlens import pipelines, ui
 from privlens.charts import hline_trace
 from privlens.image import require_image
 from privlens.memo import memo
@@ -43,7 +44,7 @@ if loaded is None:
     st.stop()
 pipe = loaded.pipeline
 image = require_image(loaded.dataset, pipe.image_shape)
-z = ptr.embedding(pipe, image)
+z = mv.embedding(pipe, image)
 R = s.radius
 delta_p = pipe.proposed_delta_p
 radii = tuple(round(R * m, 6) for m in MULTIPLES)
@@ -55,7 +56,7 @@ def _certify_radii() -> pd.DataFrame:
     """Exact, LP and interval bounds at every radius, with a progress bar (once per model, image, radii)."""
     rows = []
     bar = st.progress(0.0, text="certifying…")
-    exact = Certifier(kind="exact", cache=ptr.disk_cache(), time_limit=60.0)  # per image: deployment
+    exact = Certifier(kind="exact", cache=mv.disk_cache(), time_limit=60.0)  # per image: deployment
     try:
         for i, r in enumerate(radii):
             c = exact.certify(net, z, r)
@@ -129,12 +130,13 @@ if delta_p is not None:
     fig.add_hline(y=delta_p, line_color="crimson", annotation_text=f"Δp = {delta_p:.4g}")
 if glob is not None and glob.complete:
     # in the legend, not an annotation: at the chart's top edge its label ran into the R marker's
-    fig.add_trace(hline_trace(glob.upper, x=radii, name=f"G = {glob.upper:.4g} (all patterns)", dash="dot",
+    fig.add_trace(hline_trace(glob.upper, x=radii, name=f"G = {glob.upper:.4g} (over all patterns)",
+                              dash="dot",
                               color="black"))
 fig.add_vline(x=R, line_dash="dot", line_color="gray", annotation_text=f"R = {R:g}")
-if s.is_ptr and delta_p is not None:
-    ctx = ptr.context(s, loaded, image)
-    phi = ptr.known_phi(ctx) if ctx is not None else None
+if s.spec.needs_certificate and delta_p is not None:
+    ctx = mv.posthoc(s, loaded, image, quiet=True)
+    phi = mv.known_certificate(ctx) if ctx is not None else None
     if phi is not None and phi.r_star is not None:
         fig.add_vline(
             x=phi.r_star, line_dash="dash", line_color="green", annotation_text=f"R* = {phi.r_star:.3g}"

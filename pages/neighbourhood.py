@@ -8,8 +8,9 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from privcore.images import encode_png
-from privlens import pipelines, ptr, ui
+from privcore.inputs import encode_png
+from privlens import mechanism_view as mv
+from privlens import pipelines, ui
 from privlens.image import require_image
 from privlens.latent import latent_walk, rank_axes, tile_images
 from privlens.settings import RADIUS_GRID
@@ -41,7 +42,7 @@ ui.bound_widget(
 )
 s = ui.settings()
 R = s.radius
-z = ptr.embedding(pipe, image)
+z = mv.embedding(pipe, image)
 d = z.size
 
 

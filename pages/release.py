@@ -1,65 +1,57 @@
 """Release: upload an image (or pick a sample), see what a release of it would be, compare the
 mechanisms, and send it.
 
-Two mechanisms release the obfuscated embedding (privcore.mechanisms.registry, family "posthoc"): the
-certified global mechanism, f(clip z) + Lap(G·R/ε) with G certified over the model's public box —
-(ε, 0, R), never ⊥ (docs/DESIGN.md, "Beyond the papers"; the default) — and extended
-Propose-Test-Release (posthoc paper, Algorithm 1, Theorem 4.4), run at ε/2 so that its statement
-(2·ε/2, δ/2, R) spends the sidebar's total ε. Before Send the page shows what the release would be in
-distribution (the guarantee, the noise scale, the probability that it is released at all) and no draw,
-and compares the mechanisms (privlens.compare_panel); Send draws once and charges the ledger
-(privlens.sending), then the page shows the sent release — the noisy vector and the attacker's
-reconstruction from it, or ⊥ with the reason — and its downloads. Widgets and layout only.
+Every posthoc mechanism of the registry (privcore.mechanisms.registry, family "posthoc") releases the
+obfuscated embedding here, through one adapter (privlens.mechanism_view): the page reads the sidebar's
+mechanism's own properties and its outlook, never its name. Before Send the page shows what the release
+would be in distribution (the guarantee, the noise scale, the probability that it is released at all —
+from the image's certification for a mechanism that needs one) and no draw, and compares the mechanisms
+(privlens.compare_panel); Send draws once and charges the ledger (privlens.sending), then the page shows
+the sent release — the noisy vector and the attacker's reconstruction from it, or ⊥ with the reason —
+and its downloads. Widgets and layout only.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
+import torch
 
 from privcore.errors import PrivcoreError
-from privcore.images import encode_png
-from privcore.inputs import note_text
-from privlens import (
-    budget,
-    checks,
-    compare_panel,
-    globalmech,
-    live,
-    pipelines,
-    ptr,
-    report,
-    sending,
-    ui,
-    upload,
-)
+from privcore.inputs import encode_png, note_text
+from privcore.mechanisms import card_clip_box, registry
+from privlens import budget, checks, compare_panel, live, pipelines, report, sending, ui, upload
+from privlens import mechanism_text as mt
+from privlens import mechanism_view as mv
 from privlens.ledger import ledger_totals
 from privlens.outcome import outcome_summary, plain_guarantee
-from privlens.results import load_results, reading
+from privlens.results import load_results
 
 s = ui.page_setup()
+mech = s.spec
+POSTHOC = [m for m in registry.MECHANISMS if m.family == "posthoc"]
 st.title("Release")
 st.caption(
     "What a release of your image would be, and sending it. The image is embedded (β-VAE mean z = g(x)) "
-    "and an obfuscator f maps z to the vector that is released with Laplace noise: by the certified global "
-    "mechanism (f(clip z) + Lap(G·R/ε), G certified over a public box: (ε, 0, R), never ⊥) or by extended "
-    "Propose-Test-Release (z's local Lipschitz constant certified, then f(z) + noise or a refusal ⊥; posthoc "
-    "Algorithm 1, Theorem 4.4). The sidebar's ε is the total of a sent release's guarantee for both."
+    "and an obfuscator f maps z to the vector that is released with noise, by one of: "
+    + "; ".join(f"**{m.label}** — {m.description}, {m.guarantee}" for m in POSTHOC)
+    + ". The sidebar's ε is the total of a sent release's guarantee for each."
 )
 
-if not s.is_posthoc:
+if mech.family != "posthoc":
     st.info(
         f"The sidebar's mechanism is **{s.mechanism}**, an inference-privacy mechanism: its release (a noisy "
-        "prediction) is on the Inference privacy page. This page releases the obfuscated embedding with the "
-        "certified global mechanism or PTR."
+        "prediction) is on the Inference privacy page. This page releases the obfuscated embedding with "
+        + ", ".join(m.label for m in POSTHOC) + "."
     )
     st.page_link(
         ui.page_path("inference_privacy"), label="Open the Inference privacy page", icon=":material/shield:"
     )
-    b = st.columns(2)
-    for col, name, key in ((b[0], "Global", "use_global"), (b[1], "PTR", "use_ptr")):
-        if col.button(f"Use {ui.mechanism_label(name)} here", key=key):
-            ui.update_settings(mechanism=name)
+    b = st.columns(len(POSTHOC))
+    for col, m in zip(b, POSTHOC, strict=True):
+        if col.button(f"Use {m.label} here", key=f"use_{m.name.lower().replace('-', '_')}"):
+            ui.update_settings(mechanism=m.name)
             st.rerun()
     st.stop()
 
@@ -77,36 +69,37 @@ for note in image.decoded.notes:
     st.warning(note_text(note))
 checks.confirm(loaded.dataset, image, key="release")  # blank or out of domain: stop until confirmed
 
-# ---------------------------------------------------------------- the mechanism's context (no draw)
-eps_m = s.mechanism_epsilon  # the ε the mechanism runs at: PTR ε/2, Global ε
-ptr.disk_cache()  # a misconfigured deployment (PRIVLENS_DEPLOYMENT) stops here: nothing is released
-ctx = gctx = phi = look = glook = None
+# ---------------------------------------------------------------- the mechanism's outlook (no draw)
+eps_m = s.mechanism_epsilon  # the ε the mechanism's own formulas run at
+mv.disk_cache()  # a misconfigured deployment (PRIVLENS_DEPLOYMENT) stops here: nothing is released
+view = mv.posthoc(s, loaded, image)
+if view is None:
+    st.stop()
+cert = None
 try:
-    if s.is_ptr:
-        ctx = ptr.context(s, loaded, image)
-        phi = None if ctx is None else ptr.certify(ctx)
-        if phi is None:
+    if mech.needs_certificate:
+        cert = mv.certify(view)
+        if cert is None:
             st.stop()
-        look = ptr.outlook(ctx, phi, epsilon=eps_m, delta=s.delta)
-        sent, g = ptr.latest(ctx, epsilon=eps_m, delta=s.delta), look.guarantee
-    else:
-        gctx = globalmech.context(s.radius, loaded, image)
-        if gctx is None:
-            st.stop()
-        glook = globalmech.outlook(gctx, epsilon=eps_m)
-        sent, g = globalmech.latest(gctx, epsilon=eps_m), glook.guarantee
+    look = mv.outlook(view, s, cert)
+    sent = mv.latest(view, s)
 except (ValueError, PrivcoreError) as exc:  # e.g. parameters the exact sampler cannot honour
     st.error(f"**Nothing can be sent at these settings:** {exc}")
     st.stop()
-here = ctx if ctx is not None else gctx
-result = None if sent is None else sent.outcome  # a privcore.api.Release, drawn through the API
+g = look.guarantee
+const = mt.constant_of(look.public)
+box = card_clip_box(pipe.cards["obfuscator"]) if "clip_box" in look.public else None
+result = None if sent is None else sent.outcome  # a privcore.api.Release, drawn through the mechanism
 released = result is not None and result.released
 
 # ------------------------------------------------------------------------------ pictures
 st.subheader("2 · What happens to it")
 scale = max(1, 160 // shape[2])
-views = ptr.image_views(here, scale=scale)  # ε-independent: computed once per image
-clean_class = views.clean_class if glook is None else glook.clean_class
+views = mv.image_views(view, scale=scale)  # ε-independent: computed once per image
+clean_class = views.clean_class
+if box is not None:  # the class of f(clip z): what the mechanism releases from, without noise
+    clipped = torch.from_numpy(box.clip(view.x).astype(np.float32))[None]
+    clean_class = int(pipe.classify(pipe.obfuscate(clipped)).argmax(-1)[0])
 cols = st.columns(3)
 cols[0].image(views.input_png, caption="As the model sees it (x)", width=160)
 cols[1].image(views.reconstruction_png, caption="VAE reconstruction g⁻¹(g(x))", width=160)
@@ -114,7 +107,7 @@ attack_png = None
 if result is None:
     cols[2].info("The attacker's reconstruction is computed from the sent release: it appears once you send.")
 elif released:
-    rec = pipe.reconstruct(ptr.as_tensor(result.value))[0] if pipe.attacker is not None else None
+    rec = pipe.reconstruct(mv.as_tensor(result.value))[0] if pipe.attacker is not None else None
     if rec is not None:
         attack_png = encode_png(rec, scale=scale)
         cols[2].image(
@@ -128,98 +121,77 @@ else:
 # ------------------------------------------------------------------------------ before sending
 st.subheader("3 · What the release would be")
 st.caption(sending.custody())
-if look is not None:  # PTR
-    st.info(budget.ptr_epsilon_note(s), icon=":material/call_split:")
-    # a wrapping row, each metric as wide as its text: five columns cut values to "0.8…" at 1000 px
-    m = st.container(horizontal=True, gap="medium")
-    m.metric("φ (private, yours only)", f"{phi.phi:.4g}", width="content")
-    m.metric(
-        "P[this image is released]",
-        f"{100 * look.probability:.1f} %",
-        help="P[φ + Lap((R+ζ)/ε) > ln(1/δ)·(R+ζ)/ε] at PTR's ε = total/2, from this image's certified φ "
-        "(posthoc Alg. 1).",
-        width="content",
-    )
-    m.metric(
-        "threshold ln(1/δ)·b",
-        f"{look.threshold:.4g}",
-        help="b = (R + ζ)/ε, the test's Laplace scale.",
-        width="content",
-    )
-    m.metric("Δp", f"{ctx.delta_p:.4g}", help="Proposed sensitivity μ + 3σ from training embeddings.",
+if (note := mt.epsilon_note(mech, s)):
+    st.info(note, icon=":material/call_split:")
+p = look.release_probability
+p_text = "100 %" if p == 1.0 else f"{100 * p:.1f} %"
+own_eps = "ε" if mech.epsilon_share == 1 else f"{mech.name}'s ε = total/{1 / mech.epsilon_share:g}"
+formula = mt.noise_formula(mech, const, total=False)
+# a wrapping row, each metric as wide as its text: five columns cut values to "0.8…" at 1000 px
+m = st.container(horizontal=True, gap="medium")
+if cert is not None:
+    m.metric("φ (private, yours only)", f"{cert.phi:.4g}", width="content")
+m.metric(
+    "P[this image is released]",
+    p_text,
+    help="It never refuses (no ⊥)." if p == 1.0 else f"P[φ + Lap((R+ζ)/ε) > ln(1/δ)·(R+ζ)/ε] at {own_eps}, "
+    "from this image's certified φ (posthoc Alg. 1).",
+    width="content",
+)
+if "threshold" in look.public:
+    m.metric("threshold ln(1/δ)·b", f"{look.public['threshold']:.4g}", help="b = (R + ζ)/ε, the test's "
+             "Laplace scale.", width="content")
+if const is not None:
+    how = look.public.get(const.how_key, "")
+    m.metric(const.label, f"{look.public[const.key]:.4g}", help=const.what + (f" ({how})." if how else "."),
              width="content")
-    m.metric(
-        "noise scale Δp·R/ε",
-        f"{look.noise_scale:.4g}",
-        help="Laplace scale per coordinate of a released vector at PTR's ε = total/2 (the exact sampler's "
-        "grid adds a little).",
-        width="content",
-    )
-    noise, chance = (
-        look.noise_scale,
-        f"with probability {100 * look.probability:.1f} % the noisy test passes and ",
-    )
-    otherwise = "; otherwise it is ⊥"
-else:  # Global
-    m = st.container(horizontal=True, gap="medium")  # wraps, as PTR's row: each metric as wide as its text
-    m.metric(
-        "G (certified)",
-        f"{glook.global_lipschitz:.4g}",
-        help=f"sup of ‖J_f‖ (ℓ∞→ℓ1) over the public box: {globalmech.certified_how(glook)}.",
-        width="content",
-    )
-    m.metric("P[this image is released]", "100 %", help="The global mechanism never refuses (no ⊥).",
-             width="content")
-    m.metric(
-        "noise scale G·R/ε",
-        f"{glook.noise_scale:.4g}",
-        help="Laplace scale per coordinate of a released vector (the exact sampler draws "
-        f"{glook.noise_scale_effective:.6g}: its grid and f's float64 rounding add a little).",
-        width="content",
-    )
-    m.metric("δ", "0", help="A pure guarantee: (ε, 0, R).", width="content")
+m.metric(
+    f"noise scale {formula}".strip(),
+    f"{look.noise_scale:.4g}",
+    help=f"{mt.noise_name(const)} scale per coordinate of a released vector at {own_eps} (the exact sampler "
+    f"draws {look.noise_scale_effective:.6g}: its grid and f's float64 rounding add a little).",
+    width="content",
+)
+if not mech.uses_delta:
+    m.metric("δ", "0", help=f"A pure guarantee: {mech.guarantee}.", width="content")
+if box is not None and const is not None:
     st.markdown(
-        f"**G = {glook.global_lipschitz:.7g}** — {globalmech.certified_how(glook)}. Before f is applied, "
-        "z is clipped to the model's **public box** (from its training embeddings, fixed before any image; "
-        "clipping keeps neighbours within R of each other, so one G covers every image):"
+        f"**{const.symbol} = {look.public[const.key]:.7g}** ({look.public.get(const.how_key, '')}) — "
+        f"{const.what}, on first use of this model (the same for every image). Before f is applied, z is "
+        "clipped to the model's **public box** (from its training embeddings, fixed before any image; "
+        f"clipping keeps neighbours within R of each other, so one {const.symbol} covers every image):"
     )
-    box = pd.DataFrame(
-        [glook.lower, glook.upper],
-        index=["lower", "upper"],
-        columns=[f"z{i + 1}" for i in range(len(glook.lower))],
-    )
-    st.dataframe(box.style.format("{:.3g}"), width="content")
+    frame = pd.DataFrame([box.lower, box.upper], index=["lower", "upper"],
+                         columns=[f"z{i + 1}" for i in range(len(box.lower))])
+    st.dataframe(frame.style.format("{:.3g}"), width="content")
     st.caption(
         "Your embedding lies inside the box: clipping leaves it unchanged."
-        if glook.inside
+        if box.contains(view.x)
         else "Your embedding lies partly outside the box: the release is of its clipped point (shown to "
         "you only)."
     )
-    noise, chance, otherwise = glook.noise_scale, "", ""
+chance = "" if p == 1.0 else f"with probability {p_text} the noisy test passes and "
+otherwise = "" if p == 1.0 else "; otherwise it is ⊥"
+noise = look.noise_scale
 st.markdown(
-    f"**If you send**, {s.mechanism} draws once: {chance}the release is the obfuscated vector plus Laplace "
-    f"noise of scale {noise:.4g} on each coordinate (on average {noise:.4g} away from the noise-free vector)"
-    f"{otherwise}. Without noise the classifier would read it as **{names[clean_class]}** (shown to you "
-    "only: the noise-free vector itself is never released). Nothing is drawn before you send, so there is "
-    "no draw to look at, keep or discard."
+    f"**If you send**, {s.mechanism} draws once: {chance}the release is the obfuscated vector plus "
+    f"{mt.noise_name(const)} noise of scale {noise:.4g} on each coordinate{otherwise}. Without noise the "
+    f"classifier would read it as **{names[clean_class]}** (shown to you only: the noise-free vector itself "
+    "is never released). Nothing is drawn before you send, so there is no draw to look at, keep or discard."
 )
 st.markdown("**At this setting** (follows the sliders):")
 lv = st.columns(2)
-run_delta = s.delta if s.is_ptr else 0.0  # the δ this mechanism runs at (Global: none)
-if s.is_ptr:
-    acc = reading(
-        loaded.dataset,
-        "table1",
-        live.accuracy_at,
-        model=loaded.model,
-        certifier=s.certifier,
-        epsilon=eps_m,
-        delta=run_delta,
-    )
-else:
-    acc = reading(
-        loaded.dataset, "table1-global", live.global_accuracy_at, model=loaded.model, epsilon=eps_m,
-        radius=s.radius,
+run_delta = s.delta if mech.uses_delta else 0.0  # the δ this mechanism runs at
+now = mt.live_accuracy(mech, view.target, s, dataset=loaded.dataset, model=loaded.model)
+acc = now.reading if now is not None else mt.accuracy(mech, s, dataset=loaded.dataset, model=loaded.model,
+                                                      delta=run_delta)
+if now is not None and now.near_chance:
+    st.warning(
+        f"**At this ε the model's answers are close to guessing.** Its accuracy here is "
+        f"{acc.value:.0%} (interval {acc.interval_text}), where guessing gets {now.chance:.0%}: a release "
+        "at this setting tells its recipient little about your image, and little to the model too. "
+        "Move ε to the right for a more useful release (at a weaker guarantee).",
+        icon=":material/info:",
     )
 # every reading says its n, interval and δ (under the value: a metric too narrow for them would cut them)
 if acc is None:
@@ -233,55 +205,51 @@ else:
     ci = "" if acc.low is None else f"interval {acc.interval_text}, "
     lv[0].caption(f"{ci}{acc.how}")
     if acc.other_delta(run_delta):
+        lower = run_delta < acc.delta
+        effect = (f"{mech.name} releases {'less' if lower else 'more'} often" if cert is not None
+                  else f"{mech.name} adds {'more' if lower else 'less'} noise")
         lv[0].warning(
             f"Measured at δ = {acc.delta:g}, not at the sidebar's δ = {run_delta:g} (no experiment ran at "
-            f"that δ). PTR's test threshold ln(1/δ)·b is {'higher' if run_delta < acc.delta else 'lower'} "
-            f"at δ = {run_delta:g}, so it releases {'less' if run_delta < acc.delta else 'more'} often and "
-            f"the accuracy there is {'lower' if run_delta < acc.delta else 'higher'} than this.",
+            f"that δ). At δ = {run_delta:g} {effect}, so the accuracy there is "
+            f"{'lower' if lower else 'higher'} than this.",
             icon=":material/warning:",
         )
-if s.is_ptr:  # the attack experiment attacks PTR releases, at PTR's own ε
-    ssim = reading(loaded.dataset, "attack", live.attack_at, radius=s.radius, epsilon=eps_m)
+if mt.attacked(mech):  # the attack experiment attacks this mechanism's releases, at its own ε
+    ssim = mt.attack_reading(loaded.dataset, radius=s.radius, epsilon=eps_m)
     if ssim is None:
         lv[1].metric("attacker's SSIM at (R, ε)", "—", help="Not measured at this (R, ε) (Attack page).")
     else:
         lv[1].metric(
             f"attacker's SSIM at (R, ε){live.delta_text(ssim.delta)}",
             f"{ssim.value:.3f}",
-            help=f"Mean over released test images at PTR's ε = {eps_m:g}, {ssim.how}.",
+            help=f"Mean over released test images at {own_eps} = {eps_m:g}, {ssim.how}.",
         )
         ci = "" if ssim.low is None else f"interval {ssim.interval_text}, "
         lv[1].caption(f"{ci}{ssim.how}")
-    r_star = "—" if phi.r_star is None else f"{phi.r_star:.4g}"
+if cert is not None:
+    r_star = "—" if cert.r_star is None else f"{cert.r_star:.4g}"
     st.caption(
         f"φ = max(R*/2, R* − R) with R* = {r_star}, the largest certified radius whose local Lipschitz "
-        f"constant stays ≤ Δp (searched up to R_max = {ctx.r_max:.3g} on a grid of spacing "
-        f"ζ = {phi.zeta:.3g}; the test noise is Lap((R + ζ)/ε)). Certifier: {ctx.certifier}. Moving ε or δ "
+        f"constant stays ≤ Δp (searched up to R_max = {cert.r_max:.3g} on a grid of spacing "
+        f"ζ = {cert.zeta:.3g}; the test noise is Lap((R + ζ)/ε)). Certifier: {cert.certifier}. Moving ε or δ "
         "reuses φ: no new solve."
     )
 
 st.subheader("4 · Which mechanism")
-compare_panel.panel(s, loaded, image, constant=None if gctx is None else gctx.constant, phi=phi, ptr_ctx=ctx)
+compare_panel.panel(s, loaded, image, view=view, certification=cert, outlook=look)
 
 # ------------------------------------------------------------------------------ send
 st.subheader("5 · Send")
-if s.is_ptr:
-    spends = (
-        f"(ε, δ/2, R) = ({g.epsilon:g}, {g.delta:g}, {s.radius:g})** (posthoc Theorem 4.4, PTR run at ε/2 "
-    )
-    spends += f"= {eps_m:g}, δ = {s.delta:g})."
-    on_send, args, kwargs = ptr.send, (ctx, phi), {"epsilon": eps_m, "delta": s.delta}
-else:
-    spends = (
-        f"(ε, 0, R) = ({g.epsilon:g}, 0, {s.radius:g})** (the certified global mechanism: no δ, never ⊥)."
-    )
-    on_send, args, kwargs = globalmech.send, (gctx,), {"epsilon": eps_m}
-st.info(f"**Sending spends {spends} {plain_guarantee(g)}")
+spent = f"{mech.guarantee} = ({g.epsilon:g}, {g.delta:g}, {g.radius:g})"
+how_run = (f" ({mech.source}, {mech.name} run at ε/{1 / mech.epsilon_share:g} = {eps_m:g}, δ = {s.delta:g})."
+           if mech.epsilon_share != 1 else f" ({mech.label}{'' if mech.uses_delta else ': no δ'}"
+           f"{', never ⊥' if p == 1.0 else ''}).")
+st.info(f"**Sending spends {spent}**{how_run} {plain_guarantee(g)}")
 if (note := pipelines.embedder_note(pipe)) is not None:
     st.caption(note)
 for warning in budget.extreme_warnings(g, n=pipelines.dataset_size(pipe)):
     st.warning(warning, icon=":material/warning:")
-failed = sending.failure(ptr.PAGE)
+failed = sending.failure(mv.page_of(mech))
 if failed is not None:
     st.error(f"**Nothing was sent:** {failed}")
 a = st.columns(2)
@@ -290,9 +258,8 @@ a[0].button(
     key="send",
     type="primary",
     icon=":material/send:",
-    on_click=on_send,
-    args=args,
-    kwargs=kwargs,
+    on_click=mv.send,
+    args=(view, s, cert),
     help="Draws the noise now, once, and charges the session ledger for it; you see the outcome after it "
     "has been sent. Another send is a new draw, charged again.",
 )
@@ -310,25 +277,26 @@ doc = None
 if sent is not None:
     st.subheader("6 · The sent release")
     state = f"sent as release #{sent.id}"
-    if s.is_ptr:
-        ran = result.mechanism_result  # PTR's own result: φ and φ̂ are yours, never in the file
+    o = st.columns(2)
+    if result.certification is not None:  # the test it ran: φ and φ̂ are yours, never in the file
+        ran = result.mechanism_result
         text = outcome_summary(ran)
         (st.success if result.released else st.error)(f"**{text.headline}** ({state}). {text.detail}")
         st.markdown(f"Test: {text.test}")
         o = st.columns(2)
-        o[0].metric(
-            "φ̂ = φ + Lap",
-            f"{ran.phi_noisy:.4g}",
-            help="The noisy test value (ε-DP): yours, not in the file.",
-        )
+        o[0].metric("φ̂ = φ + Lap", f"{ran.phi_noisy:.4g}", help="The noisy test value (ε-DP): yours, not in "
+                    "the file.")
     else:
         st.success(
-            f"**Released** ({state}). The output is the obfuscated vector of the clipped embedding plus "
-            f"Laplace noise of scale {result.noise_scale_effective:.4g} per coordinate."
+            f"**Released** ({state}). The output is the obfuscated vector of the "
+            f"{'clipped ' if box is not None else ''}embedding plus {mt.noise_name(const)} noise of scale "
+            f"{result.noise_scale_effective:.4g} per coordinate."
         )
-        o = st.columns(2)
-        g_value, how = result.public["global_lipschitz"], result.public["global_lipschitz_how"]
-        o[0].metric("G", f"{g_value:.6g}", help=f"Certified ({how}) by this server.")
+        sent_const = mt.constant_of(result.public)
+        if sent_const is not None:
+            how = result.public.get(sent_const.how_key, "")
+            o[0].metric(sent_const.symbol, f"{result.public[sent_const.key]:.6g}",
+                        help=f"{sent_const.what} ({how}).")
     o[1].metric(
         "noise drawn at scale",
         f"{result.noise_scale_effective:.6g}",
@@ -336,18 +304,18 @@ if sent is not None:
     )
     doc = result.document()  # the API's public JSON (privcore.api.Release.document), as privcore.release
     if released:
-        b_eff = result.noise_scale_effective
-        noisy_class = int(pipe.classify(ptr.as_tensor(result.value), b_eff).argmax(-1)[0])
+        noisy_class = result.predicted_class  # the release classifier, told the public noise scale
+        told = float(result.noise_scale_effective)
         vector = ", ".join(f"{v:.3f}" for v in result.value)
-        told = (
-            f"; it is told the public noise scale {b_eff:.4g}, which costs no privacy."
+        told_text = (
+            f"; it is told the public noise scale {told:.4g}, which costs no privacy."
             if pipe.classifier_source == "release-classifier"
             else "."
         )
         st.markdown(
             f"Released vector ({len(result.value)} numbers): `{vector}`  \n"
             f"The server's classifier reads it as **{names[noisy_class]}** (without noise: "
-            f"{names[clean_class]}){told}"
+            f"{names[clean_class]}){told_text}"
         )
     d = st.columns(2)
     with d[0]:
@@ -380,22 +348,18 @@ ledger_now = list(ui.ledger_rows())  # read here: the download runs outside this
 def _report() -> str:
     """The session report, built when the user downloads it (Streamlit calls this lazily, outside the
     script run: it uses only what this run captured — at most the release already sent)."""
-    if s.is_ptr:
-        curve = report.accuracy_figure(
-            load_results(loaded.dataset, "table1"),
-            model=loaded.model,
-            epsilon=eps_m,
-            label="PTR's ε = total/2",
-            delta=s.delta,
-        )
-    else:
-        curve = report.accuracy_figure(
-            load_results(loaded.dataset, "table1-global"),
-            model=loaded.model,
-            epsilon=eps_m,
-            column="epsilon_total",
-            mechanism="Global",
-        )
+    table = mt.measuring(mech)
+    frame = None if table is None else load_results(loaded.dataset, table)
+    total = frame is not None and "epsilon_total" in frame
+    curve = report.accuracy_figure(
+        frame,
+        model=loaded.model,
+        epsilon=s.epsilon if total else eps_m,
+        column="epsilon_total" if total else "epsilon",
+        label="ε" if total else own_eps,
+        mechanism=mech.name,
+        delta=s.delta if mech.uses_delta else None,
+    )
     try:
         totals = ledger_totals(ledger_now)
     except ValueError:
@@ -429,10 +393,9 @@ st.download_button(
 with st.sidebar:
     st.markdown("---")
     outcome = "" if result is None else f"; sent #{sent.id}: **{'released' if released else '⊥'}**"
-    if s.is_ptr:
-        mine = f"φ = {phi.phi:.3g}, Δp = {ctx.delta_p:.3g}, noise b = {look.noise_scale:.3g}, "
-        mine += f"P[released] = {100 * look.probability:.1f} %"
-    else:
-        mine = f"G = {glook.global_lipschitz:.4g}, noise b = {glook.noise_scale:.3g}, P[released] = 100 %"
-    st.markdown(f"**This image ({s.mechanism}):** {mine}{outcome}")
+    mine = [] if cert is None else [f"φ = {cert.phi:.3g}"]
+    if const is not None:
+        mine.append(f"{const.symbol} = {look.public[const.key]:.4g}")
+    mine += [f"noise {formula or 'scale'} = {look.noise_scale:.3g}", f"P[released] = {p_text}"]
+    st.markdown(f"**This image ({s.mechanism}):** {', '.join(mine)}{outcome}")
     st.caption(("Sent. " if sent is not None else "Nothing drawn or sent yet. ") + plain_guarantee(g))

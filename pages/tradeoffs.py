@@ -10,9 +10,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from privcore.experiments import hoeffding_halfwidth
+from privcore.experiments import MEASURES, hoeffding_halfwidth
 from privcore.mechanisms import registry
-from privlens import charts, pipelines, ptr, ui
+from privlens import charts, pipelines, ui
+from privlens import mechanism_view as mv
 from privlens.image import current_image
 from privlens.outcome import release_probability
 from privlens.results import load_results, smallest_epsilon
@@ -76,7 +77,8 @@ def _hover(g: pd.DataFrame, bars: dict | None, what: str) -> dict:
     }
 
 
-PTR_EPSILON = registry.get("PTR").mechanism_epsilon(s.epsilon)  # PTR's own ε at the sidebar's total
+MEASURED = registry.get(MEASURES["table1"])  # the mechanism Table 1 measures, at its own ε
+PTR_EPSILON = MEASURED.mechanism_epsilon(s.epsilon)  # its own ε at the sidebar's total
 
 
 def _mark_current(fig: go.Figure, *, total: bool = True) -> None:
@@ -197,10 +199,10 @@ loaded = pipelines.pipeline(s) if s.dataset == dataset else None
 phi = None
 if loaded is not None and s.is_posthoc:
     image = current_image(loaded.dataset, loaded.pipeline.image_shape)
-    ctx = ptr.context(s, loaded, image) if image is not None else None
-    phi = ptr.known_phi(ctx) if ctx is not None else None
+    ctx = mv.posthoc(s, loaded, image, MEASURED, quiet=True) if image is not None else None
+    phi = mv.known_certificate(ctx) if ctx is not None else None
     if phi is None and ctx is not None and st.session_state.get("to_add_image"):
-        phi = ptr.certify(ctx)  # progress + cancel, once per (model, image, R, Δp, certifier)
+        phi = mv.certify(ctx)  # progress + cancel, once per (model, image, R, Δp, certifier)
     if phi is not None:
         top = max(30.0, 1.5 * PTR_EPSILON)  # the curve reaches past the current ε
         eps_grid = [0.1 * 1.1**k for k in range(200) if 0.1 * 1.1**k <= top]

@@ -1,5 +1,6 @@
 """The embedded default that the API, the CLI and the dashboard share, defined here only. No imports,
-so the CLI's ``--help`` can quote it without loading numpy (re-exported by :mod:`privcore.catalogue`)."""
+so the CLI's ``--help`` can quote it without loading numpy (re-exported by
+:mod:`privcore.models.catalogue`)."""
 
 __all__ = ["DEFAULT_DATASET", "DEFAULT_MODELS", "OTHER_DEFAULT_MODEL", "default_model"]
 

@@ -6,7 +6,7 @@ links and their messages) all read them; :mod:`privcore.validation` checks again
 so the CLI's ``--help`` can quote them without loading numpy.
 """
 
-__all__ = ["ALPHA_RANGE", "DELTA_RANGE", "EPSILON_RANGE", "RADIUS_RANGE"]
+__all__ = ["ALPHA_RANGE", "CERTIFIERS", "DELTA_RANGE", "EPSILON_RANGE", "RADIUS_RANGE"]
 
 #: ε: the *total* ε of one sent release's guarantee (PTR runs at half of it, Thm 4.4).
 EPSILON_RANGE: tuple[float, float] = (0.01, 100.0)
@@ -16,3 +16,5 @@ DELTA_RANGE: tuple[float, float] = (1e-12, 0.5)
 RADIUS_RANGE: tuple[float, float] = (1e-3, 2.0)
 #: α, the input radius of inference privacy.
 ALPHA_RANGE: tuple[float, float] = (1e-4, 10.0)
+#: The certifiers of local Lipschitz constants (PTR's φ): exact (LipMIP), the LP relaxation, intervals.
+CERTIFIERS: tuple[str, ...] = ("exact", "lp", "interval")

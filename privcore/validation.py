@@ -38,7 +38,6 @@ __all__ = [
     "check_positive",
     "check_range",
     "check_real",
-    "check_release_epsilon",
 ]
 
 
@@ -98,23 +97,6 @@ def check_in_range(
 def check_range(name: str, value: Any, bounds: tuple[float, float]) -> float:
     """A real number in the closed interval ``bounds`` (one of the ranges above)."""
     return check_in_range(name, value, bounds[0], bounds[1], low_open=False, high_open=False)
-
-
-def check_release_epsilon(value: Any, *, share: float = 1.0, name: str = "epsilon") -> float:
-    """ε of a mechanism that runs at ``share`` of its guarantee's total ε (PTR: 0.5), so that the total,
-    ε / share, lies in :data:`EPSILON_RANGE` (the dashboard's; the message names both)."""
-    low, high = EPSILON_RANGE[0] * share, EPSILON_RANGE[1] * share
-    try:
-        return check_in_range(name, value, low, high, low_open=False, high_open=False)
-    except ParameterTypeError:
-        raise
-    except ParameterError as exc:
-        if share == 1.0:
-            raise
-        raise ParameterError(
-            f"{exc} (the mechanism runs at {share:g} × the total ε of its guarantee, which must lie in "
-            f"[{EPSILON_RANGE[0]:g}, {EPSILON_RANGE[1]:g}])"
-        ) from None
 
 
 def check_epsilon(value: Any, name: str = "epsilon") -> float:

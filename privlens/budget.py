@@ -1,11 +1,10 @@
 """What a sent release costs, and when a setting deserves a warning: pure Python, no Streamlit.
 
-* :func:`spent_guarantee` — the guarantee one sent release at the sidebar's settings spends. The
-  sidebar's ε is the total of that guarantee for every mechanism: Global spends (ε, 0, R) on the
-  embedding (:func:`privcore.mechanisms.global_scales`); PTR runs at ε/2 and spends (2·ε/2, δ/2, R)
-  = (ε, δ/2, R) (posthoc Thm 4.4, :func:`privcore.mechanisms.ptr_scales`); Gauss-Input /
-  Gauss-Output spend (ε, δ) at α in ℓ2 on the input and Lap-Output (ε, 0) at α in ℓ1 (IP paper
-  Defs 3–5);
+* :func:`spent_guarantee` — the guarantee one sent release at the sidebar's settings spends, from
+  the mechanism itself (:meth:`~privcore.mechanisms.protocol.Mechanism.spent`). The sidebar's ε is
+  the total of that guarantee for every mechanism: Global spends (ε, 0, R) on the embedding; PTR runs
+  at ε/2 and spends (2·ε/2, δ/2, R) = (ε, δ/2, R) (posthoc Thm 4.4); the IP mechanisms spend (ε, δ)
+  or (ε, 0) at α on the input (IP paper Defs 3–5);
 * :func:`extreme_warnings` — plain-words warnings for a guarantee that protects little: e^ε past
   e^10, δ ≥ 1e-3, δ ≥ 1/n for a dataset of n images (the DP Wizard's thresholds and the usual
   "δ ≪ 1/n" rule: with δ ≥ 1/n a mechanism may publish one record outright and still qualify);
@@ -18,10 +17,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
-from privcore.mechanisms import Guarantee, Norm, Space, global_scales, ptr_scales, registry
+from privcore.mechanisms import Guarantee, Norm
 from privlens.settings import Settings
 
 __all__ = [
@@ -31,7 +29,6 @@ __all__ = [
     "extreme_warnings",
     "meaningful",
     "meaningful_rule",
-    "ptr_epsilon_note",
     "spent_guarantee",
     "spent_text",
 ]
@@ -43,52 +40,29 @@ DELTA_WARN = 1e-3
 
 
 def spent_guarantee(s: Settings) -> Guarantee:
-    """The guarantee one sent release spends at the settings ``s`` (see the module docstring)."""
-    if s.is_ptr:  # Δp does not enter (2ε, δ/2, R): 1.0 only fills the argument, and its
-        # calibration text (which would quote that Δp) is dropped
-        g = ptr_scales(epsilon=s.mechanism_epsilon, delta=s.delta, radius=s.radius, delta_p=1.0).guarantee
-        return replace(g, calibration="")
-    if s.is_global:  # G does not enter (ε, 0, R) either: the same for its calibration text
-        g = global_scales(epsilon=s.mechanism_epsilon, radius=s.radius, global_lipschitz=1.0).guarantee
-        return replace(g, calibration="")
-    lap = s.mechanism == "Lap-Output"
-    return Guarantee(
-        epsilon=s.epsilon,
-        delta=0.0 if lap else s.delta,
-        radius=s.alpha,
-        space=Space.INPUT,
-        norm=Norm.L1 if lap else Norm.L2,
-        mechanism=s.mechanism,
-    )
+    """The guarantee one sent release spends at the settings ``s``: the mechanism's own
+    :meth:`~privcore.mechanisms.protocol.Mechanism.spent`, no model needed."""
+    mech = s.spec
+    names = mech.parameter_names
+    return mech.spent(mech.setting(epsilon=s.epsilon, delta=s.delta, radius=s.radius if "radius" in names
+                                   else None, alpha=s.alpha if "alpha" in names else None))
 
 
 def spent_text(s: Settings) -> str:
     """One line for beside the ε slider: what a sent release spends, in numbers."""
-    g = spent_guarantee(s)
+    from privlens.mechanism_text import epsilon_note
+
+    mech, g = s.spec, spent_guarantee(s)
     free = "Previews cost nothing: they hold no draw, the noise is drawn when you send."
-    if s.is_ptr:
-        return (
-            f"Each sent release spends (ε, δ/2, R) = ({g.epsilon:g}, {g.delta:g}, {g.radius:g}) "
-            f"on the embedding: {ptr_epsilon_note(s)} {free}"
-        )
-    if s.is_global:
-        return (
-            f"Each sent release spends (ε, 0, R) = ({g.epsilon:g}, 0, {g.radius:g}) on the embedding "
-            f"(the certified global mechanism: no δ, never ⊥). {free}"
-        )
+    if mech.family == "posthoc":
+        note = epsilon_note(mech, s) or (
+            f"({mech.label}{'' if mech.uses_delta else ': no δ'}"
+            f"{', never ⊥' if not mech.needs_certificate else ''}).")
+        spent = f"{mech.guarantee} = ({g.epsilon:g}, {g.delta:g}, {g.radius:g})"
+        return f"Each sent release spends {spent} on the embedding: {note} {free}"
     return (
         f"Each sent release spends (ε, δ) = ({g.epsilon:g}, {g.delta:g}) at α = {g.radius:g} "
         f"({'ℓ1' if g.norm is Norm.L1 else 'ℓ2'} on the input). {free}"
-    )
-
-
-def ptr_epsilon_note(s: Settings) -> str:
-    """PTR's ε in words: it runs at half the sidebar's total ε, whose statement (posthoc Thm 4.4) is
-    (2·ε/2, δ/2, R)."""
-    half = registry.get("PTR").mechanism_epsilon(s.epsilon)
-    return (
-        f"PTR runs at ε/2 = {half:g} (half for its test, half for its noise): its statement is "
-        f"(2·ε/2, δ/2, R) = ({2 * half:g}, {s.delta / 2:g}, {s.radius:g}) (posthoc Thm 4.4)."
     )
 
 

@@ -1,6 +1,6 @@
 """The domain check before anything is computed for a release.
 
-:func:`privcore.domain.check` — the measured check the CLI and the API run too: the upload's own pixels
+:func:`privcore.inputs.domain.check` — the measured check the CLI and the API run too: the upload's own pixels
 (tiny, strip, blank, colour, light background) and the model input's scores, thresholds calibrated on
 the dataset's validation split once per process — names why an image may not be like the dataset's.
 The warning is shown beside the image the model will see, and the page stops until the user confirms it
@@ -15,7 +15,7 @@ import streamlit as st
 
 from privcore import inputs
 from privcore.errors import PrivcoreError
-from privcore.images import encode_png
+from privcore.inputs import encode_png
 from privlens import pipelines
 from privlens.image import IMAGE_KEY, CurrentImage
 from privlens.memo import memo

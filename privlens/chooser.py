@@ -1,34 +1,35 @@
-"""The mechanism chooser: every mechanism side by side at the sidebar's total ε.
+"""The mechanism chooser: every mechanism of the registry side by side at the sidebar's total ε.
 
-Pure Python, no Streamlit, no privacy maths: every noise scale and guarantee comes from
-:mod:`privcore.mechanisms` (``global_scales``, ``ptr_scales``, the IP mechanisms' calibrations), every
+Pure Python, no Streamlit, no privacy maths, no mechanism's name: every noise scale, probability and
+guarantee comes from each mechanism's own :class:`~privcore.mechanisms.protocol.Outlook`, every
 accuracy from the committed experiment tables (:mod:`privlens.live`). :func:`compare` lines up, for
 the current model and (ε, δ, R, α), what one sent release of each mechanism costs and gives:
 
-* its guarantee at the same **total** ε — Global (ε, 0, R); PTR, run at ε/2, (ε, δ/2, R) (posthoc
-  Thm 4.4); the IP mechanisms (ε, δ) or (ε, 0) at α on the input;
-* its noise scale per coordinate — Global G·R/ε, PTR Δp·R/(ε/2); so at the same total ε the ratio is
-  G/(2Δp) (docs/DESIGN.md, "Beyond the papers");
-* the probability that it releases at all — 1 for Global; for PTR this image's, from its certified φ,
-  only once φ is known (certifying costs time, the page asks first);
+* its guarantee at the same **total** ε (a mechanism that spends it in parts runs at its share);
+* its noise scale per coordinate, as a formula in the total ε (:mod:`privlens.mechanism_text`), and the
+  noise's standard deviation, which the ranking compares (Laplace √2·b, Gaussian σ);
+* the probability that it releases at all — 1 for one that never refuses; for one that needs a
+  per-image certification, this image's, only once it is certified (the page asks first);
 * its measured accuracy with its interval, or "not measured".
 
 It then names the one to use: the least noise among the mechanisms whose guarantee covers the same
 pairs (the posthoc family's ℓ∞ ball of radius R on the embedding), provided its guarantee is the
 same or stronger than theirs — otherwise the least noise among those with the strongest guarantee,
-saying what the noisier-but-weaker option would give. The IP mechanisms protect another neighbourhood
-(α on the input): they are shown, never ranked against the others.
+saying what the noisier-but-weaker option would give. The inference-privacy mechanisms protect another
+neighbourhood (α on the input): they are shown, never ranked against the others.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from privcore.mechanisms import Guarantee, global_scales, ptr_scales, registry
+from privcore.mechanisms import Guarantee
+from privlens import mechanism_text as mt
 from privlens.live import Reading
 
-__all__ = ["Choice", "Comparison", "compare"]
+__all__ = ["Choice", "Comparison", "Entry", "compare"]
 
 #: What the IP rows say instead of a rank.
 NOT_COMPARABLE = "different guarantee (α on the input): not comparable"
@@ -53,6 +54,11 @@ class Choice:
     probability_text: str
     accuracy: Reading | None
     note: str = ""
+    noise_sd: float | None = None
+    symbol: str = ""
+    share: float = 1.0
+    may_refuse: bool = False
+    needs_certificate: bool = False
 
     @property
     def guarantee_text(self) -> str:
@@ -86,12 +92,14 @@ class Choice:
 @dataclass(frozen=True, kw_only=True)
 class Comparison:
     """The chooser's rows (registry order), the ``recommended`` mechanism (None when no posthoc
-    mechanism can run), why, and the noise ratio Global/PTR (= G/(2Δp)) when both are known."""
+    mechanism can run), why, and the noise ratio of the recommended one to another with the same kind
+    of noise (e.g. G/(2Δp)) in ``ratio_text`` when both are known."""
 
     choices: tuple[Choice, ...]
     recommended: str | None
     reason: str
     ratio: float | None
+    ratio_text: str = ""
 
     def choice(self, name: str) -> Choice:
         """The row of mechanism ``name``."""
@@ -135,131 +143,75 @@ def _at_least_as_strong(a: Guarantee, b: Guarantee) -> bool:
     return b.neighbourhood.within(a.neighbourhood) and a.epsilon <= b.epsilon and a.delta <= b.delta
 
 
-def _unavailable(name: str, label: str, runs_at: str, accuracy: Reading | None, note: str) -> Choice:
-    """The row of a mechanism that cannot run for this model (``note`` says why)."""
-    return Choice(name=name, label=label, runs_at=runs_at, guarantee=None, comparable=True, noise_scale=None,
-                  noise="—", calibration="", probability=None, probability_text="—", accuracy=accuracy,
-                  note=note)
+@dataclass(frozen=True, kw_only=True)
+class Entry:
+    """One mechanism for :func:`compare`: the registry's ``mechanism``, its ``outlook`` at the settings
+    or why it cannot run, and its measured ``accuracy``."""
+
+    mechanism: Any
+    outlook: Any
+    accuracy: Reading | None = None
+
+
+def _choice(e: Entry, *, epsilon: float, alpha: float, unknown_probability: str) -> Choice:
+    mech, o = e.mechanism, e.outlook
+    posthoc = mech.family == "posthoc"
+    runs_at = mt.runs_at(mech, epsilon) + ("" if posthoc else f" at α = {alpha:g}")
+    if isinstance(o, str):
+        return Choice(name=mech.name, label=mech.label, runs_at=runs_at, guarantee=None, comparable=posthoc,
+                      noise_scale=None, noise="—", calibration="", probability=None, probability_text="—",
+                      accuracy=e.accuracy, note=o)
+    if not posthoc:
+        return Choice(name=mech.name, label=mech.label, runs_at=runs_at, guarantee=o.guarantee,
+                      comparable=False, noise_scale=None, noise=o.noise.split(" (")[0],
+                      calibration=o.noise.partition(" (")[2].rstrip(")"), probability=1.0,
+                      probability_text="100 %", accuracy=e.accuracy, note=NOT_COMPARABLE)
+    const = mt.constant_of(o.public)
+    p = o.release_probability
+    how = "" if const is None else o.public.get(const.how_key, "")
+    calibration = "" if const is None else (
+        f"{const.symbol} = {o.public[const.key]:.7g}" + (f" ({how})" if how else "")
+        + ("; the image's certificate decides ⊥" if mech.needs_certificate else ""))
+    gaussian = const is not None and const.noise == "gaussian"
+    return Choice(
+        name=mech.name, label=mech.label, runs_at=runs_at, guarantee=o.guarantee, comparable=True,
+        noise_scale=o.noise_scale, noise=f"{o.noise_scale:.4g} = {mt.noise_formula(mech, const, total=True)}",
+        calibration=calibration, probability=p,
+        probability_text=("100 % (never ⊥)" if p == 1.0 else unknown_probability if p is None
+                          else f"{100 * p:.1f} % (else ⊥)"),
+        accuracy=e.accuracy, noise_sd=o.noise_scale * (1.0 if gaussian else 2**0.5),
+        symbol="" if const is None or gaussian else const.symbol, share=mech.epsilon_share,
+        may_refuse=p != 1.0, needs_certificate=mech.needs_certificate,
+    )
 
 
 def compare(
+    entries: Sequence[Entry],
     *,
     epsilon: float,
-    delta: float,
-    radius: float,
     alpha: float,
-    global_lipschitz: float | None,
-    global_how: str = "",
-    delta_p: float | None,
-    ptr_probability: float | None = None,
-    ip_noise: Mapping[str, tuple[Guarantee, str] | str] | None = None,
-    accuracy: Mapping[str, Reading | None] | None = None,
-    numel: int = 8,
     unknown_probability: str = "not certified yet",
 ) -> Comparison:
-    """The comparison at the total ``epsilon`` (module docstring). ``global_lipschitz``: the G this
-    process certified (None: not available, e.g. no clipping box in the card); ``delta_p``: the card's
-    Δp (None: PTR cannot run); ``ptr_probability``: P[PTR releases this image] at (ε/2, δ) from its
-    certified φ, None when not certified yet; ``ip_noise``: per IP mechanism its (guarantee, noise in
-    words) or why it cannot run (None: the IP rows are left out); ``accuracy``: per mechanism its
-    reading at this ε (absent or None: not measured); ``unknown_probability``: what PTR's P[released]
-    reads while φ is unknown."""
-    accuracy = accuracy or {}
-    choices: list[Choice] = []
-    spec = {m.name: m for m in registry.MECHANISMS}
-
-    g_spec = spec["Global"]
-    if global_lipschitz is None:
-        choices.append(_unavailable("Global", g_spec.label, f"ε = {epsilon:g}", accuracy.get("Global"),
-                                    "no certified G for this model (its card records no clipping box)"))
-    else:
-        gs = global_scales(
-            epsilon=g_spec.mechanism_epsilon(epsilon),
-            radius=radius,
-            global_lipschitz=global_lipschitz,
-            numel=numel,
-            how=global_how,
-        )
-        how = f" ({global_how})" if global_how else ""
-        runs_at = f"ε = {g_spec.mechanism_epsilon(epsilon):g} (all of it)"
-        choices.append(
-            Choice(
-                name="Global",
-                label=g_spec.label,
-                runs_at=runs_at,
-                guarantee=gs.guarantee,
-                comparable=True,
-                noise_scale=gs.noise_scale,
-                noise=f"{gs.noise_scale:.4g} = G·R/ε",
-                calibration=f"G = {global_lipschitz:.7g}{how}",
-                probability=1.0,
-                probability_text="100 % (never ⊥)",
-                accuracy=accuracy.get("Global"),
-            )
-        )
-
-    p_spec = spec["PTR"]
-    half = p_spec.mechanism_epsilon(epsilon)
-    ptr_note, ps = "", None
-    if delta_p is None:
-        ptr_note = "no Δp is stored with this model"
-    else:
-        try:
-            ps = ptr_scales(epsilon=half, delta=delta, radius=radius, delta_p=delta_p)
-        except ValueError as exc:
-            ptr_note = f"refused: {exc}"
-    if ps is None:
-        choices.append(_unavailable("PTR", p_spec.label, f"ε/2 = {half:g}", accuracy.get("PTR"), ptr_note))
-    else:
-        prob_text = (
-            unknown_probability if ptr_probability is None else f"{100 * ptr_probability:.1f} % (else ⊥)"
-        )
-        choices.append(
-            Choice(
-                name="PTR",
-                label=p_spec.label,
-                runs_at=f"ε/2 = {half:g} (test and noise)",
-                guarantee=ps.guarantee,
-                comparable=True,
-                noise_scale=ps.release_scale,
-                noise=f"{ps.release_scale:.4g} = Δp·R/(ε/2)",
-                calibration=f"Δp = {delta_p:.7g} (the card's; φ certified per image)",
-                probability=ptr_probability,
-                probability_text=prob_text,
-                accuracy=accuracy.get("PTR"),
-            )
-        )
-
-    for name, plan in (ip_noise or {}).items():
-        ip_spec = spec[name]
-        ready = not isinstance(plan, str)
-        runs_at = f"ε = {ip_spec.mechanism_epsilon(epsilon):g} at α = {alpha:g}"
-        choices.append(
-            Choice(
-                name=name,
-                label=ip_spec.label,
-                runs_at=runs_at,
-                guarantee=plan[0] if ready else None,
-                comparable=False,
-                noise_scale=None,
-                noise=plan[1].split(" (")[0] if ready else "—",
-                calibration=plan[1].partition(" (")[2].rstrip(")") if ready else "",
-                probability=1.0 if ready else None,
-                probability_text="100 %" if ready else "—",
-                accuracy=accuracy.get(name),
-                note=NOT_COMPARABLE if ready else str(plan),
-            )
-        )
-
-    recommended, reason = _recommend([c for c in choices if c.comparable and c.noise_scale is not None])
-    by_name = {c.name: c for c in choices}
-    g_row, p_row = by_name["Global"], by_name["PTR"]
-    ratio = (
-        g_row.noise_scale / p_row.noise_scale
-        if g_row.noise_scale is not None and p_row.noise_scale is not None and p_row.noise_scale > 0
-        else None
-    )
-    return Comparison(choices=tuple(choices), recommended=recommended, reason=reason, ratio=ratio)
+    """The comparison at the total ``epsilon`` (module docstring) of ``entries`` (registry order);
+    ``unknown_probability``: what P[released] reads while a needed certification is not made yet."""
+    choices = [_choice(e, epsilon=epsilon, alpha=alpha, unknown_probability=unknown_probability)
+               for e in entries]
+    recommended, reason = _recommend([c for c in choices if c.comparable and c.noise_sd is not None])
+    ratio, ratio_text = None, ""
+    best = next((c for c in choices if c.name == recommended), None)
+    if best is not None and best.symbol:  # the same kind of noise: the ratio of the two formulas
+        other = next((c for c in choices if c is not best and c.symbol and c.noise_scale), None)
+        if other is not None and best.noise_scale is not None:
+            ratio = best.noise_scale / other.noise_scale
+            k = best.share / other.share
+            ratio_text = f"{best.symbol}/({k:g}{other.symbol})" if k != 1 else f"{best.symbol}/{other.symbol}"
+            why = [w for w, yes in (("δ = 0", best.guarantee.delta == 0),
+                                    ("no per-image certification", other.needs_certificate
+                                     and not best.needs_certificate)) if yes]
+            ratio_text = (f" At the same total ε, {best.label}'s noise is {ratio_text} = **{ratio:.3f}×** "
+                          f"{other.label}'s" + (f", with {' and '.join(why)}." if why else "."))
+    return Comparison(choices=tuple(choices), recommended=recommended, reason=reason, ratio=ratio,
+                      ratio_text=ratio_text)
 
 
 def _recommend(candidates: list[Choice]) -> tuple[str | None, str]:
@@ -267,20 +219,20 @@ def _recommend(candidates: list[Choice]) -> tuple[str | None, str]:
     least-noise one among those with the strongest guarantee (module docstring)."""
     if not candidates:
         return None, "No mechanism that releases the embedding can run for this model at these settings."
-    least = min(candidates, key=lambda c: (c.noise_scale, c.name != "Global"))
+    least = min(candidates, key=lambda c: (c.noise_sd, c.may_refuse))
     others = [c for c in candidates if c is not least]
     assert least.guarantee is not None
     if all(_at_least_as_strong(least.guarantee, c.guarantee) for c in others if c.guarantee is not None):
         if not others:
             return least.name, f"{least.label} is the only one that can run here."
         words = "; ".join(
-            f"{c.label} adds more noise ({c.noise_scale:.4g} against {least.noise_scale:.4g})"
+            f"{c.label} adds more noise (s.d. {c.noise_sd:.4g} against {least.noise_sd:.4g})"
             + (
                 " for the same guarantee"
                 if _at_least_as_strong(c.guarantee, least.guarantee)
                 else f" for a weaker guarantee (δ = {c.guarantee.delta:g} against {least.guarantee.delta:g})"
             )
-            + (" and may refuse (⊥)" if c.name == "PTR" else "")
+            + (" and may refuse (⊥)" if c.may_refuse else "")
             for c in others
             if c.guarantee is not None
         )
@@ -292,9 +244,9 @@ def _recommend(candidates: list[Choice]) -> tuple[str | None, str]:
     ]
     if not strongest:
         return None, "No mechanism here has both the least noise and the strongest guarantee."
-    best = min(strongest, key=lambda c: c.noise_scale)
+    best = min(strongest, key=lambda c: c.noise_sd)
     return best.name, (
         f"{best.label} has the strongest guarantee; {least.label} adds less noise "
-        f"({least.noise_scale:.4g} against {best.noise_scale:.4g}) but for a weaker guarantee "
-        f"(δ = {least.guarantee.delta:g}{', and it may refuse (⊥)' if least.name == 'PTR' else ''})."
+        f"(s.d. {least.noise_sd:.4g} against {best.noise_sd:.4g}) but for a weaker guarantee "
+        f"(δ = {least.guarantee.delta:g}{', and it may refuse (⊥)' if least.may_refuse else ''})."
     )

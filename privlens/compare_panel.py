@@ -1,12 +1,13 @@
-"""The mechanism chooser on the Release and Inference-privacy pages: Streamlit
-glue around :func:`privlens.chooser.compare`, which holds the logic (no maths here either).
+"""The mechanism chooser on the Release and Inference-privacy pages: Streamlit glue around
+:func:`privlens.chooser.compare`, which holds the logic (no maths here either).
 
-It gathers what the comparison needs for the current model and image — G (certified by this
-process, :mod:`privlens.globalmech`), Δp, this image's φ for PTR only when the session already has it
-or the user asks for it (certifying costs time: a button, then the progress bar of
-:func:`privlens.ptr.certify`), the IP mechanisms' calibrations (:mod:`privlens.ip`) and the measured
-accuracies (:mod:`privlens.live`) — and shows the table, the recommended mechanism with the reason and
-a button to use it.
+It gathers, for every mechanism of the registry, its outlook at the sidebar's settings through
+:mod:`privlens.mechanism_view` — the posthoc ones on the current model (their constants certified by
+this process), the inference ones on their classifiers — and, for a mechanism that needs a per-image
+certification, this image's only when the session already has it or the user asks for it (certifying
+costs time: a button, then the progress bar of :func:`privlens.mechanism_view.certify`); and the
+measured accuracies (:mod:`privlens.mechanism_text`). It shows the table, the recommended mechanism
+with the reason and a button to use it.
 """
 
 from __future__ import annotations
@@ -16,16 +17,17 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from privcore.errors import CheckpointError, PrivcoreError
 from privcore.mechanisms import registry
-from privlens import chooser, globalmech, live, pipelines, ptr, ui
-from privlens import ip as iplens
+from privlens import chooser, pipelines, ui
+from privlens import mechanism_text as mt
+from privlens import mechanism_view as mv
 from privlens.image import CurrentImage
-from privlens.results import load_results, reading
 from privlens.settings import Settings
 
 __all__ = ["panel"]
 
-#: φ keys of the images whose PTR certification the user asked for on a page that is not PTR's
+#: certificate keys of the images whose certification the user asked for from the comparison
 CERTIFY_KEY = "privlens_compare_certify"
 
 
@@ -33,78 +35,53 @@ def _ask_certify(key: tuple) -> None:
     st.session_state.setdefault(CERTIFY_KEY, set()).add(key)
 
 
-def _ptr_probability(
-    s: Settings,
-    loaded: pipelines.Loaded,
-    image: CurrentImage | None,
-    *,
-    phi: Any,
-    ctx: Any,
-    allow_certify: bool,
-) -> tuple[float | None, Any]:
-    """P[PTR releases this image] at (ε/2, δ): from ``phi`` (the PTR page's), else the session's φ,
-    else — once the user asked — a certification with progress and cancel; None while unknown. Also
-    the PTR context to offer a certification for (None: nothing to offer)."""
-    if ctx is None and image is not None and loaded.pipeline.proposed_delta_p is not None:
-        ctx = ptr.context(s, loaded, image)
-    if ctx is None:
-        return None, None
-    if phi is None:
-        phi = ptr.known_phi(ctx)
-    if phi is None and allow_certify:
-        if ctx.key not in st.session_state.get(CERTIFY_KEY, set()):
-            return None, ctx
-        phi = ptr.certify(ctx)
-    if phi is None:
-        return None, None
-    try:
-        half = registry.get("PTR").mechanism_epsilon(s.epsilon)
-        return ptr.outlook(ctx, phi, epsilon=half, delta=s.delta).probability, None
-    except ValueError:
-        return None, None
-
-
-def _offer_certification(ctx: Any) -> None:
+def _offer_certification(view: mv.View) -> None:
+    name = view.mech.name.lower().replace("-", "_")
     st.button(
-        "Also certify for PTR",
-        key="compare_certify_ptr",
+        f"Also certify for {view.mech.label}",
+        key=f"compare_certify_{name}",
         icon=":material/verified:",
         on_click=_ask_certify,
-        args=(ctx.key,),
-        help="PTR's P[released] for this image needs its φ (posthoc Alg. 1: a few seconds to a "
+        args=(view.certificate_key,),
+        help=f"{view.mech.label}'s P[released] for this image needs its certification (a few seconds to a "
         "minute, once per image and R). Nothing is drawn or sent.",
     )
 
 
-def _ip_rows(s: Settings, dataset: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Per IP mechanism its (guarantee, noise in words) or why it cannot run, and its accuracy reading."""
-    ip = iplens.models_if_shipped(dataset)
-    if ip is None:
-        return {}, {}
-    noise: dict[str, Any] = {}
-    accuracy: dict[str, Any] = {}
-    for name, plan in iplens.plans(ip, s).items():
-        if isinstance(plan, iplens.Plan):
-            noise[name] = (plan.guarantee, plan.noise)
-            accuracy[name] = reading(
-                dataset,
-                "ip",
-                live.ip_accuracy_at,
-                mechanism=name,
-                model=plan.model.name,
-                epsilon=s.epsilon,
-                alpha=s.alpha,
-                delta=plan.guarantee.delta,
-            )
-        else:
-            noise[name] = plan
-    return noise, accuracy
+def _posthoc(mech: Any, s: Settings, loaded: pipelines.Loaded, image: CurrentImage | None, *, view: Any,
+             certification: Any, outlook: Any, allow_certify: bool) -> tuple[Any, Any]:
+    """``mech``'s outlook on the loaded model (or why it cannot run), with P[release] from the image's
+    certification where the page or the session has it or the user asked for it; and the view to offer a
+    certification for (None: nothing to offer)."""
+    if view is not None and view.mech is mech and outlook is not None:
+        return outlook, None
+    try:
+        look = mech.outlook(loaded.pipeline, mv.setting(mech, s), time_limit=mv.TIME_LIMIT_S)
+    except CheckpointError as exc:
+        return str(exc), None
+    except (ValueError, PrivcoreError) as exc:
+        return f"refused: {exc}", None
+    if not mech.needs_certificate or image is None:
+        return look, None
+    mine = view if view is not None and view.mech is mech else mv.posthoc(s, loaded, image, mech, quiet=True)
+    if mine is None:
+        return look, None
+    cert = certification if mine is view else mv.known_certificate(mine)
+    if cert is None and allow_certify:
+        if mine.certificate_key not in st.session_state.get(CERTIFY_KEY, set()):
+            return look, mine
+        cert = mv.certify(mine)
+    if cert is None:
+        return look, None
+    try:
+        return mv.outlook(mine, s, cert), None
+    except (ValueError, PrivcoreError):
+        return look, None
 
 
-def _run_delta(name: str, s: Settings) -> float:
-    """The δ mechanism ``name`` runs at under ``s`` (the experiment CSVs' δ column is that one): PTR and
-    the Gaussian ones the sidebar's, Global and Lap-Output none."""
-    return 0.0 if name in ("Global", "Lap-Output") else float(s.delta)
+def _delta(mech: Any, s: Settings) -> float:
+    """The δ ``mech`` runs at under ``s`` (the experiment tables' δ column is that one)."""
+    return float(s.delta) if mech.uses_delta else 0.0
 
 
 def panel(
@@ -112,51 +89,36 @@ def panel(
     loaded: pipelines.Loaded,
     image: CurrentImage | None,
     *,
-    constant: Any = None,
-    phi: Any = None,
-    ptr_ctx: Any = None,
+    view: mv.View | None = None,
+    certification: Any = None,
+    outlook: Any = None,
     allow_certify: bool = True,
 ) -> chooser.Comparison:
-    """Show the comparison for the settings, the loaded model and ``image`` and return it. ``constant``:
-    the page's certified G (else certified here, once per model); ``phi``/``ptr_ctx``: the PTR page's."""
-    pipe = loaded.pipeline
-    if constant is None:
-        constant = globalmech.certified_constant(loaded, quiet=True)
-    delta_p = pipe.proposed_delta_p
-    probability, offer = _ptr_probability(s, loaded, image, phi=phi, ctx=ptr_ctx, allow_certify=allow_certify)
-    ip_noise, accuracy = _ip_rows(s, loaded.dataset)
-    global_name = "table1-global"  # else its older name
-    if load_results(loaded.dataset, global_name) is None:
-        global_name = "table1_global"
-    half = registry.get("PTR").mechanism_epsilon(s.epsilon)
-    accuracy["Global"] = reading(
-        loaded.dataset,
-        global_name,
-        live.global_accuracy_at,
-        model=loaded.model,
-        epsilon=s.epsilon,
-        radius=s.radius,
-    )
-    accuracy["PTR"] = reading(
-        loaded.dataset,
-        "table1",
-        live.accuracy_at,
-        model=loaded.model,
-        certifier=s.certifier,
-        epsilon=half,
-        delta=s.delta,
-    )
+    """Show the comparison for the settings, the loaded model and ``image`` and return it. ``view``,
+    ``certification`` and ``outlook``: the page's own mechanism's, reused as they are."""
+    entries: list[chooser.Entry] = []
+    offers: list[mv.View] = []
+    ip = mv.inference_views(s, loaded.dataset, None)
+    for mech in registry.MECHANISMS:
+        if mech.family == "posthoc":
+            look, offer = _posthoc(mech, s, loaded, image, view=view, certification=certification,
+                                   outlook=outlook, allow_certify=allow_certify)
+            offers += [] if offer is None else [offer]
+            model = loaded.model
+        else:
+            here = ip.get(mech.name, "not available")
+            if mv.ip_models(loaded.dataset, quiet=True) is None:
+                continue  # no IP classifiers shipped: the rows are left out
+            look = here if isinstance(here, str) else mv.outlook(here, s)
+            model = "" if isinstance(here, str) else here.model
+        g = None if isinstance(look, str) else look.guarantee
+        acc = None if isinstance(look, str) and mech.family != "posthoc" else mt.accuracy(
+            mech, s, dataset=loaded.dataset, model=model, delta=_delta(mech, s) if g is None else g.delta)
+        entries.append(chooser.Entry(mechanism=mech, outlook=look, accuracy=acc))
     cmp = chooser.compare(
+        entries,
         epsilon=s.epsilon,
-        delta=s.delta,
-        radius=s.radius,
         alpha=s.alpha,
-        global_lipschitz=None if constant is None else float(constant.value),
-        global_how="" if constant is None else constant.how.value,
-        delta_p=None if delta_p is None else float(delta_p),
-        ptr_probability=probability,
-        ip_noise=ip_noise,
-        accuracy=accuracy,
         **({} if image is not None else {"unknown_probability": "per image: on the Release page"}),
     )
     st.caption(
@@ -169,13 +131,14 @@ def panel(
     other = [
         f"{registry.get(c.name).label} at δ = {c.accuracy.delta:g}"
         for c in cmp.choices
-        if c.accuracy is not None and c.accuracy.other_delta(_run_delta(c.name, s))
+        if c.accuracy is not None and c.accuracy.other_delta(_delta(registry.get(c.name), s))
     ]
     if other:
         st.caption(
             f"Measured at another δ than these settings' δ = {s.delta:g}, where no experiment ran: "
-            f"{', '.join(other)}. A smaller δ makes PTR refuse (⊥) more often and the Gaussian mechanisms "
-            "add more noise (a larger δ the reverse), so the accuracy at these settings differs from the one "
+            f"{', '.join(other)}. A smaller δ makes a mechanism with a per-image test refuse (⊥) more "
+            "often and the Gaussian mechanisms add more noise (a larger δ the reverse), so the accuracy at "
+            "these settings differs from the one "
             "shown."
         )
     # static tables (as the Inference privacy page's): drawn with the page, where a data grid redraws its
@@ -192,18 +155,10 @@ def panel(
         st.warning(cmp.reason)
     else:
         label = registry.get(cmp.recommended).label
-        ratio = (
-            ""
-            if cmp.ratio is None
-            else (
-                f" At the same total ε, Global's noise is G/(2Δp) = **{cmp.ratio:.3f}×** PTR's, with δ = 0 "
-                "and no per-image certification."
-            )
-        )
-        st.success(f"**Recommended: {label}.** {cmp.reason}{ratio}", icon=":material/recommend:")
+        st.success(f"**Recommended: {label}.** {cmp.reason}{cmp.ratio_text}", icon=":material/recommend:")
     with st.expander("Guarantees, calibrations and how each number was read"):
         st.table(details, hide_index=True)
-    if offer is not None:
+    for offer in offers:
         _offer_certification(offer)
     if cmp.recommended is not None and cmp.recommended != s.mechanism and s.is_posthoc:
         st.button(

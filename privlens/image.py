@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
-from privcore.images import DecodedImage, decode_image
+from privcore.inputs import DecodedImage, decode_image
 from privcore.inputs import digit_styled as _digit_styled
 from privlens.memo import memo
 from privlens.samples import Sample, list_samples
@@ -69,7 +69,7 @@ def set_image(
     digit_style: bool = False,
 ) -> None:
     """Make ``data`` the current image of ``dataset`` for this session (decoded lazily, once);
-    ``digit_style`` applies :func:`privcore.preprocess.digit_style` to it."""
+    ``digit_style`` applies :func:`privcore.inputs.preprocess.digit_style` to it."""
     images = st.session_state.setdefault(IMAGE_KEY, {})
     data = bytes(data)
     images[dataset] = {
@@ -155,7 +155,7 @@ def decode(
     invert: bool = False,
     sha256: str | None = None,
 ) -> DecodedImage:
-    """:func:`privcore.images.decode_image`, once per session for the same bytes (by SHA-256), shape,
+    """:func:`privcore.inputs.images.decode_image`, once per session for the same bytes (by SHA-256), shape,
     background and inversion: the Release page's check of a new upload and every later use of it
     share one decode. ValueError (the reason) for a refused file."""
     key = (sha256 or content_digest(data), tuple(int(v) for v in shape), float(background), bool(invert))

@@ -1,6 +1,7 @@
 """The session's releases composed: pure Python, no Streamlit, no privacy maths.
 
-:func:`ledger_of` reads the ledger rows the pages keep into a :class:`privcore.accounting.PrivacyLedger`;
+:func:`ledger_of` reads the ledger rows the pages keep into a
+:class:`privcore.mechanisms.accounting.PrivacyLedger`;
 :func:`ledger_totals` is the Accountant's table, per image and per neighbourhood relation with the
 worst case (basic composition, IP paper Prop. 2); :data:`LEDGER_EXPLANATION` says in words which
 releases each total counts.
@@ -15,7 +16,7 @@ __all__ = ["LEDGER_EXPLANATION", "ledger_of", "ledger_totals"]
 
 
 def ledger_of(rows: Sequence[Mapping[str, Any]]) -> Any:
-    """The :class:`~privcore.accounting.PrivacyLedger` of ledger rows (dicts with ``label`` and
+    """The :class:`~privcore.mechanisms.accounting.PrivacyLedger` of ledger rows (dicts with ``label`` and
     ``guarantee``), in order.
 
     A row kept in a browser session from before an upgrade may hold a guarantee of an older class;
@@ -23,8 +24,7 @@ def ledger_of(rows: Sequence[Mapping[str, Any]]) -> Any:
     library wrote to their space and norm). Anything else is a ValueError naming the row: the
     totals would leave that release out, so none are given.
     """
-    from privcore.accounting import PrivacyLedger
-    from privcore.mechanisms import Guarantee
+    from privcore.mechanisms import Guarantee, PrivacyLedger
 
     ledger = PrivacyLedger()
     for n, row in enumerate(rows):

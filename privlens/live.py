@@ -284,7 +284,7 @@ def ip_accuracy_at(
     measured there, else at the measured δ nearest to it (Lap-Output's is 0); None elsewhere."""
     if ip is None or not {"mechanism", "model", "epsilon", "alpha", "accuracy_mean"} <= set(ip.columns):
         return None
-    base = ip["mechanism"].astype(str).str.split(" (", regex=False).str[0]  # "Gauss-Input (tuned)"
+    base = ip["mechanism"].astype(str).str.split(" (", regex=False).str[0]  # e.g. Gauss-Input (tuned)
     rows = ip[(ip["model"].astype(str) == model) & (base == mechanism)]
     if "calibration" in rows:
         rows = rows[rows["calibration"].isna() | (rows["calibration"].astype(str) == "analytic")]

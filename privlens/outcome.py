@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from privcore.validation import check_delta, check_epsilon, check_nonnegative, check_positive
+from privcore.mechanisms import release_probability  # re-exported: the dashboard's curves
 
 __all__ = ["OutcomeText", "outcome_summary", "plain_guarantee", "release_probability"]
 
@@ -75,20 +75,3 @@ def plain_guarantee(guarantee: Any) -> str:
         f"ε = {eps:.4g}, δ = {dlt:.3g} (no outcome becomes more than e^ε ≈ {factor:.3g} times "
         f"more likely, except with probability δ)."
     )
-
-
-
-def release_probability(
-    phi: float, *, epsilon: float, delta: float, radius: float, zeta: float = 0.0
-) -> float:
-    """P[PTR releases] for a given φ: P[φ + Lap(b) > ln(1/δ)·b], b = (R + ζ)/ε (posthoc Alg. 1).
-
-    Continuous-Laplace reading of the test (the exact sampler's discrete noise and its slightly
-    larger threshold differ by a relative ~1e-9); for a dashboard curve, never for calibration.
-    """
-    p = check_nonnegative("phi", phi)
-    eps = check_epsilon(epsilon)
-    dlt = check_delta(delta)
-    b = (check_positive("radius", radius) + check_nonnegative("zeta", zeta)) / eps
-    gap = (p - math.log(1.0 / dlt) * b) / b
-    return 1.0 - 0.5 * math.exp(-gap) if gap >= 0 else 0.5 * math.exp(gap)

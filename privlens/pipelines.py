@@ -34,7 +34,7 @@ def catalogue() -> dict[str, tuple[str, ...]]:
 def _catalogue(directory: str) -> dict[str, tuple[str, ...]]:
     models: dict[str, list[str]] = {}
     try:
-        from privcore.catalogue import list_models
+        from privcore.models import list_models
 
         infos = list_models(directory)
     except (ImportError, PrivcoreError, OSError, ValueError, TypeError, KeyError, AttributeError):
@@ -73,16 +73,19 @@ class Loaded:
 
 def models_dir() -> str:
     """Where checkpoints are read from (``$PRIVCORE_MODELS_DIR`` or ``models/``): part of every cache key."""
-    from privcore.catalogue import default_models_dir
+    from privcore.models import default_models_dir
 
     return str(default_models_dir())
 
 
 @st.cache_resource(show_spinner="Loading models (once per server process)…", max_entries=8)
 def _load(dataset: str, model: str, directory: str) -> Any:
-    from privcore.pipeline import load_pipeline
+    from privcore.mechanisms import registry
 
-    pipe = load_pipeline(dataset, obfuscator=model, models_dir=directory)
+    # every posthoc mechanism releases with the same pipeline: loaded as the registry loads it (and the
+    # same object the library's API holds for this process)
+    posthoc = next(m for m in registry.MECHANISMS if m.family == "posthoc")
+    pipe = posthoc.load(dataset=dataset, model=model, models_dir=directory)
     for name in ("embedder", "decoder", "obfuscator", "classifier", "attacker"):
         module = getattr(pipe, name, None)
         if module is not None and hasattr(module, "eval"):

@@ -66,31 +66,33 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> str:
 def settings_rows(settings: Settings) -> list[dict[str, str]]:
     """The settings in words, each only where it applies: the model, R and (PTR) the certifier for the
     posthoc mechanisms, α for the inference-privacy ones; δ as the mechanism uses it."""
+    from privlens import budget
     from privlens.settings import mechanism_label
 
-    s = settings
-    half = f" (PTR runs at ε/2 = {s.mechanism_epsilon:g})" if s.is_ptr else ""
+    s, mech = settings, settings.spec
+    own = mech.mechanism_epsilon(s.epsilon)
+    half = "" if mech.epsilon_share == 1 else f" ({mech.name} runs at ε/{1 / mech.epsilon_share:g} = {own:g})"
     rows = [
         ("dataset", s.dataset),
         ("mechanism", mechanism_label(s.mechanism)),
         ("ε, the total of one sent release", f"{s.epsilon:g}{half}"),
     ]
-    if s.is_posthoc:
+    posthoc = "radius" in mech.parameter_names
+    if posthoc:
         rows.insert(1, ("model (obfuscator)", s.model))
-    if s.is_ptr:
-        rows.append(("δ, PTR's parameter", f"{s.delta:g} (a sent release spends δ/2 = {s.delta / 2:g})"))
-    elif s.is_global:
-        rows.append(("δ", "0: the certified global mechanism is pure"))
-    elif s.mechanism == "Lap-Output":
-        rows.append(("δ", "0: Lap-Output is pure"))
+    spent = budget.spent_guarantee(s)
+    if not mech.uses_delta:
+        rows.append(("δ", f"0: {mech.label} is pure"))
+    elif spent.delta != s.delta:
+        rows.append((f"δ, {mech.name}'s parameter", f"{s.delta:g} (a sent release spends {spent.delta:g})"))
     else:
         rows.append(("δ, the failure probability", f"{s.delta:g}"))
-    if s.is_posthoc:
+    if posthoc:
         rows.append(("R, ℓ∞ radius in the embedding", f"{s.radius:g}"))
-        if s.is_ptr:
+        if mech.needs_certificate:
             rows.append(("certifier of φ", s.certifier))
     else:
-        metric = "ℓ1" if s.mechanism == "Lap-Output" else "ℓ2"
+        metric = "ℓ1" if spent.norm.value == "l1" else "ℓ2"
         rows.append((f"α, {metric} radius on the input", f"{s.alpha:g}"))
     return [{"setting": k, "value": v} for k, v in rows]
 
@@ -102,18 +104,21 @@ def accuracy_figure(
     epsilon: float,
     column: str = "epsilon",
     label: str = "ε",
-    mechanism: str = "PTR",
+    mechanism: str | None = None,
     delta: float | None = None,
 ) -> Any | None:
     """Test accuracy of ``model`` against ε (a Table 1 CSV: ``table1`` for PTR, whose ε is PTR's own,
     ``table1-global`` with ``column="epsilon_total"``; finite ε) with ``epsilon`` marked; ``label``
-    names the axis's ε, ``mechanism`` the mechanism measured; rows at ``delta`` where measured there,
-    else at the nearest measured δ. Each point has its 95 % interval (the table's ``low``/``high``, else
-    Wilson over ``n_test``); the legend and title name n and δ. None without data."""
+    names the axis's ε, ``mechanism`` the mechanism measured (None: ``table1``'s); rows at ``delta``
+    where measured there, else at the nearest measured δ. Each point has its 95 % interval (the table's
+    ``low``/``high``, else Wilson over ``n_test``); the legend and title name n and δ. None without data."""
     import plotly.graph_objects as go
 
+    from privcore.experiments import MEASURES
+    from privcore.mechanisms import registry
     from privlens import charts, live
 
+    mechanism = MEASURES["table1"] if mechanism is None else mechanism  # (the default table's)
     if table1 is None or "obfuscator" not in table1 or column not in table1 or "accuracy" not in table1:
         return None
     mine = table1[table1["obfuscator"].astype(str) == model]
@@ -123,7 +128,7 @@ def accuracy_figure(
     if mine.empty:
         return None
     mine, measured = live.at_delta(mine, delta)
-    if measured is None and mechanism == "Global":
+    if measured is None and not registry.get(mechanism).uses_delta:
         measured = 0.0  # pure
     acc = mine["accuracy"].astype(float).tolist()
     n_col = next((c for c in ("n_test", "n") if c in mine), None)

@@ -21,13 +21,16 @@ charge every draw that is shown, or draw nothing until the user sends. We draw a
 So before Send a page holds no drawn value (no noise, no ⊥/released outcome, no reconstruction of
 one) — neither on screen nor in the session. :func:`send` draws once through the caller's function
 (which calls the library's secure sampler) and charges the session's ledger in the same call: the
-number of draws of a page equals the number of its ledger entries. Only then does the page show the
-outcome, and offer its downloads (the JSON, the report), which are post-processing of a release
-already charged. "Send another" is a new draw, charged again.
+number of draws of a page equals the number of its ledger entries. The charge is written to disk
+(atomic, fsync'd: :mod:`privlens.ledger_session`) before :func:`send` returns, and a draw whose
+charge cannot be written is discarded unseen. Only then does the page show the outcome, and offer
+its downloads (the JSON, the report), which are post-processing of a release already charged.
+"Send another" is a new draw, charged again.
 
 Sent releases are kept for the whole session (a list, never evicted), each under a unique id
-(1, 2, … in this session) and the settings key it was drawn at: a sent release is never redrawn, so
-returning to a setting after any number of slider moves shows the release that was sent there.
+(continuing the browser's ledger count: a reload does not number from 1 again) and the settings key it
+was drawn at: a sent release is never redrawn, so returning to a setting after any number of
+slider moves shows the release that was sent there.
 No privacy maths here: draws and guarantees come from :mod:`privcore.mechanisms`.
 """
 
@@ -43,6 +46,7 @@ from privcore.errors import PrivcoreError
 from privlens import ui
 from privlens.deployment import custody_text, deployment
 from privlens.image import CurrentImage
+from privlens.ledger_session import NotRecorded
 
 __all__ = ["SENT_KEY", "SentRelease", "custody", "failure", "latest", "send", "sent_releases"]
 
@@ -97,9 +101,13 @@ def send(
         st.session_state[FAILED_KEY][page] = str(exc)
         return None
     sent = sent_releases()
-    number = len(sent) + 1
+    number = max(max((r.id for r in sent), default=0), len(ui.ledger_rows())) + 1
     guarantee, label = describe(outcome, number)
-    ui.record_release(image=image, guarantee=guarantee, label=label)
+    try:  # durable (fsync'd) before anything is kept or shown: a crash after this is charged
+        ui.record_release(image=image, guarantee=guarantee, label=label)
+    except NotRecorded as exc:  # the draw is discarded unseen: what is never shown needs no charge
+        st.session_state[FAILED_KEY][page] = f"The release could not be charged, so it was not sent: {exc}."
+        return None
     release = SentRelease(id=number, page=page, key=key, outcome=outcome, guarantee=guarantee, label=label)
     sent.append(release)
     return release

@@ -20,6 +20,7 @@ from typing import Any
 
 from privcore.defaults import DEFAULT_DATASET, default_model
 from privcore.mechanisms import registry
+from privcore.ranges import CERTIFIERS
 from privcore.validation import (
     ALPHA_RANGE,
     DELTA_RANGE,
@@ -51,15 +52,15 @@ __all__ = [
 ]
 
 #: Every mechanism, in the order of :mod:`privcore.mechanisms.registry` (the one list the library, CLI,
-#: API, experiments, ledger and dashboard share): "Global" and "PTR" release the obfuscated embedding
-#: (posthoc family, the Release page), the others the IP paper's classifier outputs (Inference privacy).
-MECHANISMS: tuple[str, ...] = tuple(n for n in registry.names() if registry.get(n).page)
-POSTHOC_MECHANISMS: tuple[str, ...] = tuple(n for n in registry.names(family="posthoc") if n in MECHANISMS)
-IP_MECHANISMS: tuple[str, ...] = tuple(n for n in registry.names(family="inference") if n in MECHANISMS)
-#: The sidebar's default: the certified global mechanism, the least noise at the strongest guarantee of
-#: the posthoc family for every shipped obfuscator (G/(2Δp) ≈ 0.4–0.7 of PTR's noise at the same total
-#: ε, with δ = 0 and never ⊥; docs/DESIGN.md, "Beyond the papers").
-DEFAULT_MECHANISM = "Global"
+#: API, experiments, ledger and dashboard share): the posthoc family releases the obfuscated embedding
+#: (the Release page), the inference family the IP paper's classifier outputs (Inference privacy).
+MECHANISMS: tuple[str, ...] = registry.names()
+POSTHOC_MECHANISMS: tuple[str, ...] = registry.names(family="posthoc")
+IP_MECHANISMS: tuple[str, ...] = registry.names(family="inference")
+#: The sidebar's default: the registry's first posthoc mechanism, the certified global one — the least
+#: noise at the strongest guarantee of the posthoc family for every shipped obfuscator (G/(2Δp) ≈ 0.4–0.7
+#: of PTR's noise at the same total ε, with δ = 0 and never ⊥; docs/DESIGN.md, "Beyond the papers").
+DEFAULT_MECHANISM = POSTHOC_MECHANISMS[0]
 
 
 def mechanism_label(name: str) -> str:
@@ -76,7 +77,7 @@ def _canonical_mechanism(text: str) -> str:
         return text
 
 
-CERTIFIER_CHOICES: tuple[str, ...] = ("exact", "lp", "interval")
+CERTIFIER_CHOICES: tuple[str, ...] = CERTIFIERS  # privcore.ranges: the one list
 
 # Slider grids (log-spaced where the parameter is). Any value in the parameter's range is accepted
 # (it is added to the grid), so shared URLs and the ε solver can carry values between grid points.
@@ -187,19 +188,9 @@ class Settings:
         return registry.get(self.mechanism)
 
     @property
-    def is_ptr(self) -> bool:
-        """True for posthoc PTR."""
-        return self.mechanism == "PTR"
-
-    @property
-    def is_global(self) -> bool:
-        """True for the certified global mechanism."""
-        return self.mechanism == "Global"
-
-    @property
     def is_posthoc(self) -> bool:
-        """True for a mechanism that releases the obfuscated embedding (Global, PTR: the Release page,
-        a model, R); False for an inference-privacy mechanism (α)."""
+        """True for a mechanism that releases the obfuscated embedding (the Release page, a model, R);
+        False for an inference-privacy mechanism (α)."""
         return self.spec.family == "posthoc"
 
     @property
@@ -309,45 +300,13 @@ def settings_from_query(
     twice with different values is a problem. A repeated key counts with its last value. Never
     raises on user input.
     """
-    problems: list[QueryProblem] = []
     values: dict[str, Any] = asdict(default)
-
-    def raw(key: str) -> str | None:
-        v = query.get(key)
-        if isinstance(v, list | tuple):
-            v = v[-1] if v else None
-        return None if v is None else str(v)
+    given, problems = _given_fields(query, values)
 
     def refuse(field: str, key: str, text: str, allowed: str, fallback: Any) -> None:
         problems.append(
             QueryProblem(key=key, value=text, allowed=allowed, instead=_instead(field, fallback), field=field)
         )
-
-    given: dict[str, tuple[str, str]] = {}  # field -> (key, text)
-    for name, keys in _QUERY_KEYS.items():
-        found = [(k, raw(k)) for k in keys if raw(k) not in (None, "")]
-        if len({text for _, text in found}) > 1:
-            first, second = found[0], next(f for f in found if f[1] != found[0][1])
-            problems.append(
-                QueryProblem(
-                    key=second[0],
-                    value=str(second[1]),
-                    allowed="give it once" + (f", as {PARAMS[name].allowed}" if name in PARAMS else ""),
-                    instead=_instead(name, values[name]),
-                    field=name,
-                    conflict=(first[0], str(first[1])),
-                )
-            )
-            continue
-        if found:
-            given[name] = (found[0][0], str(found[0][1]))
-    for key in query:
-        if key not in _STREAMLIT_KEYS and not any(key in keys for keys in _QUERY_KEYS.values()):
-            problems.append(
-                QueryProblem(
-                    key=str(key), value=raw(key) or "", allowed=_known_keys(), instead="", field=None
-                )
-            )
 
     for name, (key, text) in given.items():
         if name in PARAMS:
@@ -376,19 +335,61 @@ def settings_from_query(
             values["radius"] = float(get_spec(values["dataset"]).radius)
         except ValueError:
             pass
+    _check_model(values, default=default, models=models, given=given, refuse=refuse)
+    return Settings(**values), tuple(problems)
+
+
+def _raw(query: Mapping[str, Any], key: str) -> str | None:
+    """The query's text for ``key`` (a repeated key: its last value), or None."""
+    v = query.get(key)
+    if isinstance(v, list | tuple):
+        v = v[-1] if v else None
+    return None if v is None else str(v)
+
+
+def _given_fields(query: Mapping[str, Any], values: Mapping[str, Any]
+                  ) -> tuple[dict[str, tuple[str, str]], list[QueryProblem]]:
+    """field → (key, text) for each field the query gives once, and a problem for each field given
+    twice with different values and each unknown key."""
+    problems: list[QueryProblem] = []
+    given: dict[str, tuple[str, str]] = {}
+    for name, keys in _QUERY_KEYS.items():
+        found = [(k, _raw(query, k)) for k in keys if _raw(query, k) not in (None, "")]
+        if len({text for _, text in found}) > 1:
+            first, second = found[0], next(f for f in found if f[1] != found[0][1])
+            problems.append(
+                QueryProblem(
+                    key=second[0],
+                    value=str(second[1]),
+                    allowed="give it once" + (f", as {PARAMS[name].allowed}" if name in PARAMS else ""),
+                    instead=_instead(name, values[name]),
+                    field=name,
+                    conflict=(first[0], str(first[1])),
+                )
+            )
+            continue
+        if found:
+            given[name] = (found[0][0], str(found[0][1]))
+    for key in query:
+        if key not in _STREAMLIT_KEYS and not any(key in keys for keys in _QUERY_KEYS.values()):
+            problems.append(
+                QueryProblem(
+                    key=str(key), value=_raw(query, key) or "", allowed=_known_keys(), instead="", field=None
+                )
+            )
+    return given, problems
+
+
+def _check_model(values: dict[str, Any], *, default: Settings, models: Mapping[str, Sequence[str]],
+                 given: Mapping[str, tuple[str, str]], refuse: Any) -> None:
+    """A model the dataset does not ship falls back to the default's (or the dataset's first)."""
     available = tuple(models.get(values["dataset"], ()))
     if available and values["model"] not in available:
         fallback = default.model if default.model in available else available[0]
         if "model" in given:
-            refuse(
-                "model",
-                given["model"][0],
-                values["model"],
-                f"for {values['dataset']}: one of {', '.join(available)}",
-                fallback,
-            )
+            refuse("model", given["model"][0], values["model"],
+                   f"for {values['dataset']}: one of {', '.join(available)}", fallback)
         values["model"] = fallback
-    return Settings(**values), tuple(problems)
 
 
 def grid_with(grid: Sequence[float], value: float) -> tuple[float, ...]:

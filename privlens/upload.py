@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from privcore.images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, encode_png
+from privcore.inputs import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, encode_png
 from privlens.image import (
     IMAGE_KEY,
     CurrentImage,

@@ -41,9 +41,9 @@ QUIET_WAIT_S = 5.0
 #: Modules the background work and later pages need, imported by the warm-up in steps of at most about a
 #: second each (torchmetrics pulls in torchvision and torch._dynamo), none while a script run is in progress.
 IMPORT_STEPS: tuple[tuple[str, ...], ...] = (
-    ("torch", "privcore.pipeline", "privcore.mechanisms.global_mechanism", "highspy"),
+    ("torch", "privcore.models.pipeline", "privcore.mechanisms.global_mechanism", "highspy"),
     # not scikit-learn (~1.7 s): only the digits need it (data and split); their first page imports it
-    ("privcore.domain", "privcore.data.split"),
+    ("privcore.inputs.domain", "privcore.data.split"),
     ("torch._dynamo",),  # ~1.2 s of privcore.attacks.metrics' ~1.8 s (torchmetrics → torchvision.models)
     ("torchvision",),
     ("privcore.attacks.metrics",),
@@ -133,15 +133,14 @@ def _enabled() -> bool:
 def prepare_default(directory: str, dataset: str, model: str) -> None:
     """G of ``dataset/model``, its dataset's domain check, its IP classifiers and the Attack page's
     no-release baseline, made in this process into in-memory memos and caches, which the pages read
-    (:func:`privlens.globalmech.certified_constant`, :func:`privcore.domain.check`,
-    :func:`privlens.ip.models_if_shipped`, :func:`privlens.baselines.no_release_baseline`). An
+    (the library's memo of G, :func:`privcore.inputs.domain.check`, :func:`privlens.mechanism_view.ip_models`,
+    :func:`privlens.baselines.no_release_baseline`). An
     accelerator only: a failure is left for the page to report."""
     try:
-        from privcore.domain import domain_check
-        from privcore.mechanisms import card_global_constant
-        from privcore.pipeline import load_pipeline
+        from privcore.inputs import domain_check
+        from privcore.mechanisms import card_global_constant, load_ip_cached
+        from privcore.models import load_pipeline
         from privlens.baselines import no_release_baseline
-        from privlens.ip import models_if_shipped
 
         pipe = load_pipeline(dataset, obfuscator=model, models_dir=directory)
         wait_for_quiet()
@@ -153,7 +152,7 @@ def prepare_default(directory: str, dataset: str, model: str) -> None:
             domain_check(dataset, pipe)
         wait_for_quiet()
         if _enabled():
-            models_if_shipped(dataset)  # the Release page's comparison lists the IP mechanisms too
+            load_ip_cached(dataset, directory)  # the Release page's comparison lists the IP mechanisms too
         wait_for_quiet()
         if _enabled():
             no_release_baseline(dataset)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
@@ -11,6 +12,8 @@ import pytest
 # short-lived dashboards doing that at once would only slow the suite. Tables are then built on demand,
 # as in any process; the warm-up itself is tested in tests/test_lipschitz_patterns.py.
 os.environ.setdefault("PRIVLENS_WARM_UP", "off")
+# Ledgers the dashboards of this test run keep go to a private folder of their own, never the checkout's.
+os.environ.setdefault("PRIVLENS_LEDGER_DIR", tempfile.mkdtemp(prefix="privlens-ledgers-"))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

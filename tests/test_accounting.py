@@ -10,16 +10,6 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from privcore.accounting import (
-    PrivacyLedger,
-    basic_composition,
-    chaining,
-    chaining_hops,
-    common_neighbourhood,
-    group_privacy,
-    parallel_composition,
-    post_processing,
-)
 from privcore.mechanisms import (
     ANY_METRIC,
     GaussInput,
@@ -31,6 +21,16 @@ from privcore.mechanisms import (
     Norm,
     Space,
     ptr_scales,
+)
+from privcore.mechanisms.accounting import (
+    PrivacyLedger,
+    basic_composition,
+    chaining,
+    chaining_hops,
+    common_neighbourhood,
+    group_privacy,
+    parallel_composition,
+    post_processing,
 )
 
 L2 = "ℓ2 on the model input (image pixels in [0, 1])"

@@ -27,7 +27,7 @@ def image() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def pipe():
-    from privcore.pipeline import load_pipeline
+    from privcore.models.pipeline import load_pipeline
 
     return load_pipeline("digits", "ARL-C-N", device="cpu")
 

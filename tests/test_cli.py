@@ -18,7 +18,7 @@ import pytest
 
 import privcore
 from privcore.cli import main
-from privcore.cli_errors import describe
+from privcore.cli.errors import describe
 from privcore.errors import CertificationError, ParameterError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,7 +95,7 @@ def test_release_and_certify_commands(tmp_path: Path, capsys, monkeypatch) -> No
     import torch
     from sklearn.datasets import load_digits
 
-    from privcore.images import encode_png
+    from privcore.inputs.images import encode_png
 
     monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path / "cache"))
     png = tmp_path / "digit.png"
@@ -143,7 +143,7 @@ SAMPLE = ROOT / "data" / "samples" / "digits" / "0-24.png"
 
 
 def _png(path: Path, pixels: Any) -> Path:
-    from privcore.images import encode_png
+    from privcore.inputs.images import encode_png
 
     path.write_bytes(encode_png(np.asarray(pixels, dtype=np.float64)))
     return path
@@ -221,7 +221,7 @@ def test_blank_and_one_pixel_images_are_warned_about_and_refused_unless_forced(
 def test_a_colour_photo_and_rendered_text_are_refused_unless_forced(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], seen: _Seen
 ) -> None:
-    """The measured domain check (privcore.domain.check) on the file: exit 2, the reasons on stderr."""
+    """The measured domain check (privcore.inputs.domain.check) on the file: exit 2, the reasons on stderr."""
     from privcore.experiments.domain import photo_uploads, text_uploads
 
     for name, data in (("photo.jpg", photo_uploads(2)[1]), ("text.png", text_uploads(1)[0])):
@@ -244,8 +244,8 @@ def test_a_resized_image_gets_the_dashboards_notes_on_stderr(
     from PIL import Image
     from sklearn.datasets import load_digits
 
-    from privcore.images import decode_image
     from privcore.inputs import note_text
+    from privcore.inputs.images import decode_image
 
     big = np.kron(load_digits().images[3] / 16, np.ones((4, 4)))  # 32×32
     path = tmp_path / "big.png"
@@ -262,8 +262,8 @@ def test_invert_and_digit_style_change_the_model_input_as_on_the_dashboard(
 ) -> None:
     import torch
 
-    from privcore.images import decode_image
     from privcore.inputs import digit_styled
+    from privcore.inputs.images import decode_image
 
     data = SAMPLE.read_bytes()
     plain = decode_image(data, target_shape=(1, 8, 8)).tensor
@@ -315,7 +315,7 @@ def test_ranges_are_the_apis_and_the_dashboards(tmp_path: Path, capsys: pytest.C
 def test_json_is_the_apis_document_in_utf8_with_the_guarantee_text(tmp_path: Path) -> None:
     import torch
 
-    from privcore.images import decode_image
+    from privcore.inputs.images import decode_image
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PRIVLENS_CACHE_DIR": str(tmp_path / "cache")}
     out = subprocess.run([sys.executable, "-m", "privcore", "release", "--dataset", "digits", str(SAMPLE),

@@ -11,8 +11,11 @@ ROOT = Path(__file__).resolve().parents[1]
 #: A submodule import that is deliberate: the warm-up thread imports the pattern tables' module in the
 #: script's thread first, because importing the package from two threads at once deadlocked. (In
 #: privlens/warmup.py since issue 33.)
+#: The ledger's files follow the Lipschitz cache's rules for a private folder and its secret (0700,
+#: 0600, owner checks), reused rather than copied: one implementation of security code.
 ALLOWED = {
     ("privlens/warmup.py", "privcore.lipschitz.pattern_store"),
+    ("privlens/ledger_store.py", "privcore.lipschitz.cache_files"),
 }
 
 

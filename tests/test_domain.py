@@ -1,4 +1,4 @@
-"""privcore.domain: the measured domain check (calibrated on validation, warned uploads, false alarms)
+"""privcore.inputs.domain: the measured domain check (calibrated on validation, warned uploads, false alarms)
 and the model-free blank check."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from privcore.domain import blank_reason
 from privcore.errors import PrivcoreError
+from privcore.inputs.domain import blank_reason
 
 
 def test_blank_reason_flags_near_constant_images_only() -> None:
@@ -45,7 +45,7 @@ def _pipe(pipes: dict[str, object], dataset: str):
 
 
 def _as_upload(pipe, data: bytes):
-    from privcore.images import decode_image
+    from privcore.inputs.images import decode_image
 
     return decode_image(data, target_shape=tuple(pipe.image_shape)).tensor
 
@@ -56,9 +56,9 @@ def test_calibration_reads_the_validation_split_never_the_test_split(monkeypatch
     from dataclasses import replace
 
     import privcore.data
-    from privcore import domain
     from privcore._inflight import Memo
     from privcore.data import load_dataset, validation_split
+    from privcore.inputs import domain
 
     pipe = _pipe(pipes, "digits")
     ds = load_dataset("digits")
@@ -76,7 +76,7 @@ def test_calibration_reads_the_validation_split_never_the_test_split(monkeypatch
 
 
 def test_the_common_quantile_warns_about_at_most_alpha_of_the_validation_images() -> None:
-    from privcore.domain import SCORES, _common_quantile
+    from privcore.inputs.domain import SCORES, _common_quantile
 
     rng = np.random.default_rng(0)
     scores = {k: rng.standard_normal(1000) for k in SCORES}
@@ -91,8 +91,8 @@ def test_the_common_quantile_warns_about_at_most_alpha_of_the_validation_images(
 
 @pytest.mark.parametrize("dataset", DATASETS)
 def test_blank_one_pixel_photo_and_text_are_warned_on_each_shipped_dataset(pipes, dataset: str) -> None:
-    from privcore.domain import check
     from privcore.experiments.domain import blank_uploads, one_pixel_uploads, photo_uploads, text_uploads
+    from privcore.inputs.domain import check
 
     pipe = _pipe(pipes, dataset)
     cases = {
@@ -119,8 +119,8 @@ def test_in_domain_test_images_mostly_pass(pipes, dataset: str, bound: float) ->
     digits 13/360 = 3.6 %, fashion-mnist 195/10 000 = 1.9 %, mnist 26/1 000 = 2.6 %. Here a seeded
     sample of 200, checked as uploads, against a loose bound."""
     from privcore.data import load_dataset
-    from privcore.domain import domain_check, upload_facts
     from privcore.experiments.domain import dataset_uploads
+    from privcore.inputs.domain import domain_check, upload_facts
 
     pipe = _pipe(pipes, dataset)
     uploads = dataset_uploads(load_dataset(dataset).x_test, n=200, seed=7)
@@ -131,7 +131,7 @@ def test_in_domain_test_images_mostly_pass(pipes, dataset: str, bound: float) ->
 
 def test_an_array_is_checked_without_upload_facts_and_a_blank_one_says_so(pipes) -> None:
     from privcore.data import load_dataset
-    from privcore.domain import check
+    from privcore.inputs.domain import check
 
     pipe = _pipe(pipes, "digits")
     x = load_dataset("digits").x_test[0]
@@ -142,8 +142,8 @@ def test_an_array_is_checked_without_upload_facts_and_a_blank_one_says_so(pipes)
 
 
 def test_upload_facts_read_the_file_before_it_is_resized() -> None:
-    from privcore.domain import upload_facts
     from privcore.experiments.domain import _png
+    from privcore.inputs.domain import upload_facts
 
     page = np.full((60, 40), 255, np.uint8)
     page[20:40, 15:25] = 0
@@ -180,8 +180,8 @@ def test_every_model_of_a_dataset_gets_the_same_check(pipes) -> None:
     """MNIST's default model sits on its own (label-aware) embedder; the domain check still uses the
     dataset's reference VAE, so it warns the same whichever MNIST model releases."""
     from privcore.data import load_dataset
-    from privcore.domain import check, domain_check
-    from privcore.pipeline import load_pipeline
+    from privcore.inputs.domain import check, domain_check
+    from privcore.models.pipeline import load_pipeline
 
     default = load_pipeline("mnist", "N-global", device="cpu")
     table1 = load_pipeline("mnist", "ARL-C-N", device="cpu")

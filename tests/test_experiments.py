@@ -111,7 +111,7 @@ def test_fig4_t_interval_of_the_mean() -> None:
 
 
 def _shipped_digits() -> Path | None:
-    from privcore.pipeline import default_models_dir
+    from privcore.models.pipeline import default_models_dir
 
     d = default_models_dir() / "digits"
     need = ("embedder", "obfuscator-ARL-C-N", "ip-cnn", "ip-lipschitz-l1", "ip-lipschitz-l2")

@@ -187,8 +187,8 @@ def test_a_recalibrated_told_scale_map_invalidates_table_rows(tmp_path) -> None:
     config (and with it every cached row) must change."""
     import shutil
 
+    from privcore.models.pipeline import default_models_dir
     from privcore.nets.checkpoint import read_card, update_card
-    from privcore.pipeline import default_models_dir
 
     src = default_models_dir() / "digits"
     dst = tmp_path / "models" / "digits"
@@ -213,7 +213,7 @@ def test_a_recalibrated_told_scale_map_invalidates_table_rows(tmp_path) -> None:
 def test_a_cached_model_survives_a_recipe_option_added_later() -> None:
     """select's model cache compares recipes field by field: a card written before an option existed
     matches a recipe at that option's default, and any other value still forces a retrain."""
-    from privcore.experiments.select_models import _same_recipe
+    from privcore.train.ensure import _same_recipe
     from privcore.train.recipes import obfuscator_recipe
 
     recipe = obfuscator_recipe("digits", "ARL-C-N")

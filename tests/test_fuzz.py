@@ -33,8 +33,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from privcore.accounting import PrivacyLedger, basic_composition, chaining, group_privacy
-from privcore.images import decode_image, encode_png, load_image
+from privcore.inputs.images import decode_image, encode_png, load_image
 from privcore.lipschitz import Certifier, as_network, local_lipschitz, max_pattern_norm
 from privcore.mechanisms import (
     MIN_EPSILON,
@@ -62,6 +61,7 @@ from privcore.mechanisms import (
     propose_test_release,
     ptr_scales,
 )
+from privcore.mechanisms.accounting import PrivacyLedger, basic_composition, chaining, group_privacy
 from privcore.mechanisms.guarantee import Norm, Space
 
 DEEP = os.environ.get("PRIVCORE_FUZZ", "") == "deep"

@@ -66,9 +66,9 @@ def test_g2_is_the_exact_value_over_the_box_by_brute_force(seed: int) -> None:
 
 
 def test_release_is_calibrated_to_the_analytic_gaussian_at_g2() -> None:
+    from privcore.lipschitz.rounding import rounding_allowance, sensitivity_with_rounding
     from privcore.mechanisms import registry
     from privcore.mechanisms.gaussian_calibration import analytic_gaussian_sigma
-    from privcore.mechanisms.rounding import rounding_allowance, sensitivity_with_rounding
 
     mech = registry.get("global-gauss")
     pipe = mech.load(dataset="digits", model=None, models_dir=None)

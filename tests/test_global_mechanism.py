@@ -32,6 +32,7 @@ from privcore.lipschitz.global_box import (
     verify_global_constant,
 )
 from privcore.lipschitz.norms import DEFAULT_NORMS
+from privcore.lipschitz.rounding import CertifiedNet, sensitivity_with_rounding
 from privcore.mechanisms import (
     card_global_constant,
     card_global_hint,
@@ -39,7 +40,6 @@ from privcore.mechanisms import (
     global_release,
     global_scales,
 )
-from privcore.mechanisms.rounding import CertifiedNet, sensitivity_with_rounding
 from privcore.mechanisms.sampling import RandomBits
 from privcore.nets.card_schema import GLOBAL_HOWS, check_card
 from tests._nets import random_net
@@ -353,7 +353,7 @@ def test_card_schema_accepts_the_block_and_refuses_bad_ones() -> None:
 def test_shipped_card_verifies_and_the_command_rewrites_it(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from privcore.global_cli import global_app
+    from privcore.cli.global_constant import global_app
     from privcore.nets.checkpoint import load_checkpoint, read_card
 
     src = ROOT / "models/digits"

@@ -1,4 +1,4 @@
-"""privcore.images: every upload is either the exact model input or a clear refusal.
+"""privcore.inputs.images: every upload is either the exact model input or a clear refusal.
 
 Exact checks use hand-built PNGs (a 20-line encoder below) so that the expected pixel values are
 known without going through the code under test.
@@ -15,7 +15,7 @@ import pytest
 import torch
 from PIL import Image, ImageFile
 
-from privcore.images import decode_image, encode_png, load_image
+from privcore.inputs.images import decode_image, encode_png, load_image
 
 
 def _chunk(kind: bytes, payload: bytes) -> bytes:
@@ -297,7 +297,7 @@ def test_pad_and_resize_match_pillow_on_the_padded_square() -> None:
 
 
 def test_memory_budget_refuses_before_any_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
-    from privcore.images import MEMORY_BUDGET_BYTES
+    from privcore.inputs.images import MEMORY_BUDGET_BYTES
 
     assert MEMORY_BUDGET_BYTES == 384 * 2**20
     data = make_png(np.zeros((2000, 2000), np.uint8))  # 4 MB of pixels behind a 4 KiB file
@@ -309,7 +309,7 @@ def test_memory_budget_refuses_before_any_decoding(monkeypatch: pytest.MonkeyPat
 
 
 def test_memory_error_is_a_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
-    import privcore.images as images
+    import privcore.inputs.images as images
 
     def out_of_memory(*a, **k):
         raise MemoryError("Unable to allocate 11.9 GiB for an array")

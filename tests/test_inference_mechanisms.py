@@ -284,7 +284,7 @@ def test_a_noisy_output_that_overflows_raises() -> None:
 def digits_ip():
     from privcore.data import load_dataset
     from privcore.errors import PrivcoreError
-    from privcore.pipeline import load_ip_models
+    from privcore.models.pipeline import load_ip_models
 
     try:
         ip = load_ip_models("digits", device="cpu")

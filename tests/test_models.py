@@ -12,8 +12,8 @@ import torch
 
 from privcore.data import get_spec
 from privcore.errors import DatasetUnavailableError
+from privcore.models.pipeline import default_models_dir, list_models, load_ip_models, load_pipeline
 from privcore.nets.checkpoint import card_path, load_checkpoint
-from privcore.pipeline import default_models_dir, list_models, load_ip_models, load_pipeline
 from privcore.train.embedder import dataset_from_card
 from privcore.train.recipes import PAPER_RECIPE_SUFFIX, PAPER_WEIGHTS, parse_obfuscator_name
 

@@ -331,7 +331,7 @@ _DELETE = object()
 def test_tampered_card_is_a_checkpoint_error_naming_file_and_field(
     tmp_path: Path, path: str, value, message: str
 ) -> None:
-    from privcore.pipeline import load_pipeline
+    from privcore.models.pipeline import load_pipeline
 
     root = tampered_models(tmp_path, _set(path, value))
     stem = root / "digits" / "obfuscator-ARL-C-N"

@@ -13,14 +13,7 @@ ISSUE_REF = re.compile(r"\bissues?\s*#?\d+|(?<![^\s(])#\d{1,3}\b", re.IGNORECASE
 
 #: TEMPORARY: files that others are rewriting in parallel, each with the lines still to clean.
 #: This must be empty: remove an entry as soon as its file no longer refers to the tracker.
-PENDING: dict[str, int] = {
-    "privcore/mechanisms/global_mechanism.py": 1,
-    "privcore/mechanisms/__init__.py": 1,
-    "privcore/lipschitz/global_box.py": 1,
-    # a string written into trained models' cards (data, not a comment): changing it changes what
-    # `train` writes, so it is left for whoever owns the cards' format
-    "privcore/train/obfuscator.py": 1,
-}
+PENDING: dict[str, int] = {}
 
 
 def _scanned() -> list[Path]:

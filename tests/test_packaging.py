@@ -83,7 +83,7 @@ def test_installed_commands_run_from_another_directory(installed, tmp_path: Path
     out = subprocess.run([str(prefix / "bin" / "privcore"), "version"], **run)
     assert out.returncode == 0 and out.stdout.strip() == "0.1.0", out.stderr
     code = (
-        "import privcore, privcore.pipeline as p, privlens.launch as l; "
+        "import privcore, privcore.models.pipeline as p, privlens.launch as l; "
         "print(privcore.__file__); print(p.default_models_dir()); print(l.app_path()); "
         "print(len(p.list_models())); p.load_pipeline('digits')"
     )

@@ -1,5 +1,5 @@
 """Accountant page (AppTest): the session's releases composed per image and per neighbourhood relation
-exactly as privcore.accounting says (issue 18: one Inference-privacy draw costs ℓ2 pairs (2ε, 2δ) and
+exactly as privcore.mechanisms.accounting says (one Inference-privacy draw costs ℓ2 pairs (2ε, 2δ) and
 ℓ1 pairs (3ε, 2δ)), a ledger it cannot read refused, and the chaining / group-privacy calculators."""
 
 from __future__ import annotations

@@ -183,7 +183,7 @@ def test_an_unhandled_error_is_a_message_and_a_server_log_not_a_traceback(
     def boom(*a, **k):
         raise RuntimeError("internal detail /srv/privlens/secret.py")
 
-    monkeypatch.setattr("privlens.globalmech.context", boom)  # the default mechanism's first step
+    monkeypatch.setattr("privlens.mechanism_view.posthoc", boom)  # the mechanism's first step
     with caplog.at_level("ERROR", logger="privlens"):
         at = app("release")
     assert not at.exception

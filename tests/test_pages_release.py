@@ -269,12 +269,12 @@ def test_ptr_sends_at_the_smallest_epsilon_with_the_certification_the_library_wo
     """The page sizes φ's search range for the smallest total ε and δ — the library's defaults (PTR's
     own ε is half of it), so φ is shared with privcore.certify — and the API's check that a
     certification covers ε and δ lets every setting send, the smallest too."""
-    import privlens.ptr
     from privcore.api import Certification
     from privcore.mechanisms.search_range import DEFAULT_DELTA_MIN, DEFAULT_EPSILON_MIN
+    from privlens.mechanism_view import DELTA_MIN, EPSILON_MIN
 
-    assert (privlens.ptr.EPSILON_MIN / 2, privlens.ptr.DELTA_MIN) == (DEFAULT_EPSILON_MIN, DEFAULT_DELTA_MIN)
-    assert privlens.ptr.EPSILON_MIN == 0.1
+    assert (EPSILON_MIN / 2, DELTA_MIN) == (DEFAULT_EPSILON_MIN, DEFAULT_DELTA_MIN)
+    assert EPSILON_MIN == 0.1
     at = send(app("release", query={**PTR, "eps": "0.1", "delta": "1e-10"}))
     (row,) = _ledger(at)
     assert (row["guarantee"].epsilon, row["guarantee"].delta) == (0.1, 5e-11)
@@ -381,26 +381,26 @@ def test_a_new_upload_with_the_same_name_and_size_replaces_the_old_one() -> None
 
 
 def test_an_upload_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    import privcore.images
+    import privcore.inputs.images
     from privlens import image as images_module
 
     data = make_png((np.arange(64).reshape(8, 8) * 4).astype(np.uint8))
     calls: list[bytes] = []
-    real = privcore.images.decode_image
+    real = privcore.inputs.images.decode_image
 
     def counting(raw: bytes, **kw):
         calls.append(raw)
         return real(raw, **kw)
 
     monkeypatch.setattr(images_module, "decode_image", counting)  # every decode, by the pages or privlens
-    monkeypatch.setattr(privcore.images, "decode_image", counting)
+    monkeypatch.setattr(privcore.inputs.images, "decode_image", counting)
     at = _upload(app("release"), "ramp.png", data, confirm=True)
     _ready(at)
     at.select_slider(key="w_epsilon").set_value(2.0).run()  # a rerun with the same upload in the widget
     at.switch_page(str(ROOT / "pages" / "neighbourhood.py")).run()
     assert not at.exception
     # once into the model input, once into the domain check's look at the file itself (a 64-pixel colour
-    # thumbnail: privcore.domain.upload_facts), however many reruns and pages
+    # thumbnail: privcore.inputs.domain.upload_facts), however many reruns and pages
     assert sum(raw == data for raw in calls) == 2
 
 
@@ -495,8 +495,8 @@ def test_digit_style_preprocessing_is_offered_previewed_and_used() -> None:
 
     from PIL import Image
 
-    from privcore.images import decode_image
-    from privcore.preprocess import digit_style
+    from privcore.inputs.images import decode_image
+    from privcore.inputs.preprocess import digit_style
 
     page = np.full((64, 64), 240, np.uint8)
     page[4:20, 6:9] = 15  # a small dark "1" in a corner of a light page

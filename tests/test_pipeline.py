@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from privcore.cli import app
 from privcore.data import load_dataset
 from privcore.errors import CheckpointError
+from privcore.models.pipeline import list_models, load_ip_models, load_pipeline
 from privcore.nets.checkpoint import card_path
-from privcore.pipeline import list_models, load_ip_models, load_pipeline
 from privcore.train.attacker import train_reconstruction_attacker
 from privcore.train.delta_p import compute_delta_p
 from privcore.train.embedder import train_embedder

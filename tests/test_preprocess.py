@@ -1,4 +1,4 @@
-"""privcore.preprocess.digit_style: a dark drawing on a light page, small and off-centre, becomes a
+"""privcore.inputs.preprocess.digit_style: a dark drawing on a light page, small and off-centre, becomes a
 light, size-normalised digit centred by mass on black, as the training data."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from privcore.preprocess import digit_style
+from privcore.inputs.preprocess import digit_style
 
 
 def _drawing() -> torch.Tensor:

@@ -13,9 +13,9 @@ import torch
 
 from privcore.data import load_dataset
 from privcore.errors import CheckpointError
+from privcore.models.pipeline import load_pipeline
 from privcore.nets.checkpoint import card_path, load_checkpoint
 from privcore.nets.models import NoiseAwareClassifier, ToldScale, classify
-from privcore.pipeline import load_pipeline
 from privcore.train import release_classifier as rc_mod
 from privcore.train.delta_p import compute_delta_p
 from privcore.train.embedder import train_embedder

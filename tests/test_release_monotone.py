@@ -23,8 +23,8 @@ import torch
 
 from privcore.errors import DatasetUnavailableError
 from privcore.mechanisms import registry
+from privcore.models.pipeline import default_models_dir, list_models, load_pipeline
 from privcore.nets.models import NoiseAwareClassifier, ToldScale
-from privcore.pipeline import default_models_dir, list_models, load_pipeline
 from privcore.ranges import EPSILON_RANGE, RADIUS_RANGE
 from privcore.train.embedder import dataset_from_card
 

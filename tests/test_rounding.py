@@ -1,4 +1,4 @@
-"""Certified rounding-error bounds (privcore.mechanisms.rounding) checked against exact arithmetic.
+"""Certified rounding-error bounds (privcore.lipschitz.rounding) checked against exact arithmetic.
 
 The bound must cover ‖f̂(x) − f(x)‖ for the float64 evaluation f̂ (numpy's, and torch's with its own
 summation order) and the real-number network f with the same weights, evaluated exactly here with
@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 import torch
 
-from privcore.mechanisms import ptr
-from privcore.mechanisms.rounding import (
+from privcore.lipschitz.rounding import (
     CertifiedNet,
     gamma,
     rounding_allowance,
     sensitivity_with_rounding,
 )
+from privcore.mechanisms import ptr
 from privcore.nets.models import LipschitzClassifier
 
 P_NORMS = (1, 2, math.inf)
@@ -209,7 +209,7 @@ def test_lipschitz_classifier_is_parsed_with_its_baked_float32_weights() -> None
 def obfuscator() -> tuple[torch.nn.Sequential, np.ndarray]:
     from privcore.data import load_dataset
     from privcore.errors import PrivcoreError
-    from privcore.pipeline import load_pipeline
+    from privcore.models.pipeline import load_pipeline
 
     try:
         pipe = load_pipeline("digits", "ARL-C-N", device="cpu")

@@ -1,10 +1,11 @@
 """Structure rules of the library, read from the source: privcore's modules import each other without
 a cycle (the Lipschitz engine's too), the engine never imports the mechanisms (function-level imports
-included), and privcore never imports Streamlit."""
+included), privcore never imports Streamlit, and the dashboard never branches on a mechanism's name."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,3 +110,52 @@ def test_privcore_never_imports_streamlit() -> None:
         if any(name == "streamlit" or name.startswith("streamlit.") for name in _imports(p))
     ]
     assert offenders == []
+
+
+#: privcore's packages from the bottom layer up: a module may import its own package and the packages
+#: before it, never one after it (module-level and function-local imports alike). The root holds only
+#: the foundation (errors, validation, ranges, defaults, file and memo helpers); privcore/__init__.py
+#: (which re-exports the API lazily) and __main__.py (the entry point) are left out.
+PACKAGE_ORDER = ("<root>", "data", "nets", "executors", "attacks", "lipschitz", "inputs", "models",
+                 "mechanisms", "api", "train", "experiments", "lab", "cli")
+
+
+def _package(module: str, packages: set[str]) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in packages else "<root>"
+
+
+def test_packages_import_only_downwards_in_one_order() -> None:
+    files = {_module(p): p for p in (ROOT / "privcore").rglob("*.py")}
+    packages = {p.parent.name for p in (ROOT / "privcore").glob("*/__init__.py")}
+    assert set(PACKAGE_ORDER) == packages | {"<root>"}, "a package is missing from PACKAGE_ORDER"
+    rank = {name: i for i, name in enumerate(PACKAGE_ORDER)}
+    upward = []
+    for module, path in files.items():
+        if module in ("privcore", "privcore.__main__"):
+            continue
+        here = _package(module, packages)
+        for target in _module_imports(path, files) - {"privcore"}:
+            there = _package(target, packages)
+            if rank[there] > rank[here]:
+                upward.append(f"{module} ({here}) imports {target} ({there})")
+    assert upward == [], "\n".join(sorted(upward))
+
+
+#: What dashboard code must not branch on: a mechanism's name (the registry key) or the old flags.
+#: It reads the mechanism's own properties (family, needs_certificate, uses_delta, parameters) instead.
+_MECHANISM_NAME_PATTERN = re.compile(r'is_ptr|is_global|"PTR"|"Global"|"Gauss-|"Lap-Output"')
+
+
+def test_the_dashboard_never_names_a_mechanism_to_branch_on() -> None:
+    """pages/, privlens/ and app.py hold no mechanism name as a string literal and no is_ptr/is_global:
+    every mechanism reaches the pages through privlens.mechanism_view and the registry."""
+    files = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")),
+             *sorted((ROOT / "privlens").rglob("*.py"))]
+    hits = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in files
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if _MECHANISM_NAME_PATTERN.search(line)
+    ]
+    assert len(files) > 20 and not hits, "\n".join(hits)

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from privcore.data import load_dataset
-from privcore.experiments.select_models import _same_recipe
 from privcore.nets.checkpoint import load_checkpoint
 from privcore.train.embedder import shift_images, train_embedder
+from privcore.train.ensure import _same_recipe
 from privcore.train.recipes import embedder_recipe
 
 FAST = {"progress": False, "device": "cpu", "seed": 0}

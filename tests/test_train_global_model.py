@@ -12,7 +12,7 @@ import pytest
 
 import privcore
 from privcore.cli import main
-from privcore.pipeline import load_pipeline
+from privcore.models.pipeline import load_pipeline
 
 SMOKE = ["--dataset", "digits", "--epochs", "1", "--arch", "mlp", "--augment-shift", "0", "--delta-p-n", "3",
          "--no-progress", "--device", "cpu", "--threads", "1"]

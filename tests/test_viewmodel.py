@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from privcore.images import load_image
+from privcore.inputs.images import load_image
 from privcore.mechanisms import bisection_decisions, compute_phi, propose_test_release, ptr_search_range
 from privcore.mechanisms.ptr import HINT_STEPS
 from privlens.outcome import outcome_summary, plain_guarantee
@@ -47,7 +47,9 @@ def test_the_mechanisms_are_the_registrys_and_old_links_still_parse() -> None:
     # every mechanism with a dashboard page
     assert MECHANISMS == tuple(n for n in registry.names() if registry.get(n).page)
     assert MECHANISMS[0] == "Global"
-    assert POSTHOC_MECHANISMS == ("Global", "PTR") and IP_MECHANISMS == registry.names(family="inference")
+    # every posthoc mechanism is the Release page's, Global-Gauss included
+    assert POSTHOC_MECHANISMS == ("Global", "PTR", "Global-Gauss")
+    assert IP_MECHANISMS == registry.names(family="inference")
     assert DEFAULT.mechanism == "Global" and DEFAULT.is_posthoc and DEFAULT.mechanism_epsilon == 1.0
     for old in ("PTR", "Gauss-Input", "Gauss-Output", "Lap-Output"):
         s, problems = settings_from_query({"mech": old}, default=DEFAULT, models=MODELS)

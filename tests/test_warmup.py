@@ -12,8 +12,8 @@ from privlens import baselines, warmup
 def test_prepare_default_leaves_g_the_domain_check_and_the_attack_baseline_ready(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from privcore.domain import _CHECKS
-    from privcore.pipeline import load_pipeline
+    from privcore.inputs.domain import _CHECKS
+    from privcore.models.pipeline import load_pipeline
 
     monkeypatch.setattr(warmup, "wait_for_quiet", lambda: None)
     monkeypatch.delenv("PRIVLENS_WARM_UP", raising=False)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from privcore.images import encode_png
+
 from privcore.data import load_dataset
 from privcore.errors import DatasetUnavailableError
-from privcore.images import encode_png
 
 HERE = Path(__file__).resolve().parent
 PICKS = {

@@ -2,8 +2,9 @@
 
 * :mod:`privcore.attacks.metrics` — SSIM, PSNR, ℓ1, ℓ2 of reconstructions (Tables 3–6), batched.
 * :mod:`privcore.attacks.audit` — empirical lower bounds on ε from many releases of a pair.
-* :mod:`privcore.attacks.reconstruction` — the attacker network (trained by
-  :func:`privcore.train.attacker.train_reconstruction_attacker`).
+
+The attacker network itself is an architecture like the others, :mod:`privcore.nets.attacker` (trained by
+:func:`privcore.train.attacker.train_reconstruction_attacker`).
 
 Exports are loaded lazily (PEP 562), so ``import privcore.attacks.audit`` does not pay for
 torchmetrics. Each part appends its names to ``_EXPORTS`` (name → submodule).
@@ -30,8 +31,6 @@ _EXPORTS: dict[str, str] = {
     "paper_psnr": "metrics",
     "psnr": "metrics",
     "ssim": "metrics",
-    # privcore.attacks.reconstruction
-    "ReconstructionAttacker": "reconstruction",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

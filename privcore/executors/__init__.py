@@ -48,7 +48,6 @@ _EXPORTS = {
     "PointsOutcome": "points",
     "chunk_size_for": "points",
     "run_points": "points",
-    "worker_solver_info": "points",
     "JobProgress": "progress",
     "ProgressCallback": "progress",
     "cli_progress": "progress",

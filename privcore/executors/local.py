@@ -29,6 +29,14 @@ def _unguarded(script: str, workers: int, isolated: bool) -> None:
     )
 
 
+def _next_chunks(queue: list[int], suspects: list[int], *, in_flight: int, width: int) -> list[int]:
+    """The chunks to start now, popped from their lists: a suspect alone once nothing else runs (so a
+    crash blames it exactly), else queued chunks up to ``width`` in flight (each one running)."""
+    if suspects:
+        return [suspects.pop()] if in_flight == 0 else []
+    return [queue.pop() for _ in range(min(len(queue), max(0, width - in_flight)))]
+
+
 @dataclass(frozen=True, kw_only=True)
 class LocalExecutor:
     """Processes on this machine (posthoc-PTR's batch certification as it always ran).
@@ -111,16 +119,9 @@ class LocalExecutor:
 
         try:
             while queue or suspects or running:
-                if suspects:
-                    if not running:
-                        i = suspects.pop()
-                        attempts[i] += 1
-                        running[pool.submit(run_task, fn, shared, chunks[i])] = i
-                else:
-                    while queue and len(running) < width:  # at most `width` in flight: each one is running
-                        i = queue.pop()
-                        attempts[i] += 1
-                        running[pool.submit(run_task, fn, shared, chunks[i])] = i
+                for i in _next_chunks(queue, suspects, in_flight=len(running), width=width):
+                    attempts[i] += 1
+                    running[pool.submit(run_task, fn, shared, chunks[i])] = i
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 lost: list[int] = []
                 for fut in done:

@@ -1,12 +1,9 @@
 """Jobs over points: :func:`run_points` chunks them, runs the chunks on an executor and isolates
-the points that keep failing; :func:`worker_solver_info` says what a worker's solvers can do."""
+the points that keep failing."""
 
 from __future__ import annotations
 
 import math
-import os
-import socket
-import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import closing
@@ -98,22 +95,3 @@ def run_points(
     return PointsOutcome(results=results, failures=failures, tasks=tasks, seconds=time.perf_counter() - start)
 
 
-_SOLVER_INFO: dict[int, dict[str, Any]] = {}
-
-
-def worker_solver_info() -> dict[str, Any]:
-    """What ``solver="auto"`` can use in *this* process (checked on the worker, once per process):
-    host, pid, whether Gurobi imports and starts a licence, and the licence's size limit (None =
-    unlimited). Gurobi runs a model only when it fits; HiGHS otherwise."""
-    pid = os.getpid()
-    info = _SOLVER_INFO.get(pid)
-    if info is None:
-        from privcore.lipschitz.backends import gurobi_available, gurobi_size_limit
-
-        gurobi = gurobi_available()
-        limit = gurobi_size_limit() if gurobi else None
-        info = {"host": socket.gethostname(), "pid": pid, "python": sys.version.split()[0],
-                "gurobi": gurobi, "gurobi_size_limit": limit}
-        _SOLVER_INFO.clear()
-        _SOLVER_INFO[pid] = info
-    return dict(info)

@@ -48,6 +48,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DEFAULT_RESULTS_DIR",
     "EXPERIMENTS",
+    "MEASURES",
     "NOT_IN_ALL",
     "PAPER_DELTA",
     "ResultTable",
@@ -73,6 +74,10 @@ EXPERIMENTS: dict[str, str] = {
     "select": "select",
     "select-global": "select_global",
 }
+#: The registry mechanism whose releases an experiment's table measures, where it is one mechanism (its
+#: ε column is that mechanism's own ε: PTR's half of the total in ``table1`` and ``attack``); ``ip``
+#: names its mechanism per row.
+MEASURES: dict[str, str] = {"table1": "PTR", "table1-global": "Global", "attack": "PTR"}
 #: Experiments that ``all`` leaves out: they train models (run them by name).
 NOT_IN_ALL: frozenset[str] = frozenset({"select", "select-global"})
 

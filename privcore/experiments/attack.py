@@ -149,8 +149,8 @@ def delta_p_at(
 
 def _attacker(ctx: RunContext, pipe: Any, *, radius: float, delta_p: float, epochs: int) -> Any:
     """Train (or load the cached) attacker for this R and Δp."""
+    from privcore.models.pipeline import default_models_dir
     from privcore.nets.checkpoint import card_path, load_checkpoint
-    from privcore.pipeline import default_models_dir
     from privcore.train.attacker import train_reconstruction_attacker
     from privcore.train.recipes import attacker_recipe
 

@@ -280,7 +280,7 @@ def model_audits(ctx: RunContext, *, epsilon: float, n_fast: int, n_ptr: int) ->
     from privcore.data import load_dataset
     from privcore.errors import PrivcoreError
     from privcore.mechanisms import GaussOutput, LapOutput
-    from privcore.pipeline import load_ip_models
+    from privcore.models.pipeline import load_ip_models
 
     cases: list[AuditCase] = []
     ds = load_dataset(ctx.dataset)

@@ -106,8 +106,8 @@ def _authors_centers(pipe: Any, x: Any, seed: int) -> np.ndarray:
 
 def _own_head(ctx: RunContext, variant: str) -> Any:
     """The classifier trained jointly with the obfuscator (the authors' ``pred_model``)."""
+    from privcore.models.pipeline import default_models_dir
     from privcore.nets.checkpoint import load_checkpoint
-    from privcore.pipeline import default_models_dir
 
     mdir = ctx.models_dir if ctx.models_dir is not None else default_models_dir()
     stem = mdir / ctx.dataset / f"obfuscator-{variant}"

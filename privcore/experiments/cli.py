@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from privcore.cli_errors import dataset_option
+from privcore.data.options import dataset_option
 from privcore.executors import ADDRESS_HELP, EXECUTOR_HELP
 
 experiment_app = typer.Typer(

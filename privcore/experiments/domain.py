@@ -1,10 +1,10 @@
-"""Measure the domain check (:mod:`privcore.domain`): false alarms and detections.
+"""Measure the domain check (:mod:`privcore.inputs.domain`): false alarms and detections.
 
     python -m privcore.experiments.domain                          # digits, fashion-mnist, mnist
     python -m privcore.experiments.domain --dataset digits --json out.json
 
-Per dataset, the check is calibrated as every process calibrates it (:func:`privcore.domain.domain_check`:
-the validation split, never the test split), then run on
+Per dataset, the check is calibrated as every process calibrates it
+(:func:`privcore.inputs.domain.domain_check`: the validation split, never the test split), then run on
 
 * every **test** image, saved as a PNG and checked as an upload (decoded to the model's input, facts
   read from the file): its warned share is the **false-alarm rate** (target ≤ 5 %);
@@ -142,7 +142,7 @@ def text_uploads(n: int = 100, *, dark_on_light: bool = True, seed: int = 3) -> 
 def dataset_uploads(x: Any, *, n: int | None = None, scale: int = 1, seed: int = 4) -> list[bytes]:
     """Images ``x`` (N, C, H, W) in [0, 1] as PNGs (a seeded sample of ``n``), enlarged ×``scale`` by
     pixel repetition."""
-    from privcore.images import encode_png
+    from privcore.inputs.images import encode_png
 
     idx = np.arange(int(x.shape[0]))
     if n is not None and n < idx.size:
@@ -184,8 +184,8 @@ def _warned(dc: Any, uploads: Sequence[bytes], shape: tuple[int, int, int]) -> t
     and how often each kind of sentence appears."""
     import torch
 
-    from privcore.domain import upload_facts
-    from privcore.images import decode_image
+    from privcore.inputs.domain import upload_facts
+    from privcore.inputs.images import decode_image
 
     xs = torch.stack([decode_image(b, target_shape=shape).tensor for b in uploads])
     facts = [upload_facts(b) for b in uploads]
@@ -222,7 +222,7 @@ def pipeline_for(dataset: str) -> Any:
     """A pipeline of ``dataset`` (its default model, :func:`privcore.defaults.default_model`, when
     shipped, else its first obfuscator): its VAE is what the check uses."""
     from privcore.defaults import default_model
-    from privcore.pipeline import list_models, load_pipeline
+    from privcore.models.pipeline import list_models, load_pipeline
 
     names = [
         m.name for m in list_models() if m.dataset == dataset and m.kind == "obfuscator" and not m.fig2_only
@@ -237,7 +237,7 @@ def measure(dataset: str, *, progress: Callable[[str], None] = lambda _: None) -
     """The check of ``dataset`` calibrated as in every process, its false alarms on the test split and
     its detections on :func:`off_domain_sets`."""
     from privcore.data import load_dataset
-    from privcore.domain import domain_check
+    from privcore.inputs.domain import domain_check
 
     pipe = pipeline_for(dataset)
     start = time.perf_counter()

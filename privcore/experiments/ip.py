@@ -12,7 +12,7 @@ valid for every ε, unlike the classic formula the paper states, whose proof nee
 
 The output mechanisms release the models' float64 scores (``IPModel.scores``) with noise
 calibrated to μ·α + 2η, η the certified rounding bound of that evaluation
-(:mod:`privcore.mechanisms.rounding`).
+(:mod:`privcore.lipschitz.rounding`).
 
 Where ε < 1 the Gaussian mechanisms are also run with the classic calibration the paper states
 (σ = √(2 ln(1.25/δ))·Δ/ε), in rows of their own (``calibration = classic``) beside the analytic ones.
@@ -222,7 +222,7 @@ def _figure(frame: Any, dataset: str) -> Any:
 def run(ctx: RunContext) -> Any:
     """The IP experiments for one dataset; write ``ip.csv`` + figure."""
     from privcore.data import load_dataset
-    from privcore.pipeline import load_ip_models
+    from privcore.models.pipeline import load_ip_models
 
     ip = load_ip_models(ctx.dataset, models_dir=ctx.models_dir, device=ctx.torch_device())
     pairs = [(label, name, need) for label, name, need in PAIRS if name in ip.models]

@@ -127,8 +127,8 @@ class _PhiJob:
 
 def _phi_chunk(job: _PhiJob, chunk: list[np.ndarray]) -> list[tuple[Any, str, dict]]:
     """One task: φ of each embedding through the cache, with how its decisions were settled."""
-    from privcore.executors import worker_solver_info
     from privcore.lipschitz import Certifier
+    from privcore.lipschitz.backends import worker_solver_info
     from privcore.mechanisms.phi_cache import cached_phi_source
 
     worker = worker_solver_info()

@@ -23,6 +23,7 @@ from typing import Any
 from privcore._atomic import atomic_path, atomic_write_text
 from privcore._paths import results_dir
 from privcore.experiments.tables import Parts, ResultTable
+from privcore.ranges import CERTIFIERS
 from privcore.validation import check_choice, check_int
 
 __all__ = [
@@ -145,7 +146,7 @@ class RunContext:
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, MODES)
         check_int("seed", self.seed, minimum=0)
-        check_choice("certifier", self.certifier, ("exact", "lp", "interval"))
+        check_choice("certifier", self.certifier, CERTIFIERS)
         check_int("workers", self.workers, minimum=1)
         object.__setattr__(self, "out_dir", Path(self.out_dir))
         if self.models_dir is not None:
@@ -192,15 +193,15 @@ class RunContext:
             parts=parts,
         )
 
-    def pipeline(self, obfuscator: str = "ARL-C-N"):  # -> privcore.pipeline.Pipeline
+    def pipeline(self, obfuscator: str = "ARL-C-N"):  # -> privcore.models.pipeline.Pipeline
         """The verified posthoc-PTR networks of this dataset (CheckpointError naming what is missing)."""
-        from privcore.pipeline import load_pipeline
+        from privcore.models.pipeline import load_pipeline
 
         return load_pipeline(self.dataset, obfuscator, models_dir=self.models_dir, device=self.torch_device())
 
-    def model_infos(self):  # -> list[privcore.pipeline.ModelInfo]
+    def model_infos(self):  # -> list[privcore.models.pipeline.ModelInfo]
         """Cards of every checkpoint of this dataset."""
-        from privcore.pipeline import list_models
+        from privcore.models.pipeline import list_models
 
         return [m for m in list_models(self.models_dir) if m.dataset == self.dataset]
 

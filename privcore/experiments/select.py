@@ -44,7 +44,7 @@ from privcore.experiments.ptr_common import (
 )
 from privcore.experiments.runner import RunContext, save_figure
 from privcore.experiments.seeds import row_seed
-from privcore.experiments.select_models import (
+from privcore.train.ensure import (
     ensure_classifier,
     ensure_delta_p,
     ensure_embedder,
@@ -222,7 +222,7 @@ def _selected(frame: Any, choice: str) -> Any:
 def run(ctx: RunContext) -> Any:
     """Validation-only selection of the release margin and classifier schedule; one test read."""
     from privcore.data import load_dataset, validation_split
-    from privcore.pipeline import load_pipeline
+    from privcore.models.pipeline import load_pipeline
     from privcore.train.recipes import embedder_recipe, obfuscator_recipe, release_classifier_recipe
 
     plan = _plan(ctx)

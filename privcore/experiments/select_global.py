@@ -7,7 +7,7 @@ Stated before any candidate is trained (:data:`CANDIDATES`, :data:`SCHEDULES`, :
    :data:`~privcore.experiments.select.VALIDATION_FRACTION`, the run's seed; the dataset's own
    fixed split where it has one). The β-VAE, each obfuscator, its Δp (exact, μ + 3σ over 300 fit
    embeddings: the release classifier's scale unit), its clipping box and G (certified by this
-   process over the box of the fit embeddings, :func:`privcore.global_cli.write_global_constant`)
+   process over the box of the fit embeddings, :func:`privcore.train.global_card.write_global_constant`)
    and its release classifier are trained or computed on the fit part only.
 2. (A) One obfuscator per candidate of :data:`CANDIDATES`: the shipped recipes of three
    noise-trained Table-1 variants (ARL-C-N, C-N, N; PTR's release noise) and ``N-global``,
@@ -39,14 +39,14 @@ from privcore.experiments.ptr_common import embed, test_indices
 from privcore.experiments.runner import RunContext, save_figure
 from privcore.experiments.seeds import row_seed
 from privcore.experiments.select import VALIDATION_FRACTION, _selected
-from privcore.experiments.select_models import (
+from privcore.experiments.table1_global import EPSILONS_TOTAL, _bootstrap
+from privcore.train.ensure import (
     ensure_classifier,
     ensure_delta_p,
     ensure_embedder,
     ensure_obfuscator,
     select_cache_root,
 )
-from privcore.experiments.table1_global import EPSILONS_TOTAL, _bootstrap
 
 __all__ = ["CANDIDATES", "COLUMNS", "CRITERION", "SCHEDULES", "run"]
 
@@ -158,9 +158,9 @@ def run(ctx: RunContext) -> Any:
     """Validation-only choice of obfuscator and classifier schedule for the global mechanism."""
     from privcore.data import load_dataset, validation_split
     from privcore.experiments.select import _with_classifier
-    from privcore.global_cli import write_global_constant
+    from privcore.models.pipeline import load_pipeline
     from privcore.nets.checkpoint import read_card
-    from privcore.pipeline import load_pipeline
+    from privcore.train.global_card import write_global_constant
     from privcore.train.recipes import embedder_recipe, obfuscator_recipe, release_classifier_recipe
 
     plan = _plan(ctx)

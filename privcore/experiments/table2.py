@@ -112,7 +112,7 @@ def run(ctx: RunContext) -> Any:
 
     from privcore.data import load_dataset
     from privcore.mechanisms import LDPEmbedding, LDPImage
-    from privcore.pipeline import load_ip_models
+    from privcore.models.pipeline import load_ip_models
 
     ds = load_dataset(ctx.dataset)
     pipe = ctx.pipeline(OBFUSCATOR)

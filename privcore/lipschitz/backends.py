@@ -17,16 +17,27 @@ from __future__ import annotations
 
 import math
 import os
+import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from privcore.lipschitz.milp import LipschitzMILP
 from privcore.validation import check_choice, check_positive
 
-__all__ = ["SOLVERS", "SolveResult", "choose_solver", "gurobi_available", "gurobi_size_limit", "solve"]
+__all__ = [
+    "SOLVERS",
+    "SolveResult",
+    "choose_solver",
+    "gurobi_available",
+    "gurobi_size_limit",
+    "solve",
+    "worker_solver_info",
+]
 
 SOLVERS = ("auto", "gurobi", "highs")
 
@@ -310,3 +321,22 @@ def solve(
     if name == "gurobi":
         return _solve_gurobi(milp, **kwargs)
     return _solve_highs(milp, **kwargs)
+
+
+_SOLVER_INFO: dict[int, dict[str, Any]] = {}
+
+
+def worker_solver_info() -> dict[str, Any]:
+    """What ``solver="auto"`` can use in *this* process (checked on the worker, once per process):
+    host, pid, whether Gurobi imports and starts a licence, and the licence's size limit (None =
+    unlimited). Gurobi runs a model only when it fits; HiGHS otherwise."""
+    pid = os.getpid()
+    info = _SOLVER_INFO.get(pid)
+    if info is None:
+        gurobi = gurobi_available()
+        limit = gurobi_size_limit() if gurobi else None
+        info = {"host": socket.gethostname(), "pid": pid, "python": sys.version.split()[0],
+                "gurobi": gurobi, "gurobi_size_limit": limit}
+        _SOLVER_INFO.clear()
+        _SOLVER_INFO[pid] = info
+    return dict(info)

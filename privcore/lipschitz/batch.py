@@ -34,8 +34,8 @@ from privcore.executors import (
     ProgressCallback,
     cli_progress,
     run_points,
-    worker_solver_info,
 )
+from privcore.lipschitz.backends import worker_solver_info
 from privcore.lipschitz.cache import LipschitzCache
 from privcore.lipschitz.certifier import Certifier, certificate_key, load_certificate, store_certificate
 from privcore.lipschitz.engine import Certificate, local_lipschitz

@@ -9,6 +9,7 @@ per-thread BLAS, which OpenBLAS does not have).
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -39,7 +40,9 @@ def blas_threads(threads: int | None) -> Iterator[None]:
         return
     with _LOCK:
         if _STATE["depth"] == 0:
-            _STATE["limit"] = _controller().limit(limits=int(threads), user_api="blas")
+            # a count above the machine's cores asks for no limit beyond them (and fits BLAS's C int)
+            count = max(1, min(int(threads), os.cpu_count() or 1))
+            _STATE["limit"] = _controller().limit(limits=count, user_api="blas")
         _STATE["depth"] += 1
     try:
         yield

@@ -38,6 +38,7 @@ from privcore.lipschitz.pattern_bnb import global_pattern_bound
 from privcore.lipschitz.pattern_search import pattern_value
 from privcore.lipschitz.regions import verified_lower_bound
 from privcore.lipschitz.tighten import tighten_bounds
+from privcore.ranges import CERTIFIERS
 from privcore.validation import check_choice, check_int, check_positive
 
 __all__ = [
@@ -56,7 +57,6 @@ __all__ = [
     "verified_lower_bound",
 ]
 
-CERTIFIERS = ("exact", "lp", "interval")
 #: the definition of the ``lp``/``interval`` certifiers' U, part of their cache keys: a φ from one U
 #: must never meet a φ from another (2: the interval term includes the per-pair interval bound)
 RELAXATION_VERSION = 2
@@ -200,7 +200,7 @@ def _local_lipschitz(
     time_limit: float | None, certifier: str, threads: int | None, start: float,
 ) -> Certificate:
     ball = Ball.of(net, center, radius, input_norm=input_norm, output_norm=output_norm)
-    net, c, r, fwd, interval = ball.net, ball.center, ball.radius, ball.fwd, ball.interval
+    net, c, r, fwd = ball.net, ball.center, ball.radius, ball.fwd
     norms = ball.norms
     lower = sampled_lower_bound(net, c, r, **norms.kwargs)
     base = dict(certifier=certifier, radius=r, n_unstable=fwd.n_unstable, model_hash=net.digest,
@@ -232,18 +232,9 @@ def _local_lipschitz(
                 "solver='enumeration' applies to networks with ≤ 16 hidden neurons or boxes with ≤ 14 "
                 "unstable neurons whose search stays small; use 'auto', 'gurobi' or 'highs'"
             )
-    if certifier == "lp":  # the plain relaxation (interval big-M), then the minimum with the interval bound
-        milp = build_milp(net, c, r, fwd=fwd, break_symmetry=False, **norms.kwargs)
-        size = dict(n_variables=milp.n_variables, n_constraints=milp.n_constraints)
-        lp_solver = "highs" if solver in ("auto", "enumeration") else solver
-        res = solve(milp, solver=lp_solver, relax=True, time_limit=time_limit, threads=threads)
-        relaxed = ball.relaxed_interval
-        if res.status != "optimal":
-            return done(upper=relaxed, lower=lower.value, exact=False, solver=res.solver, status=res.status,
-                        argmax=argmax, **size)
-        upper = min(relaxed, res.upper, global_bound(net, **norms.kwargs))
-        return done(upper=upper, lower=lower.value, exact=True, solver=res.solver, status=res.status,
-                    argmax=argmax, **size)
+    if certifier == "lp":
+        return _lp_certificate(ball, lower.value, argmax, solver=solver, time_limit=time_limit,
+                               threads=threads, done=done)
     split, best_lower, best_arg = None, lower.value, lower.point
     if time_limit is not None and solver == "auto":  # the split step's maximum first, for its share
         split = _split_value(ball, best_lower, best_arg, time_limit * SPLIT_SHARE)
@@ -254,6 +245,32 @@ def _local_lipschitz(
                 arg = None if best_arg is None else tuple(float(v) for v in best_arg)
                 return done(upper=split.upper, lower=min(best_lower, split.upper), exact=True, solver="split",
                             status="optimal", argmax=arg)
+    return _milp_certificate(ball, split, best_lower, best_arg, solver=solver, time_limit=time_limit,
+                             threads=threads, start=start, done=done)
+
+
+def _lp_certificate(ball: Ball, lower: float, argmax: Any, *, solver: str, time_limit: float | None,
+                    threads: int | None, done: Any) -> Certificate:
+    """The plain relaxation (interval big-M), then the minimum with the interval and global bounds."""
+    net, norms = ball.net, ball.norms
+    milp = build_milp(net, ball.center, ball.radius, fwd=ball.fwd, break_symmetry=False, **norms.kwargs)
+    size = dict(n_variables=milp.n_variables, n_constraints=milp.n_constraints)
+    lp_solver = "highs" if solver in ("auto", "enumeration") else solver
+    res = solve(milp, solver=lp_solver, relax=True, time_limit=time_limit, threads=threads)
+    relaxed = ball.relaxed_interval
+    if res.status != "optimal":
+        return done(upper=relaxed, lower=lower, exact=False, solver=res.solver, status=res.status,
+                    argmax=argmax, **size)
+    upper = min(relaxed, res.upper, global_bound(net, **norms.kwargs))
+    return done(upper=upper, lower=lower, exact=True, solver=res.solver, status=res.status, argmax=argmax,
+                **size)
+
+
+def _milp_certificate(ball: Ball, split: Any, best_lower: float, best_arg: Any, *, solver: str,
+                      time_limit: float | None, threads: int | None, start: float, done: Any) -> Certificate:
+    """LipMIP on the ball (tightened bounds past TIGHTEN_MIN_UNSTABLE unstable neurons), its upper bound
+    capped by the interval bound and the split step's, its solution verified as a lower bound."""
+    net, c, r, fwd, interval, norms = ball.net, ball.center, ball.radius, ball.fwd, ball.interval, ball.norms
     milp_limit = None if time_limit is None else max(1e-3, time_limit - (time.perf_counter() - start))
     if fwd.n_unstable >= TIGHTEN_MIN_UNSTABLE:
         # at most half the MILP's time on tightening, so the MILP keeps the other half
@@ -283,6 +300,8 @@ def _local_lipschitz(
         argmax=None if best_arg is None else tuple(float(v) for v in best_arg),
         **size,
     )
+
+
 
 
 def _split_value(ball: Ball, lower: float, point: Any, seconds: float) -> Any:

@@ -1,4 +1,4 @@
-"""A certified Lipschitz constant of the obfuscator over a public clipping box (issue 31).
+"""A certified Lipschitz constant of the obfuscator over a public clipping box.
 
 Why. PTR (posthoc paper, Alg. 1) spends half its budget on a test, may return ⊥, needs δ and a
 certification per image. If instead G ≥ sup over a public box B of ‖J_f‖_{∞→1} is certified, then

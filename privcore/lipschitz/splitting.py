@@ -43,6 +43,7 @@ import heapq
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -225,6 +226,21 @@ class _Search:
     def step(self, boxes: list[_Box]) -> tuple[list[tuple[float, _Box]], tuple[float, np.ndarray] | None]:
         """Process a batch: the children to push (with priorities), or a witness above τ."""
         lows, ups = self.preactivation(boxes)
+        live, points, states = self._live(boxes, lows, ups)
+        if not live:
+            return [], None
+        open_nodes = self._open_nodes(lows, ups, live, points, states)
+        if not open_nodes:
+            return [], None
+        found = self._witness_above(open_nodes)
+        if found is not None:
+            return [], found
+        return self._children(open_nodes, lows, ups), None
+
+    def _live(self, boxes: list[_Box], lows: list[torch.Tensor], ups: list[torch.Tensor]
+              ) -> tuple[list[tuple[int, _Box]], list[Any], list[tuple[np.ndarray, np.ndarray]]]:
+        """The boxes that may hold a point (their split neurons' signs and region possible), with the
+        LP's point of the region and each neuron's active / inactive states."""
         live, points, states = [], [], []
         for i, box in enumerate(boxes):
             act, ina = _states(lows, ups, i)
@@ -243,8 +259,11 @@ class _Search:
             live.append((i, box))
             points.append(point)
             states.append((act, ina))
-        if not live:
-            return [], None
+        return live, points, states
+
+    def _open_nodes(self, lows: list[torch.Tensor], ups: list[torch.Tensor], live: list[tuple[int, _Box]],
+                    points: list[Any], states: list[Any]) -> list[tuple]:
+        """The live nodes with a pair whose bound is above τ (the others are cleared)."""
         pairs, values = self.pair_values(lows, ups, live)
         open_nodes = []
         for n, (i, box) in enumerate(live):
@@ -257,8 +276,11 @@ class _Search:
             if time.perf_counter() > self.deadline:
                 raise _OutOfTime
             open_nodes.append((i, box, float(values[n][keep].max()), pairs[n][keep], states[n], points[n]))
-        if not open_nodes:
-            return [], None
+        return open_nodes
+
+    def _witness_above(self, open_nodes: list[tuple]) -> tuple[float, np.ndarray] | None:
+        """Sample the open nodes (centres, random points, the LPs' points): a verified norm above τ is
+        returned when deciding, and raises the lower bound when computing the value (``rtol``)."""
         pts = []
         for _, box, _, _, _, point in open_nodes:
             sampled = box.lo + (box.hi - box.lo) * self.rng.random((_SAMPLES, box.lo.size))
@@ -270,8 +292,13 @@ class _Search:
         k = int(np.argmax(vals))
         if vals[k] > self.tau:
             if self.rtol is None:
-                return [], (float(vals[k]), pts[k])
+                return float(vals[k]), pts[k]
             self.raise_lower(float(vals[k]), pts[k])
+        return None
+
+    def _children(self, open_nodes: list[tuple], lows: list[torch.Tensor], ups: list[torch.Tensor]
+                  ) -> list[tuple[float, _Box]]:
+        """Each open node still above τ split in two, on a neuron when one is unstable, else on an input."""
         children: list[tuple[float, _Box]] = []
         for i, box, upper, open_pairs, (act, ina), point in open_nodes:
             if upper <= self.tau:  # maximising: cleared by a witness found since its bounds
@@ -284,7 +311,7 @@ class _Search:
                 kids = self.split_input(box, unstable, parent)
             children += [(upper, _Box(lo=lo, hi=hi, parent=par, pairs=open_pairs, forced=forced, hint=hint))
                          for lo, hi, par, forced, hint in kids]
-        return children, None
+        return children
 
     def split_neuron(self, box: _Box, unstable: np.ndarray, lows: list[torch.Tensor], ups: list[torch.Tensor],
                      i: int, parent: tuple[list[torch.Tensor], list[torch.Tensor]], point: np.ndarray | None

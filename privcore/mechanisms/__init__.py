@@ -2,9 +2,9 @@
 
 Papers: Tian et al., "inference privacy" (Lap-Output, Gauss-Output, Gauss-Input); the posthoc
 privacy paper (extended Propose-Test-Release, Algorithm 1, Theorem 4.4; LDP baselines, Table 2);
-the certified global mechanism f(clip z) + Lap(G·R/ε) (issue 31, docs/DESIGN.md "Beyond the papers");
+the certified global mechanism f(clip z) + Lap(G·R/ε) (docs/DESIGN.md "Beyond the papers");
 Balle & Wang 2018 (analytic Gaussian); Canonne, Kamath & Steinke 2020 and Mironov 2012 (exact
-noise on a grid). Accounting lives in :mod:`privcore.accounting`.
+noise on a grid). Accounting lives in :mod:`privcore.mechanisms.accounting`.
 
 Exports are loaded lazily (PEP 562): importing ``privcore.mechanisms.registry`` (the CLI's
 ``--mechanism``) or one mechanism does not import every other one (scipy's optimiser, the
@@ -16,6 +16,30 @@ from __future__ import annotations
 from privcore._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
+    "LedgerEntry": "accounting",
+    "PrivacyLedger": "accounting",
+    "RelationTotal": "accounting",
+    "basic_composition": "accounting",
+    "chaining": "accounting",
+    "chaining_hops": "accounting",
+    "common_neighbourhood": "accounting",
+    "group_privacy": "accounting",
+    "parallel_composition": "accounting",
+    "post_processing": "accounting",
+    "Utility": "utility",
+    "live_accuracy": "utility",
+    # the mechanism protocol and its registry entries (privcore.mechanisms.registry holds the table)
+    "Mechanism": "protocol",
+    "Options": "protocol",
+    "Outlook": "protocol",
+    "Release": "protocol",
+    "Setting": "protocol",
+    "GlobalLaplace": "posthoc",
+    "PTR": "ptr_release",
+    "GaussInputRelease": "inference_release",
+    "GaussOutputRelease": "inference_release",
+    "LapOutputRelease": "inference_release",
+    "load_ip_cached": "inference_release",
     "analytic_gaussian_delta": "gaussian_calibration",
     "analytic_gaussian_sigma": "gaussian_calibration",
     "cks_zcdp_delta": "gaussian_calibration",
@@ -50,6 +74,7 @@ _EXPORTS: dict[str, str] = {
     "propose_delta_p": "ptr",
     "propose_test_release": "ptr",
     "ptr_scales": "ptr",
+    "release_probability": "ptr",
     "MIN_EPSILON": "sampling",
     "NoisePlan": "sampling",
     "RandomBits": "sampling",

@@ -202,8 +202,8 @@ def certified_l2_constant(f: Any, box: Any, *, time_limit: float = 60.0) -> L2Co
 
 
 def _guarantee(eps: float, dlt: float, r: float, g2: float, sigma: float, how: str, name: str) -> Any:
+    from privcore.lipschitz.rounding import rounding_allowance
     from privcore.mechanisms.guarantee import Guarantee, Norm, Space
-    from privcore.mechanisms.rounding import rounding_allowance
 
     eta = rounding_allowance(g2 * r)
     return Guarantee(
@@ -225,15 +225,14 @@ class GlobalGauss(Posthoc):
     description: str = "f(clip z) + N(0, σ²I), σ analytic for (ε, δ) at G₂·R: never ⊥, nothing per image"
     source: str = "docs/DESIGN.md, \"Beyond the papers\"; Balle & Wang 2018"
     guarantee: str = "(ε, δ, R)"
-    page: str = ""
 
     uses_options: ClassVar[frozenset[str]] = frozenset({"time_limit", "rng"})
 
     def _scales(self, pipe: Any, setting: Setting, time_limit: float | None) -> tuple[Any, float, float, Any]:
         from privcore.errors import CheckpointError
+        from privcore.lipschitz.rounding import rounding_allowance, sensitivity_with_rounding
         from privcore.mechanisms.gaussian_calibration import analytic_gaussian_sigma
         from privcore.mechanisms.global_mechanism import card_clip_box
-        from privcore.mechanisms.rounding import rounding_allowance, sensitivity_with_rounding
         from privcore.mechanisms.sampling import plan_gaussian
 
         box = card_clip_box(pipe.cards["obfuscator"])
@@ -249,7 +248,14 @@ class GlobalGauss(Posthoc):
                              numel=out_dim(pipe))
         return constant, r, sigma, plan
 
-    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0) -> Outlook:
+    def spent(self, setting: Setting) -> Any:
+        from dataclasses import replace
+
+        g = _guarantee(setting.epsilon, setting.delta, float(setting.radius), 1.0, 1.0, "", self.name)
+        return replace(g, calibration="")  # G₂ and σ do not enter (ε, δ, R)
+
+    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0,
+                certification: Any = None) -> Outlook:
         constant, r, sigma, plan = self._scales(target, setting, time_limit)
         return Outlook(mechanism=self.name,
                        guarantee=_guarantee(setting.epsilon, setting.delta, r, constant.value, sigma,
@@ -259,7 +265,7 @@ class GlobalGauss(Posthoc):
                               f"{constant.how})"),
                        release_probability=1.0,
                        public={"radius": r, "global_lipschitz_l2": constant.value,
-                               "global_lipschitz_l2_how": constant.how})
+                               "global_lipschitz_l2_how": constant.how, "clip_box": constant.box.to_dict()})
 
     def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
         constant, _, _, plan = self._scales(target, setting, None)
@@ -271,8 +277,8 @@ class GlobalGauss(Posthoc):
 
     def release(self, target: Any, x: Any, setting: Setting, options: Options | None = None) -> Release:
         from privcore.lipschitz.network import as_network
+        from privcore.lipschitz.rounding import rounding_allowance
         from privcore.mechanisms.global_mechanism import _certified_net
-        from privcore.mechanisms.rounding import rounding_allowance
         from privcore.mechanisms.sampling import add_noise, as_random_bits
 
         opts = Options() if options is None else options

@@ -1,4 +1,4 @@
-"""The certified global mechanism: release f(clip z) + Lap(G·R/ε), pure (ε, 0, R), never ⊥ (issue 31).
+"""The certified global mechanism: release f(clip z) + Lap(G·R/ε), pure (ε, 0, R), never ⊥.
 
 Why it is private. Let B = [lower, upper] be a public box, fixed before any private input (the
 training embeddings' range plus a margin, recorded in the model's card), and G ≥ sup over B of
@@ -13,9 +13,9 @@ training embeddings' range plus a margin, recorded in the model's card), and G �
   ≤ G·R (the Clarke mean-value inequality; LipMIP's G is the sup over the generalised Jacobian, which
   also covers segments along region boundaries).
 * Float safety, exactly as PTR's release (:func:`~privcore.mechanisms.ptr.propose_test_release`): f is
-  evaluated by :meth:`~privcore.mechanisms.rounding.CertifiedNet.within` in float64 within ℓ1 distance
+  evaluated by :meth:`~privcore.lipschitz.rounding.CertifiedNet.within` in float64 within ℓ1 distance
   η = 2⁻²⁴·G·R of the exact f (η public: a function of G and R only), so what is computed has
-  sensitivity ≤ G·R + 2η (:func:`~privcore.mechanisms.rounding.sensitivity_with_rounding`, rounded up).
+  sensitivity ≤ G·R + 2η (:func:`~privcore.lipschitz.rounding.sensitivity_with_rounding`, rounded up).
 * Noise: the project's exact discrete Laplace on a grid (:func:`~privcore.mechanisms.sampling.plan_laplace`,
   OS CSPRNG unless seeded) at scale (G·R + 2η)/ε per coordinate: ε-DP for that ℓ1 sensitivity (Dwork &
   Roth 2014, Thm. 3.6; Mironov 2012 for the grid). So every pair within ℓ∞ distance R of the embedding
@@ -52,17 +52,17 @@ from privcore.lipschitz.global_box import (
     is_certified,
 )
 from privcore.lipschitz.network import ReluNetwork, as_network
+from privcore.lipschitz.rounding import CertifiedNet, rounding_allowance, sensitivity_with_rounding
 from privcore.mechanisms.guarantee import Guarantee, Norm, Space
-from privcore.mechanisms.rounding import CertifiedNet, rounding_allowance, sensitivity_with_rounding
 from privcore.mechanisms.sampling import (
-    MIN_EPSILON,
     NoisePlan,
     RngLike,
     add_noise,
     as_random_bits,
+    check_sampler_epsilon,
     plan_laplace,
 )
-from privcore.validation import check_in_range, check_positive
+from privcore.validation import check_positive
 
 __all__ = [
     "GlobalRelease",
@@ -76,10 +76,6 @@ __all__ = [
 
 #: the registry name of the certified global mechanism (the guarantee names it)
 MECHANISM = "Global"
-
-
-def _check_epsilon(epsilon: Any) -> float:
-    return check_in_range("epsilon", epsilon, MIN_EPSILON, math.inf, low_open=False)
 
 
 def _guarantee(eps: float, r: float, g: float, how: str, mechanism: str = MECHANISM) -> Guarantee:
@@ -120,7 +116,7 @@ def global_scales(*, epsilon: float, radius: float, global_lipschitz: float, num
                   how: str = "") -> GlobalScales:
     """:func:`global_release`'s scales for ``global_lipschitz`` = G (display only: a release takes a
     certified :class:`GlobalConstant`, never a number)."""
-    eps = _check_epsilon(epsilon)
+    eps = check_sampler_epsilon(epsilon)
     r = check_positive("radius", radius)
     g = check_positive("global_lipschitz", global_lipschitz)
     eta = rounding_allowance(g * r)
@@ -172,7 +168,7 @@ _LOCK = threading.Lock()
 
 
 def _certified_net(f: Any, net: ReluNetwork) -> CertifiedNet:
-    """The float64 evaluator of ``f`` (the rounding analysis of :mod:`privcore.mechanisms.rounding`),
+    """The float64 evaluator of ``f`` (the rounding analysis of :mod:`privcore.lipschitz.rounding`),
     checked once per model digest to hold exactly the layers the engine certified G for."""
     with _LOCK:
         hit = _NETS.get(net.digest)
@@ -223,7 +219,7 @@ def global_release(
     :func:`card_global_constant`) for this very network, in this process: anything else raises.
     Every parameter is validated and f(clip z) evaluated before any noise is drawn; an error raises
     and nothing is released. ``rng``: None for the OS CSPRNG (releases); a seed only for tests."""
-    eps = _check_epsilon(epsilon)
+    eps = check_sampler_epsilon(epsilon)
     r = check_positive("radius", radius)
     if not is_certified(constant):
         raise TypeError(

@@ -15,8 +15,8 @@ every layer of C, the last one included.
 Floating point. μ certifies the real-number model C; the outputs y passed to
 Gauss-/Lap-Output are computed in floating point. ``rounding`` = η is a public bound on
 ‖y − C(x)‖ in the output norm for every admissible x, and the noise is calibrated to the
-sensitivity μ·α + 2η (rounded up; :mod:`privcore.mechanisms.rounding`). The IP models evaluate in
-float64 with a certified η for pixels in [0, 1] (:attr:`privcore.pipeline.IPModel.rounding`);
+sensitivity μ·α + 2η (rounded up; :mod:`privcore.lipschitz.rounding`). The IP models evaluate in
+float64 with a certified η for pixels in [0, 1] (:attr:`privcore.models.pipeline.IPModel.rounding`);
 η = 0 asserts that y is exactly C(x). The guarantee's calibration text states μ and η.
 
 Noise is drawn by :mod:`privcore.mechanisms.sampling` (exact on a power-of-two grid). ``.sigma``
@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from privcore.lipschitz.rounding import sensitivity_with_rounding
 from privcore.mechanisms._arrays import as_float64
 from privcore.mechanisms.gaussian_calibration import CALIBRATIONS, gaussian_sigma
 from privcore.mechanisms.guarantee import Guarantee, Norm, Space
-from privcore.mechanisms.rounding import sensitivity_with_rounding
 from privcore.mechanisms.sampling import (
     NoisePlan,
     RngLike,

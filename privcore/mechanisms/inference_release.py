@@ -4,7 +4,7 @@ Each mechanism releases a classifier's scores for one image under {(ε, δ), α}
 the pixel α-neighbourhood, with its model chosen from the dataset's shipped IP classifiers (the first
 of :attr:`Inference.models` present, or the one named). The noise and guarantees come from
 :mod:`privcore.mechanisms.inference`; μ and η are recomputed from the loaded weights
-(:func:`privcore.pipeline.load_ip_models`), never read from a card.
+(:func:`privcore.models.pipeline.load_ip_models`), never read from a card.
 """
 
 from __future__ import annotations
@@ -28,14 +28,16 @@ from privcore.mechanisms.protocol import (
     Simulation,
 )
 
-__all__ = ["GaussInputRelease", "GaussOutputRelease", "Inference", "LapOutputRelease", "load_ip_cached"]
+__all__ = ["GaussInputRelease", "GaussOutputRelease", "Inference", "InferenceDraw", "LapOutputRelease",
+           "load_ip_cached"]
 
 
 @functools.lru_cache(maxsize=4)
 def load_ip_cached(dataset: str, models_dir: str | None) -> Any:
-    """The dataset's :class:`~privcore.pipeline.IPModels`, loaded and certified once per process (CPU)."""
+    """The dataset's :class:`~privcore.models.pipeline.IPModels`, loaded and certified once per process
+    (CPU)."""
     from privcore.data import get_spec
-    from privcore.pipeline import load_ip_models
+    from privcore.models.pipeline import load_ip_models
 
     get_spec(dataset)
     return load_ip_models(dataset, models_dir=models_dir, device="cpu")
@@ -53,6 +55,8 @@ class Inference(Mechanism):
     noise_on_input: bool = False
     laplace: bool = False
 
+    #: the norm of the α-neighbourhood on the input (a :class:`~privcore.mechanisms.guarantee.Norm` value)
+    input_norm: ClassVar[str] = "l2"
     uses_options: ClassVar[frozenset[str]] = frozenset({"time_limit", "rng"})
 
     def choose(self, ip: Any, model: str | None = None) -> Any:
@@ -92,7 +96,14 @@ class Inference(Mechanism):
         """The noise in words."""
         raise NotImplementedError
 
-    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0) -> Outlook:
+    def spent(self, setting: Setting) -> Any:
+        from privcore.mechanisms.guarantee import Guarantee, Norm, Space
+
+        return Guarantee(epsilon=setting.epsilon, delta=setting.delta, radius=setting.alpha,
+                         space=Space.INPUT, norm=Norm(self.input_norm), mechanism=self.name)
+
+    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0,
+                certification: Any = None) -> Outlook:
         mech = self.mechanism(target, setting)
         scale = float(getattr(mech, "sigma", getattr(mech, "scale", float("nan"))))
         plan = mech.noise_plan(len(target.ip.class_names))
@@ -118,7 +129,7 @@ class Inference(Mechanism):
         opts = Options() if options is None else options
         self.check_options(opts)
         mech = self.mechanism(target, setting)  # every parameter checked before anything is drawn
-        scores = self.scores(target, mech, x, opts.rng)
+        scores, noisy_input = self.draw(target, mech, x, opts.rng)
         value = tuple(float(v) for v in np.asarray(scores, dtype=np.float64).ravel())
         plan = mech.noise_plan(len(value))
         model = target.model
@@ -129,7 +140,18 @@ class Inference(Mechanism):
                        guarantee=self._guarantee(mech), epsilon=setting.epsilon, delta=setting.delta,
                        noise_scale=float(getattr(mech, "sigma", getattr(mech, "scale", 0.0))),
                        noise_scale_effective=float(plan.effective), public=self._public(mech, target),
-                       model=block, mechanism_result=mech)
+                       model=block, mechanism_result=InferenceDraw(mechanism=mech, noisy_input=noisy_input))
+
+    def clean_scores(self, target: Any, x: Any) -> Any:
+        """The classifier's scores for ``x`` without noise, as the mechanism computes them (the user's own
+        information, never released): C(x) for input noise, the certified float64 scores (within η of
+        C(x)) for output noise."""
+        return target.model.scores(x)
+
+    def draw(self, target: Any, mech: Any, x: Any, rng: Any) -> tuple[Any, Any]:
+        """One draw: the noisy scores of ``x`` and the noisy input they were computed from (None for
+        output noise)."""
+        return self.scores(target, mech, x, rng), None
 
     def scores(self, target: Any, mech: Any, x: Any, rng: Any) -> Any:
         """The noisy scores of one image ``x`` (1, C, H, W): one draw."""
@@ -158,6 +180,15 @@ class Inference(Mechanism):
             scores = clean + noise
         return Simulation(predicted=np.asarray(scores).argmax(-1), released=np.ones(len(scores), bool),
                           noise_scale_effective=eff)
+
+
+@dataclass(frozen=True)
+class InferenceDraw:
+    """An inference-privacy release's private part: the calibrated ``mechanism`` and, for input noise,
+    the ``noisy_input`` it classified (the owner's to look at; :meth:`Release.document` holds neither)."""
+
+    mechanism: Any
+    noisy_input: Any = None
 
 
 @dataclass(frozen=True)
@@ -197,10 +228,17 @@ class GaussInputRelease(Inference):
     def noise_text(self, mech: Any, target: Any) -> str:
         return f"σ = {mech.sigma:.4g} on pixels"
 
-    def scores(self, target: Any, mech: Any, x: Any, rng: Any) -> Any:
+    def clean_scores(self, target: Any, x: Any) -> Any:
+        return target.model(x)
+
+    def draw(self, target: Any, mech: Any, x: Any, rng: Any) -> tuple[Any, Any]:
         import torch
 
-        return target.model(torch.as_tensor(mech(x, rng=rng)))
+        noisy = torch.as_tensor(mech(x, rng=rng))
+        return target.model(noisy), noisy
+
+    def scores(self, target: Any, mech: Any, x: Any, rng: Any) -> Any:
+        return self.draw(target, mech, x, rng)[0]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -244,6 +282,7 @@ class LapOutputRelease(Inference):
     guarantee: str = "{(ε, 0), α} in ℓ1"
     models: tuple[str, ...] = ("ip-lipschitz-l1",)
     laplace: bool = True
+    input_norm: ClassVar[str] = "l1"
 
     def mechanism(self, target: Any, setting: Setting) -> Any:
         from privcore.mechanisms.inference import LapOutput

@@ -32,9 +32,10 @@ __all__ = ["GlobalLaplace", "Posthoc", "load_pipeline_cached", "model_block"]
 
 @functools.lru_cache(maxsize=8)
 def load_pipeline_cached(dataset: str, model: str, models_dir: str | None) -> Any:
-    """The :class:`~privcore.pipeline.Pipeline` of ``dataset``/``model``, loaded once per process (CPU)."""
+    """The :class:`~privcore.models.pipeline.Pipeline` of ``dataset``/``model``, loaded once per process
+    (CPU)."""
     from privcore.data import get_spec
-    from privcore.pipeline import load_pipeline
+    from privcore.models.pipeline import load_pipeline
 
     get_spec(dataset)  # unknown dataset: ParameterError naming the known ones
     return load_pipeline(dataset, model, models_dir=models_dir, device="cpu")
@@ -145,7 +146,16 @@ class GlobalLaplace(Posthoc):
         except ValueError as exc:
             raise CheckpointError(f"{pipe.dataset}/{pipe.obfuscator_name}: {exc}") from exc
 
-    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0) -> Outlook:
+    def spent(self, setting: Setting) -> Any:
+        from dataclasses import replace
+
+        from privcore.mechanisms.global_mechanism import global_scales
+
+        g = global_scales(epsilon=setting.epsilon, radius=setting.radius, global_lipschitz=1.0).guarantee
+        return replace(g, calibration="")  # G does not enter (ε, 0, R)
+
+    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0,
+                certification: Any = None) -> Outlook:
         from privcore.mechanisms.global_mechanism import global_scales
 
         constant = self.constant(target, time_limit=time_limit)
@@ -158,7 +168,8 @@ class GlobalLaplace(Posthoc):
                              f"(G = {constant.value:.4g}, {constant.how.value}, over the public box)",
                        release_probability=1.0,
                        public={"radius": r, "global_lipschitz": constant.value,
-                               "global_lipschitz_how": constant.how.value})
+                               "global_lipschitz_how": constant.how.value,
+                               "clip_box": constant.box.to_dict()})
 
     def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
         look = self.outlook(target, setting)

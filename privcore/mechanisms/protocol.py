@@ -180,9 +180,18 @@ class Mechanism:
     guarantee: str
     #: the share of the total ε the mechanism's own formulas run at (PTR: ½, its statement doubles it)
     epsilon_share: float = 1.0
+    #: how a mechanism with a share below 1 spends the rest, in words ("" otherwise)
+    epsilon_split: str = ""
 
     #: keyword options (:class:`Options` fields) this mechanism uses; others must keep their defaults
     uses_options: ClassVar[frozenset[str]] = frozenset({"time_limit", "rng"})
+
+    @property
+    def needs_certificate(self) -> bool:
+        """Whether a release needs a certification of the image itself first (PTR's φ): a caller
+        certifies once per image (with progress, cancellable) and passes it in
+        :attr:`Options.certification`, and :meth:`outlook` gives P[release] only with it."""
+        return "certification" in self.uses_options
 
     @property
     def uses_delta(self) -> bool:
@@ -236,7 +245,7 @@ class Mechanism:
 
     def load(self, *, dataset: str, model: str | None, models_dir: str | None) -> Any:
         """What this mechanism releases with, loaded (and certified) by this process: a posthoc
-        :class:`~privcore.pipeline.Pipeline` or an inference-privacy classifier."""
+        :class:`~privcore.models.pipeline.Pipeline` or an inference-privacy classifier."""
         raise NotImplementedError
 
     def prepare(self, target: Any, image: Any) -> Any:
@@ -249,19 +258,22 @@ class Mechanism:
 
     # ------------------------------------------------------------------ what it does
 
-    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0) -> Outlook:
-        """:class:`Outlook` at ``setting``; draws nothing."""
+    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0,
+                certification: Any = None) -> Outlook:
+        """:class:`Outlook` at ``setting``; draws nothing. ``certification``: the image's, for a mechanism
+        that :attr:`needs_certificate` (P[release] from it; ignored by the others)."""
+        raise NotImplementedError
+
+    def spent(self, setting: Setting) -> Any:
+        """The :class:`~privcore.mechanisms.guarantee.Guarantee` one sent release at ``setting`` spends
+        — ε, δ and the neighbourhood, no model needed, so no calibration text (``radius`` must be set
+        for a posthoc mechanism, ``alpha`` for an inference-privacy one)."""
         raise NotImplementedError
 
     def release(self, target: Any, x: Any, setting: Setting, options: Options | None = None) -> Release:
         """One release of input ``x`` (:meth:`prepare`'s output) at ``setting``: one draw (``options``
         None: :class:`Options`' defaults)."""
         raise NotImplementedError
-
-    @property
-    def needs_certificate(self) -> bool:
-        """Whether a release needs a per-image certificate (PTR's φ) before it can be drawn."""
-        return "certification" in self.uses_options
 
     def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
         """The release classifier's classes for a batch of prepared ``inputs`` (one row each) after one

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from privcore.lipschitz.rounding import CertifiedNet, rounding_allowance, sensitivity_with_rounding
 from privcore.mechanisms._arrays import as_float64
 from privcore.mechanisms.guarantee import Guarantee, Norm, Space
 from privcore.mechanisms.phi import (
@@ -35,7 +36,6 @@ from privcore.mechanisms.phi import (
     model_digest,
     oracle_identity,
 )
-from privcore.mechanisms.rounding import CertifiedNet, rounding_allowance, sensitivity_with_rounding
 from privcore.mechanisms.sampling import (
     NoisePlan,
     RngLike,
@@ -66,6 +66,7 @@ __all__ = [
     "propose_delta_p",
     "propose_test_release",
     "ptr_scales",
+    "release_probability",
 ]
 
 
@@ -194,7 +195,7 @@ def propose_test_release(
         phi_result = phi
     else:
         phi_result = compute_phi(f, center, radius=r, delta_p=dp, r_max=rm, tol=t, lipschitz=lipschitz)
-    eta = rounding_allowance(dp * r)  # public η bounding ‖f̂(z) − f(z)‖₁ (privcore.mechanisms.rounding)
+    eta = rounding_allowance(dp * r)  # public η bounding ‖f̂(z) − f(z)‖₁ (privcore.lipschitz.rounding)
     try:  # before any noise: an error here must not depend on the test
         output = _evaluate(f, center, eta)
     except ValueError as exc:
@@ -266,6 +267,22 @@ def ptr_scales(
         pass_probability_at_zero=dlt / 2.0,
         guarantee=_ptr_guarantee(eps, dlt, r, dp),
     )
+
+
+def release_probability(
+    phi: float, *, epsilon: float, delta: float, radius: float, zeta: float = 0.0
+) -> float:
+    """P[PTR releases] for a given φ: P[φ + Lap(b) > ln(1/δ)·b], b = (R + ζ)/ε (posthoc Alg. 1).
+
+    Continuous-Laplace reading of the test (the exact sampler's discrete noise and its slightly
+    larger threshold differ by a relative ~1e-9); for an outlook or a curve, never for calibration.
+    """
+    p = check_nonnegative("phi", phi)
+    eps = check_epsilon(epsilon)
+    dlt = check_delta(delta)
+    b = (check_positive("radius", radius) + check_nonnegative("zeta", zeta)) / eps
+    gap = (p - math.log(1.0 / dlt) * b) / b
+    return 1.0 - 0.5 * math.exp(-gap) if gap >= 0 else 0.5 * math.exp(gap)
 
 
 def propose_delta_p(lipschitz_values: Any, n_sigma: float = 3.0) -> float:

@@ -24,11 +24,11 @@ import numpy as np
 from privcore.errors import CertificationError, CheckpointError, ParameterError, ParameterTypeError
 from privcore.mechanisms.posthoc import Posthoc, embedding, model_block, predict
 from privcore.mechanisms.protocol import DELTA, EPSILON, RADIUS, Options, Outlook, Release, Setting
+from privcore.ranges import CERTIFIERS
 
 __all__ = ["CERTIFIERS", "PTR", "Certification", "certify_embedding", "check_certifier", "issued",
            "ptr_record"]
 
-CERTIFIERS = ("exact", "lp", "interval")
 #: What a progress callback receives after each decision "U(z, r) ≤ Δp?": (r, passed).
 Progress = Callable[[float, bool], None]
 
@@ -235,6 +235,7 @@ class PTR(Posthoc):
     source: str = "posthoc paper, Alg. 1 and Thm 4.4"
     guarantee: str = "(ε, δ/2, R)"
     epsilon_share: float = 0.5
+    epsilon_split: str = "half for its test, half for its noise"
 
     uses_options: ClassVar[frozenset[str]] = frozenset(
         {"certifier", "time_limit", "cache", "certification", "progress", "rng"})
@@ -243,18 +244,36 @@ class PTR(Posthoc):
         """The ε PTR runs at for a sent release whose guarantee spends ``total``: half of it."""
         return self.mechanism_epsilon(total)
 
-    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0) -> Outlook:
+    def spent(self, setting: Setting) -> Any:
+        from dataclasses import replace
+
         from privcore.mechanisms.ptr import ptr_scales
 
+        # Δp does not enter (2·ε/2, δ/2, R): 1.0 only fills the argument, and its calibration text goes
+        g = ptr_scales(epsilon=self.own_epsilon(setting.epsilon), delta=setting.delta, radius=setting.radius,
+                       delta_p=1.0).guarantee
+        return replace(g, calibration="")
+
+    def outlook(self, target: Any, setting: Setting, *, time_limit: float | None = 60.0,
+                certification: Any = None) -> Outlook:
+        """PTR's outlook; with this image's ``certification`` (at this R), P[release] from its φ and the
+        test's scale and threshold with φ's grid spacing ζ (public)."""
+        from privcore.mechanisms.ptr import ptr_scales, release_probability
+
         r, dp = self.radius(target, setting), delta_p_of(target)
-        scales = ptr_scales(epsilon=self.own_epsilon(setting.epsilon), delta=setting.delta, radius=r,
-                            delta_p=dp)
+        own = self.own_epsilon(setting.epsilon)
+        zeta = 0.0 if certification is None else float(certification.zeta)
+        scales = ptr_scales(epsilon=own, delta=setting.delta, radius=r, delta_p=dp, zeta=zeta)
+        probability = None if certification is None else release_probability(
+            certification.phi, epsilon=own, delta=setting.delta, radius=r, zeta=zeta)
+        public = {"radius": r, "delta_p": dp, "test_noise_scale": scales.test_scale}
+        if certification is not None:
+            public |= {"zeta": zeta, "threshold": scales.threshold}
         return Outlook(mechanism=self.name, guarantee=scales.guarantee, noise_scale=scales.release_scale,
                        noise_scale_effective=scales.release_scale,
                        noise=f"Laplace b = Δp·R/(ε/2) = {scales.release_scale:.4g} per coordinate when the "
                              f"test passes (Δp = {dp:.4g})",
-                       release_probability=None,
-                       public={"radius": r, "delta_p": dp, "test_noise_scale": scales.test_scale})
+                       release_probability=probability, public=public)
 
     def release(self, target: Any, x: Any, setting: Setting, options: Options | None = None) -> Release:
         from privcore.lipschitz.certifier import Certifier

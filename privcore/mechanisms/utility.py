@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,7 +131,8 @@ def _live(mechanism: Mechanism, held: _Held, setting: Setting, dataset: str, mod
           draws: int, seed: int) -> Utility:
     target = held.target
     inputs, labels = evaluation_inputs(mechanism, target, dataset, n=n)
-    rng = np.random.default_rng([seed, abs(hash((mechanism.name, setting))) % (2**32)])
+    # seeded by the setting itself (not hash(), which changes from process to process)
+    rng = np.random.default_rng([seed, zlib.crc32(repr((mechanism.name, setting)).encode())])
     correct = np.zeros((draws, labels.size))
     released = np.zeros((draws, labels.size))
     for d in range(draws):

@@ -4,6 +4,7 @@ and their checkpoints (safetensors weights + verified JSON cards).
 * :mod:`privcore.nets.embedder` — β-VAE embedder (posthoc-PTR App. E).
 * :mod:`privcore.nets.models` — obfuscator/classifier MLPs, proxy adversaries, IP classifiers.
 * :mod:`privcore.nets.lipschitz_layers` — ℓ1 column-norm and spectral Lipschitz layers.
+* :mod:`privcore.nets.attacker` — the reconstruction attacker (posthoc paper Sec. 6).
 * :mod:`privcore.nets.checkpoint` — save/load with hash, architecture and code checks.
 * :mod:`privcore.nets.cards` — the cards alone (no torch).
 

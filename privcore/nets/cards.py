@@ -1,6 +1,6 @@
 """Checkpoint cards without torch: where a checkpoint's files are, and its validated JSON card.
 
-Listing the shipped models (:mod:`privcore.catalogue`) reads cards only, so a process that never loads
+Listing the shipped models (:mod:`privcore.models.catalogue`) reads cards only, so a process that never loads
 weights (the dashboard's first page, ``--help``) never imports torch; loading is
 :mod:`privcore.nets.checkpoint`'s.
 """

@@ -18,9 +18,9 @@ from typing import Any
 
 from torch import nn
 
-from privcore.attacks.reconstruction import ReconstructionAttacker
 from privcore.errors import CheckpointError
 from privcore.nets import lipschitz_layers as ll
+from privcore.nets.attacker import ReconstructionAttacker
 from privcore.nets.blocks import ImageDecoder, ImageEncoder, relu_mlp, spatial_plan
 from privcore.nets.embedder import BetaVAE
 from privcore.nets.models import (

@@ -4,7 +4,7 @@ Training data: for each training image x, the release f(g(x)) + Lap(Δp·R/ε) i
 coordinate (the PTR release noise, docs/DESIGN.md; plain torch sampling, since training data is not
 a release) at ε drawn from a few values, mixed with noise-free f(g(x)) so the same attacker also
 shows what an informal (ε = ∞) obfuscation leaks. The attacker
-(:class:`privcore.attacks.reconstruction.ReconstructionAttacker`) never sees ε: it is the
+(:class:`privcore.nets.attacker.ReconstructionAttacker`) never sees ε: it is the
 strongest single decoder for that mixture, as the paper's "ML model to reconstruct original
 images" from released encodings.
 """

@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from privcore.cli_errors import dataset_option
+from privcore.data.options import dataset_option
 from privcore.executors import ADDRESS_HELP, EXECUTOR_HELP
 
 DATASET = typer.Option(
@@ -68,7 +68,7 @@ def command_line(ctx: typer.Context) -> str:
 
 
 def setup(models_dir: Path | None, threads: int | None) -> Path:
-    from privcore.pipeline import default_models_dir
+    from privcore.models.pipeline import default_models_dir
     from privcore.train.common import set_threads
 
     set_threads(threads)

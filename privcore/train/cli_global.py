@@ -67,16 +67,16 @@ def global_model_cmd(
     """Train a label-aware embedder, an N-global obfuscator for a target ε, its Δp, certified G, release
     classifier and attacker (module docstring)."""
     from privcore.data import validation_split
-    from privcore.experiments.select_models import (
+    from privcore.nets.checkpoint import card_path, read_card
+    from privcore.ranges import EPSILON_RANGE
+    from privcore.train.attacker import train_reconstruction_attacker
+    from privcore.train.ensure import (
         ensure_classifier,
         ensure_delta_p,
         ensure_embedder,
         ensure_obfuscator,
     )
-    from privcore.global_cli import write_global_constant
-    from privcore.nets.checkpoint import card_path, read_card
-    from privcore.ranges import EPSILON_RANGE
-    from privcore.train.attacker import train_reconstruction_attacker
+    from privcore.train.global_card import write_global_constant
     from privcore.train.recipes import (
         attacker_recipe,
         embedder_recipe,

@@ -14,8 +14,9 @@ from typing import Any
 
 import torch
 
+from privcore.nets.device import resolve_device
 from privcore.train.resume import ResumableRun, config_hash
-from privcore.validation import check_choice, check_int
+from privcore.validation import check_int
 
 __all__ = [
     "ResumableRun",  # privcore.train.resume: safetensors + JSON, no pickle
@@ -27,20 +28,6 @@ __all__ = [
     "seed_everything",
     "set_threads",
 ]
-
-
-def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
-    """``"auto"``/``None`` → CUDA when available, else CPU; ``"cuda"`` without a GPU is an error."""
-    if isinstance(device, torch.device):
-        return device
-    name = check_choice(
-        "device", "auto" if device is None else str(device).split(":")[0], ("auto", "cpu", "cuda")
-    )
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device must be 'cpu' or 'auto' on this machine: CUDA is not available, got 'cuda'")
-    return torch.device(str(device))
 
 
 def seed_everything(seed: int) -> torch.Generator:

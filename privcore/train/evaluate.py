@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from privcore.errors import CheckpointError
-from privcore.pipeline import default_models_dir, list_models, load_ip_models, load_pipeline
+from privcore.models.pipeline import default_models_dir, list_models, load_ip_models, load_pipeline
 from privcore.train.common import batched_apply
 from privcore.train.embedder import dataset_from_card
 from privcore.train.release_aware import laplace_release_noise

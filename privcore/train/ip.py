@@ -6,7 +6,7 @@
   a release, so plain ``torch.randn`` draws it).
 * ``lipschitz-l1`` / ``lipschitz-l2``: Lipschitz MLPs on pixels whose certified global ℓ1→ℓ1 /
   ℓ2→ℓ2 constant (every layer, the last included) calibrates Lap-Output / Gauss-Output; the card
-  stores the constants, recomputed from the weights by :func:`privcore.pipeline.load_ip_models`.
+  stores the constants, recomputed from the weights by :func:`privcore.models.pipeline.load_ip_models`.
 """
 
 from __future__ import annotations

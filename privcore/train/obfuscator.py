@@ -137,6 +137,61 @@ class _Regulariser:
         )
 
 
+def _f_step(f: nn.Module, h: nn.Module, a: nn.Module, z: torch.Tensor, y: torch.Tensor, t: torch.Tensor,
+            opt_f: Any, *, reg: Any, recipe: ObfuscatorRecipe, alpha: float, rho: float, lam: float,
+            radius: float, gen: torch.Generator, sums: dict[str, float], epoch: int) -> None:
+    """One step of f: task utility against the adversary (weight ``alpha``), the release-aware terms
+    (spread ``rho``, the excess over the release margin) and the contrastive regulariser ``lam``; the
+    running ``sums`` of the logged terms are updated."""
+    # f: task utility against the adversary, plus the contrastive regulariser
+    zt = f(z)
+    norms = reg.norms(f, z) if reg.release else None
+    zn = reg(zt, norms) if recipe.noise_on_f else zt
+    loss = (1.0 - alpha) * F.cross_entropy(h(zn), y)
+    if norms is not None:
+        dh_now = float(reg.scale(norms.detach()))
+        sums["delta_hat"] += dh_now * len(z)
+        if rho > 0:
+            spread = spread_penalty(norms)
+            loss = loss + rho * spread
+            sums["spread"] += spread.item() * len(z)
+    if alpha > 0:
+        loss = loss - alpha * F.mse_loss(a(zt), t)
+    if (norms is not None and not reg.global_aware and recipe.release_weight > 0
+            and recipe.release_radius_factor > 0):
+        big = ball_jacobian_norms(
+            f,
+            z,
+            recipe.release_radius_factor * radius,
+            n_ball=recipe.release_samples,
+            generator=gen,
+        )
+        dh = delta_hat(norms, n_sigma=recipe.noise_n_sigma).clamp_min(1e-6)
+        excess = torch.relu(big / dh - (1.0 - recipe.release_margin))
+        loss = loss + recipe.release_weight * excess.mean()
+    if lam > 0:
+        zc = zt
+        if norms is not None and recipe.contrastive_units == "release":
+            # distances in units of the smallest training release-noise scale Δ̂·R/max ε
+            unit = reg.scale(norms).clamp_min(1e-6) * radius
+            zc = zt * (max(recipe.noise_epsilons) / unit)
+        if recipe.contrastive_grad:
+            con = contrastive_loss(zc, y, margin=recipe.margin)
+        else:  # the authors' code: C on f's input z under no_grad (a constant for f)
+            with torch.no_grad():
+                con = contrastive_loss(z, y, margin=recipe.margin)
+        loss = loss + lam * con
+        sums["contrastive"] += con.item() * len(z)
+    if not torch.isfinite(loss):
+        raise FloatingPointError(
+            f"obfuscator {recipe.name}: the loss became {float(loss)} in epoch {epoch + 1} "
+            "(lower lr or the regulariser weights); nothing was saved"
+        )
+    opt_f.zero_grad(set_to_none=True)
+    loss.backward()
+    opt_f.step()
+
+
 def train_obfuscator(
     ds: Dataset,
     recipe: ObfuscatorRecipe,
@@ -198,8 +253,8 @@ def train_obfuscator(
     spec = get_spec(ds.name)
     box = None
     if recipe.noise and recipe.noise_mode == "global" and recipe.noise_box_samples:
-        from privcore.global_cli import DEFAULT_MARGIN
         from privcore.lipschitz.global_box import ClipBox
+        from privcore.train.global_card import DEFAULT_MARGIN
 
         # the box the global mechanism will clip to (the training embeddings' range plus its margin)
         clip = ClipBox.from_points(z_tr.double().cpu().numpy(), margin=DEFAULT_MARGIN)
@@ -243,53 +298,8 @@ def train_obfuscator(
                 adv.backward()
                 opt_a.step()
                 sums["adv_mse"] += adv.item() * len(idx)
-                # f: task utility against the adversary, plus the contrastive regulariser
-                zt = f(z)
-                norms = reg.norms(f, z) if reg.release else None
-                zn = reg(zt, norms) if recipe.noise_on_f else zt
-                loss = (1.0 - alpha_now) * F.cross_entropy(h(zn), y)
-                if norms is not None:
-                    dh_now = float(reg.scale(norms.detach()))
-                    sums["delta_hat"] += dh_now * len(idx)
-                    if rho > 0:
-                        spread = spread_penalty(norms)
-                        loss = loss + rho * spread
-                        sums["spread"] += spread.item() * len(idx)
-                if alpha_now > 0:
-                    loss = loss - alpha_now * F.mse_loss(a(zt), t)
-                if (norms is not None and not reg.global_aware and recipe.release_weight > 0
-                        and recipe.release_radius_factor > 0):
-                    big = ball_jacobian_norms(
-                        f,
-                        z,
-                        recipe.release_radius_factor * spec.radius,
-                        n_ball=recipe.release_samples,
-                        generator=gen,
-                    )
-                    dh = delta_hat(norms, n_sigma=recipe.noise_n_sigma).clamp_min(1e-6)
-                    excess = torch.relu(big / dh - (1.0 - recipe.release_margin))
-                    loss = loss + recipe.release_weight * excess.mean()
-                if lam > 0:
-                    zc = zt
-                    if norms is not None and recipe.contrastive_units == "release":
-                        # distances in units of the smallest training release-noise scale Δ̂·R/max ε
-                        unit = reg.scale(norms).clamp_min(1e-6) * spec.radius
-                        zc = zt * (max(recipe.noise_epsilons) / unit)
-                    if recipe.contrastive_grad:
-                        con = contrastive_loss(zc, y, margin=recipe.margin)
-                    else:  # the authors' code: C on f's input z under no_grad (a constant for f)
-                        with torch.no_grad():
-                            con = contrastive_loss(z, y, margin=recipe.margin)
-                    loss = loss + lam * con
-                    sums["contrastive"] += con.item() * len(idx)
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(
-                        f"obfuscator {recipe.name}: the loss became {float(loss)} in epoch {epoch + 1} "
-                        "(lower lr or the regulariser weights); nothing was saved"
-                    )
-                opt_f.zero_grad(set_to_none=True)
-                loss.backward()
-                opt_f.step()
+                _f_step(f, h, a, z, y, t, opt_f, reg=reg, recipe=recipe, alpha=alpha_now, rho=rho, lam=lam,
+                        radius=spec.radius, gen=gen, sums=sums, epoch=epoch)
             sums["ce"] += ce.item() * len(idx)
             n_seen += len(idx)
         row = {"epoch": epoch + 1, "phase": phase, **{k: v / n_seen for k, v in sums.items()}}
@@ -326,7 +336,7 @@ def train_obfuscator(
     if recipe.authors_code:
         from privcore.train.authors import AUTHORS_CODE
 
-        card["authors_code"] = {**AUTHORS_CODE, "note": "authors'-code twin of ARL-C-N (issue 32.2)"}
+        card["authors_code"] = {**AUTHORS_CODE, "note": "authors'-code twin of ARL-C-N (docs/RESULTS.md)"}
     modules = {"obfuscator": (archs["obfuscator"], f.cpu()), "classifier": (archs["classifier"], h.cpu())}
     if keep_adversary:
         modules["adversary"] = (archs["adversary"], a.cpu())

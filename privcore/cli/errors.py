@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 from typing import Any
 
-__all__ = ["click_exceptions", "dataset_option", "describe", "known_datasets"]
+__all__ = ["click_exceptions", "describe"]
 
 #: Exit codes: 1 = the command failed, 2 = it was called wrongly (click's own code for usage).
 FAILED, USAGE = 1, 2
@@ -25,23 +25,6 @@ def click_exceptions() -> Any:
     except ImportError:  # older typer: click itself
         from click import exceptions
     return exceptions
-
-
-def known_datasets() -> tuple[str, ...]:
-    """The registered dataset names (imports the registry, hence torch: call it only when a
-    command runs, never at import)."""
-    from privcore.data import dataset_names
-
-    return tuple(dataset_names())
-
-
-def dataset_option(value: Any) -> Any:
-    """Typer callback of ``--dataset`` options: an unknown name is a usage error listing the known."""
-    import typer
-
-    if value is None or value in known_datasets():
-        return value
-    raise typer.BadParameter(f"unknown dataset {value!r} (known: {', '.join(known_datasets())})")
 
 
 def _where(exc: OSError) -> str:

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from privcore.cli_errors import dataset_option
+from privcore.data.options import dataset_option
 from privcore.defaults import DEFAULT_DATASET, DEFAULT_MODELS, OTHER_DEFAULT_MODEL, default_model
 from privcore.ranges import ALPHA_RANGE, DELTA_RANGE, EPSILON_RANGE, RADIUS_RANGE
 
@@ -91,7 +91,7 @@ def _check_release_parameters(*, epsilon: float, delta: float, mechanism: str, r
                               alpha: float | None, certifier: str, min_seconds: float | None) -> Any:
     """The API's checks of :func:`privcore.api.release` (the same function), before the image is read;
     the registry's mechanism."""
-    from privcore.api_core import check_release_arguments
+    from privcore.api.core import check_release_arguments
     from privcore.validation import check_positive
 
     mech, _, _ = check_release_arguments(epsilon=epsilon, delta=delta, mechanism=mechanism, radius=radius,
@@ -104,11 +104,11 @@ def _check_release_parameters(*, epsilon: float, delta: float, mechanism: str, r
 def prepared_image(image: Path, *, dataset: str, model: str | None, models_dir: Path | None, invert: bool,
                    digit_style: bool, force: bool) -> Any:
     """The model input of ``image`` as the dashboard makes it (:func:`privcore.inputs.prepare_image`),
-    with its notes and the domain check's warnings (:func:`privcore.domain.check`) on stderr in the
+    with its notes and the domain check's warnings (:func:`privcore.inputs.domain.check`) on stderr in the
     dashboard's words. Such an image stops the command (exit 2, nothing computed) unless ``force``."""
     from privcore import api, inputs
     from privcore.errors import ParameterError
-    from privcore.images import DEFAULT_MAX_BYTES
+    from privcore.inputs.images import DEFAULT_MAX_BYTES
     from privcore.validation import check_input_file
 
     model = default_model(str(dataset)) if model is None else model

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import typer
 
-from privcore import api_cli
+from privcore.cli import release as api_cli
+from privcore.cli.global_constant import global_app
 from privcore.experiments.cli import experiment_app
-from privcore.global_cli import global_app
 from privcore.lab.cli import lab_app
 from privcore.lipschitz.cli import cache_app
 from privcore.train.cli import train_app
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     import os
     import sys
 
-    from privcore.cli_errors import USAGE, click_exceptions, describe
+    from privcore.cli.errors import USAGE, click_exceptions, describe
 
     click = click_exceptions()
 

@@ -20,9 +20,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from privcore.catalogue import ModelInfo, default_models_dir, list_models
 from privcore.errors import CheckpointError
-from privcore.mechanisms.rounding import CertifiedNet
+from privcore.lipschitz.rounding import CertifiedNet
+from privcore.models.catalogue import ModelInfo, default_models_dir, list_models
 from privcore.nets.checkpoint import card_path, load_checkpoint
 from privcore.nets.embedder import LatentDecoder, MeanEncoder
 from privcore.validation import check_finite_array
@@ -41,7 +41,7 @@ __all__ = [
 
 
 def _device(device: str | torch.device | None) -> torch.device:
-    from privcore.train.common import resolve_device
+    from privcore.nets.device import resolve_device
 
     return resolve_device(device)
 
@@ -88,7 +88,7 @@ class Pipeline:
     (``python -m privcore train classifier``), else the obfuscator's own head;
     ``classifier_source`` says which. ``domain_embedder``/``domain_decoder`` are the dataset's reference
     VAE (``<dataset>/embedder``) when the obfuscator was trained on another embedder (None otherwise):
-    the domain check (:func:`privcore.domain.check`) uses it, so that it warns the same whichever model
+    the domain check (:func:`privcore.inputs.domain.check`) uses it, so that it warns the same whichever model
     of the dataset releases.
     """
 
@@ -293,11 +293,11 @@ class IPModel:
     ℓ1→ℓ1 and ℓ2→ℓ2 constants (recomputed from the loaded weights) for the Lipschitz models, and
     is None for the CNNs (Gauss-Input only). ``finetune`` describes Gauss-Input fine-tuning.
 
-    Lipschitz models are evaluated in float64 (:class:`privcore.mechanisms.rounding.CertifiedNet`,
+    Lipschitz models are evaluated in float64 (:class:`privcore.lipschitz.rounding.CertifiedNet`,
     ``certified``) and ``rounding`` holds certified η₁, η₂ with ‖Ĉ(x) − C(x)‖_p ≤ η_p for every x
     in [0, 1]^d, Ĉ what :meth:`scores` computes and C the real-number model that μ certifies: pass
     ``rounding=η`` to Gauss-/Lap-Output (without it, float32 outputs differed by up to 4.3·μ₁·α;
-    :mod:`privcore.mechanisms.rounding`)."""
+    :mod:`privcore.lipschitz.rounding`)."""
 
     name: str
     model: nn.Module

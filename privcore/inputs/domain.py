@@ -130,9 +130,10 @@ class UploadFacts:
 
 
 def upload_facts(data: bytes, *, invert: bool = False) -> UploadFacts:
-    """The :class:`UploadFacts` of a PNG/JPEG upload (decoded with :func:`privcore.images.decode_image`,
-    so with its checks: ValueError for a file that cannot be used). ``invert``: the user's inversion."""
-    from privcore.images import decode_image
+    """The :class:`UploadFacts` of a PNG/JPEG upload (decoded with
+    :func:`privcore.inputs.images.decode_image`, so with its checks: ValueError for a file that cannot
+    be used). ``invert``: the user's inversion."""
+    from privcore.inputs.images import decode_image
 
     square = decode_image(data, target_shape=(3, _THUMB, _THUMB))  # one decode, padded to a square
     w, h = square.source_size
@@ -154,7 +155,7 @@ def upload_facts(data: bytes, *, invert: bool = False) -> UploadFacts:
 
 def _inside(h: int, w: int, *, axis: int) -> slice:
     """The rows (``axis`` 0) or columns (1) of a :data:`_THUMB`-pixel square thumbnail of an h × w image
-    (padded to its longer side, centred, as :func:`privcore.images.decode_image` does) that hold only
+    (padded to its longer side, centred, as :func:`privcore.inputs.images.decode_image` does) that hold only
     the image's own pixels; at least one, the middle one, for a very thin image."""
     side, size = max(h, w), (h, w)[axis]
     if size == side:

@@ -3,12 +3,12 @@
 One place for what both do to a user's PNG/JPEG before anything is computed, and for the words they
 show about it, so ``privcore release`` and the dashboard's Release page cannot drift apart:
 
-* :func:`prepare_image` — decode to the model's input (:func:`privcore.images.decode_image`), optionally
-  inverted, optionally digit-style (:func:`digit_styled`); its ``notes`` say what was done (resized,
-  padded, converted, inverted …), each shown as :func:`note_text`;
+* :func:`prepare_image` — decode to the model's input (:func:`privcore.inputs.images.decode_image`),
+  optionally inverted, optionally digit-style (:func:`digit_styled`); its ``notes`` say what was done
+  (resized, padded, converted, inverted …), each shown as :func:`note_text`;
 * :func:`concerns` — why the image may not be a valid input: the measured domain check
-  (:func:`privcore.domain.check`: the upload's own pixels and the model input's scores, calibrated on the
-  validation split); shown under :func:`concern_heading` and followed by
+  (:func:`privcore.inputs.domain.check`: the upload's own pixels and the model input's scores,
+  calibrated on the validation split); shown under :func:`concern_heading` and followed by
   :data:`CONCERN_CONSEQUENCE`; nothing is released for such an image until the user confirms it
   (:data:`UNCONFIRMED`, :data:`CONFIRMED`).
 
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from privcore.images import DecodedImage, decode_image
+from privcore.inputs.images import DecodedImage, decode_image
 
 __all__ = [
     "CONCERN_CONSEQUENCE",
@@ -60,9 +60,9 @@ def digit_styled(
     data: bytes, shape: Sequence[int], *, invert: bool = False, decode: Decoder | None = None
 ) -> DecodedImage:
     """The image decoded at :data:`DIGIT_STYLE_FACTOR` × the model's size, then made digit-style
-    (:func:`privcore.preprocess.digit_style`: invert a light page, crop to the ink, scale, centre by
+    (:func:`privcore.inputs.preprocess.digit_style`: invert a light page, crop to the ink, scale, centre by
     mass, pad) at ``shape``; the steps are added to its notes. ValueError when it cannot be used."""
-    from privcore.preprocess import digit_style
+    from privcore.inputs.preprocess import digit_style
 
     dec = decode or _decoder("the upload")
     c, h, w = (int(v) for v in shape)
@@ -119,10 +119,10 @@ def concerns(
     digit_style: bool = False,
 ) -> list[str]:
     """Why the model input ``x`` (C, H, W) may not be a valid input (empty when none):
-    :func:`privcore.domain.check` (``pipe``'s VAE, calibrated on ``dataset``'s validation split) on the
+    :func:`privcore.inputs.domain.check` (``pipe``'s VAE, calibrated on ``dataset``'s validation split) on the
     input and on the file it came from (``upload``, with the user's ``invert``; ``digit_style``: the input
     was made digit-style). Without ``pipe`` (no model), only whether ``x`` is blank."""
-    from privcore.domain import blank_reason, check  # torch: imported where an input is checked
+    from privcore.inputs.domain import blank_reason, check  # torch: imported where an input is checked
 
     if pipe is None:
         blank = blank_reason(x)

@@ -13,8 +13,6 @@ verifies it in every process and recomputes it when it does not verify.
 from __future__ import annotations
 
 import json
-import os
-import platform
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from typing import Any
 import typer
 
 from privcore.train.cli_common import DATASET, MODELS
+from privcore.train.global_card import DEFAULT_MARGIN, training_embeddings, write_global_constant
 
 global_app = typer.Typer(
     name="global",
@@ -31,66 +30,13 @@ global_app = typer.Typer(
     add_completion=False,
 )
 
-#: the public margin added to the training embeddings' range (fixed before any private input)
-DEFAULT_MARGIN = 0.5
 VARIANTS = typer.Option(
     ["all"], "--variant", "-v", help="obfuscator name (repeat for several; 'all': every obfuscator-*.json)"
 )
 
 
-def training_embeddings(obfuscator_stem: str | os.PathLike[str]) -> Any:
-    """The VAE means of the obfuscator card's training split (float64 numpy, (n, d)), with the embedder
-    beside the card (checked to be the one the obfuscator was trained on)."""
-    import torch
-
-    from privcore.nets.checkpoint import load_checkpoint, read_card
-    from privcore.train.common import batched_apply
-    from privcore.train.embedder import dataset_from_card
-
-    card = read_card(obfuscator_stem)
-    emb_stem = Path(obfuscator_stem).with_name(card["embedder"]["file"]).with_suffix("")
-    emb = load_checkpoint(emb_stem, kind="embedder", dataset=card["dataset"]["name"])
-    if emb.card["weights"]["sha256"] != card["embedder"]["sha256"]:
-        raise ValueError(
-            f"the embedder beside {obfuscator_stem} is not the one its obfuscator was trained on"
-        )
-    ds = dataset_from_card(card["dataset"])
-    vae = emb["vae"]
-    with torch.no_grad():
-        z = batched_apply(lambda b: vae.encode(b)[0], ds.x_train, device=torch.device("cpu"))
-    return z.double().numpy()
-
-
-def global_block(
-    constant: Any, *, margin: float, n_points: int, command: str, time_limit: float
-) -> dict[str, Any]:
-    """The card's ``global_lipschitz`` block for a computed :class:`GlobalConstant`."""
-    return {
-        "value": constant.value,
-        "how": constant.how.value,
-        "lower": constant.lower,
-        "seconds": round(constant.seconds, 3),
-        "time_limit": time_limit,
-        "bounds": dict(constant.bounds),
-        "input_norm": constant.input_norm,
-        "output_norm": constant.output_norm,
-        "clip_box": {
-            **constant.box.to_dict(),
-            "margin": margin,
-            "n": n_points,
-            "source": "training embeddings (VAE means) of the card's training split: per-coordinate "
-            "min/max widened by the margin, rounded outwards to 1e-4; fixed without test data",
-        },
-        "note": "value is a hint: every process verifies it from the weights before a release uses it, "
-        "and recomputes it when it does not verify (docs/TRUST.md)",
-        "command": command,
-        "machine": f"{platform.machine()} {platform.processor() or platform.system()}, "
-        f"{os.cpu_count()} logical CPUs",
-    }
-
-
 def _stems(models_dir: Path | None, dataset: str, variants: list[str]) -> list[Path]:
-    from privcore.pipeline import default_models_dir
+    from privcore.models.pipeline import default_models_dir
 
     folder = (Path(models_dir) if models_dir is not None else default_models_dir()) / dataset
     if variants == ["all"]:
@@ -99,30 +45,6 @@ def _stems(models_dir: Path | None, dataset: str, variants: list[str]) -> list[P
             raise typer.BadParameter(f"no obfuscator-*.json in {folder}", param_hint="--dataset")
         return stems
     return [folder / f"obfuscator-{v}" for v in variants]
-
-
-def write_global_constant(stem: str | os.PathLike[str], *, margin: float = DEFAULT_MARGIN,
-                          time_limit: float = 60.0, embeddings: Any = None) -> dict[str, Any]:
-    """Fix the box from the training embeddings (or ``embeddings``), compute G over it and write the
-    ``global_lipschitz`` block into the obfuscator's card; returns the block."""
-    from privcore.lipschitz.global_box import ClipBox, compute_global_constant
-    from privcore.nets.checkpoint import load_checkpoint, update_card
-
-    obf = load_checkpoint(stem, kind="obfuscator")
-    z = training_embeddings(stem) if embeddings is None else embeddings
-    box = ClipBox.from_points(z, margin=margin)
-    constant = compute_global_constant(obf["obfuscator"], box, time_limit=time_limit)
-    name, dataset = obf.card.get("name", Path(stem).name), obf.card["dataset"]["name"]
-    command = f"python -m privcore global compute --dataset {dataset} --variant {name}"
-    if margin != DEFAULT_MARGIN:
-        command += f" --margin {margin:g}"
-    if time_limit != 60.0:
-        command += f" --time-limit {time_limit:g}"
-    block = global_block(
-        constant, margin=margin, n_points=int(z.shape[0]), command=command, time_limit=time_limit
-    )
-    update_card(stem, {"global_lipschitz": block})
-    return block
 
 
 @global_app.command()

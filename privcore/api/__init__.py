@@ -9,9 +9,9 @@
   ["epsilon"] == e`` for every mechanism.
 * :func:`certify` ``(image, …)`` → :class:`Certification`: PTR's φ (posthoc Alg. 1) and L(f, B(z, R))
   for one image; private.
-* :func:`~privcore.api_core.certify_embedding` ``(pipe, z, …)`` and
-  :func:`~privcore.api_core.release_embedding` ``(pipe, z, *, epsilon, …)``: the same on a loaded
-  :class:`~privcore.pipeline.Pipeline` and an embedding z = pipe.embed(image) (the dashboard's
+* :func:`~privcore.api.core.certify_embedding` ``(pipe, z, …)`` and
+  :func:`~privcore.api.core.release_embedding` ``(pipe, z, *, epsilon, …)``: the same on a loaded
+  :class:`~privcore.models.pipeline.Pipeline` and an embedding z = pipe.embed(image) (the dashboard's
   way in); :func:`certify` and :func:`release` load, embed and call the same mechanism code.
 * :meth:`Release.document`: the public JSON of a release, the one builder of it (never φ, R* or
   anything else computed from the image without noise).
@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from privcore.api_core import (
+from privcore.api.core import (
     CERTIFIERS,
     DEFAULT_DELTA,
     RELEASE_FORMAT,
@@ -101,7 +101,7 @@ def _image(image: Any, shape: tuple[int, int, int]) -> Any:
     """The model input (C, H, W) float32 in [0, 1]: a PNG/JPEG path or bytes, or an array."""
     import torch
 
-    from privcore.images import load_image
+    from privcore.inputs.images import load_image
 
     if isinstance(image, str | Path):
         image = check_input_file("image", image).read_bytes()
@@ -184,8 +184,8 @@ def release(
     this image, dataset, model, radius and certifier; anything else is refused and nothing released;
     nothing is certified again) and ``min_seconds`` (the call returns no earlier than this many seconds
     after it began; if the work takes longer :class:`DeadlineExceededError` is raised and nothing is
-    released). The result's ``warnings`` are :func:`privcore.domain.check`'s (empty when the image looks
-    like the dataset's); private, never in ``document()``."""
+    released). The result's ``warnings`` are :func:`privcore.inputs.domain.check`'s (empty when the
+    image looks like the dataset's); private, never in ``document()``."""
     start = _monotonic()
     mech, setting, options = check_release_arguments(
         epsilon=epsilon, delta=delta, mechanism=mechanism, radius=radius, alpha=alpha, certifier=certifier,
@@ -204,8 +204,9 @@ def release(
 
 
 def _domain_warnings(image: Any, pipe: Any) -> tuple[str, ...]:
-    """:func:`privcore.domain.check` of ``image``, with its file's own pixels when it is a path or bytes."""
-    from privcore.domain import check
+    """:func:`privcore.inputs.domain.check` of ``image``, with its file's own pixels when it is a path
+    or bytes."""
+    from privcore.inputs.domain import check
 
     data = Path(image).read_bytes() if isinstance(image, str | Path) else image
     upload = bytes(data) if isinstance(data, bytes | bytearray) else None

@@ -1,5 +1,5 @@
 """The shipped models as their cards describe them, without loading a weight or importing torch:
-:func:`list_models` and :func:`default_models_dir` (:mod:`privcore.pipeline` loads them), and the
+:func:`list_models` and :func:`default_models_dir` (:mod:`privcore.models.pipeline` loads them), and the
 embedded default that the API, the CLI and the dashboard share: :data:`DEFAULT_DATASET` and
 :func:`default_model`."""
 

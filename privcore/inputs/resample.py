@@ -1,6 +1,6 @@
 """From decoded pixels to the model's input, strip by strip: values in [0, 1], alpha over the
 background, colour ↔ grey, and padding to a square plus resizing as one linear map with Pillow's own
-resampling coefficients (see :mod:`privcore.images` for the conversions and why)."""
+resampling coefficients (see :mod:`privcore.inputs.images` for the conversions and why)."""
 
 from __future__ import annotations
 
@@ -134,6 +134,37 @@ class _Axis:
                 out[:, k] += part
 
 
+@dataclass
+class _Seen:
+    """What the strips showed so far: every alpha opaque, every colour pixel grey."""
+
+    opaque: bool = True
+    grey: bool = True
+
+
+def _strip(vals: np.ndarray, *, scale: float, clip: bool, colour: int, has_alpha: bool, channels: int,
+           background: float, seen: _Seen) -> np.ndarray:
+    """One strip of raw values as the model's channels in [0, 1]: scaled, alpha composited over
+    ``background``, colour ↔ grey; ``seen`` records whether alpha was opaque and colour grey."""
+    vals /= scale
+    if clip:
+        np.clip(vals, 0.0, 1.0, out=vals)
+    pixels = vals[..., :colour]
+    if has_alpha:
+        alpha = vals[..., colour:]
+        if seen.opaque and not np.all(alpha >= 1.0):
+            seen.opaque = False
+        pixels = alpha * pixels + (1.0 - alpha) * background
+    if channels == 1 and colour == 3:
+        p0, p1, p2 = pixels[..., 0], pixels[..., 1], pixels[..., 2]
+        if seen.grey and not (np.allclose(p0, p1) and np.allclose(p1, p2)):
+            seen.grey = False
+        return (pixels @ _LUMA)[..., None]
+    if channels == 3 and colour == 1:
+        return np.repeat(pixels, 3, axis=-1)
+    return pixels
+
+
 def resample(
     raw: np.ndarray,
     *,
@@ -166,26 +197,12 @@ def resample(
     col_step = min(iw, max(1, per_value // bands))
     row_step = max(1, min(ih, per_value // (col_step * bands), per_value // (w * max(c, colour))))
     acc = np.zeros((h, w, c), dtype=np.float64)
-    opaque, grey = True, True
+    seen = _Seen()
     for r0 in range(0, ih, row_step):
         for c0 in range(0, iw, col_step):
             vals = raw[r0 : r0 + row_step, c0 : c0 + col_step].astype(np.float64)
-            vals /= scale
-            if clip:
-                np.clip(vals, 0.0, 1.0, out=vals)
-            pixels = vals[..., :colour]
-            if has_alpha:
-                alpha = vals[..., colour:]
-                if opaque and not np.all(alpha >= 1.0):
-                    opaque = False
-                pixels = alpha * pixels + (1.0 - alpha) * background
-            if c == 1 and colour == 3:
-                p0, p1, p2 = pixels[..., 0], pixels[..., 1], pixels[..., 2]
-                if grey and not (np.allclose(p0, p1) and np.allclose(p1, p2)):
-                    grey = False
-                pixels = (pixels @ _LUMA)[..., None]
-            elif c == 3 and colour == 1:
-                pixels = np.repeat(pixels, 3, axis=-1)
+            pixels = _strip(vals, scale=scale, clip=clip, colour=colour, has_alpha=has_alpha, channels=c,
+                            background=background, seen=seen)
             if pad:
                 pixels = pixels - background  # the map is affine: background + Σ weight·(v − background)
             part = np.zeros((pixels.shape[0], w, c), dtype=np.float64)
@@ -197,11 +214,11 @@ def resample(
     if has_alpha:
         notes.append(
             "the alpha channel is fully opaque and was dropped."
-            if opaque
+            if seen.opaque
             else f"the image has transparency: it was composited over the dataset's background "
             f"(value {background:g}), which is how the model will see it."
         )
-    if c == 1 and colour == 3 and not grey:
+    if c == 1 and colour == 3 and not seen.grey:
         notes.append("colour converted to grey (ITU-R BT.601 luma) for this grey-scale dataset.")
     elif c == 3 and colour == 1:
         notes.append("grey image repeated on the three colour channels.")

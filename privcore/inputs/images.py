@@ -38,12 +38,12 @@ import io
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privcore.image_formats import jpeg_size, png_header, sniff
-from privcore.image_resample import STRIP_BYTES, raw_pixels, resample
+from privcore.inputs.formats import jpeg_size, png_header, sniff
+from privcore.inputs.resample import STRIP_BYTES, raw_pixels, resample
 from privcore.validation import check_bool, check_in_range, check_int
 
 if TYPE_CHECKING:  # torch is imported where a tensor is made: a page that decodes nothing never loads it
@@ -139,6 +139,124 @@ def _plan_bytes(
     return sum(parts.values()), parts
 
 
+@dataclass(frozen=True)
+class _Limits:
+    """The size limits of one decode: pixels, and the working memory for a target (c, h, w)."""
+
+    max_pixels: int
+    max_memory: int
+    target: tuple[int, int, int]
+
+    def check(self, width: int, height: int) -> None:
+        """ValueError when a ``width``×``height`` image exceeds the pixel limit or the memory budget."""
+        if width * height > self.max_pixels:
+            raise ValueError(
+                f"the image is too large: {width}×{height} = {width * height:,} pixels; "
+                f"the limit is {self.max_pixels:,} pixels"
+            )
+        c, h, w = self.target
+        need, parts = _plan_bytes(width, height, self.target, square=h == w)
+        if need > self.max_memory:
+            detail = ", ".join(f"{k} {_fmt_bytes(v)}" for k, v in parts.items())
+            raise ValueError(
+                f"the image is too large to decode within the memory budget: {width}×{height} pixels into "
+                f"{c}×{h}×{w} needs {_fmt_bytes(need)} ({detail}); the limit is {_fmt_bytes(self.max_memory)}"
+            )
+
+
+def _checked_bytes(data: Any, max_bytes: int, name: str) -> tuple[bytes, str]:
+    """``data`` as bytes and its sniffed format (PNG or JPEG), or the error naming what is wrong."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise TypeError(f"data must be bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if len(data) == 0:
+        raise ValueError(f"{name} is empty (0 bytes); allowed: a PNG or JPEG image")
+    if len(data) > max_bytes:
+        raise ValueError(
+            f"the file is too large: {_fmt_bytes(len(data))}; the limit is {_fmt_bytes(max_bytes)}"
+        )
+    kind = sniff(data)
+    if kind not in ALLOWED_FORMATS:
+        what = f"a {kind} file" if kind else "not an image (unrecognised content)"
+        raise ValueError(f"{name} is {what}; allowed formats: PNG, JPEG")
+    return data, kind
+
+
+def _check_header(data: bytes, kind: str, limits: _Limits) -> int:
+    """Check the size the file's own header states, before PIL reads anything; its PNG bit depth (8
+    for JPEG)."""
+    if kind == "PNG":
+        header = png_header(data)
+        if header is None:
+            raise ValueError("the PNG file is corrupt: its header (IHDR) is missing or truncated")
+        pw, ph, bit_depth, _ = header
+        limits.check(pw, ph)
+        return int(bit_depth)
+    size = jpeg_size(data)
+    if size is None:
+        raise ValueError("the JPEG file is corrupt: no frame header (SOF) before the image data")
+    limits.check(*size)
+    return 8
+
+
+def _open(data: bytes, kind: str, max_pixels: int) -> Any:
+    """PIL's image object for ``data`` (header only), every failure a ValueError naming it."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            return Image.open(io.BytesIO(data), formats=list(ALLOWED_FORMATS))  # header only
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise ValueError(
+            f"the image is too large to decode safely ({exc}); the limit is {max_pixels:,} pixels"
+        ) from exc
+    except UnidentifiedImageError as exc:
+        raise ValueError(f"the {kind} file is corrupt: its header cannot be read; nothing was read") from exc
+    except (OSError, SyntaxError, EOFError, ValueError) as exc:
+        raise ValueError(f"the {kind} file is corrupt or truncated ({exc}); nothing was read") from exc
+
+
+def _decoded_pixels(im: Any, data: bytes, kind: str, bit_depth: int, *, target: tuple[int, int, int],
+                    background: float) -> tuple[np.ndarray, list[str]]:
+    """Verify and load ``im`` (PNG CRCs; JPEG EXIF orientation), then resample it to ``target``."""
+    from PIL import Image, ImageOps
+
+    fmt = im.format or kind
+    n_frames = int(getattr(im, "n_frames", 1) or 1)
+    try:
+        if fmt == "PNG":
+            im.verify()  # chunk structure and CRCs; the object is unusable afterwards
+            im = Image.open(io.BytesIO(data), formats=["PNG"])
+        im.load()
+        if fmt == "JPEG":
+            im = ImageOps.exif_transpose(im)
+    except (OSError, SyntaxError, EOFError, ValueError, Image.DecompressionBombError) as exc:
+        raise ValueError(f"the {kind} file is corrupt or truncated ({exc}); nothing was read") from exc
+    raw, scale, clip, has_alpha, notes = raw_pixels(im, bit_depth)
+    del im
+    if n_frames > 1:
+        notes.insert(0, f"animated {fmt} with {n_frames} frames: only the first frame is used.")
+    return resample(raw, scale=scale, clip=clip, has_alpha=has_alpha, target=target, background=background,
+                    notes=notes)
+
+
+def _finish(pixels: np.ndarray, notes: list[str], *, invert: bool, background: float) -> np.ndarray:
+    """Clip to [0, 1]; invert when asked, else note a border far from the dataset's background."""
+    pixels = np.clip(pixels, 0.0, 1.0)
+    if invert:
+        notes.append("inverted (v ↦ 1 − v).")
+        return 1.0 - pixels
+    edges = (pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1])
+    border = float(np.median(np.concatenate([e.ravel() for e in edges])))
+    if abs(border - background) > 0.5:
+        notes.append(
+            f"the image's border ({border:.2f}) is far from the dataset's background "
+            f"({background:g}): if it is dark-on-light, invert it."
+        )
+    return pixels
+
+
 def decode_image(
     data: bytes,
     *,
@@ -160,128 +278,31 @@ def decode_image(
     range (``TypeError`` for a wrong type); never returns partial data. ``name`` is what the messages
     call the file (the CLI: "the IMAGE argument").
     """
-    from PIL import Image, ImageOps, UnidentifiedImageError
+    import torch
 
     max_memory = check_int("max_memory", max_memory, minimum=1)
-    c, h, w = _check_target_shape(target_shape, max_memory)
+    target = _check_target_shape(target_shape, max_memory)
+    limits = _Limits(max_pixels=check_int("max_pixels", max_pixels, minimum=1), max_memory=max_memory,
+                     target=target)
     max_bytes = check_int("max_bytes", max_bytes, minimum=1)
-    max_pixels = check_int("max_pixels", max_pixels, minimum=1)
     background = check_in_range("background", background, 0.0, 1.0, low_open=False, high_open=False)
     invert = check_bool("invert", invert)
-    if not isinstance(data, bytes | bytearray | memoryview):
-        raise TypeError(f"data must be bytes, got {type(data).__name__}")
-    data = bytes(data)
-
-    if len(data) == 0:
-        raise ValueError(f"{name} is empty (0 bytes); allowed: a PNG or JPEG image")
-    if len(data) > max_bytes:
-        raise ValueError(
-            f"the file is too large: {_fmt_bytes(len(data))}; the limit is {_fmt_bytes(max_bytes)}"
-        )
-    kind = sniff(data)
-    if kind not in ALLOWED_FORMATS:
-        what = f"a {kind} file" if kind else "not an image (unrecognised content)"
-        raise ValueError(f"{name} is {what}; allowed formats: PNG, JPEG")
-
-    bit_depth = 8
-    if kind == "PNG":
-        header = png_header(data)
-        if header is None:
-            raise ValueError("the PNG file is corrupt: its header (IHDR) is missing or truncated")
-        pw, ph, bit_depth, _ = header
-
-    def too_large(width: int, height: int) -> ValueError:
-        return ValueError(
-            f"the image is too large: {width}×{height} = {width * height:,} pixels; "
-            f"the limit is {max_pixels:,} pixels"
-        )
-
-    def check_memory(width: int, height: int) -> None:
-        need, parts = _plan_bytes(width, height, (c, h, w), square=h == w)
-        if need > max_memory:
-            detail = ", ".join(f"{k} {_fmt_bytes(v)}" for k, v in parts.items())
-            raise ValueError(
-                f"the image is too large to decode within the memory budget: {width}×{height} pixels into "
-                f"{c}×{h}×{w} needs {_fmt_bytes(need)} ({detail}); the limit is {_fmt_bytes(max_memory)}"
-            )
-
-    if kind == "PNG":
-        if pw * ph > max_pixels:
-            raise too_large(pw, ph)
-        check_memory(pw, ph)
-    if kind == "JPEG":
-        size = jpeg_size(data)
-        if size is None:
-            raise ValueError("the JPEG file is corrupt: no frame header (SOF) before the image data")
-        if size[0] * size[1] > max_pixels:
-            raise too_large(*size)
-        check_memory(*size)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            im = Image.open(io.BytesIO(data), formats=list(ALLOWED_FORMATS))  # header only
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise ValueError(
-            f"the image is too large to decode safely ({exc}); the limit is {max_pixels:,} pixels"
-        ) from exc
-    except UnidentifiedImageError as exc:
-        raise ValueError(f"the {kind} file is corrupt: its header cannot be read; nothing was read") from exc
-    except (OSError, SyntaxError, EOFError, ValueError) as exc:
-        raise ValueError(f"the {kind} file is corrupt or truncated ({exc}); nothing was read") from exc
+    data, kind = _checked_bytes(data, max_bytes, name)
+    bit_depth = _check_header(data, kind, limits)
+    im = _open(data, kind, limits.max_pixels)
     width, height = im.size
-    if width * height > max_pixels:
-        raise too_large(width, height)
     if width < 1 or height < 1:
         raise ValueError(f"the image has no pixels ({width}×{height}); allowed: at least 1×1")
-    check_memory(width, height)
-    source_mode = im.mode
-    fmt = im.format or kind
-    n_frames = int(getattr(im, "n_frames", 1) or 1)
+    limits.check(width, height)
+    source_mode, fmt = im.mode, im.format or kind
     try:
-        try:
-            if fmt == "PNG":
-                im.verify()  # chunk structure and CRCs; the object is unusable afterwards
-                im = Image.open(io.BytesIO(data), formats=["PNG"])
-            im.load()
-            if fmt == "JPEG":
-                im = ImageOps.exif_transpose(im)
-        except (OSError, SyntaxError, EOFError, ValueError, Image.DecompressionBombError) as exc:
-            raise ValueError(f"the {kind} file is corrupt or truncated ({exc}); nothing was read") from exc
-        raw, scale, clip, has_alpha, notes = raw_pixels(im, bit_depth)
-        del im
-        if n_frames > 1:
-            notes.insert(0, f"animated {fmt} with {n_frames} frames: only the first frame is used.")
-        pixels, notes = resample(
-            raw,
-            scale=scale,
-            clip=clip,
-            has_alpha=has_alpha,
-            target=(c, h, w),
-            background=background,
-            notes=notes,
-        )
-        del raw
+        pixels, notes = _decoded_pixels(im, data, kind, bit_depth, target=target, background=background)
     except MemoryError as exc:
         raise ValueError(
             f"the image ({width}×{height} pixels) could not be decoded: the server ran out of memory; "
             f"nothing was read (budget {_fmt_bytes(max_memory)} per decode)"
         ) from exc
-
-    pixels = np.clip(pixels, 0.0, 1.0)
-    if invert:
-        pixels = 1.0 - pixels
-        notes.append("inverted (v ↦ 1 − v).")
-    else:
-        edges = (pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1])
-        border = np.concatenate([e.ravel() for e in edges])
-        if abs(float(np.median(border)) - background) > 0.5:
-            notes.append(
-                f"the image's border ({float(np.median(border)):.2f}) is far from the dataset's background "
-                f"({background:g}): if it is dark-on-light, invert it."
-            )
-
-    import torch
-
+    pixels = _finish(pixels, notes, invert=invert, background=background)
     tensor = torch.from_numpy(np.ascontiguousarray(pixels.transpose(2, 0, 1))).to(torch.float32).contiguous()
     if not torch.isfinite(tensor).all():  # pragma: no cover - defensive: every step above is finite
         raise ValueError("the decoded image contains non-finite values")

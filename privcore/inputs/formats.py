@@ -1,6 +1,6 @@
 """What an upload's first bytes say, read before Pillow sees them: the format by its magic bytes,
 and the pixel size from a PNG's IHDR or a JPEG's start-of-frame marker (decompression-bomb checks
-in :func:`privcore.images.decode_image` run on these numbers)."""
+in :func:`privcore.inputs.images.decode_image` run on these numbers)."""
 
 from __future__ import annotations
 
