@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 import torch
@@ -17,7 +16,7 @@ from privcore.errors import DatasetUnavailableError
 from privcore.experiments import MEASURES
 from privcore.inputs.images import encode_png
 from privcore.mechanisms import registry
-from privlens import baselines, charts, live, pipelines, ui
+from privlens import baselines, charts, live, pipelines, tables, ui
 from privlens import mechanism_view as mv
 from privlens.image import require_image
 from privlens.results import load_results
@@ -269,10 +268,6 @@ for col, eps in zip(tiles[2:], (*live, math.inf), strict=True):
 if st.button("Draw new noise", key="atk_resample", icon=":material/casino:"):
     mv.resample("Attack page")
     st.rerun()
-table = pd.DataFrame(rows)
-table["epsilon"] = [e if isinstance(e, str) else "∞" if math.isinf(e) else f"{e:g}" for e in table["epsilon"]]
-table["released"] = [
-    "—" if e.startswith("no release") else "yes" if r else "⊥"
-    for e, r in zip(table["epsilon"], table["released"], strict=True)
-]
-st.dataframe(table.rename(columns={"epsilon": "ε", "ssim": "SSIM", "psnr": "PSNR (dB)"}), hide_index=True)
+# ⊥ rows show "–" with a legend, never a raw None
+st.dataframe(tables.attack_table(rows), hide_index=True)
+st.caption(tables.ATTACK_LEGEND)
