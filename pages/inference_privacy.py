@@ -12,7 +12,6 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from privcore.inputs import note_text
 from privcore.inputs.images import encode_png
 from privcore.mechanisms.accounting import chaining, chaining_hops
 from privlens import budget, charts, checks, compare_panel, pipelines, sending, ui, upload
@@ -61,8 +60,7 @@ ip = mv.ip_models(dataset)
 if ip is not None:
     st.subheader("Your image")
     image = upload.pick_image(dataset, ip.image_shape, key="ip")
-    for note in image.decoded.notes:
-        st.warning(note_text(note))
+    upload.show_notes(image.decoded.notes)  # material changes as warnings, the rest as a caption
     checks.confirm(dataset, image, key="ip")  # blank or out of domain: stop until confirmed
     names = ip.class_names
     plans = mv.inference_views(s, dataset, image)

@@ -19,7 +19,6 @@ import streamlit as st
 import torch
 
 from privcore.errors import PrivcoreError
-from privcore.inputs import note_text
 from privcore.inputs.images import encode_png
 from privcore.mechanisms import card_clip_box, registry
 from privlens import budget, checks, compare_panel, live, pipelines, report, sending, ui, upload
@@ -66,8 +65,7 @@ names = pipe.class_names
 # ----------------------------------------------------------------------------------- input
 st.subheader("1 · Your image")
 image = upload.pick_image(loaded.dataset, shape, key="release")
-for note in image.decoded.notes:
-    st.warning(note_text(note))
+upload.show_notes(image.decoded.notes)  # material changes as warnings, the rest as a caption
 checks.confirm(loaded.dataset, image, key="release")  # blank or out of domain: stop until confirmed
 
 # ---------------------------------------------------------------- the mechanism's outlook (no draw)

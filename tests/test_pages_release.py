@@ -196,19 +196,28 @@ def test_bad_upload_is_refused_and_nothing_released(name: str, data: bytes, mess
 
 
 @pytest.mark.parametrize(
-    "name,data,note",
+    "name,data,note,where",
     [
-        ("alpha.png", rgba_png(), "transparency"),
+        ("alpha.png", rgba_png(), "transparency", "warning"),  # changes what the model sees
         (
             "deep.png",
             make_png((np.arange(64).reshape(8, 8) * 1000).astype(np.uint16), bit_depth=16),
             "16-bit",
+            "caption",  # read at full precision: harmless, a note not a warning
         ),
+        ("big.png", make_png((np.arange(200 * 200).reshape(200, 200) % 256).astype(np.uint8)), "resized from",
+         "caption"),
     ],
 )
-def test_alpha_and_16bit_uploads_are_converted_and_said_so(name: str, data: bytes, note: str) -> None:
+def test_uploads_are_converted_and_said_so_warnings_only_when_material(name: str, data: bytes, note: str,
+                                                                      where: str) -> None:
     at = _upload(app("release"), name, data, confirm=True)
-    assert any(note in w.value for w in at.warning), [w.value for w in at.warning]
+    warned = [w.value for w in at.warning if note in w.value]
+    noted = [c.value for c in at.caption if note in c.value]
+    if where == "caption":
+        assert noted and not warned, (warned, noted)
+    else:
+        assert warned, [w.value for w in at.warning]
     _ready(at)
 
 
