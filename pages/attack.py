@@ -18,7 +18,7 @@ from privcore.inputs.images import encode_png
 from privcore.mechanisms import registry
 from privlens import baselines, charts, live, pipelines, tables, ui
 from privlens import mechanism_view as mv
-from privlens.image import require_image
+from privlens.image import framed, require_image
 from privlens.results import load_results
 from privlens.settings import md_literal
 
@@ -231,7 +231,7 @@ live = tuple(sorted({*LIVE_EPSILONS, OWN_EPSILON}))  # the sidebar's (its own ε
 # a wrapping row of fixed-width tiles: on a narrow screen they move to the next line instead of overlapping
 tile_row = st.container(horizontal=True, gap="small")
 tiles = [tile_row.container(width=128) for _ in range(len(live) + 3)]
-tiles[0].image(encode_png(x, scale=scale), caption="your image", width=120)
+tiles[0].image(framed(encode_png(x, scale=scale)), caption="your image", width=120)
 rows = []
 try:
     mean_image = torch.from_numpy(_baseline_of(loaded.dataset)[1])
@@ -241,7 +241,7 @@ if mean_image is not None:  # what an attacker outputs with no release at all
     m0 = image_metrics(x[None], mean_image[None])
     ssim0, psnr0 = float(m0.ssim[0]), float(m0.psnr[0])
     tiles[1].image(
-        encode_png(mean_image, scale=scale),
+        framed(encode_png(mean_image, scale=scale)),
         caption=f"no release (training mean): SSIM {ssim0:.2f}, PSNR {psnr0:.1f} dB",
         width=120,
     )
@@ -262,7 +262,8 @@ for col, eps in zip(tiles[2:], (*live, math.inf), strict=True):
     m = image_metrics(x[None], rec)
     ssim, psnr = float(m.ssim[0]), float(m.psnr[0])
     col.image(
-        encode_png(rec[0], scale=scale), caption=f"{label}: SSIM {ssim:.2f}, PSNR {psnr:.1f} dB", width=120
+        framed(encode_png(rec[0], scale=scale)), caption=f"{label}: SSIM {ssim:.2f}, PSNR {psnr:.1f} dB",
+        width=120,
     )
     rows.append({"epsilon": eps, "released": True, "ssim": ssim, "psnr": psnr})
 if st.button("Draw new noise", key="atk_resample", icon=":material/casino:"):

@@ -16,6 +16,7 @@ from privcore.inputs.images import encode_png
 from privcore.mechanisms.accounting import chaining, chaining_hops
 from privlens import budget, charts, checks, compare_panel, pipelines, sending, ui, upload
 from privlens import mechanism_view as mv
+from privlens.image import framed
 from privlens.ledger import LEDGER_EXPLANATION, ledger_totals
 from privlens.outcome import plain_guarantee
 from privlens.results import load_results
@@ -95,7 +96,7 @@ if ip is not None:
             col.caption(f"Sent as release #{sent.id}:")
             if d.noisy_input is not None:  # Gauss-Input releases a noisy image (then classified)
                 col.image(
-                    encode_png(d.noisy_input[0].clamp(0, 1), scale=scale),
+                    framed(encode_png(d.noisy_input[0].clamp(0, 1), scale=scale)),
                     caption="the noisy image it released (shown clipped to [0, 1])",
                     width=120,
                 )

@@ -24,6 +24,7 @@ from privcore.mechanisms import card_clip_box, registry
 from privlens import budget, checks, compare_panel, live, pipelines, report, sending, ui, upload
 from privlens import mechanism_text as mt
 from privlens import mechanism_view as mv
+from privlens.image import framed
 from privlens.ledger import ledger_totals
 from privlens.outcome import outcome_summary, plain_guarantee
 from privlens.results import load_results
@@ -100,8 +101,9 @@ if box is not None:  # the class of f(clip z): what the mechanism releases from,
     clipped = torch.from_numpy(box.clip(view.x).astype(np.float32))[None]
     clean_class = int(pipe.classify(pipe.obfuscate(clipped)).argmax(-1)[0])
 cols = st.columns(3)
-cols[0].image(views.input_png, caption="As the model sees it (x)", width=160)
-cols[1].image(views.reconstruction_png, caption="VAE reconstruction g⁻¹(g(x))", width=160)
+# framed: a blank white input would be invisible on the white page (downloads keep the plain PNGs)
+cols[0].image(framed(views.input_png), caption="As the model sees it (x)", width=160)
+cols[1].image(framed(views.reconstruction_png), caption="VAE reconstruction g⁻¹(g(x))", width=160)
 attack_png = None
 if result is None:
     cols[2].info("The attacker's reconstruction is computed from the sent release: it appears once you send.")
@@ -110,7 +112,7 @@ elif released:
     if rec is not None:
         attack_png = encode_png(rec, scale=scale)
         cols[2].image(
-            attack_png, caption=f"Attacker's reconstruction from sent release #{sent.id}", width=160
+            framed(attack_png), caption=f"Attacker's reconstruction from sent release #{sent.id}", width=160
         )
     else:
         cols[2].info("No attacker is shipped for this model.")

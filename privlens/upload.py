@@ -23,6 +23,7 @@ from privlens.image import (
     current_image,
     decode,
     digit_styled,
+    framed,
     samples,
     set_image,
 )
@@ -143,8 +144,10 @@ def pick_image(dataset: str, shape: Sequence[int], *, key: str) -> CurrentImage:
                 before = decode(data, shape, invert=invert, sha256=digest)
                 scale = max(1, 96 // shape[2])
                 p = st.columns(4)
-                p[0].image(encode_png(before.tensor, scale=scale), caption="without it (not used)", width=96)
-                p[1].image(encode_png(after.tensor, scale=scale), caption="digit-style (used)", width=96)
+                p[0].image(framed(encode_png(before.tensor, scale=scale)), caption="without it (not used)",
+                           width=96)
+                p[1].image(framed(encode_png(after.tensor, scale=scale)), caption="digit-style (used)",
+                           width=96)
             state = (
                 (current or {}).get("source"),
                 (current or {}).get("sha256"),
