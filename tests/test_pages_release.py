@@ -522,7 +522,9 @@ def test_digit_style_preprocessing_is_offered_previewed_and_used() -> None:
     expected = digit_style(
         decode_image(data, target_shape=(1, 32, 32)).tensor, target_hw=(8, 8), fill=7 / 8
     ).tensor
-    notes = " ".join(w.value for w in at.warning)
+    # the user's own choice, previewed above: its steps are a note (a caption), not a warning
+    notes = " ".join(c.value for c in at.caption if c.value.startswith("Prepared for the model"))
+    assert not [w.value for w in at.warning if "digit-style:" in w.value]
     assert "digit-style: inverted (light background); cropped to the ink" in notes
     assert "to 8×8" in notes and "to 32×32" not in notes and "invert it" not in notes  # the real resize
     assert "32×32" not in notes and "of the image's width" in notes  # never the working copy's size
