@@ -14,7 +14,7 @@ from typing import Any
 import streamlit as st
 
 from privcore.mechanisms import LDPEmbedding, LDPImage, registry
-from privlens import noise_table, pipelines, ui
+from privlens import glossary, noise_table, pipelines, ui
 from privlens.settings import ALPHA_GRID, RADIUS_GRID
 
 EMBEDDING_BOUND = 3.0
@@ -149,3 +149,8 @@ st.caption(
     "passes). The exact grid samplers draw at least this much noise; for the discrete Gaussian the proven "
     "bound can add a few per cent (see privcore.mechanisms.sampling)."
 )
+
+st.subheader("Glossary")
+st.caption("The symbols and model names the pages use; each is also explained where the Release page first "
+           "shows it (hover the ⓘ).")
+st.markdown("\n".join(f"- **{term}** — {text}" for term, text in glossary.GLOSSARY.items()))

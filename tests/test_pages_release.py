@@ -543,3 +543,18 @@ def test_the_default_model_says_its_embedder_was_trained_with_labels() -> None:
     assert "trained with the class labels" not in texts(app("release"))
     nb = app("neighbourhood", dataset=None)
     assert any("trained with the class labels" in i.value for i in nb.info)
+
+
+def test_symbols_and_model_names_are_explained_where_first_used() -> None:
+    """φ, Δp, R*, β-VAE, LipMIP and the model's name carry a one-line help on the Release page (the same
+    lines as Home's glossary)."""
+    from privlens.glossary import GLOSSARY
+
+    at = app(query=PTR)
+    at.switch_page(str(ROOT / "pages" / "release.py")).run()
+    assert not at.exception
+    helps = [str(getattr(e.proto, "help", "")) for e in [*at.caption, *at.metric]]
+    for term in ("φ", "Δp", "R*", "β-VAE", "LipMIP", "ARL-C-N"):  # digits' default model is ARL-C-N
+        assert any(GLOSSARY[term] in h for h in helps), term
+    home = app()
+    assert all(f"**{term}** — {text}" in texts(home) for term, text in GLOSSARY.items())
