@@ -165,7 +165,6 @@ else:
             f"(R {rows[0]}–{rows[-1]}, ε {cols[0]}–{cols[-1]}): not marked."
         )
     fig.update_layout(
-        title=f"Attacker's {name} — {dataset}/{measured_text} ({hint}); {ATTACKED.name} at {d_text}",
         xaxis={
             "title": f"{ATTACKED.name}'s ε, half the total of a sent release (∞ = no noise)",
             "tickvals": list(range(len(cols))),
@@ -177,9 +176,12 @@ else:
             "ticktext": rows,
         },
         legend_title_text="marker",
-        legend={"orientation": "h", "y": -0.2},
         showlegend=True,
-        height=max(420, 140 + 62 * len(rows)),  # room for a value and its interval in every cell
+    )
+    # at 1000 px: the title wrapped, room for the y title, the legend below (room for every cell's interval)
+    charts.narrow_heatmap(
+        fig, title=f"Attacker's {name} — {dataset}/{measured_text} ({hint}); {ATTACKED.name} at {d_text}",
+        rows=len(rows),
     )
     ui.chart(fig, name=f"attack-{metric}-{dataset}", data=grid.reset_index())
     baseline = _baseline(dataset)

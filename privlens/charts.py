@@ -32,6 +32,8 @@ __all__ = [
     "log_axis",
     "log_range",
     "mark_x",
+    "narrow_bars",
+    "narrow_heatmap",
 ]
 
 
@@ -154,3 +156,47 @@ def interval_bars(mean: Sequence[float], *, low: Sequence[Any] | None = None,
     bars = {"type": "data", "symmetric": False, "array": [h - y for y, h in zip(ys, hi, strict=True)],
             "arrayminus": [y - a for y, a in zip(ys, lo, strict=True)], "thickness": 1}
     return Intervals(bars, [f" [{a:.3f}, {b:.3f}]" for a, b in zip(lo, hi, strict=True)], how)
+
+
+def _wrapped(text: str, width: int) -> str:
+    """``text`` broken into lines of at most about ``width`` characters with <br> (plotly titles do not
+    wrap on their own: a long one is cut off at the chart's edge)."""
+    import textwrap
+
+    if len(text) <= width:
+        return text
+    # never between a symbol and its value ("δ =<br>0.05"): " = " holds no-break spaces while wrapping
+    kept = text.replace(" = ", "\u00a0=\u00a0")
+    return "<br>".join(textwrap.wrap(kept, width=width, break_long_words=False)).replace("\u00a0", " ")
+
+
+def narrow_heatmap(fig: go.Figure, *, title: str, rows: int) -> None:
+    """A heatmap that fits a 1000-px-wide page: its title wrapped, room on the left for the y title and
+    its tick labels (automargin), the legend below the plot."""
+    lines = _wrapped(title, 80)
+    fig.update_layout(
+        title={"text": lines, "x": 0, "xanchor": "left", "font": {"size": 15}},
+        margin={"l": 90, "r": 20, "t": 40 + 22 * (lines.count("<br>") + 1), "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.18, "x": 0, "xanchor": "left"},
+        height=max(440, 160 + 62 * rows),
+    )
+    fig.update_yaxes(automargin=True, title_standoff=8)
+    fig.update_xaxes(automargin=True)
+
+
+def narrow_bars(fig: go.Figure, *, title: str, categories: int) -> None:
+    """Grouped bars that fit a 1000-px-wide page: the legend below the plot instead of beside it (where
+    it squeezes the bars), slanted category labels that do not overlap, the title wrapped."""
+    lines = _wrapped(title, 80)
+    entries = len(fig.data)
+    fig.update_layout(
+        title={"text": lines, "x": 0, "xanchor": "left", "font": {"size": 15}},
+        # the legend at the foot of the figure (container coordinates), below the slanted labels and the
+        # axis title, with room kept for its rows
+        margin={"l": 70, "r": 20, "t": 40 + 22 * (lines.count("<br>") + 1), "b": 40 + 22 * entries},
+        legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "x": 0,
+                "xanchor": "left"},
+        height=560 + 22 * entries + (40 if categories > 4 else 0),
+    )
+    fig.update_xaxes(tickangle=-30, automargin=True)
+    fig.update_yaxes(automargin=True)

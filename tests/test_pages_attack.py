@@ -148,3 +148,13 @@ def test_grid_position_and_interpolation() -> None:
     assert interpolate(z, 0.5, 0.5) == pytest.approx(1.5) and interpolate(z, 1.0, 1.0) == 3.0
     assert interpolate(z, 0.0, 0.25) == pytest.approx(0.25)
     assert math.isnan(interpolate([[0.0, math.nan]], 0.0, 0.5))
+
+
+def test_heatmap_title_and_y_label_fit_1000_px() -> None:
+    """The long title is wrapped (plotly does not wrap: it was cut off at 1000 px) and the y axis keeps
+    room for its title and ticks; the legend sits below the plot."""
+    fig, _, _ = _heatmap(app("attack", query={"R": "0.25", "eps": "4.0"}))
+    lines = fig.layout.title.text.split("<br>")
+    assert len(lines) >= 2 and max(map(len, lines)) <= 80
+    assert fig.layout.margin.t >= 40 + 22 * len(lines) and fig.layout.margin.l >= 80
+    assert fig.layout.yaxis.automargin and fig.layout.legend.orientation == "h"
