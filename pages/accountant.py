@@ -32,6 +32,9 @@ st.caption(
 
 #: short headers (a long one is cut off at 1000 px), the full meaning on hover
 COMPOSED_COLUMNS = {
+    "image": st.column_config.TextColumn("image", width="small"),
+    "pairs": st.column_config.TextColumn("pairs", width="medium", help="The neighbouring pairs this total "
+                                         "covers: space, norm and radius."),
     "releases counted": st.column_config.TextColumn("counted", help="Releases counted in this total, of all "
                                                     "releases of the image."),
     "total ε = Σεᵢ": st.column_config.NumberColumn("Σεᵢ", format="%.4g", help="Total ε: basic composition."),
@@ -41,7 +44,7 @@ COMPOSED_COLUMNS = {
         "their budget too."),
 }
 RELEASE_COLUMNS = {"metric": st.column_config.TextColumn("norm"),
-                   "release": st.column_config.TextColumn("release", width="large")}
+                   "release": st.column_config.TextColumn("release", width="medium")}
 
 
 def _fmt(g: Guarantee) -> str:
@@ -120,10 +123,9 @@ else:
             st.markdown(f"**Worst case per image**, below {budget.NEAR_SHARE:.0%} of your threshold "
                         f"{float(threshold):g}:\n" + "\n".join(calm))
         st.caption(LEDGER_EXPLANATION)
-    st.latex(
-        r"\text{basic composition: } (\varepsilon, \delta) = \Big(\sum_i \varepsilon_i,\ \sum_i \delta_i\Big)"
-        r"\ \text{over the releases that cover the pair}"
-    )
+    # the formula alone (a LaTeX line does not wrap: with the words it ran off the page at 1000 px)
+    st.markdown("**Basic composition**, over the releases that cover the pair:")
+    st.latex(r"(\varepsilon, \delta) = \Big(\sum_i \varepsilon_i,\ \sum_i \delta_i\Big)")
 ledger_panel.tools(rows)
 
 st.subheader("Calculators")
