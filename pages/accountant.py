@@ -29,6 +29,23 @@ st.caption(
 )
 
 
+#: short headers (a long one is cut off at 1000 px), the full meaning on hover
+COMPOSED_COLUMNS = {
+    "image": st.column_config.TextColumn("image", width="small"),
+    "pairs": st.column_config.TextColumn("pairs", width="medium", help="The neighbouring pairs this total "
+                                         "covers: space, norm and radius."),
+    "releases counted": st.column_config.TextColumn("counted", help="Releases counted in this total, of all "
+                                                    "releases of the image."),
+    "total ε = Σεᵢ": st.column_config.NumberColumn("Σεᵢ", format="%.4g", help="Total ε: basic composition."),
+    "total δ = Σδᵢ": st.column_config.NumberColumn("Σδᵢ", format="%.3g", help="Total δ: basic composition."),
+    "releases that cover only some of these pairs": st.column_config.TextColumn(
+        "partly covering", help="Releases that cover only some of these pairs: they cost those pairs "
+        "their budget too."),
+}
+RELEASE_COLUMNS = {"metric": st.column_config.TextColumn("norm"),
+                   "release": st.column_config.TextColumn("release", width="medium")}
+
+
 def _fmt(g: Guarantee) -> str:
     radius = "all pairs" if math.isinf(g.radius) else f"{g.radius:.4g}"
     return f"(ε = {g.epsilon:.4g}, δ = {g.delta:.3g}, radius {radius})"
@@ -70,7 +87,7 @@ else:
             for i, r in enumerate(rows)
         ]
     )
-    st.dataframe(table, hide_index=True, width="stretch")
+    st.dataframe(table, hide_index=True, width="stretch", column_config=RELEASE_COLUMNS)
     st.markdown("**Composed per image**, per neighbourhood relation and in the worst case:")
     try:
         composed = ledger_totals(rows)
@@ -91,19 +108,23 @@ else:
         )
         for image_name, text in budget.composition_warnings(composed, threshold=float(threshold)):
             st.error(f"**Over budget:** {md_literal(image_name)}: {text}.", icon=":material/warning:")
-        st.dataframe(pd.DataFrame(composed), hide_index=True, width="stretch")
-        for row in composed:
-            if row["total"] == "worst case":
-                text = (
-                    f"Worst case for {md_literal(row['image'])}: ε = {row['total ε = Σεᵢ']:.4g}, "
-                    f"δ = {row['total δ = Σδᵢ']:.3g} for {row['pairs']}."
-                )
-                (st.error if row["total δ = Σδᵢ"] >= 1.0 else st.warning)(text)
+        st.dataframe(pd.DataFrame(composed), hide_index=True, width="stretch", column_config=COMPOSED_COLUMNS)
+        # a box only where an image's total crosses or nears the threshold; below it a plain status line
+        status = budget.worst_case_status(composed, threshold=float(threshold))
+        for level, image_name, text in status:
+            if level == "warning":
+                st.warning(f"**Near your threshold:** worst case for {md_literal(image_name)}: {text}.",
+                           icon=":material/warning:")
+            elif level == "error":  # δ ≥ 1 (an image over the threshold is said above)
+                st.error(f"Worst case for {md_literal(image_name)}: {text}.")
+        calm = [f"- {md_literal(name)}: {text}" for level, name, text in status if level == "ok"]
+        if calm:
+            st.markdown(f"**Worst case per image**, below {budget.NEAR_SHARE:.0%} of your threshold "
+                        f"{float(threshold):g}:\n" + "\n".join(calm))
         st.caption(LEDGER_EXPLANATION)
-    st.latex(
-        r"\text{basic composition: } (\varepsilon, \delta) = \Big(\sum_i \varepsilon_i,\ \sum_i \delta_i\Big)"
-        r"\ \text{over the releases that cover the pair}"
-    )
+    # the formula alone (a LaTeX line does not wrap: with the words it ran off the page at 1000 px)
+    st.markdown("**Basic composition**, over the releases that cover the pair:")
+    st.latex(r"(\varepsilon, \delta) = \Big(\sum_i \varepsilon_i,\ \sum_i \delta_i\Big)")
 ledger_panel.tools(rows)
 
 st.subheader("Calculators")

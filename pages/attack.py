@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 import torch
@@ -17,9 +16,9 @@ from privcore.errors import DatasetUnavailableError
 from privcore.experiments import MEASURES
 from privcore.inputs import encode_png
 from privcore.mechanisms import registry
-from privlens import baselines, charts, live, pipelines, ui
+from privlens import baselines, charts, live, pipelines, tables, ui
 from privlens import mechanism_view as mv
-from privlens.image import require_image
+from privlens.image import framed, require_image
 from privlens.results import load_results
 from privlens.settings import md_literal
 
@@ -166,7 +165,6 @@ else:
             f"(R {rows[0]}–{rows[-1]}, ε {cols[0]}–{cols[-1]}): not marked."
         )
     fig.update_layout(
-        title=f"Attacker's {name} — {dataset}/{measured_text} ({hint}); {ATTACKED.name} at {d_text}",
         xaxis={
             "title": f"{ATTACKED.name}'s ε, half the total of a sent release (∞ = no noise)",
             "tickvals": list(range(len(cols))),
@@ -178,9 +176,12 @@ else:
             "ticktext": rows,
         },
         legend_title_text="marker",
-        legend={"orientation": "h", "y": -0.2},
         showlegend=True,
-        height=max(420, 140 + 62 * len(rows)),  # room for a value and its interval in every cell
+    )
+    # at 1000 px: the title wrapped, room for the y title, the legend below (room for every cell's interval)
+    charts.narrow_heatmap(
+        fig, title=f"Attacker's {name} — {dataset}/{measured_text} ({hint}); {ATTACKED.name} at {d_text}",
+        rows=len(rows),
     )
     ui.chart(fig, name=f"attack-{metric}-{dataset}", data=grid.reset_index())
     baseline = _baseline(dataset)
@@ -232,7 +233,7 @@ live = tuple(sorted({*LIVE_EPSILONS, OWN_EPSILON}))  # the sidebar's (its own ε
 # a wrapping row of fixed-width tiles: on a narrow screen they move to the next line instead of overlapping
 tile_row = st.container(horizontal=True, gap="small")
 tiles = [tile_row.container(width=128) for _ in range(len(live) + 3)]
-tiles[0].image(encode_png(x, scale=scale), caption="your image", width=120)
+tiles[0].image(framed(encode_png(x, scale=scale)), caption="your image", width=120)
 rows = []
 try:
     mean_image = torch.from_numpy(_baseline_of(loaded.dataset)[1])
@@ -242,7 +243,7 @@ if mean_image is not None:  # what an attacker outputs with no release at all
     m0 = image_metrics(x[None], mean_image[None])
     ssim0, psnr0 = float(m0.ssim[0]), float(m0.psnr[0])
     tiles[1].image(
-        encode_png(mean_image, scale=scale),
+        framed(encode_png(mean_image, scale=scale)),
         caption=f"no release (training mean): SSIM {ssim0:.2f}, PSNR {psnr0:.1f} dB",
         width=120,
     )
@@ -263,16 +264,13 @@ for col, eps in zip(tiles[2:], (*live, math.inf), strict=True):
     m = image_metrics(x[None], rec)
     ssim, psnr = float(m.ssim[0]), float(m.psnr[0])
     col.image(
-        encode_png(rec[0], scale=scale), caption=f"{label}: SSIM {ssim:.2f}, PSNR {psnr:.1f} dB", width=120
+        framed(encode_png(rec[0], scale=scale)), caption=f"{label}: SSIM {ssim:.2f}, PSNR {psnr:.1f} dB",
+        width=120,
     )
     rows.append({"epsilon": eps, "released": True, "ssim": ssim, "psnr": psnr})
 if st.button("Draw new noise", key="atk_resample", icon=":material/casino:"):
     mv.resample("Attack page")
     st.rerun()
-table = pd.DataFrame(rows)
-table["epsilon"] = [e if isinstance(e, str) else "∞" if math.isinf(e) else f"{e:g}" for e in table["epsilon"]]
-table["released"] = [
-    "—" if e.startswith("no release") else "yes" if r else "⊥"
-    for e, r in zip(table["epsilon"], table["released"], strict=True)
-]
-st.dataframe(table.rename(columns={"epsilon": "ε", "ssim": "SSIM", "psnr": "PSNR (dB)"}), hide_index=True)
+# ⊥ rows show "–" with a legend, never a raw None
+st.dataframe(tables.attack_table(rows), hide_index=True)
+st.caption(tables.ATTACK_LEGEND)

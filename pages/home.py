@@ -1,7 +1,9 @@
 """privlens home page: what the product is, the mechanisms it implements, and their noise, live.
 
 Layout and widgets only: every number comes from privcore (no maths in this file). ε and δ are
-the sidebar's; α (inference privacy) and R (PTR) are the sidebar's too, each shown here.
+the sidebar's; α (inference privacy) and R (posthoc) are the sidebar's too, each shown here. Each
+registered mechanism's noise is its outlook on the sidebar's dataset/model (privlens.noise_table): the
+numbers the Release page shows, never a constant of this page's own.
 """
 
 from __future__ import annotations
@@ -11,25 +13,10 @@ from typing import Any
 
 import streamlit as st
 
-from privcore.mechanisms import (
-    PTR,
-    GaussInput,
-    GaussInputRelease,
-    GaussOutput,
-    GaussOutputRelease,
-    GlobalLaplace,
-    LapOutput,
-    LapOutputRelease,
-    LDPEmbedding,
-    LDPImage,
-    global_scales,
-    ptr_scales,
-    registry,
-)
-from privlens import pipelines, ui
+from privcore.mechanisms import LDPEmbedding, LDPImage, registry
+from privlens import glossary, noise_table, pipelines, ui
 from privlens.settings import ALPHA_GRID, RADIUS_GRID
 
-LIPSCHITZ = [0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 50.0]
 EMBEDDING_BOUND = 3.0
 
 s = ui.page_setup()
@@ -71,19 +58,12 @@ with right:
     ui.bound_widget(
         "select_slider",
         "radius",
-        "R (PTR radius, ℓ∞ on the embedding)",
+        "R (posthoc radius, ℓ∞ on the embedding)",
         options=RADIUS_GRID,
         format_func=ui.fmt_num,
         suffix="_home",
     )
-    lipschitz = st.select_slider(
-        "μ (global Lipschitz constant; G for Global, Δp for PTR)",
-        options=LIPSCHITZ,
-        value=1.0,
-        key="home_lipschitz",
-    )
 s = ui.settings()
-alpha, radius = s.alpha, s.radius
 # LDP's sizes are the sidebar's dataset's: its images (from its model card) and its embedding
 SHAPE = pipelines.image_shape(s.dataset)
 try:
@@ -93,60 +73,29 @@ try:
 except (ImportError, ValueError):
     EMBEDDING_DIM = None
 
+# every registered mechanism at the sidebar's settings, on the sidebar's model (posthoc) or its dataset's
+# IP classifiers: the numbers the Release and Inference-privacy pages show
+with st.spinner("Certifying the model's constants (first use of this model on this server)…"):
+    MECHS = noise_table.noise_rows(s, pipelines.pipeline(s))
 ROWS: list[dict[str, Any]] = []
+for r in MECHS:
+    if r.refused:
+        st.info(f"**{r.label}: {r.now} at these settings.** {r.refused}")
+    ROWS.append({"mechanism": r.label, "model": r.model, "paper": r.source, "noise": r.noise or "—",
+                 "now": r.now, "guarantee": r.guarantee})
 
 
-def _row(
-    name: str,
-    paper: str,
-    formula: str,
-    build: Callable[[], tuple[str, float, str]],
-    *,
-    refused: str | None = None,
-) -> None:
-    """One mechanism: build it through privcore; show its noise or, in plain words (``refused``, else
-    privcore's message), why it is refused."""
+def _row(name: str, paper: str, formula: str, build: Callable[[], tuple[str, float, str]]) -> None:
+    """One local-DP baseline (no model): its noise through privcore, or why it is refused."""
     try:
         label, value, guarantee = build()
     except ValueError as exc:
-        st.info(f"**{name} refused at these settings.** {refused or exc}")
-        ROWS.append({"mechanism": name, "paper": paper, "noise": formula, "now": "refused", "guarantee": ""})
+        st.info(f"**{name} refused at these settings.** {exc}")
+        ROWS.append({"mechanism": name, "model": "—", "paper": paper, "noise": formula, "now": "refused",
+                     "guarantee": ""})
         return
-    ROWS.append(
-        {
-            "mechanism": name,
-            "paper": paper,
-            "noise": formula,
-            "now": f"{label} = {value:.4g}",
-            "guarantee": guarantee,
-        }
-    )
-
-
-def _gauss_input(calibration: str) -> tuple[str, float, str]:
-    mech = GaussInput(epsilon=epsilon, delta=delta, alpha=alpha, calibration=calibration)
-    return "σ", mech.sigma, mech.guarantee.describe()
-
-
-def _gauss_output() -> tuple[str, float, str]:
-    mech = GaussOutput(epsilon=epsilon, delta=delta, alpha=alpha, lipschitz=lipschitz)
-    return "σ", mech.sigma, mech.guarantee.describe()
-
-
-def _lap_output() -> tuple[str, float, str]:
-    mech = LapOutput(epsilon=epsilon, alpha=alpha, lipschitz=lipschitz)
-    return "b", mech.scale, mech.guarantee.describe()
-
-
-def _ptr() -> tuple[str, float, str]:  # at ε/2: its (2·ε/2, δ/2, R) spends the sidebar's total ε
-    half = PTR().mechanism_epsilon(epsilon)
-    scales = ptr_scales(epsilon=half, delta=delta, radius=radius, delta_p=lipschitz)
-    return "b", scales.release_scale, scales.guarantee.describe()
-
-
-def _global() -> tuple[str, float, str]:
-    scales = global_scales(epsilon=epsilon, radius=radius, global_lipschitz=lipschitz)
-    return "b", scales.noise_scale, scales.guarantee.describe()
+    ROWS.append({"mechanism": name, "model": "— (baseline)", "paper": paper, "noise": formula,
+                 "now": f"{label} = {value:.4g}", "guarantee": guarantee})
 
 
 def _ldp_image() -> tuple[str, float, str]:
@@ -171,32 +120,6 @@ def _image_size() -> str:
     return f"{h}×{w}{'×3' if c == 3 else ''}, d = {c * h * w}"
 
 
-_row(
-    f"{GaussInputRelease.name} (analytic)",
-    "Tian et al. Def. 5; Balle & Wang 2018",
-    "C(x + N(0, σ²)), σ from α/ε, δ",
-    lambda: _gauss_input("analytic"),
-)
-_row(
-    f"{GaussInputRelease.name} (classic)",
-    "Tian et al. Def. 5",
-    "σ = √(2 ln(1.25/δ))·α/ε, ε < 1",
-    lambda: _gauss_input("classic"),
-    refused=(
-        "The classic Gaussian formula is proven only for ε < 1. The analytic calibration in the row above "
-        "(Balle & Wang 2018) holds for every ε and adds less noise: use that one."
-    ),
-)
-_row(GaussOutputRelease.name, "Tian et al. Def. 4", "C(x) + N(0, σ²), σ from α·μ₂/ε, δ (analytic)",
-     _gauss_output)
-_row(LapOutputRelease.name, "Tian et al. Def. 3", "C(x) + Lap(μ₁·α/ε)", _lap_output)
-_row(
-    f"Extended {PTR.name} at ε/2 (release)",
-    "posthoc Alg. 1, Thm 4.4",
-    "test Lap(R/(ε/2)); release f(z) + Lap(Δp·R/(ε/2))",
-    _ptr,
-)
-_row(GlobalLaplace.label, "docs/DESIGN.md, Beyond the papers", "f(clip z) + Lap(G·R/ε)", _global)
 _row(f"LDP-Image ({s.dataset}: {_image_size()})", "posthoc Table 2", "clip to [0,1], Lap(d/ε)", _ldp_image)
 _row(
     f"LDP-Embedding (k = {EMBEDDING_DIM or '?'}, B = {EMBEDDING_BOUND:g})",
@@ -207,13 +130,13 @@ _row(
 
 # a row that wraps: each metric as wide as its label and value, never cut to "σ = 0.3…"
 with st.container(horizontal=True, gap="medium"):
-    for row in ROWS[:6]:
-        st.metric(row["mechanism"], row["now"], width="content")
+    for r in MECHS:
+        st.metric(r.label, r.now, width="content", help=r.noise or r.refused)
 
 st.subheader("Mechanisms")
 # a static table: its text wraps at any width (a data grid cuts its columns off on a laptop screen)
 st.table(
-    [{k: r[k] for k in ("mechanism", "paper", "noise", "now")} for r in ROWS],
+    [{k: r[k] for k in ("mechanism", "model", "paper", "noise", "now")} for r in ROWS],
     hide_index=True,
 )
 with st.expander("Guarantees in plain words"):
@@ -221,6 +144,13 @@ with st.expander("Guarantees in plain words"):
         if row["guarantee"]:
             st.markdown(f"- {row['guarantee']}")
 st.caption(
-    "σ and b are the papers' formulas. The exact grid samplers draw at least this much noise; for the "
-    "discrete Gaussian the proven bound can add a few per cent (see privcore.mechanisms.sampling)."
+    "σ and b are each mechanism's noise scale at the sidebar's settings on the model named in its row (the "
+    "Release and Inference privacy pages show the same numbers; PTR's applies when its per-image test "
+    "passes). The exact grid samplers draw at least this much noise; for the discrete Gaussian the proven "
+    "bound can add a few per cent (see privcore.mechanisms.sampling)."
 )
+
+st.subheader("Glossary")
+st.caption("The symbols and model names the pages use; each is also explained where the Release page first "
+           "shows it (hover the ⓘ).")
+st.markdown("\n".join(f"- **{term}** — {text}" for term, text in glossary.GLOSSARY.items()))

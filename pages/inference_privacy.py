@@ -12,10 +12,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from privcore.inputs import encode_png, note_text
+from privcore.inputs import encode_png
 from privcore.mechanisms import chaining, chaining_hops
 from privlens import budget, charts, checks, compare_panel, pipelines, sending, ui, upload
 from privlens import mechanism_view as mv
+from privlens.image import framed
 from privlens.ledger import LEDGER_EXPLANATION, ledger_totals
 from privlens.outcome import plain_guarantee
 from privlens.results import load_results
@@ -60,8 +61,7 @@ ip = mv.ip_models(dataset)
 if ip is not None:
     st.subheader("Your image")
     image = upload.pick_image(dataset, ip.image_shape, key="ip")
-    for note in image.decoded.notes:
-        st.warning(note_text(note))
+    upload.show_notes(image.decoded.notes)  # material changes as warnings, the rest as a caption
     checks.confirm(dataset, image, key="ip")  # blank or out of domain: stop until confirmed
     names = ip.class_names
     plans = mv.inference_views(s, dataset, image)
@@ -96,7 +96,7 @@ if ip is not None:
             col.caption(f"Sent as release #{sent.id}:")
             if d.noisy_input is not None:  # Gauss-Input releases a noisy image (then classified)
                 col.image(
-                    encode_png(d.noisy_input[0].clamp(0, 1), scale=scale),
+                    framed(encode_png(d.noisy_input[0].clamp(0, 1), scale=scale)),
                     caption="the noisy image it released (shown clipped to [0, 1])",
                     width=120,
                 )
@@ -234,6 +234,7 @@ else:
         return f"n = {'/'.join(map(str, tests))}" + (f" × {'/'.join(map(str, draws))} draws" if draws else "")
 
     gaussian_delta = sorted({float(d) for d in df["delta"].dropna()}) if "delta" in df else []
+    how: set[str] = set()  # how the curves' intervals were made
     for sweep, xcol, symbol, fixed, current in (
         ("alpha", "alpha", "α", "epsilon", s.alpha),
         ("epsilon", "epsilon", "ε", "alpha", s.epsilon),
@@ -270,6 +271,9 @@ else:
             n_text = _n_text(g)
             d = sorted({float(v) for v in g["delta"].dropna()}) if "delta" in g else []
             d_text = "δ = " + ("/".join(f"{v:g}" for v in d) if d else "0")  # Lap-Output: pure
+            ci = charts.interval_bars(g["accuracy_mean"], low=g.get("accuracy_lo"), high=g.get("accuracy_hi"),
+                                      n=g.get("n_test"))
+            how.add(ci.how)
             fig.add_trace(
                 go.Scatter(
                     x=g[xcol],
@@ -277,10 +281,10 @@ else:
                     mode="lines+markers",
                     name=f"{mech_name} ({model_name}, {n_text}, {d_text})"
                     + (", classic σ" if classic else ""),
-                    error_y={"type": "data", "array": g["accuracy_std"]},
-                    customdata=[[float(v)] for v in g["accuracy_std"]],
-                    hovertemplate=f"{symbol} = %{{x:g}}<br>accuracy %{{y:.3f}} ± %{{customdata[0]:.3f}} "
-                    f"(1 s.d. over noise draws)<br>{n_text}, {d_text}<extra>%{{fullData.name}}</extra>",
+                    error_y=ci.bars,
+                    customdata=[[text] for text in ci.text],
+                    hovertemplate=f"{symbol} = %{{x:g}}<br>accuracy %{{y:.3f}}%{{customdata[0]}} "
+                    f"({ci.how})<br>{n_text}, {d_text}<extra>%{{fullData.name}}</extra>",
                     line={"width": 4 if mech_name == s.mechanism and not classic else 1.5,
                           "dash": "dash" if classic else "solid"},
                 )
@@ -290,7 +294,7 @@ else:
         fig.update_layout(
             title=f"{dataset}: {title}",
             xaxis_title=f"{symbol} ({unit}log scale)",
-            yaxis_title="test accuracy (mean ± std over noise draws)",
+            yaxis_title="test accuracy (mean, 95 % interval)",
             legend_title_text="mechanism",
             # below the plot: the names carry n and δ, and beside it they would squeeze it
             legend={"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0},
@@ -300,8 +304,9 @@ else:
         charts.log_axis(fig, [*span, current])
         ui.chart(fig, name=f"ip-{sweep}-{dataset}", data=part)
     st.caption(
-        "Each point: the mean test accuracy over the n test images and noise draws its legend names, the bar "
-        "± 1 standard deviation over the draws; the Gaussian mechanisms were run at the δ named (Lap-Output "
+        "Each point: the mean test accuracy over the n test images and noise draws its legend names; the bar "
+        f"is its {' or '.join(sorted(how)) or '95 % interval'} (as on the Trade-offs page: how far another "
+        "sample of test images could move it). The Gaussian mechanisms were run at the δ named (Lap-Output "
         "is pure, δ = 0)."
         + (
             f" The sidebar's δ = {s.delta:g} is not that δ: at a smaller δ the Gaussian mechanisms add more "

@@ -19,8 +19,8 @@ from privcore.lipschitz import (
     max_pattern_norm,
     relaxed_upper_bound,
 )
+from privlens import charts, pipelines, ui
 from privlens import mechanism_view as mv
-from privlens import pipelines, ui
 from privlens.charts import hline_trace
 from privlens.image import require_image
 from privlens.memo import memo
@@ -248,13 +248,15 @@ else:
     n_points = sorted({int(v) for v in fig2["n_points"].dropna()}) if "n_points" in fig2 else []
     f2.update_layout(
         barmode="group",
-        title=f"Fig. 2 models (not {html.escape(loaded.model)}) vs ARL weight α — {loaded.dataset}",
         xaxis_title="obfuscator trained for Fig. 2 (ARL weight α); last: this model",
         yaxis_title="mean certified L(f, B(z, r)), "
         + ("95 % interval" if "lipschitz_lo" in fig2 else "± std"),
         legend_title_text="radius",
         xaxis_type="category",
     )
+    # at 1000 px: the legend below the bars (beside them it squeezed them), slanted labels, wrapped title
+    charts.narrow_bars(f2, title=f"Fig. 2 models (not {html.escape(loaded.model)}) vs ARL weight α — "
+                       f"{loaded.dataset}", categories=len({x for bar in f2.data for x in bar.x}))
     ui.chart(f2, name=f"fig2-{loaded.dataset}", data=fig2)
     st.caption(
         f"These bars are **other obfuscators**, trained for posthoc Fig. 2 with different ARL weights α — "

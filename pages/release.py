@@ -19,11 +19,12 @@ import streamlit as st
 import torch
 
 from privcore.errors import PrivcoreError
-from privcore.inputs import encode_png, note_text
+from privcore.inputs import encode_png
 from privcore.mechanisms import card_clip_box, registry
-from privlens import budget, checks, compare_panel, live, pipelines, report, sending, ui, upload
+from privlens import budget, checks, compare_panel, glossary, live, pipelines, report, sending, ui, upload
 from privlens import mechanism_text as mt
 from privlens import mechanism_view as mv
+from privlens.image import framed
 from privlens.ledger import ledger_totals
 from privlens.outcome import outcome_summary, plain_guarantee
 from privlens.results import load_results
@@ -36,7 +37,8 @@ st.caption(
     "What a release of your image would be, and sending it. The image is embedded (β-VAE mean z = g(x)) "
     "and an obfuscator f maps z to the vector that is released with noise, by one of: "
     + "; ".join(f"**{m.label}** — {m.description}, {m.guarantee}" for m in POSTHOC)
-    + ". The sidebar's ε is the total of a sent release's guarantee for each."
+    + ". The sidebar's ε is the total of a sent release's guarantee for each.",
+    help=glossary.help_for("β-VAE", "R"),
 )
 
 if mech.family != "posthoc":
@@ -59,14 +61,14 @@ loaded = pipelines.pipeline(s)
 if loaded is None:
     st.stop()
 pipe = loaded.pipeline
+st.caption(f"Model: **{loaded.dataset} / {loaded.model}**", help=glossary.model_help(loaded.model) or None)
 shape = tuple(pipe.image_shape)
 names = pipe.class_names
 
 # ----------------------------------------------------------------------------------- input
 st.subheader("1 · Your image")
 image = upload.pick_image(loaded.dataset, shape, key="release")
-for note in image.decoded.notes:
-    st.warning(note_text(note))
+upload.show_notes(image.decoded.notes)  # material changes as warnings, the rest as a caption
 checks.confirm(loaded.dataset, image, key="release")  # blank or out of domain: stop until confirmed
 
 # ---------------------------------------------------------------- the mechanism's outlook (no draw)
@@ -101,8 +103,9 @@ if box is not None:  # the class of f(clip z): what the mechanism releases from,
     clipped = torch.from_numpy(box.clip(view.x).astype(np.float32))[None]
     clean_class = int(pipe.classify(pipe.obfuscate(clipped)).argmax(-1)[0])
 cols = st.columns(3)
-cols[0].image(views.input_png, caption="As the model sees it (x)", width=160)
-cols[1].image(views.reconstruction_png, caption="VAE reconstruction g⁻¹(g(x))", width=160)
+# framed: a blank white input would be invisible on the white page (downloads keep the plain PNGs)
+cols[0].image(framed(views.input_png), caption="As the model sees it (x)", width=160)
+cols[1].image(framed(views.reconstruction_png), caption="VAE reconstruction g⁻¹(g(x))", width=160)
 attack_png = None
 if result is None:
     cols[2].info("The attacker's reconstruction is computed from the sent release: it appears once you send.")
@@ -111,7 +114,7 @@ elif released:
     if rec is not None:
         attack_png = encode_png(rec, scale=scale)
         cols[2].image(
-            attack_png, caption=f"Attacker's reconstruction from sent release #{sent.id}", width=160
+            framed(attack_png), caption=f"Attacker's reconstruction from sent release #{sent.id}", width=160
         )
     else:
         cols[2].info("No attacker is shipped for this model.")
@@ -130,7 +133,7 @@ formula = mt.noise_formula(mech, const, total=False)
 # a wrapping row, each metric as wide as its text: five columns cut values to "0.8…" at 1000 px
 m = st.container(horizontal=True, gap="medium")
 if cert is not None:
-    m.metric("φ (private, yours only)", f"{cert.phi:.4g}", width="content")
+    m.metric("φ (private, yours only)", f"{cert.phi:.4g}", width="content", help=glossary.help_for("φ"))
 m.metric(
     "P[this image is released]",
     p_text,
@@ -143,7 +146,8 @@ if "threshold" in look.public:
              "Laplace scale.", width="content")
 if const is not None:
     how = look.public.get(const.how_key, "")
-    m.metric(const.label, f"{look.public[const.key]:.4g}", help=const.what + (f" ({how})." if how else "."),
+    m.metric(const.label, f"{look.public[const.key]:.4g}", help=const.what + (f" ({how})." if how else ".")
+             + ("\n\n" + glossary.help_for(const.symbol) if const.symbol in glossary.GLOSSARY else ""),
              width="content")
 m.metric(
     f"noise scale {formula}".strip(),
@@ -232,7 +236,8 @@ if cert is not None:
         f"φ = max(R*/2, R* − R) with R* = {r_star}, the largest certified radius whose local Lipschitz "
         f"constant stays ≤ Δp (searched up to R_max = {cert.r_max:.3g} on a grid of spacing "
         f"ζ = {cert.zeta:.3g}; the test noise is Lap((R + ζ)/ε)). Certifier: {cert.certifier}. Moving ε or δ "
-        "reuses φ: no new solve."
+        "reuses φ: no new solve.",
+        help=glossary.help_for("R*", "φ", "Δp", "LipMIP"),
     )
 
 st.subheader("4 · Which mechanism")

@@ -10,7 +10,9 @@
   "δ ≪ 1/n" rule: with δ ≥ 1/n a mechanism may publish one record outright and still qualify);
 * :func:`meaningful` — whether an (ε, δ) is still a meaningful guarantee by the same two thresholds
   (:data:`MEANINGFUL_RULE`), for tables such as the Inference-privacy page's chaining;
-* :func:`composition_warnings` — the Accountant's totals past a threshold the user sets.
+* :func:`composition_warnings` — the Accountant's totals past a threshold the user sets;
+* :func:`worst_case_status` — each image's worst case with how loudly to say it: over the threshold or
+  vacuous (δ ≥ 1) an error, from :data:`NEAR_SHARE` of it a warning, below that plain text.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from privlens.settings import Settings
 __all__ = [
     "DELTA_WARN",
     "EPSILON_WARN",
+    "NEAR_SHARE",
     "composition_warnings",
     "extreme_warnings",
     "meaningful",
     "meaningful_rule",
     "spent_guarantee",
     "spent_text",
+    "worst_case_status",
 ]
 
 #: A guarantee whose factor e^ε exceeds e^10 ≈ 22 000 is flagged (the DP Wizard's bound).
@@ -139,4 +143,33 @@ def composition_warnings(totals: Sequence[Mapping[str, Any]], *, threshold: floa
                     f"(δ = {float(row['total δ = Σδᵢ']):.3g}, {row['releases counted']} releases)",
                 )
             )
+    return out
+
+
+#: an image's worst-case total from this share of the user's threshold on is flagged as near it
+NEAR_SHARE = 0.8
+
+
+def worst_case_status(totals: Sequence[Mapping[str, Any]], *, threshold: float) -> list[tuple[str, str, str]]:
+    """(level, image name, text) for each image's worst case (the ``worst case`` rows of
+    :func:`privlens.ledger.ledger_totals`): level "error" when δ ≥ 1 (vacuous), "over" when ε is over
+    ``threshold`` (:func:`composition_warnings` says so), "warning" from :data:`NEAR_SHARE` of it, "ok"
+    otherwise — far below the budget a total is a status, not an alarm. The name is user text (show it
+    with ``md_literal``)."""
+    out: list[tuple[str, str, str]] = []
+    for row in totals:
+        if row["total"] != "worst case":
+            continue
+        eps, delta = float(row["total ε = Σεᵢ"]), float(row["total δ = Σδᵢ"])
+        text = f"ε = {eps:.4g}, δ = {delta:.3g} for {row['pairs']}"
+        if delta >= 1.0:
+            level = "error"
+        elif eps > threshold:
+            level = "over"
+        elif eps >= NEAR_SHARE * threshold:
+            level = "warning"
+            text += f" — {eps / threshold:.0%} of your threshold {threshold:g}"
+        else:
+            level = "ok"
+        out.append((level, str(row["image"]), text))
     return out

@@ -5,7 +5,8 @@ given the data value (what ``add_vline(annotation_text=…)`` does) lands at 10^
 axis stretched to 100, at ε = 20 to 10^20. :func:`mark_x` writes each in its own coordinates and
 names the line in the legend; :func:`log_range` is a log axis's range (also in log10 units) that
 shows every plotted value and the marked one; :func:`grid_position` and :func:`interpolate` place a
-setting between a heatmap's measured cells.
+setting between a heatmap's measured cells; :func:`interval_bars` is a curve's 95 % intervals as
+error bars (every accuracy chart shows 95 % intervals, never ± 1 sd).
 """
 
 from __future__ import annotations
@@ -13,11 +14,27 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
 
-__all__ = ["grid_position", "hline_trace", "interpolate", "log_axis", "log_range", "mark_x"]
+#: how an interval was made, as a chart says it
+BOOTSTRAP = "95 % bootstrap interval over the test images"
+HOEFFDING = "95 % Hoeffding interval over the n test images"
+
+__all__ = [
+    "Intervals",
+    "grid_position",
+    "hline_trace",
+    "interpolate",
+    "interval_bars",
+    "log_axis",
+    "log_range",
+    "mark_x",
+    "narrow_bars",
+    "narrow_heatmap",
+]
 
 
 def mark_x(
@@ -99,3 +116,87 @@ def log_axis(fig: go.Figure, values: Iterable[float], *, pad: float = 0.1) -> No
         if lo <= math.log10(m * 10.0**e) <= hi
     ]
     fig.update_xaxes(type="log", range=[lo, hi], tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
+
+
+@dataclass(frozen=True)
+class Intervals:
+    """A curve's 95 % intervals: ``bars`` (plotly ``error_y``, asymmetric; None: none known), ``text``
+    per point (" [lo, hi]" or ""), and ``how`` they were made (:data:`BOOTSTRAP` or :data:`HOEFFDING`)."""
+
+    bars: dict | None
+    text: list[str]
+    how: str
+
+
+def _finite(v: Any) -> bool:
+    try:
+        return v is not None and math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def interval_bars(mean: Sequence[float], *, low: Sequence[Any] | None = None,
+                  high: Sequence[Any] | None = None, n: Sequence[Any] | None = None) -> Intervals:
+    """95 % intervals of accuracies ``mean``: the recorded ``low``/``high`` (a bootstrap over the test
+    images) where every point has them, else Hoeffding's from the ``n`` test images (scores in [0, 1]),
+    clipped to [0, 1]; no bars when neither is known."""
+    from privcore.experiments import hoeffding_halfwidth
+
+    ys = [float(v) for v in mean]
+    if low is not None and high is not None and all(_finite(a) and _finite(b) for a, b in zip(low, high,
+                                                                                            strict=True)):
+        lo, hi, how = [float(v) for v in low], [float(v) for v in high], BOOTSTRAP
+    elif n is not None and all(_finite(k) and float(k) > 0 for k in n):
+        half = [hoeffding_halfwidth(k) for k in n]
+        lo = [max(0.0, y - h) for y, h in zip(ys, half, strict=True)]
+        hi = [min(1.0, y + h) for y, h in zip(ys, half, strict=True)]
+        how = HOEFFDING
+    else:
+        return Intervals(None, [""] * len(ys), "no interval recorded")
+    bars = {"type": "data", "symmetric": False, "array": [h - y for y, h in zip(ys, hi, strict=True)],
+            "arrayminus": [y - a for y, a in zip(ys, lo, strict=True)], "thickness": 1}
+    return Intervals(bars, [f" [{a:.3f}, {b:.3f}]" for a, b in zip(lo, hi, strict=True)], how)
+
+
+def _wrapped(text: str, width: int) -> str:
+    """``text`` broken into lines of at most about ``width`` characters with <br> (plotly titles do not
+    wrap on their own: a long one is cut off at the chart's edge)."""
+    import textwrap
+
+    if len(text) <= width:
+        return text
+    # never between a symbol and its value ("δ =<br>0.05"): " = " holds no-break spaces while wrapping
+    kept = text.replace(" = ", "\u00a0=\u00a0")
+    return "<br>".join(textwrap.wrap(kept, width=width, break_long_words=False)).replace("\u00a0", " ")
+
+
+def narrow_heatmap(fig: go.Figure, *, title: str, rows: int) -> None:
+    """A heatmap that fits a 1000-px-wide page: its title wrapped, room on the left for the y title and
+    its tick labels (automargin), the legend below the plot."""
+    lines = _wrapped(title, 80)
+    fig.update_layout(
+        title={"text": lines, "x": 0, "xanchor": "left", "font": {"size": 15}},
+        margin={"l": 90, "r": 20, "t": 40 + 22 * (lines.count("<br>") + 1), "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.18, "x": 0, "xanchor": "left"},
+        height=max(440, 160 + 62 * rows),
+    )
+    fig.update_yaxes(automargin=True, title_standoff=8)
+    fig.update_xaxes(automargin=True)
+
+
+def narrow_bars(fig: go.Figure, *, title: str, categories: int) -> None:
+    """Grouped bars that fit a 1000-px-wide page: the legend below the plot instead of beside it (where
+    it squeezes the bars), slanted category labels that do not overlap, the title wrapped."""
+    lines = _wrapped(title, 80)
+    entries = len(fig.data)
+    fig.update_layout(
+        title={"text": lines, "x": 0, "xanchor": "left", "font": {"size": 15}},
+        # the legend at the foot of the figure (container coordinates), below the slanted labels and the
+        # axis title, with room kept for its rows
+        margin={"l": 70, "r": 20, "t": 40 + 22 * (lines.count("<br>") + 1), "b": 40 + 22 * entries},
+        legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "x": 0,
+                "xanchor": "left"},
+        height=560 + 22 * entries + (40 if categories > 4 else 0),
+    )
+    fig.update_xaxes(tickangle=-30, automargin=True)
+    fig.update_yaxes(automargin=True)

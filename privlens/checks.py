@@ -17,7 +17,7 @@ from privcore import inputs
 from privcore.errors import PrivcoreError
 from privcore.inputs import encode_png
 from privlens import pipelines
-from privlens.image import IMAGE_KEY, CurrentImage
+from privlens.image import IMAGE_KEY, CurrentImage, framed
 from privlens.memo import memo
 from privlens.settings import md_literal
 
@@ -51,9 +51,10 @@ def concerns(dataset: str, image: CurrentImage) -> list[str]:
 
 
 def model_eye(image: CurrentImage) -> bytes:
-    """The model input of ``image`` as a PNG, enlarged by pixel repetition to about :data:`EYE_WIDTH`."""
+    """The model input of ``image`` as a PNG, enlarged by pixel repetition to about :data:`EYE_WIDTH`, in a
+    1-pixel grey frame (a blank white input stays visible on the white page)."""
     h, w = (int(v) for v in image.tensor.shape[-2:])
-    return encode_png(image.tensor, scale=max(1, EYE_WIDTH // max(h, w)))
+    return framed(encode_png(image.tensor, scale=max(1, EYE_WIDTH // max(h, w))))
 
 
 def confirm(dataset: str, image: CurrentImage, *, key: str) -> None:

@@ -21,6 +21,24 @@ from privlens.samples import Sample, list_samples
 from privlens.settings import md_literal
 
 IMAGE_KEY = "privlens_images"
+#: the 1-pixel frame drawn around a model-input picture, so a blank white (or black) input stays visible
+FRAME_GREY = 160
+
+
+def framed(png: bytes) -> bytes:
+    """``png`` with a 1-pixel grey frame around it (:data:`FRAME_GREY`), for display only: a blank white
+    input is otherwise invisible on the white page. Downloads and reports keep the unframed picture."""
+    import io
+
+    from PIL import Image, ImageOps
+
+    with Image.open(io.BytesIO(png)) as im:
+        im.load()
+        fill = FRAME_GREY if im.mode in ("L", "P", "1", "I", "I;16") else (FRAME_GREY,) * len(im.getbands())
+        out = ImageOps.expand(im, border=1, fill=fill)
+    buf = io.BytesIO()
+    out.save(buf, format="PNG")
+    return buf.getvalue()
 
 
 @dataclass(frozen=True)

@@ -279,9 +279,12 @@ def ip_accuracy_at(
     ip: Any, *, mechanism: str, model: str, epsilon: float, alpha: float, delta: float | None = None
 ) -> Reading | None:
     """The test accuracy of an IP ``mechanism`` run on ``model`` at (``epsilon``, ``alpha``) from the ``ip``
-    experiment CSV (mean over noise draws, interval ± one standard deviation of them; the analytic
+    experiment CSV (mean over images and noise draws, with its 95 % interval: the CSV's bootstrap interval
+    over the test images, else Hoeffding's from their number, as every accuracy chart shows; the analytic
     calibration where both were run), measured or interpolated in log ε at that α — at ``delta`` where
     measured there, else at the measured δ nearest to it (Lap-Output's is 0); None elsewhere."""
+    from privlens.charts import interval_bars
+
     if ip is None or not {"mechanism", "model", "epsilon", "alpha", "accuracy_mean"} <= set(ip.columns):
         return None
     base = ip["mechanism"].astype(str).str.split(" (", regex=False).str[0]  # e.g. Gauss-Input (tuned)
@@ -292,17 +295,21 @@ def ip_accuracy_at(
     rows, measured_delta = at_delta(rows, delta)
     draws = sorted({int(v) for v in rows["n_draws"] if v == v}) if "n_draws" in rows else []
     points: dict[float, Point] = {}
+    hows = set()
     for _, r in rows.iterrows():
         e, acc = float(r["epsilon"]), float(r["accuracy_mean"])
-        sd = float(r["accuracy_std"]) if "accuracy_std" in r else math.nan
         n = int(r["n_test"]) if "n_test" in r and r["n_test"] == r["n_test"] else 0
         if math.isfinite(e) and e > 0 and math.isfinite(acc):
-            points[e] = (e, acc, acc - sd, acc + sd, n)
+            ci = interval_bars([acc], low=[r.get("accuracy_lo")], high=[r.get("accuracy_hi")], n=[n or None])
+            lo, hi = (math.nan, math.nan) if ci.bars is None else (
+                acc - ci.bars["arrayminus"][0], acc + ci.bars["array"][0])
+            hows.add(ci.how)
+            points[e] = (e, acc, lo, hi, n)
     reading = _read(sorted(points.values()), epsilon, what="ε", delta=measured_delta) if points else None
     if reading is None:
         return None
     over = f"{'/'.join(map(str, draws))} noise draws" if draws else "noise draws"
-    how = reading.how.replace("95 % interval", f"± 1 s.d. over {over}").replace(
-        "95 % interval interpolated too", "its ± 1 s.d. interpolated too"
-    )
+    interval = " or ".join(sorted(hows))
+    how = reading.how.replace(", 95 % interval", f" × {over}, {interval}", 1).replace(
+        "; 95 % interval", f" × {over}; {interval}", 1)
     return replace(reading, how=how)

@@ -503,9 +503,11 @@ PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png",
 
 
 def chart(fig: Any, *, name: str, data: Any = None, key: str | None = None) -> None:
-    """A plotly chart (camera button = PNG download) and, with ``data``, a CSV download of its numbers."""
+    """A plotly chart (camera button = PNG download) and, with ``data``, a CSV download of its numbers.
+    Tight margins unless the figure set its own (privlens.charts.narrow_heatmap: room for its titles)."""
+    own = {k: v for k, v in fig.layout.margin.to_plotly_json().items() if v is not None}
     fig.update_layout(
-        margin={"l": 10, "r": 10, "t": 50, "b": 10}, legend_title_text=fig.layout.legend.title.text
+        margin={"l": 10, "r": 10, "t": 50, "b": 10, **own}, legend_title_text=fig.layout.legend.title.text
     )
     config = {
         **PLOTLY_CONFIG,

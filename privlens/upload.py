@@ -9,11 +9,12 @@ is released.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import streamlit as st
 
-from privcore.inputs import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, encode_png
+from privcore.inputs import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, encode_png, note_text
 from privlens.image import (
     IMAGE_KEY,
     CurrentImage,
@@ -21,12 +22,46 @@ from privlens.image import (
     current_image,
     decode,
     digit_styled,
+    framed,
     samples,
     set_image,
 )
 from privlens.settings import md_literal
 
-__all__ = ["pick_image"]
+__all__ = ["material_note", "pick_image", "show_notes"]
+
+#: notes that change what the model sees materially (shown as warnings; the others as a caption)
+MATERIAL = ("the image has transparency", "inverted", "colour converted", "the image's border", "animated")
+#: padding that fills more than this share of the model's square is material (a thin strip)
+PADDING_SHARE = 0.5
+_PADDED = re.compile(r"padded from (\d+)×(\d+) to a (\d+)×(\d+) square")
+
+
+def material_note(note: str) -> bool:
+    """Whether a decode note (:attr:`~privcore.inputs.images.DecodedImage.notes`) changes the result
+    materially: transparency composited, inverted, colour converted, a border that suggests inverting,
+    an animation cut to its first frame, or padding that fills over half the square. A resize, a
+    lossless bit-depth note or the user's own digit-style steps are not."""
+    if note.startswith(MATERIAL):
+        return True
+    m = _PADDED.search(note)
+    if m is None:
+        return False
+    iw, ih, sw, sh = (int(v) for v in m.groups())
+    return 1.0 - (iw * ih) / max(1, sw * sh) > PADDING_SHARE
+
+
+def show_notes(notes: Sequence[str]) -> None:
+    """What was done to the upload: material changes as warnings, the harmless ones (resized …) in one
+    caption."""
+    plain = []
+    for note in notes:
+        if material_note(note):
+            st.warning(note_text(note), icon=":material/warning:")
+        else:
+            plain.append(note)
+    if plain:
+        st.caption("Prepared for the model: " + " ".join(plain))
 
 
 def pick_image(dataset: str, shape: Sequence[int], *, key: str) -> CurrentImage:
@@ -108,8 +143,10 @@ def pick_image(dataset: str, shape: Sequence[int], *, key: str) -> CurrentImage:
                 before = decode(data, shape, invert=invert, sha256=digest)
                 scale = max(1, 96 // shape[2])
                 p = st.columns(4)
-                p[0].image(encode_png(before.tensor, scale=scale), caption="without it (not used)", width=96)
-                p[1].image(encode_png(after.tensor, scale=scale), caption="digit-style (used)", width=96)
+                p[0].image(framed(encode_png(before.tensor, scale=scale)), caption="without it (not used)",
+                           width=96)
+                p[1].image(framed(encode_png(after.tensor, scale=scale)), caption="digit-style (used)",
+                           width=96)
             state = (
                 (current or {}).get("source"),
                 (current or {}).get("sha256"),

@@ -101,3 +101,19 @@ def test_the_default_settings_trigger_no_warning(mechanism: str, n: int) -> None
     s = Settings(mechanism=mechanism)
     assert s.delta == 1e-5 and extreme_warnings(spent_guarantee(s), n=n) == []
     assert "the noise is drawn when you send" in spent_text(s)
+
+
+def test_worst_case_status_warns_only_near_or_over_the_threshold() -> None:
+    """Far below the threshold an image's worst case is a plain status; from 80 % of it a warning;
+    over it "over" (the over-budget error says so); δ ≥ 1 an error."""
+    from privlens.budget import worst_case_status
+
+    def row(image: str, eps: float, delta: float = 1e-5, total: str = "worst case") -> dict:
+        return {"image": image, "total": total, "pairs": "pairs", "total ε = Σεᵢ": eps,
+                "total δ = Σδᵢ": delta}
+
+    totals = [row("a", 1.0, total="per relation"), row("a", 1.0), row("b", 8.0), row("c", 12.0),
+              row("d", 1.0, 1.0)]
+    levels = [(level, name) for level, name, _ in worst_case_status(totals, threshold=10.0)]
+    assert levels == [("ok", "a"), ("warning", "b"), ("over", "c"), ("error", "d")]
+    assert "80% of your threshold 10" in worst_case_status([row("b", 8.0)], threshold=10.0)[0][2]

@@ -19,6 +19,26 @@ def test_blank_reason_flags_near_constant_images_only() -> None:
     assert blank_reason(x) is None
 
 
+@pytest.mark.parametrize(("rows", "cols", "side"), [(1, 40_000, "height"), (40_000, 1, "width")])
+def test_a_strip_is_named_by_its_short_side_not_called_small(rows: int, cols: int, side: str) -> None:
+    """A 1-pixel strip 40 000 long is not "only 40000×1 pixels, less than half the model's 28×28": the
+    message names the short side and says width × height."""
+    import io
+
+    from PIL import Image
+
+    from privcore.inputs.domain import _raw_warnings, upload_facts
+
+    buf = io.BytesIO()
+    Image.fromarray(np.full((rows, cols), 255, np.uint8)).save(buf, format="PNG")
+    small, strip = _raw_warnings(upload_facts(buf.getvalue()), dataset="mnist", shape=(1, 28, 28),
+                                 digit_style=False)[:2]
+    assert f"{cols}×{rows} pixels (width × height)" in small
+    assert f"its {side} is only 1 pixel, less than half the model's 28" in small
+    assert "is only" not in small.split(":")[0]  # the upload as a whole is not small
+    assert "40000 times" in strip and ("wider than high" if side == "height" else "higher than wide") in strip
+
+
 # --- the measured check (issue 33, item 2) ---------------------------------------------------------
 
 DATASETS = ("digits", "fashion-mnist", "mnist")

@@ -39,7 +39,7 @@ def test_ledger_composes_the_session_releases() -> None:
         ("per relation", pairs, "2 of 2", 7.0, 1e-5),
         ("worst case", pairs, "2 of 2", 7.0, 1e-5),
     ]
-    assert "Worst case for" in texts(at) and "ε = 7, δ = 1e-05" in texts(at)
+    assert "Worst case per image" in texts(at) and "ε = 7, δ = 1e-05" in texts(at)  # a status: 7 < 8
     at.button(key="clear_ledger").click().run()
     assert not at.session_state["privlens_ledger"]
 
@@ -153,3 +153,20 @@ def test_composition_past_the_users_threshold_is_flagged() -> None:
     assert len(over) == 1 and "worst case ε = 6 > your threshold 5" in over[0]
     # the calculators are not green at extreme settings: 5 releases at (6, 5e-06) → (30, 2.5e-05)
     assert any("(ε = 30, δ = 2.5e-05" in w.value and "is very large" in w.value for w in at.warning)
+
+
+def test_worst_case_far_below_the_threshold_is_a_status_not_a_warning_box() -> None:
+    """One Global release at ε = 1 against the default threshold 10: no yellow box, a plain status line;
+    a threshold of 1.2 (ε at 83 % of it) warns; the long column headers are short, their meaning on hover."""
+    import json
+
+    at = send(app("release"))  # the default mechanism at ε = 1
+    at.switch_page(str(ROOT / "pages" / "accountant.py")).run()
+    assert not at.exception
+    assert not [w.value for w in at.warning if "Worst case" in w.value or "threshold" in w.value]
+    assert "**Worst case per image**, below 80% of your threshold 10" in texts(at)
+    headers = {name: col.get("label") for name, col in json.loads(at.dataframe[1].proto.columns).items()}
+    assert headers["releases that cover only some of these pairs"] == "partly covering"
+    at.number_input(key="acc_threshold").set_value(1.2).run()
+    (near,) = [w.value for w in at.warning if "Near your threshold" in w.value]
+    assert "83% of your threshold 1.2" in near

@@ -59,10 +59,32 @@ def test_heatmap_and_live_reconstructions() -> None:
     assert list(table["ε"]) == ["no release (baseline)", "1", "2", "5", "10", "∞"]
     released = table[table["released"] == "yes"]
     assert "∞" in set(released["ε"])  # the noise-free reference is always there
-    assert released["SSIM"].between(-1, 1).all() and (released["PSNR (dB)"] > 0).all()
+    ssim, psnr = released["SSIM"].astype(float), released["PSNR (dB)"].astype(float)
+    assert ssim.between(-1, 1).all() and (psnr > 0).all()
     at.selectbox(key="atk_metric").set_value("psnr").run()
     assert figures(at)[0].data[0].colorbar.title.text == "PSNR"
     assert "privlens_ledger" not in at.session_state or not at.session_state["privlens_ledger"]
+
+
+def test_a_bottom_draw_shows_a_dash_and_a_legend_not_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A draw that released nothing (⊥) shows "–" in its SSIM and PSNR cells, explained under the table."""
+    import dataclasses
+
+    from privlens import mechanism_view
+
+    real = mechanism_view.simulate
+
+    def bottom(*args, **kwargs):
+        return dataclasses.replace(real(*args, **kwargs), released=False, value=None)
+
+    monkeypatch.setattr(mechanism_view, "simulate", bottom)
+    at = app("attack", query={"R": "0.25", "eps": "4.0"})
+    table = at.dataframe[0].value
+    bottoms = table[table["released"] == "⊥"]
+    assert list(bottoms["ε"]) == ["1", "2", "5", "10"]
+    assert set(bottoms["SSIM"]) == set(bottoms["PSNR (dB)"]) == {"–"}
+    assert "None" not in table.astype(str).to_string()
+    assert "⊥: that draw released nothing" in texts(at)
 
 
 def test_the_tables_name_the_model_they_were_measured_on() -> None:
@@ -126,3 +148,13 @@ def test_grid_position_and_interpolation() -> None:
     assert interpolate(z, 0.5, 0.5) == pytest.approx(1.5) and interpolate(z, 1.0, 1.0) == 3.0
     assert interpolate(z, 0.0, 0.25) == pytest.approx(0.25)
     assert math.isnan(interpolate([[0.0, math.nan]], 0.0, 0.5))
+
+
+def test_heatmap_title_and_y_label_fit_1000_px() -> None:
+    """The long title is wrapped (plotly does not wrap: it was cut off at 1000 px) and the y axis keeps
+    room for its title and ticks; the legend sits below the plot."""
+    fig, _, _ = _heatmap(app("attack", query={"R": "0.25", "eps": "4.0"}))
+    lines = fig.layout.title.text.split("<br>")
+    assert len(lines) >= 2 and max(map(len, lines)) <= 80
+    assert fig.layout.margin.t >= 40 + 22 * len(lines) and fig.layout.margin.l >= 80
+    assert fig.layout.yaxis.automargin and fig.layout.legend.orientation == "h"

@@ -79,6 +79,35 @@ def test_accuracy_curves_name_n_and_delta() -> None:
     assert any("The sidebar's δ = 0.001 is not that δ" in c.value for c in at.caption)
 
 
+def test_accuracy_bars_are_95_percent_intervals_as_on_trade_offs() -> None:
+    """The error bars are 95 % intervals over the test images (Hoeffding from n where the CSV records no
+    bootstrap interval), not ± 1 sd over the draws, and the chart and caption say which."""
+    from privcore.experiments import hoeffding_halfwidth
+
+    at = app("inference_privacy", query={"mech": "Gauss-Input"})
+    alpha_fig, eps_fig = figures(at)[-2:]
+    for fig in (alpha_fig, eps_fig):
+        assert "95 % interval" in fig.layout.yaxis.title.text and "std" not in fig.layout.yaxis.title.text
+        curves = [t for t in fig.data if t.error_y is not None and t.error_y.array is not None]
+        assert curves
+        for t in curves:
+            half = hoeffding_halfwidth(360)
+            assert list(t.error_y.array) == pytest.approx([min(1.0, y + half) - y for y in t.y])
+            assert list(t.error_y.arrayminus) == pytest.approx([y - max(0.0, y - half) for y in t.y])
+            assert "95 % Hoeffding interval" in t.hovertemplate and "s.d." not in t.hovertemplate
+    caption = next(c.value for c in at.caption if c.value.startswith("Each point"))
+    assert "95 % Hoeffding interval over the n test images" in caption and "standard deviation" not in caption
+
+
+def test_interval_bars_use_the_recorded_bootstrap_interval_where_every_point_has_one() -> None:
+    from privlens.charts import BOOTSTRAP, interval_bars
+
+    ci = interval_bars([0.5, 0.8], low=[0.45, 0.78], high=[0.56, 0.81], n=[360, 360])
+    assert ci.how == BOOTSTRAP and ci.bars["array"] == pytest.approx([0.06, 0.01])
+    assert ci.bars["arrayminus"] == pytest.approx([0.05, 0.02]) and ci.text[0] == " [0.450, 0.560]"
+    assert interval_bars([0.5], low=[float("nan")], high=[0.6], n=[None]).bars is None
+
+
 def test_accuracy_charts_label_the_current_values_at_log10() -> None:
     at = app("inference_privacy", query={"mech": "Lap-Output", "eps": "20.0", "alpha": "0.5"})
     alpha_fig, eps_fig = figures(at)[-2:]  # after the three class distributions

@@ -61,3 +61,14 @@ def test_fig2_bars_are_named_as_other_models_beside_this_one() -> None:
         assert bars.error_y.symmetric is False
         for name, up, down in zip(bars.x, bars.error_y.array, bars.error_y.arrayminus, strict=True):
             assert (up, down) == ((0.0, 0.0) if "this model" in name else pytest.approx((0.05, 0.05)))
+
+
+def test_fig2_fits_1000_px_legend_below_and_slanted_labels() -> None:
+    """At 1000 px the legend beside the bars squeezed them and the category labels overlapped: the legend
+    sits below the plot, the labels are slanted and the axes make room for them."""
+    from tests._dashboard import figures
+
+    fig2 = figures(app("lipschitz"))[1]
+    assert fig2.layout.legend.orientation == "h" and fig2.layout.legend.yref == "container"  # at the foot
+    assert fig2.layout.xaxis.tickangle == -30 and fig2.layout.xaxis.automargin
+    assert fig2.layout.yaxis.automargin

@@ -196,19 +196,28 @@ def test_bad_upload_is_refused_and_nothing_released(name: str, data: bytes, mess
 
 
 @pytest.mark.parametrize(
-    "name,data,note",
+    "name,data,note,where",
     [
-        ("alpha.png", rgba_png(), "transparency"),
+        ("alpha.png", rgba_png(), "transparency", "warning"),  # changes what the model sees
         (
             "deep.png",
             make_png((np.arange(64).reshape(8, 8) * 1000).astype(np.uint16), bit_depth=16),
             "16-bit",
+            "caption",  # read at full precision: harmless, a note not a warning
         ),
+        ("big.png", make_png((np.arange(200 * 200).reshape(200, 200) % 256).astype(np.uint8)), "resized from",
+         "caption"),
     ],
 )
-def test_alpha_and_16bit_uploads_are_converted_and_said_so(name: str, data: bytes, note: str) -> None:
+def test_uploads_are_converted_and_said_so_warnings_only_when_material(name: str, data: bytes, note: str,
+                                                                      where: str) -> None:
     at = _upload(app("release"), name, data, confirm=True)
-    assert any(note in w.value for w in at.warning), [w.value for w in at.warning]
+    warned = [w.value for w in at.warning if note in w.value]
+    noted = [c.value for c in at.caption if note in c.value]
+    if where == "caption":
+        assert noted and not warned, (warned, noted)
+    else:
+        assert warned, [w.value for w in at.warning]
     _ready(at)
 
 
@@ -513,7 +522,9 @@ def test_digit_style_preprocessing_is_offered_previewed_and_used() -> None:
     expected = digit_style(
         decode_image(data, target_shape=(1, 32, 32)).tensor, target_hw=(8, 8), fill=7 / 8
     ).tensor
-    notes = " ".join(w.value for w in at.warning)
+    # the user's own choice, previewed above: its steps are a note (a caption), not a warning
+    notes = " ".join(c.value for c in at.caption if c.value.startswith("Prepared for the model"))
+    assert not [w.value for w in at.warning if "digit-style:" in w.value]
     assert "digit-style: inverted (light background); cropped to the ink" in notes
     assert "to 8×8" in notes and "to 32×32" not in notes and "invert it" not in notes  # the real resize
     assert "32×32" not in notes and "of the image's width" in notes  # never the working copy's size
@@ -532,3 +543,18 @@ def test_the_default_model_says_its_embedder_was_trained_with_labels() -> None:
     assert "trained with the class labels" not in texts(app("release"))
     nb = app("neighbourhood", dataset=None)
     assert any("trained with the class labels" in i.value for i in nb.info)
+
+
+def test_symbols_and_model_names_are_explained_where_first_used() -> None:
+    """φ, Δp, R*, β-VAE, LipMIP and the model's name carry a one-line help on the Release page (the same
+    lines as Home's glossary)."""
+    from privlens.glossary import GLOSSARY
+
+    at = app(query=PTR)
+    at.switch_page(str(ROOT / "pages" / "release.py")).run()
+    assert not at.exception
+    helps = [str(getattr(e.proto, "help", "")) for e in [*at.caption, *at.metric]]
+    for term in ("φ", "Δp", "R*", "β-VAE", "LipMIP", "ARL-C-N"):  # digits' default model is ARL-C-N
+        assert any(GLOSSARY[term] in h for h in helps), term
+    home = app()
+    assert all(f"**{term}** — {text}" in texts(home) for term, text in GLOSSARY.items())

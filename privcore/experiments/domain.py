@@ -201,7 +201,7 @@ def _warned(dc: Any, uploads: Sequence[bytes], shape: tuple[int, int, int]) -> t
 def _kind(sentence: str) -> str:
     for key, marker in (
         ("small", "less than half the model's"),
-        ("strip", "times longer than wide"),
+        ("strip", "it becomes a thin strip"),
         ("blank upload", "The upload is blank"),
         ("colour", "The upload is in colour"),
         ("light background", "background is light"),

@@ -183,6 +183,19 @@ def blank_reason(x: Any, *, min_std: float = BLANK_STD) -> str | None:
     return None
 
 
+def _small_text(width: int, height: int, *, model: tuple[int, int]) -> str:
+    """Why an upload is too small, naming the side that is: both ("only 5×6 pixels") or the short one
+    ("its height is only 1 pixel"), against the model's width × height."""
+    w, h = model
+    size = f"{width}×{height} pixels (width × height)"
+    if max(width, height) < max(2, min(h, w) // 2):
+        return (f"The upload is only {size}, less than half the model's {w}×{h}: enlarged to the model's "
+                "size it is a blur.")
+    side, n, full = ("height", height, h) if height < width else ("width", width, w)
+    return (f"The upload is {size}: its {side} is only {n} pixel{'s' if n != 1 else ''}, less than half "
+            f"the model's {full} (its input is {w}×{h}): enlarged to the model's size that side is a blur.")
+
+
 def _raw_warnings(facts: UploadFacts, *, dataset: str, shape: tuple[int, int, int],
                   digit_style: bool) -> list[str]:
     """The fixed rules on the upload's own pixels (module docstring), in words."""
@@ -196,15 +209,17 @@ def _raw(facts: UploadFacts, *, dataset: str, shape: tuple[int, int, int],
     out = []
     tiny = min(facts.width, facts.height) < max(2, min(h, w) // 2)
     if tiny:
-        out.append(
-            f"The upload is only {facts.width}×{facts.height} pixels, less than half the model's {w}×{h}: "
-            "enlarged to the model's size it is a blur."
-        )
+        out.append(_small_text(facts.width, facts.height, model=(w, h)))
     long, short = max(facts.width, facts.height), min(facts.width, facts.height)
     if long > MAX_ASPECT * short:
+        shape_text = "wider than high" if facts.width > facts.height else "higher than wide"
+        ratio = long / short
         out.append(
-            f"The upload is {facts.width}×{facts.height} pixels, {long / short:.1f} times longer than wide: "
-            f"padded to the model's square it becomes a thin strip."
+            f"The upload is {facts.width}×{facts.height} pixels (width × height), "
+            f"{ratio:.0f} times {shape_text}: padded to the model's square it becomes a thin strip."
+            if ratio >= 10 else
+            f"The upload is {facts.width}×{facts.height} pixels (width × height), {ratio:.1f} times "
+            f"{shape_text}: padded to the model's square it becomes a thin strip."
         )
     if facts.std < BLANK_STD:
         out.append(
