@@ -135,3 +135,19 @@ def test_neighbours_tiny(tmp_path: Path) -> None:
     assert list(frame["quantity"]) == list(QUANTITIES)
     assert (frame["reference"] == "training").all()
     assert ((frame["low"] <= frame["value"]) & (frame["value"] <= frame["high"])).all()
+
+
+def test_what_r_protects_reads_the_rows_of_one_embedder() -> None:
+    from privcore.experiments.neighbours import neighbour_distances, neighbour_rows
+    from privlens.results import what_r_protects
+
+    dist = neighbour_distances(np.array([[0.1], [0.8], [3.0]]), np.array([0, 0, 0]),
+                               np.array([[0.0], [1.0]]), np.array([0, 1]))
+    meta = {"embedder_sha256": "abc", "radius": 0.3, "n_reference": 2}
+    rows = [{**meta, **r} for r in neighbour_rows(dist, 0.3)]
+    frame = pd.DataFrame(rows)
+    assert what_r_protects(frame, "other") is None and what_r_protects(None, "abc") is None
+    got = what_r_protects(frame, "abc")
+    assert got is not None and len(got.table) == 5
+    assert "1 of 3 test images" in got.lines[0]  # 0.8 has class 1 at 0.2 ≤ R
+    assert "1 of 3 test images" in got.lines[1]  # 0.1: nearest is class 0 at 0.1
