@@ -113,7 +113,7 @@ def metric_dp_bound(z: Any, y: Any, *, epsilon: float, radius: float, neighbours
         vals.append(np.concatenate(block_vals))
         r += n
     a = csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(r, n))
-    res = linprog(-np.full(n, 1.0 / n), A_ub=a, b_ub=np.ones(r), bounds=(0.0, 1.0), method="highs")
+    res = linprog(-np.full(n, 1.0 / n), A_ub=a, b_ub=np.ones(r), bounds=(0.0, 1.0), method="highs-ipm")
     if res.status != 0:
         raise RuntimeError(f"the metric-privacy LP did not solve: {res.message}")
     # HiGHS's primal tolerance: a bound is rounded up, never down
