@@ -10,7 +10,7 @@ import torch
 
 from privcore.inputs import encode_png
 from privlens import mechanism_view as mv
-from privlens import pipelines, ui
+from privlens import pipelines, results, ui
 from privlens.image import require_image
 from privlens.latent import latent_walk, rank_axes, tile_images
 from privlens.settings import RADIUS_GRID
@@ -110,3 +110,16 @@ st.download_button(
     key="dl_corners",
     on_click="ignore",
 )
+
+st.subheader("What R protects")
+protection = results.what_r_protects(results.load_results(loaded.dataset, "neighbours"),
+                                     str(pipe.cards["obfuscator"]["embedder"]["sha256"]))
+if protection is None:
+    command = results.experiment_command("neighbours", loaded.dataset, quick=False)
+    st.caption(f"No measurement for this embedder yet: `{command}` writes it.")
+else:
+    st.markdown("The guarantee hides the style within a class, not the class (measured at the model's own R, "
+                "every test image against the training images):")
+    for line in protection.lines:
+        st.markdown(f"* {line}")
+    st.dataframe(protection.table, width="stretch", hide_index=True)

@@ -27,6 +27,7 @@ __all__ = [
     "load_results",
     "results_path",
     "smallest_epsilon",
+    "what_r_protects",
 ]
 
 RESULTS_DIR = results_dir()
@@ -144,3 +145,46 @@ def smallest_epsilon(
         reachable=False,
         note=f"No measured ε reaches accuracy {tgt:.3g} (best measured: {best:.3g}).",
     )
+
+
+@dataclass(frozen=True)
+class Protection:
+    """What R protects for one embedder, from ``neighbours.csv``: ``lines`` (sentences with n and 95 %
+    intervals) and ``table`` (the CSV's rows for that embedder, for display)."""
+
+    lines: tuple[str, ...]
+    table: Any
+
+
+def what_r_protects(frame: Any, embedder_sha256: str) -> Protection | None:
+    """The ``neighbours`` experiment's shares for the embedder with weights ``embedder_sha256`` as
+    sentences (None when the CSV has no row for it)."""
+    if frame is None or "embedder_sha256" not in frame:
+        return None
+    rows = frame[frame["embedder_sha256"] == embedder_sha256]
+    if rows.empty:
+        return None
+    by = {str(r["quantity"]): r for _, r in rows.iterrows()}
+    first = rows.iloc[0]
+    r, n_ref = float(first["radius"]), int(first["n_reference"])
+
+    def share(q: str) -> str:
+        x = by[q]
+        return (f"{100 * x['value']:.1f} % [{100 * x['low']:.1f}, {100 * x['high']:.1f}] "
+                f"({int(x['k'])} of {int(x['n'])} test images)")
+
+    lines = []
+    if "other_class_within_r" in by:
+        lines.append(f"Another class within R = {r:g}: {share('other_class_within_r')} have a training image "
+                     f"of another class within ℓ∞ distance R of their embedding (among {n_ref} training "
+                     "images); only for these does the guarantee reach across a class boundary.")
+    if "nearest_within_r_same_class" in by:
+        lines.append(f"Same class within R: for {share('nearest_within_r_same_class')} the nearest training "
+                     "image lies within R and shows the same class: what the guarantee hides for them is how "
+                     "the image is drawn, not which class it shows.")
+    if "median_other_class_distance_over_r" in by:
+        m = by["median_other_class_distance_over_r"]
+        lines.append(f"The median test image's nearest other-class training image is {m['value']:.2f} R away "
+                     f"[{m['low']:.2f}, {m['high']:.2f}] (n = {int(m['n'])}).")
+    table = rows[["quantity", "value", "low", "high", "k", "n"]].reset_index(drop=True)
+    return Protection(lines=tuple(lines), table=table)

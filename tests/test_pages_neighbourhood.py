@@ -34,3 +34,11 @@ def test_r_slider_and_axes_change_the_pictures() -> None:
     assert _pictures(at) != before
     at.multiselect(key="nb_axes").set_value([0]).run()
     assert len(at.dataframe[0].value) == 1
+
+
+def test_what_r_protects_is_shown_for_the_embedder() -> None:
+    at = app("neighbourhood")
+    assert not at.exception
+    assert any("What R protects" in h.value for h in at.subheader)
+    text = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
+    assert "not the class" in text or "No measurement for this embedder yet" in text

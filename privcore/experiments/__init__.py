@@ -16,6 +16,8 @@ every CSV: ``data/results/README.md``. Our numbers beside the papers': ``docs/RE
 ``ip``        inference-privacy paper Figs 3–5 and its CIFAR table
 ``audit``     empirical privacy audit of every mechanism (lower bounds on ε)
 ``calibration``  Table 1's release noise under the paper's and the authors' code's calibrations
+``ceiling``   the accuracy any obfuscator could reach under the global mechanism, shipped models beside
+``neighbours``  what R protects: shares of test images with another (the same) class within R
 ``select``    the ARL-C-N release margin and classifier schedule chosen on validation
 ``select-global``  obfuscator and classifier for the global mechanism chosen on validation
 ============  ==================================================================================
@@ -71,6 +73,8 @@ EXPERIMENTS: dict[str, str] = {
     "mechanisms": "mechanisms",
     "attack": "attack",
     "calibration": "calibration",
+    "ceiling": "ceiling",
+    "neighbours": "neighbours",
     "select": "select",
     "select-global": "select_global",
 }

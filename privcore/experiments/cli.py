@@ -32,7 +32,7 @@ def experiment(
         str,
         typer.Argument(
             help="table1, table1-global, mechanisms, table2, attack, fig2, fig3, fig4, ip, audit, "
-            "calibration, select, select-global, all, or report"
+            "calibration, ceiling, neighbours, select, select-global, all, or report"
         ),
     ],
     dataset: Annotated[
