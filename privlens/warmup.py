@@ -131,14 +131,19 @@ def _enabled() -> bool:
 
 
 def prepare_default(directory: str, dataset: str, model: str) -> None:
-    """G of ``dataset/model``, its dataset's domain check, its IP classifiers and the Attack page's
+    """G and G₂ of ``dataset/model``, its dataset's domain check, its IP classifiers and the Attack page's
     no-release baseline, made in this process into in-memory memos and caches, which the pages read
     (the library's memo of G, :func:`privcore.inputs.domain.check`, :func:`privlens.mechanism_view.ip_models`,
     :func:`privlens.baselines.no_release_baseline`). An
     accelerator only: a failure is left for the page to report."""
     try:
         from privcore.inputs import domain_check
-        from privcore.mechanisms import card_global_constant, load_ip_cached
+        from privcore.mechanisms import (
+            card_clip_box,
+            card_global_constant,
+            certified_l2_constant,
+            load_ip_cached,
+        )
         from privcore.models import load_pipeline
         from privlens.baselines import no_release_baseline
 
@@ -147,6 +152,10 @@ def prepare_default(directory: str, dataset: str, model: str) -> None:
         if not _enabled():
             return
         card_global_constant(pipe.obfuscator, pipe.cards["obfuscator"], time_limit=GLOBAL_TIME_LIMIT_S)
+        wait_for_quiet()
+        box = card_clip_box(pipe.cards["obfuscator"])
+        if _enabled() and box is not None:  # Global-Gauss's G₂ (Home and the comparison show its noise)
+            certified_l2_constant(pipe.obfuscator, box, time_limit=GLOBAL_TIME_LIMIT_S)
         wait_for_quiet()
         if _enabled():
             domain_check(dataset, pipe)

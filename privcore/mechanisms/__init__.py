@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "GlobalRelease": "global_mechanism",
     "GlobalScales": "global_mechanism",
     "card_clip_box": "global_mechanism",
+    "certified_l2_constant": "global_gauss",
     "card_global_constant": "global_mechanism",
     "card_global_hint": "global_mechanism",
     "global_release": "global_mechanism",
