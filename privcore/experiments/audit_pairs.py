@@ -8,6 +8,10 @@ Worst-case pairs (``pair = "worst-case"``):
 * Gauss-Input: an image and the same image moved by α (ℓ2) along one pixel.
 * LDP-Image: the all-black and all-white image (ℓ1 distance = number of pixels).
 * LDP-Embedding: the opposite corners ±B·1 of the clipping box.
+* Global / Global-Gauss: a one-hidden-layer ReLU net with f(z) = z on the public box [−1, 1] (so G = G₂ =
+  1, certified by the mechanism itself), the pair z_a = 0, z_b = R, released through the mechanism
+  protocol's own ``release`` (clipping, certified evaluation, calibration and the exact sampler):
+  ‖f(z_a) − f(z_b)‖ = G·R, the sensitivity the noise covers, so the pair is worst case.
 * PTR: a one-dimensional f(z) = Δp·z with a sensitivity oracle that certifies Δp exactly on
   [−c, c] and 2Δp outside, and the pair z_b = 0, z_a = R, with c chosen so that φ(z_b) sits on
   the test threshold. Then φ differs by R (the test part is worst case) *and* ‖f(z_a) − f(z_b)‖₁ =
@@ -35,7 +39,7 @@ import numpy as np
 from privcore.attacks.audit import laplace_llr_statistic, projection_statistic
 from privcore.experiments.runner import RunContext
 
-__all__ = ["AuditCase", "model_audits", "ptr_worst_case", "worst_case_audits"]
+__all__ = ["AuditCase", "global_worst_cases", "model_audits", "ptr_worst_case", "worst_case_audits"]
 
 Draw = Callable[[int, np.random.Generator], Any]
 
@@ -121,6 +125,65 @@ def ptr_worst_case(
         statistic=projection_statistic(f(za), f(zb)),
         n_releases=n_releases,
     )
+
+
+@dataclass(frozen=True)
+class _SyntheticPipeline:
+    """What a posthoc mechanism needs from a pipeline, for the audit's synthetic f (no classifier: the
+    audit reads the released vector itself)."""
+
+    obfuscator: Any
+    cards: dict[str, Any]
+    radius: float
+    dataset: str = "audit"
+    obfuscator_name: str = "identity-on-box"
+    latent_dim: int = 1
+
+    def classify(self, v: Any, noise_scale: float = 0.0) -> Any:
+        import torch
+
+        return torch.zeros((len(v), 2))
+
+
+def _identity_on_box(radius: float) -> _SyntheticPipeline:
+    """f(z) = ½(z + 2) − ½(−z + 2) = z on [−1, 1] (both hidden units active there); box [−1, 1]."""
+    import torch
+    from torch import nn
+
+    f = nn.Sequential(nn.Linear(1, 2), nn.ReLU(), nn.Linear(2, 1)).double()
+    with torch.no_grad():
+        f[0].weight.copy_(torch.tensor([[1.0], [-1.0]], dtype=torch.float64))
+        f[0].bias.copy_(torch.tensor([2.0, 2.0], dtype=torch.float64))
+        f[2].weight.copy_(torch.tensor([[0.5, -0.5]], dtype=torch.float64))
+        f[2].bias.zero_()
+    card = {"global_lipschitz": {"clip_box": {"lower": [-1.0], "upper": [1.0]}},
+            "weights": {"sha256": "audit"}}
+    return _SyntheticPipeline(obfuscator=f, cards={"obfuscator": card}, radius=radius)
+
+
+def global_worst_cases(*, epsilon: float, delta: float, radius: float, n_releases: int) -> list[AuditCase]:
+    """The Global and Global-Gauss audit cases of the module docstring at total ε (and δ for the
+    Gaussian), through the registry's mechanisms."""
+    from privcore.mechanisms import registry
+    from privcore.mechanisms.protocol import Options
+
+    pipe = _identity_on_box(min(radius, 1.0))
+    za, zb = np.array([0.0]), np.array([pipe.radius])
+    cases = []
+    for name, stat in (("Global", laplace_llr_statistic), ("Global-Gauss", projection_statistic)):
+        mech = registry.get(name)
+        setting = mech.setting(epsilon=epsilon, delta=delta, radius=pipe.radius)
+
+        def sampler(z: np.ndarray, mech: Any = mech, setting: Any = setting) -> Draw:
+            def draw(n: int, rng: np.random.Generator) -> np.ndarray:
+                options = Options(rng=rng)
+                return np.array([mech.release(pipe, z, setting, options).value for _ in range(n)])
+
+            return draw
+
+        cases.append(AuditCase(mech.name, "worst-case", epsilon, setting.delta, pipe.radius, sampler(za),
+                               sampler(zb), stat(za, zb), n_releases))
+    return cases
 
 
 def worst_case_audits(
@@ -223,6 +286,8 @@ def worst_case_audits(
             )
         )
         cases.append(ptr_worst_case(epsilon=eps, delta=0.05, radius=radius, n_releases=n_ptr))
+        # each a full release through the protocol (ms): fewer than the other cases' bare noise draws
+        cases += global_worst_cases(epsilon=eps, delta=ip_delta, radius=radius, n_releases=min(n_ptr, 20_000))
     # controls: the noise of ε = 2 while claiming ε = 1 (half the Laplace scale / half σ)
     lap = LapOutput(epsilon=2.0, alpha=alpha_lap, lipschitz=mu)
     yb = ya.copy()
