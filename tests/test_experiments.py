@@ -61,6 +61,8 @@ def test_audit_tiny_no_claim_refuted_and_the_laplace_control_caught(out: Path) -
         "LDP-Image",
         "LDP-Embedding",
         "PTR",
+        "Global",
+        "Global-Gauss",
     }
     # each "passed" has a false-alarm rate ≤ 5 % (the audit's confidence); seeded, so deterministic
     assert honest["passed"].all()
