@@ -78,7 +78,7 @@ class Inference(Mechanism):
 
     def load(self, *, dataset: str, model: str | None, models_dir: str | None) -> Any:
         ip = load_ip_cached(str(dataset), None if models_dir is None else str(models_dir))
-        return _Target(ip=ip, model=self.choose(ip, model))
+        return _target(ip, str(self.choose(ip, model).name))
 
     def prepare(self, target: Any, image: Any) -> Any:
         import torch
@@ -197,6 +197,13 @@ class _Target:
 
     ip: Any
     model: Any
+
+
+@functools.lru_cache(maxsize=32)
+def _target(ip: Any, model: str) -> _Target:
+    """One target object per loaded classifier set and model, so that memos keyed on the loaded model
+    (live accuracy, its evaluation inputs) hit across calls."""
+    return _Target(ip=ip, model=ip.models[model])
 
 
 def _lipschitz(target: Any, p: str, name: str) -> tuple[float, float]:
