@@ -28,6 +28,8 @@ _EXPORTS: dict[str, str] = {
     "post_processing": "accounting",
     "Utility": "utility",
     "live_accuracy": "utility",
+    "certify_evaluation": "utility",
+    "PhiTable": "ptr_eval",
     # the mechanism protocol and its registry entries (privcore.mechanisms.registry holds the table)
     "Mechanism": "protocol",
     "Options": "protocol",

@@ -1,12 +1,15 @@
 """What a mechanism's releases are worth at a setting: accuracy on an evaluation split, live.
 
 :func:`live_accuracy` answers "what accuracy do I keep at this (mechanism, model, ε, δ, R or α)?" for
-any registered mechanism that needs no per-image certificate: it simulates ``draws`` noise draws for
+any registered mechanism: it simulates ``draws`` noise draws for
 every evaluation image (:meth:`~privcore.mechanisms.protocol.Mechanism.simulate`, at the effective
 scale the release sampler draws at, numpy's generator: evaluation, never a release) and scores the
-release classifier's class. The interval is a 95 % percentile bootstrap over images of per-image mean
-correctness (draws of one image are not independent trials), so it covers the split's sampling and
-the noise together. Results are memoised per (mechanism, model, setting, split, n, draws, seed).
+release classifier's class. A mechanism that needs a per-image certificate (PTR's φ) is scored from a
+table of them for the evaluation images (:func:`certify_evaluation`, once per model and what the
+certificate depends on; PTR: R), which then serves every ε and δ. The interval is a 95 % percentile
+bootstrap over images of per-image mean correctness (draws of one image are not independent trials),
+so it covers the split's sampling and the noise together. Results are memoised per (mechanism, model,
+setting, split, n, draws, seed, certificates).
 
 The evaluation split is the dataset's test split (:data:`SPLIT`): no choice of a model, margin or
 default was made on it (those are made on the validation split), and these numbers choose nothing:
@@ -18,6 +21,7 @@ from __future__ import annotations
 import functools
 import threading
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +29,7 @@ import numpy as np
 
 from privcore.mechanisms.protocol import Mechanism, Setting
 
-__all__ = ["DRAWS", "SPLIT", "Utility", "evaluation_inputs", "live_accuracy"]
+__all__ = ["DRAWS", "SPLIT", "Utility", "certify_evaluation", "evaluation_inputs", "live_accuracy"]
 
 #: the split live numbers are computed on
 SPLIT = "test"
@@ -106,9 +110,24 @@ def evaluation_inputs(mechanism: Mechanism, target: Any, dataset: str, *, n: int
 
 
 def live_accuracy(mechanism: Mechanism, target: Any, setting: Setting, *, dataset: str, model: str,
-                  n: int | None = None, draws: int = DRAWS, seed: int = 0) -> Utility:
-    """The accuracy of ``mechanism`` on ``target`` at ``setting`` (module docstring): memoised."""
-    return _live(mechanism, _Held(target), setting, dataset, model, n, draws, seed)
+                  n: int | None = None, draws: int = DRAWS, seed: int = 0,
+                  certificates: Any = None) -> Utility:
+    """The accuracy of ``mechanism`` on ``target`` at ``setting`` (module docstring): memoised. For a
+    mechanism that needs a per-image certificate, ``certificates`` is :func:`certify_evaluation`'s table
+    (possibly partial): the first ``len(certificates)`` images of its planned ``n`` are scored."""
+    if certificates is not None:
+        planned = int(certificates.planned)
+        return _live(mechanism, _Held(target), setting, dataset, model, planned, draws, seed, certificates)
+    return _live(mechanism, _Held(target), setting, dataset, model, n, draws, seed, None)
+
+
+def certify_evaluation(mechanism: Mechanism, target: Any, setting: Setting, *, dataset: str, n: int,
+                       progress: Callable[[Any], None] | None = None) -> Any:
+    """The per-image certificates :func:`live_accuracy` needs for ``mechanism`` at ``setting`` on the first
+    ``n`` evaluation images (:meth:`~privcore.mechanisms.protocol.Mechanism.certify_inputs`: computed by
+    this process, for evaluation only; ``progress(table so far)`` after each image)."""
+    inputs, _ = evaluation_inputs(mechanism, target, dataset, n=n)
+    return mechanism.certify_inputs(target, inputs, setting, progress=progress)
 
 
 class _Held:
@@ -128,15 +147,18 @@ class _Held:
 
 @functools.lru_cache(maxsize=256)
 def _live(mechanism: Mechanism, held: _Held, setting: Setting, dataset: str, model: str, n: int | None,
-          draws: int, seed: int) -> Utility:
+          draws: int, seed: int, certificates: Any) -> Utility:
     target = held.target
     inputs, labels = evaluation_inputs(mechanism, target, dataset, n=n)
+    if certificates is not None:
+        inputs, labels = inputs[:len(certificates)], labels[:len(certificates)]
+    given = {} if certificates is None else {"certificates": certificates}
     # seeded by the setting itself (not hash(), which changes from process to process)
     rng = np.random.default_rng([seed, zlib.crc32(repr((mechanism.name, setting)).encode())])
     correct = np.zeros((draws, labels.size))
     released = np.zeros((draws, labels.size))
     for d in range(draws):
-        sim = mechanism.simulate(target, inputs, setting, rng)
+        sim = mechanism.simulate(target, inputs, setting, rng, **given)
         released[d] = sim.released
         correct[d] = (np.asarray(sim.predicted) == labels) & np.asarray(sim.released, bool)
     per_image = correct.mean(axis=0)
