@@ -2,7 +2,8 @@
 way of the pages.
 
 * :func:`warm_up` (once per process, a daemon thread): the default model's G and domain check (what the
-  first Release page needs), the slow imports, the Mechanism lab's baselines, then the exact
+  first Release page needs), the start of its φ table for PTR's live accuracy (:mod:`privlens.evaluation`,
+  a thread of its own), the slow imports, the Mechanism lab's baselines, then the exact
   certifier's pattern tables of every shipped obfuscator
   (:func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`). Everything
   is computed here from the weights and the data, into privcore's in-memory memos; a page asking for a
@@ -31,7 +32,8 @@ import streamlit as st
 
 from privlens.pipelines import GLOBAL_TIME_LIMIT_S, _catalogue, models_dir
 
-__all__ = ["EARLY_IMPORTS", "IMPORT_STEPS", "import_early", "script_run", "wait_for_quiet", "warm_up"]
+__all__ = ["EARLY_IMPORTS", "IMPORT_STEPS", "exiting", "import_early", "script_run", "wait_for_quiet",
+           "warm_up"]
 
 LOG = logging.getLogger("privlens")
 
@@ -125,6 +127,11 @@ def _exiting() -> bool:
     return _EXITING.is_set() or not threading.main_thread().is_alive()
 
 
+def exiting() -> bool:
+    """Whether the server is shutting down: background work stops at its next step."""
+    return _exiting()
+
+
 def _enabled() -> bool:
     """Whether to go on: not at exit, and not turned off (``PRIVLENS_WARM_UP=off``)."""
     return not _exiting() and os.environ.get("PRIVLENS_WARM_UP", "").lower() not in ("off", "0", "no")
@@ -165,6 +172,15 @@ def prepare_default(directory: str, dataset: str, model: str) -> None:
         wait_for_quiet()
         if _enabled():
             no_release_baseline(dataset)
+        if _enabled():  # live accuracy of the mechanisms with a per-image certificate (PTR's φ table)
+            from privcore.mechanisms import registry
+            from privlens import evaluation
+            from privlens.settings import Settings
+
+            for mech in registry.MECHANISMS:  # at the sidebar's opening R
+                if mech.family == "posthoc":
+                    evaluation.job(mech, pipe, mech.setting(epsilon=1.0, radius=Settings().radius),
+                                   dataset=dataset, model=model)
     except Exception:  # the page computes it again and says why
         LOG.warning("%s/%s not prepared ahead", dataset, model, exc_info=True)
 
