@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "post_processing": "accounting",
     "Utility": "utility",
     "live_accuracy": "utility",
+    "peek_accuracy": "utility",
     # the mechanism protocol and its registry entries (privcore.mechanisms.registry holds the table)
     "Mechanism": "protocol",
     "Options": "protocol",
