@@ -355,8 +355,8 @@ class LDPEmbeddingRelease(Posthoc):
         scale = mech.scale_for(public["dim"])
         return Outlook(mechanism=self.name, guarantee=g, noise_scale=scale,
                        noise_scale_effective=float(plan.effective),
-                       noise=f"Laplace b = 2Bk/ε = {scale:.4g} per coordinate of z (B = {mech.bound:.4g}, "
-                             f"k = {public['dim']}), then f",
+                       noise=f"Laplace b = 2Bk/ε = {scale:.4g} per coordinate of z, then f (B = "
+                             f"{mech.bound:.4g}, k = {public['dim']})",
                        release_probability=1.0, public=public)
 
     def _obfuscated(self, pipe: Any, z: np.ndarray) -> np.ndarray:
