@@ -140,8 +140,8 @@ if const is not None:
 m.metric(
     f"noise scale {formula}".strip(),
     f"{look.noise_scale:.4g}",
-    help=f"{mt.noise_name(const)} scale per coordinate of a released vector at {own_eps} (the exact sampler "
-    f"draws {look.noise_scale_effective:.6g}: its grid and f's float64 rounding add a little).",
+    help=f"{look.noise} at {own_eps} (the exact sampler draws {look.noise_scale_effective:.6g}: its grid and "
+    "f's float64 rounding add a little).",
     width="content",
 )
 if not mech.uses_delta:
@@ -167,8 +167,8 @@ chance = "" if p == 1.0 else f"with probability {p_text} the noisy test passes a
 otherwise = "" if p == 1.0 else "; otherwise it is ⊥"
 noise = look.noise_scale
 st.markdown(
-    f"**If you send**, {s.mechanism} draws once: {chance}the release is the obfuscated vector plus "
-    f"{mt.noise_name(const)} noise of scale {noise:.4g} on each coordinate{otherwise}. Without noise the "
+    f"**If you send**, {s.mechanism} draws once: {chance}the release is the obfuscated vector with "
+    f"{look.noise}{otherwise}. Without noise the "
     f"classifier would read it as **{names[clean_class]}** (shown to you only: the noise-free vector itself "
     "is never released). Nothing is drawn before you send, so there is no draw to look at, keep or discard."
 )
@@ -299,8 +299,8 @@ if sent is not None:
     else:
         st.success(
             f"**Released** ({state}). The output is the obfuscated vector of the "
-            f"{'clipped ' if box is not None else ''}embedding plus {mt.noise_name(const)} noise of scale "
-            f"{result.noise_scale_effective:.4g} per coordinate."
+            f"{'clipped ' if box is not None else ''}embedding with {look.noise}; the exact sampler drew at "
+            f"scale {result.noise_scale_effective:.4g}."
         )
         sent_const = mt.constant_of(result.public)
         if sent_const is not None:
@@ -349,7 +349,7 @@ if sent is not None:
         )
     st.success(
         f"Sent: release #{sent.id} is in the session ledger, charged ({g.epsilon:g}, {g.delta:g}, "
-        f"{s.radius:g}) once. Sending another draws new noise and is charged again."
+        f"{g.radius:g}) once. Sending another draws new noise and is charged again."
     )
 
 

@@ -154,7 +154,9 @@ def panel(
     st.caption(
         " ".join(notes) + (" " if notes else "") + "The inference-privacy mechanisms protect other pairs "
         "(inputs within α on the pixels, not embeddings within R): a different guarantee, not comparable, "
-        "so they are shown and never ranked. Their noise is on pixels or logits, not on the embedding."
+        "so they are shown and never ranked. Their noise is on pixels or logits, not on the embedding. The "
+        "local-DP baselines protect every pair of inputs (a stronger guarantee) with their noise on the "
+        "pixels or on z, not on f(z): shown, not ranked by noise."
     )
     details = pd.DataFrame(cmp.details())
     if cmp.recommended is None:

@@ -47,8 +47,8 @@ def test_the_mechanisms_are_the_registrys_and_old_links_still_parse() -> None:
     # every mechanism with a dashboard page
     assert MECHANISMS == tuple(n for n in registry.names() if registry.get(n).page)
     assert MECHANISMS[0] == "Global"
-    # every posthoc mechanism is the Release page's, Global-Gauss included
-    assert POSTHOC_MECHANISMS == ("Global", "PTR", "Global-Gauss")
+    # every posthoc mechanism is the Release page's, Global-Gauss and LDP-Embedding included
+    assert POSTHOC_MECHANISMS == ("Global", "PTR", "Global-Gauss", "LDP-Embedding")
     assert IP_MECHANISMS == registry.names(family="inference")
     assert DEFAULT.mechanism == "Global" and DEFAULT.is_posthoc and DEFAULT.mechanism_epsilon == 1.0
     for old in ("PTR", "Gauss-Input", "Gauss-Output", "Lap-Output"):
