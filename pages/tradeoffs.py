@@ -166,25 +166,7 @@ data = _ldp_traces(fig)
 drawn = [ln for ln in lines if ln.curve is not None]
 for ln in sorted(drawn, key=lambda ln: (ln.mechanism, ln.model) == selected):  # the selected one on top
     fig.add_trace(_trace(ln, current=(ln.mechanism, ln.model) == selected))
-    data.append(
-        pd.DataFrame(
-            [
-                {
-                    "mechanism": ln.mechanism,
-                    "model": ln.model,
-                    "source": ln.source,
-                    "delta": ln.delta,
-                    "epsilon": p.epsilon,
-                    "accuracy": p.value,
-                    "low": p.low,
-                    "high": p.high,
-                    "n": p.n,
-                    "draws": p.draws,
-                }
-                for p in ln.curve.points
-            ]
-        )
-    )  # type: ignore[union-attr]
+    data.append(tv.frame(ln))
 xs = [float(x) for t in fig.data for x in (() if t.x is None else t.x) if x is not None]
 charts.mark_x(fig, s.epsilon, f"total ε = {s.epsilon:g}", log=True, color="gray")
 charts.log_axis(fig, [*xs, s.epsilon])

@@ -38,7 +38,8 @@ from privlens.results import EpsilonSolution, load_results
 from privlens.results import smallest_epsilon as measured_smallest_epsilon
 from privlens.settings import EPSILON_GRID
 
-__all__ = ["GRID", "METRICS", "Line", "MetricSpec", "Pair", "Solution", "line", "pairs", "solve", "target"]
+__all__ = ["GRID", "METRICS", "Line", "MetricSpec", "Pair", "Solution", "frame", "line", "pairs", "solve",
+           "target"]
 
 #: the total ε of every curve: the sidebar's grid and beyond it to the ε range's end
 GRID: tuple[float, ...] = tuple(sorted({*EPSILON_GRID, 50.0, 100.0}))
@@ -119,6 +120,16 @@ class Line:
     def is_live(self) -> bool:
         """Computed now from the mechanism's noise (not read from a table)."""
         return self.source == "live"
+
+
+def frame(ln: Line) -> Any:
+    """The line's points as a pandas DataFrame (the chart's CSV download): one row per ε."""
+    import pandas as pd
+
+    points = () if ln.curve is None else ln.curve.points
+    return pd.DataFrame([{"mechanism": ln.mechanism, "model": ln.model, "source": ln.source,
+                          "delta": ln.delta, "epsilon": p.epsilon, "accuracy": p.value, "low": p.low,
+                          "high": p.high, "n": p.n, "draws": p.draws} for p in points])
 
 
 def line(mech: Mechanism, model: str, setting: Setting, *, dataset: str) -> Line:

@@ -66,6 +66,15 @@ def test_more_mechanisms_and_models_are_added_muted_and_measured_ones_say_so(res
     assert "(live," in ptr or "(measured (table1), n = 360, δ = 0.05)" in ptr
     if "measured" in ptr:
         assert traces[ptr]["x"] == [2.0, 4.0, 10.0, 20.0]  # table ε 1, 2, 5, 10 (∞ left out), as totals
+        # the solver on a measured curve: the measured ε with its interval and n, the estimate labelled
+        at.selectbox(key="to_pair").set_value(("PTR", "ARL-C-N")).run()
+        at.number_input(key="to_target").set_value(0.5).run()
+        (answer,) = [x.value for x in at.success]
+        assert "ε = 10 is the smallest measured ε with accuracy ≥ 0.5 (0.767 [" in answer
+        assert "n = 360)" in answer and "measured (table1), δ = 0.05" in answer
+        assert "(interpolated: an estimate, no interval, no n)" in answer
+    labels = {b.label for b in at.get("download_button")}
+    assert "Download data (accuracy-vs-total-epsilon-digits.csv)" in labels
 
 
 def test_release_rate_is_on_the_total_epsilon(results) -> None:
