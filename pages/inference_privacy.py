@@ -107,6 +107,11 @@ if ip is not None:
                 )
             p_sent = mv.class_distribution(d.noisy)
             bars.append(go.Bar(x=list(names), y=p_sent, name="from the sent release"))
+            with col:  # the API's public JSON of the sent release, as privcore.release writes it
+                ui.download_json("Release (JSON)", d.release.document(), file_name=f"release-{sent.id}.json",
+                                 key=f"dl_ip_{mech_name}",
+                                 help=f"Sent release #{sent.id}: in the ledger already, so this costs "
+                                 "nothing.")
         fig = go.Figure(bars)
         fig.update_layout(
             height=260,

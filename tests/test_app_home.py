@@ -79,9 +79,14 @@ def test_ldp_image_row_follows_the_datasets_image_size_and_metrics_wrap() -> Non
     # the embedded default, real MNIST: 28×28
     assert row["mechanism"] == "LDP-Image (mnist: 28×28, d = 784)" and row["now"] == "b = 784"  # ε = 1
     assert "8×8" not in " ".join(table["mechanism"])
+    def blocks(node):  # every block under the page's main area (the table sits in a fragment)
+        for child in getattr(node, "children", {}).values():
+            yield child
+            yield from blocks(child)
+
     (row_of_metrics,) = [
         b
-        for b in at.main.children.values()
+        for b in blocks(at.main)
         if getattr(b, "type", "") == "flex_container" and b.proto.flex_container.wrap
         and b.children and all(getattr(c, "type", "") == "metric" for c in b.children.values())
     ]

@@ -142,6 +142,9 @@ def test_an_upload_on_this_page_shows_all_three_releases_with_their_guarantees()
     dists = [f for f in figures(at) if f.layout.title.text == "class distribution"]
     assert [len(f.data) for f in dists] == [1, 1, 2]  # the sent Lap-Output release beside the clean one
     assert abs(sum(dists[2].data[1].y) - 1) < 1e-9 and len(at.code) == 1  # its noisy scores
+    # its public JSON, the document privcore.release writes: ε is the total the sidebar set
+    (download,) = [d for d in at.get("download_button") if d.proto.label == "Release (JSON)"]
+    assert download.key == "dl_ip_Lap-Output"
     at.button(key="ip_send_Gauss-Input").click().run()
     assert "noisy image it released" in " ".join(str(i.proto) for i in at.get("image"))  # Gauss-Input's
 

@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "post_processing": "accounting",
     "Utility": "utility",
     "live_accuracy": "utility",
+    "peek_accuracy": "utility",
     "Crossing": "tradeoff",
     "Curve": "tradeoff",
     "Estimate": "tradeoff",

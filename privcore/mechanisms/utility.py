@@ -15,7 +15,6 @@ they are shown. The committed result tables remain the designated single read of
 
 from __future__ import annotations
 
-import functools
 import threading
 import zlib
 from dataclasses import dataclass
@@ -23,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from privcore._inflight import MISSING, Memo
 from privcore.mechanisms.protocol import Mechanism, Setting
 
-__all__ = ["DRAWS", "SPLIT", "Utility", "evaluation_inputs", "live_accuracy"]
+__all__ = ["DRAWS", "SPLIT", "Utility", "evaluation_inputs", "live_accuracy", "peek_accuracy"]
 
 #: the split live numbers are computed on
 SPLIT = "test"
@@ -113,7 +113,16 @@ def evaluation_inputs(mechanism: Mechanism, target: Any, dataset: str, *, n: int
 def live_accuracy(mechanism: Mechanism, target: Any, setting: Setting, *, dataset: str, model: str,
                   n: int | None = None, draws: int = DRAWS, seed: int = 0) -> Utility:
     """The accuracy of ``mechanism`` on ``target`` at ``setting`` (module docstring): memoised."""
-    return _live(mechanism, _Held(target), setting, dataset, model, n, draws, seed)
+    key = (mechanism, _Held(target), setting, dataset, model, n, draws, seed)
+    return _READINGS.get(key, lambda: _live(mechanism, target, setting, dataset, model, n, draws, seed))
+
+
+def peek_accuracy(mechanism: Mechanism, target: Any, setting: Setting, *, dataset: str, model: str,
+                  n: int | None = None, draws: int = DRAWS, seed: int = 0) -> Utility | None:
+    """:func:`live_accuracy`'s reading if it has been computed in this process, else None (computes
+    nothing: for a view that must not wait)."""
+    hit = _READINGS.peek((mechanism, _Held(target), setting, dataset, model, n, draws, seed))
+    return None if hit is MISSING else hit
 
 
 class _Held:
@@ -131,10 +140,13 @@ class _Held:
         return isinstance(other, _Held) and other.target is self.target
 
 
-@functools.lru_cache(maxsize=256)
-def _live(mechanism: Mechanism, held: _Held, setting: Setting, dataset: str, model: str, n: int | None,
+#: readings per (mechanism, model object, setting, split size, draws, seed), each computed once across
+#: threads (the dashboard's warm-up and a page may ask at the same time)
+_READINGS = Memo(max_entries=256)
+
+
+def _live(mechanism: Mechanism, target: Any, setting: Setting, dataset: str, model: str, n: int | None,
           draws: int, seed: int) -> Utility:
-    target = held.target
     inputs, labels = evaluation_inputs(mechanism, target, dataset, n=n)
     # seeded by the setting itself (not hash(), which changes from process to process)
     rng = np.random.default_rng([seed, zlib.crc32(repr((mechanism.name, setting)).encode())])
