@@ -131,8 +131,9 @@ def panel(
         f"{loaded.model}. Noise: the scale per coordinate of the released vector (Laplace b or Gaussian σ). "
         "Accuracy: computed now at exactly this setting on the test split for every mechanism that needs no "
         "per-image certificate (n images × noise draws, 95 % interval); for PTR the committed experiment "
-        "results at this ε with their interval, n and the δ they were measured at (interpolated in log ε "
-        'between measured points, else "not measured"). Nothing here is released.'
+        "results at this ε with their interval, n and the δ they were measured at (between measured "
+        'points: interpolated in log ε, labelled so, with no interval and no n; else "not measured"). '
+        "Nothing here is released."
     )
     other = [
         f"{registry.get(c.name).label} at δ = {c.accuracy.delta:g}"

@@ -29,6 +29,13 @@ _EXPORTS: dict[str, str] = {
     "Utility": "utility",
     "live_accuracy": "utility",
     "peek_accuracy": "utility",
+    "Crossing": "tradeoff",
+    "Curve": "tradeoff",
+    "Estimate": "tradeoff",
+    "Metric": "tradeoff",
+    "accuracy_curve": "tradeoff",
+    "accuracy_metric": "tradeoff",
+    "smallest_epsilon": "tradeoff",
     # the mechanism protocol and its registry entries (privcore.mechanisms.registry holds the table)
     "Mechanism": "protocol",
     "Options": "protocol",

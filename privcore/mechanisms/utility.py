@@ -54,6 +54,11 @@ class Utility:
     split: str = SPLIT
 
     @property
+    def value(self) -> float:
+        """The accuracy (the name every reading with an interval shares)."""
+        return self.accuracy
+
+    @property
     def near_chance(self) -> bool:
         """Whether the interval reaches within 0.1 of chance: a user should be told before Send."""
         return self.low <= self.chance + 0.1
