@@ -148,13 +148,17 @@ eps = c1.number_input(
 dlt = c2.number_input(
     "δ", min_value=0.0, max_value=1.0, value=float(base.delta), format="%.3g", key=f"acc_delta_{base.delta}"
 )
-rad = c3.number_input(
-    "radius α (or R)",
-    min_value=1e-9,
-    value=float(base.radius),
-    format="%.4g",
-    key=f"acc_radius_{base.radius}",
-)
+if base.all_pairs:  # local DP: no radius to enter
+    rad = math.inf
+    c3.markdown("radius: every pair of inputs")
+else:
+    rad = c3.number_input(
+        "radius α (or R)",
+        min_value=1e-9,
+        value=float(base.radius),
+        format="%.4g",
+        key=f"acc_radius_{base.radius}",
+    )
 try:
     g = Guarantee(
         epsilon=eps, delta=dlt, radius=rad, space=base.space, norm=base.norm, mechanism=base.mechanism
@@ -168,26 +172,32 @@ st.markdown(
     else f"Starting guarantee {_fmt(g)} (entered by hand)."
 )
 
-left, right = st.columns(2)
-with left:
-    st.markdown("**Chaining** — the guarantee at a larger radius β (IP paper Prop. 4, Appendix D)")
-    beta = st.number_input("β", min_value=1e-9, value=float(4 * rad), format="%.4g", key=f"acc_beta_{rad}")
-    h = chaining_hops(g.radius, beta)
-    c = chaining(g, beta)
-    st.latex(
-        r"h = \lceil \beta/\alpha \rceil = "
-        + str(h)
-        + r",\quad (h\varepsilon,\ \delta\,\frac{e^{h\varepsilon}-1}"
-        r"{e^{\varepsilon}-1})"
-    )
-    _show(c)
-with right:
-    st.markdown("**Group privacy** — k steps of the radius at once (Vadhan 2017, Lemma 2.2)")
-    k = st.number_input("k", min_value=1, max_value=1000, value=3, step=1, key="acc_k")
-    gp = group_privacy(g, int(k))
-    st.latex(r"(k\varepsilon,\ k\,e^{(k-1)\varepsilon}\,\delta)\ \text{at radius } k\alpha")
-    _show(gp)
-    st.caption(f"Chaining to the same radius k·α gives {_fmt(chaining(g, int(k) * g.radius))}, never worse.")
+if g.all_pairs:
+    st.caption("Chaining and group privacy widen a radius: a guarantee over every pair of inputs has "
+               "none to widen, and stays as it is.")
+else:
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Chaining** — the guarantee at a larger radius β (IP paper Prop. 4, Appendix D)")
+        beta = st.number_input("β", min_value=1e-9, value=float(4 * rad), format="%.4g",
+                               key=f"acc_beta_{rad}")
+        h = chaining_hops(g.radius, beta)
+        c = chaining(g, beta)
+        st.latex(
+            r"h = \lceil \beta/\alpha \rceil = "
+            + str(h)
+            + r",\quad (h\varepsilon,\ \delta\,\frac{e^{h\varepsilon}-1}"
+            r"{e^{\varepsilon}-1})"
+        )
+        _show(c)
+    with right:
+        st.markdown("**Group privacy** — k steps of the radius at once (Vadhan 2017, Lemma 2.2)")
+        k = st.number_input("k", min_value=1, max_value=1000, value=3, step=1, key="acc_k")
+        gp = group_privacy(g, int(k))
+        st.latex(r"(k\varepsilon,\ k\,e^{(k-1)\varepsilon}\,\delta)\ \text{at radius } k\alpha")
+        _show(gp)
+        same = _fmt(chaining(g, int(k) * g.radius))
+        st.caption(f"Chaining to the same radius k·α gives {same}, never worse.")
 
 st.markdown("**Composing k identical releases** (basic composition)")
 n = st.slider("number of releases", 1, 50, 5, key="acc_n")

@@ -24,6 +24,12 @@ from privlens.settings import ALPHA_GRID, IP_MECHANISMS
 
 PAGE = mv.PAGES["inference_privacy"]
 
+
+def _pairs(g) -> str:
+    """The pairs a guarantee covers, after its (ε, δ)."""
+    return "over every pair of inputs" if g.all_pairs else f"at α = {g.radius:g}, {g.metric}"
+
+
 s = ui.page_setup()
 st.title("Inference privacy")
 st.caption(
@@ -32,11 +38,11 @@ st.caption(
     "Lap-Output add noise to the outputs of a classifier whose global Lipschitz constant μ is certified "
     "by construction."
 )
-if s.is_posthoc:
+if "alpha" not in s.spec.parameter_names:  # the sidebar shows no α: this page does
     st.info(
-        f"The sidebar's mechanism is {ui.mechanism_label(s.mechanism)}; this page shows the three "
-        "inference-privacy mechanisms with the sidebar's ε and δ and the α below (pick one of them in the "
-        "sidebar to highlight it)."
+        f"The sidebar's mechanism is {ui.mechanism_label(s.mechanism)}; this page shows the mechanisms "
+        "that release a classifier's scores with the sidebar's ε and δ and the α below (pick one of them in "
+        "the sidebar to highlight it)."
     )
     ui.bound_widget(
         "select_slider",
@@ -107,6 +113,11 @@ if ip is not None:
                 )
             p_sent = mv.class_distribution(d.noisy)
             bars.append(go.Bar(x=list(names), y=p_sent, name="from the sent release"))
+            with col:  # the API's public JSON of the sent release, as privcore.release writes it
+                ui.download_json("Release (JSON)", d.release.document(), file_name=f"release-{sent.id}.json",
+                                 key=f"dl_ip_{mech_name}",
+                                 help=f"Sent release #{sent.id}: in the ledger already, so this costs "
+                                 "nothing.")
         fig = go.Figure(bars)
         fig.update_layout(
             height=260,
@@ -118,7 +129,7 @@ if ip is not None:
             title={"text": "class distribution", "font": {"size": 12}},
         )
         col.plotly_chart(fig, key=f"ip_dist_{mech_name}", config=ui.PLOTLY_CONFIG)
-        col.caption(f"Guarantee if sent: (ε = {g.epsilon:g}, δ = {g.delta:g}) at α = {s.alpha:g}, {g.metric}")
+        col.caption(f"Guarantee if sent: (ε = {g.epsilon:g}, δ = {g.delta:g}) {_pairs(g)}")
         col.button(
             f"Send {mech_name}" if sent is None else f"Send another {mech_name}",
             key=f"ip_send_{mech_name}",
@@ -135,7 +146,7 @@ if ip is not None:
             "noise": look.noise,
             "prediction without noise": f"{names[top_clean]} ({p_clean[top_clean]:.2f})",
             "sent": "no (nothing drawn)" if sent is None else f"yes, release #{sent.id}",
-            "guarantee": f"(ε = {g.epsilon:g}, δ = {g.delta:g}) at α = {s.alpha:g}, {g.metric}",
+            "guarantee": f"(ε = {g.epsilon:g}, δ = {g.delta:g}) {_pairs(g)}",
         }
         if sent is not None:
             p_noisy = mv.class_distribution(sent.outcome.noisy)
@@ -156,10 +167,11 @@ if ip is not None:
     )
     if guarantees:
         st.markdown(
-            "**What sending one release of each of the three costs.** Gauss-Input and Gauss-Output are "
+            "**What sending one release of each costs.** Gauss-Input and Gauss-Output are "
             "both stated for pairs within ℓ2 distance α on the model input (the same pixels), Lap-Output "
             "for pairs within ℓ1 distance α. "
-            "A pair within ℓ1 distance α is also within ℓ2 distance α, so all three releases apply to it."
+            "A pair within ℓ1 distance α is also within ℓ2 distance α, so all three releases apply to it; a "
+            "local-DP release applies to every pair of inputs."
         )
         one_each = [
             {"image": image.name, "image_key": "one of each", "label": name, "guarantee": g}
@@ -184,7 +196,9 @@ if ip is not None:
                 )
         st.caption(LEDGER_EXPLANATION)
 
-    focus = s.mechanism if s.mechanism in guarantees else next(iter(guarantees), None)
+    # chaining widens a radius: a guarantee over every pair of inputs has none to widen
+    radii = [n for n, g in guarantees.items() if not g.all_pairs]
+    focus = s.mechanism if s.mechanism in radii else next(iter(radii), None)
     if focus is not None:
         st.subheader(f"Chaining: {focus} at other radii")
         g = guarantees[focus]

@@ -115,24 +115,12 @@ clean_class = views.clean_class
 if box is not None:  # the class of f(clip z): what the mechanism releases from, without noise
     clipped = torch.from_numpy(box.clip(view.x).astype(np.float32))[None]
     clean_class = int(pipe.classify(pipe.obfuscate(clipped)).argmax(-1)[0])
-cols = st.columns(3)
+cols = st.columns(2)
 # framed: a blank white input would be invisible on the white page (downloads keep the plain PNGs)
 cols[0].image(framed(views.input_png), caption="As the model sees it (x)", width=160)
 cols[1].image(framed(views.reconstruction_png), caption="VAE reconstruction g⁻¹(g(x))", width=160)
-attack_png = None
-if result is None:
-    cols[2].info("The attacker's reconstruction is computed from the sent release: it appears once you send.")
-elif released:
-    rec = pipe.reconstruct(mv.as_tensor(result.value))[0] if pipe.attacker is not None else None
-    if rec is not None:
-        attack_png = encode_png(rec, scale=scale)
-        cols[2].image(
-            framed(attack_png), caption=f"Attacker's reconstruction from sent release #{sent.id}", width=160
-        )
-    else:
-        cols[2].info("No attacker is shipped for this model.")
-else:
-    cols[2].markdown(f"### ⊥\nSent release #{sent.id} is ⊥: the attacker gets nothing but ⊥.")
+st.caption("The attacker's reconstruction is computed from the sent release: it appears under Send once you "
+           "send.")
 
 # ------------------------------------------------------------------------------ before sending
 st.subheader("3 · What the release would be")
@@ -165,8 +153,8 @@ if const is not None:
 m.metric(
     f"noise scale {formula}".strip(),
     f"{look.noise_scale:.4g}",
-    help=f"{mt.noise_name(const)} scale per coordinate of a released vector at {own_eps} (the exact sampler "
-    f"draws {look.noise_scale_effective:.6g}: its grid and f's float64 rounding add a little).",
+    help=f"{look.noise} at {own_eps} (the exact sampler draws {look.noise_scale_effective:.6g}: its grid and "
+    "f's float64 rounding add a little).",
     width="content",
 )
 if not mech.uses_delta:
@@ -180,7 +168,8 @@ if box is not None and const is not None:
     )
     frame = pd.DataFrame([box.lower, box.upper], index=["lower", "upper"],
                          columns=[f"z{i + 1}" for i in range(len(box.lower))])
-    st.dataframe(frame.style.format("{:.3g}"), width="content")
+    with st.expander("The public box"):
+        st.dataframe(frame.style.format("{:.3g}"), width="content")
     st.caption(
         "Your embedding lies inside the box: clipping leaves it unchanged."
         if box.contains(view.x)
@@ -191,8 +180,8 @@ chance = "" if p == 1.0 else f"with probability {p_text} the noisy test passes a
 otherwise = "" if p == 1.0 else "; otherwise it is ⊥"
 noise = look.noise_scale
 st.markdown(
-    f"**If you send**, {s.mechanism} draws once: {chance}the release is the obfuscated vector plus "
-    f"{mt.noise_name(const)} noise of scale {noise:.4g} on each coordinate{otherwise}. Without noise the "
+    f"**If you send**, {s.mechanism} draws once: {chance}the release is the obfuscated vector with "
+    f"{look.noise}{otherwise}. Without noise the "
     f"classifier would read it as **{names[clean_class]}** (shown to you only: the noise-free vector itself "
     "is never released). Nothing is drawn before you send, so there is no draw to look at, keep or discard."
 )
@@ -255,11 +244,8 @@ if cert is not None:
         help=glossary.help_for("R*", "φ", "Δp", "LipMIP"),
     )
 
-st.subheader("4 · Which mechanism")
-compare_panel.panel(s, loaded, image, view=view, certification=cert, outlook=look)
-
 # ------------------------------------------------------------------------------ send
-st.subheader("5 · Send")
+st.subheader("4 · Send")
 spent = f"{mech.guarantee} = ({g.epsilon:g}, {g.delta:g}, {g.radius:g})"
 how_run = (f" ({mech.source}, {mech.name} run at ε/{1 / mech.epsilon_share:g} = {eps_m:g}, δ = {s.delta:g})."
            if mech.epsilon_share != 1 else f" ({mech.label}{'' if mech.uses_delta else ': no δ'}"
@@ -303,9 +289,28 @@ a[1].download_button(
     on_click="ignore",
 )
 
+
+
+def _reconstruction(sent_release: object, number: int) -> bytes | None:
+    """Show the attacker's reconstruction from the sent release (⊥: nothing to reconstruct) and return
+    its PNG; None without one."""
+    rec_col = st.columns(2)[0]
+    if not sent_release.released:
+        rec_col.markdown(f"### ⊥\nSent release #{number} is ⊥: the attacker gets nothing but ⊥.")
+        return None
+    if pipe.attacker is None:
+        rec_col.info("No attacker is shipped for this model.")
+        return None
+    rec = pipe.reconstruct(mv.as_tensor(sent_release.value))[0]
+    png = encode_png(rec, scale=scale)
+    rec_col.image(framed(png), caption=f"Attacker's reconstruction from sent release #{number}", width=160)
+    return png
+
+
 doc = None
+attack_png = None
 if sent is not None:
-    st.subheader("6 · The sent release")
+    st.subheader("5 · The sent release")
     state = f"sent as release #{sent.id}"
     o = st.columns(2)
     if result.certification is not None:  # the test it ran: φ and φ̂ are yours, never in the file
@@ -319,8 +324,8 @@ if sent is not None:
     else:
         st.success(
             f"**Released** ({state}). The output is the obfuscated vector of the "
-            f"{'clipped ' if box is not None else ''}embedding plus {mt.noise_name(const)} noise of scale "
-            f"{result.noise_scale_effective:.4g} per coordinate."
+            f"{'clipped ' if box is not None else ''}embedding with {look.noise}; the exact sampler drew at "
+            f"scale {result.noise_scale_effective:.4g}."
         )
         sent_const = mt.constant_of(result.public)
         if sent_const is not None:
@@ -332,6 +337,7 @@ if sent is not None:
         f"{result.noise_scale_effective:.6g}",
         help="What the exact sampler drew per coordinate (the noise scale on its grid).",
     )
+    attack_png = _reconstruction(result, sent.id)
     doc = result.document()  # the API's public JSON (privcore.api.Release.document), as privcore.release
     if released:
         noisy_class = result.predicted_class  # the release classifier, told the public noise scale
@@ -368,9 +374,14 @@ if sent is not None:
         )
     st.success(
         f"Sent: release #{sent.id} is in the session ledger, charged ({g.epsilon:g}, {g.delta:g}, "
-        f"{s.radius:g}) once. Sending another draws new noise and is charged again."
+        f"{g.radius:g}) once. Sending another draws new noise and is charged again."
     )
 
+
+st.subheader("6 · Which mechanism")
+st.caption("Every mechanism at the sidebar's settings, for this image: choose one in the sidebar before you "
+           "send.")
+compare_panel.panel(s, loaded, image, view=view, certification=cert, outlook=look)
 
 ledger_now = list(ui.ledger_rows())  # read here: the download runs outside this script's session
 

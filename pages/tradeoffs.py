@@ -1,5 +1,6 @@
-"""Trade-offs: accuracy and release rate against ε (posthoc Tables 1–2), the current setting marked,
-and the smallest ε that reaches a target accuracy. Widgets and layout only."""
+"""Trade-offs: accuracy against the total ε for every mechanism and model (live where the mechanism
+simulates its noise), the release rate, and the smallest ε that reaches a target. Widgets and layout
+only: the curves and the solver are privlens.tradeoff_view's."""
 
 from __future__ import annotations
 
@@ -14,188 +15,219 @@ from privcore.experiments import MEASURES, hoeffding_halfwidth
 from privcore.mechanisms import registry
 from privlens import charts, pipelines, ui
 from privlens import mechanism_view as mv
+from privlens import tradeoff_view as tv
 from privlens.image import current_image
 from privlens.outcome import release_probability
-from privlens.results import load_results, smallest_epsilon
+from privlens.results import load_results
 
 s = ui.page_setup()
 st.title("Trade-offs")
 st.caption(
-    "Test accuracy and release rate of posthoc PTR against ε for each obfuscator (posthoc Table 1) and the "
-    "local-DP baselines (Table 2). A ⊥ counts as a uniform random guess, the paper's convention. The x axis "
-    "is each mechanism's own ε: PTR at ε guarantees (2ε, δ/2, R) on the embedding, so the sidebar's total ε "
-    "runs it at ε/2 (both are marked); LDP's ε is its total and holds for every pair of images — a "
-    "stronger notion, so compare the curves with that in mind. The certified global mechanism's accuracy, "
-    "at the total ε, is in the Release page's comparison (data/results/<dataset>/table1-global.csv)."
+    "Test accuracy against the **total ε** of one sent release, for every mechanism of the registry on every "
+    "shipped model of the dataset. A mechanism that needs no per-image certificate is computed live: its "
+    "noise simulated on the test split at each ε (n test images × noise draws, 95 % bootstrap intervals "
+    "over images, at the sidebar's δ, R and α). A mechanism that needs one (PTR) is read from the committed "
+    'table that measures it, labelled "measured (table)", at the δ it was measured at. Each curve is '
+    "computed once per setting on this server. The LDP baselines (posthoc Table 2) are ε-LDP, a guarantee "
+    "for every pair of images: a stronger notion, so compare with that in mind."
 )
 
 models = pipelines.catalogue()
-dataset = s.dataset if s.dataset in models else pipelines.DEFAULT_DATASET
-t1 = load_results(dataset, "table1")
-t2 = load_results(dataset, "table2")
+loaded = pipelines.pipeline(s)
+dataset = (
+    loaded.dataset
+    if loaded is not None
+    else (s.dataset if s.dataset in models else pipelines.DEFAULT_DATASET)
+)
+mech = s.spec
+all_pairs = tv.pairs(dataset)
+mine = [
+    p
+    for p in all_pairs
+    if p[0] == mech.name and (mech.family != "posthoc" or loaded is None or p[1] == loaded.model)
+]
+selected = mine[0] if mine else None
 
 
-def _finite(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["epsilon"].apply(lambda e: math.isfinite(float(e)))].sort_values("epsilon")
+def _name(ln: tv.Line) -> str:
+    """'Global on N-global (live, n = 1000 × 3 draws, δ = 0)': the pair, how it was read, n and δ."""
+    pts = ln.curve.points if ln.curve is not None else ()
+    ns = sorted({p.n for p in pts if p.n is not None})
+    n = "n not recorded" if not ns else f"n = {ns[0]}" if len(ns) == 1 else f"n = {ns[0]}–{ns[-1]}"
+    draws = {p.draws for p in pts if p.draws is not None}
+    n += f" × {draws.pop()} draws" if len(draws) == 1 else ""
+    delta = "" if ln.delta is None else f", δ = {ln.delta:g}"
+    return f"{html.escape(ln.mechanism)} on {html.escape(ln.model)} ({ln.source}, {n}{delta})"
 
 
-def _delta_label(g: pd.DataFrame) -> str:
-    """', δ = 0.05': the δ the curve's rows were measured at (the CSV's ``delta`` column; none is δ = 0, a
-    pure guarantee such as ε-LDP's)."""
-    deltas = sorted({float(d) for d in g["delta"].dropna()}) if "delta" in g else []
-    if not deltas:
-        return ", δ = 0"
-    return ", δ = " + "/".join(f"{d:g}" for d in deltas)
-
-
-def _n_and_bars(g: pd.DataFrame) -> tuple[str, dict | None]:
-    """', n = …, δ = …' for the legend and 95 % Hoeffding error bars (⊥ scores a uniform guess)."""
-    if "n_test" not in g or g["n_test"].isna().all():
-        return _delta_label(g), None
-    sizes = sorted({int(v) for v in g["n_test"].dropna()})
-    label = f", n = {sizes[0]}" if len(sizes) == 1 else f", n = {sizes[0]}–{sizes[-1]}"
-    bars = {"type": "data", "array": [hoeffding_halfwidth(v) for v in g["n_test"]], "thickness": 1}
-    return label + _delta_label(g), bars
-
-
-def _hover(g: pd.DataFrame, bars: dict | None, what: str) -> dict:
-    """Hover text of each point: ε, the value with its 95 % interval, n and δ."""
-    half = bars["array"] if bars is not None else [None] * len(g)
-    n = g["n_test"] if "n_test" in g else [None] * len(g)
-    delta = _delta_label(g).removeprefix(", ")
+def _trace(ln: tv.Line, *, current: bool) -> go.Scatter:
+    pts = ln.curve.points  # type: ignore[union-attr]
+    ok = [math.isfinite(p.low) and math.isfinite(p.high) for p in pts]
+    bars = {
+        "type": "data",
+        "symmetric": False,
+        "thickness": 1,
+        "array": [p.high - p.value if k else 0 for p, k in zip(pts, ok, strict=True)],
+        "arrayminus": [p.value - p.low if k else 0 for p, k in zip(pts, ok, strict=True)],
+    }
     custom = [
         [
-            "" if h is None else f" [{max(0.0, float(y) - h):.3f}, {min(1.0, float(y) + h):.3f}]",
-            "n not recorded" if k is None or k != k else f"n = {int(k)}",
+            f" [{p.low:.3f}, {p.high:.3f}]" if k else "",
+            "n not recorded"
+            if p.n is None
+            else f"n = {p.n}" + ("" if p.draws is None else f" × {p.draws} draws"),
         ]
-        for y, h, k in zip(g[what], half, n, strict=True)
+        for p, k in zip(pts, ok, strict=True)
     ]
-    return {
-        "customdata": custom,
-        "hovertemplate": "ε = %{x:g}<br>%{y:.3f}%{customdata[0]} (95 % interval)<br>"
-        f"%{{customdata[1]}}, {delta}<extra>%{{fullData.name}}</extra>",
-    }
-
-
-MEASURED = registry.get(MEASURES["table1"])  # the mechanism Table 1 measures, at its own ε
-PTR_EPSILON = MEASURED.mechanism_epsilon(s.epsilon)  # its own ε at the sidebar's total
-
-
-def _mark_current(fig: go.Figure, *, total: bool = True) -> None:
-    """The sidebar's total ε and PTR's ε/2 as named lines, and an x range showing them and every plotted
-    point (``total`` False: PTR's only, for a chart of PTR alone)."""
-    xs = [v for t in fig.data if t.x is not None for v in t.x if v is not None]
-    charts.mark_x(fig, PTR_EPSILON, f"PTR's ε/2 = {PTR_EPSILON:g}", log=True)
-    if total:
-        charts.mark_x(fig, s.epsilon, f"total ε = {s.epsilon:g}", log=True, color="gray")
-    charts.log_axis(fig, [*xs, PTR_EPSILON, *([s.epsilon] if total else [])])
-
-
-curves: dict[str, pd.DataFrame] = {}
-st.subheader("Accuracy against ε")
-if t1 is None and t2 is None:
-    ui.missing_results("table1", dataset, "Table 1 results")
-    ui.missing_results("table2", dataset, "Table 2 results")
-else:
-    fig = go.Figure()
-    if t1 is not None:
-        if s.certifier in set(t1.get("certifier", pd.Series(dtype=str))):
-            t1 = t1[t1["certifier"] == s.certifier]
-        for name, grp in t1.groupby("obfuscator", sort=True):
-            g = _finite(grp)
-            curves[str(name)] = g
-            current = name == s.model
-            n_label, bars = _n_and_bars(g)
-            fig.add_trace(
-                go.Scatter(
-                    x=g["epsilon"],
-                    y=g["accuracy"],
-                    error_y=bars,
-                    mode="lines+markers",
-                    name=f"{name} (PTR{n_label})",
-                    line={"width": 4 if current else 1.5},
-                    opacity=1.0 if current else 0.6,
-                    **_hover(g, bars, "accuracy"),
-                )
-            )
-    else:
-        ui.missing_results("table1", dataset, "Table 1 results")
-    if t2 is not None:
-        for name, grp in t2[t2["method"] != "Adversarial"].groupby("method", sort=True):
-            g = _finite(grp)
-            curves[str(name)] = g
-            n_label, bars = _n_and_bars(g)
-            fig.add_trace(
-                go.Scatter(
-                    x=g["epsilon"],
-                    y=g["accuracy"],
-                    error_y=bars,
-                    mode="lines+markers",
-                    name=f"{name} (ε-LDP{n_label})",
-                    line={"dash": "dash"},
-                    **_hover(g, bars, "accuracy"),
-                )
-            )
-    else:
-        ui.missing_results("table2", dataset, "Table 2 results (LDP baselines)")
-    _mark_current(fig)
-    fig.update_layout(
-        title=f"Test accuracy vs ε — {dataset}",
-        xaxis_title="the mechanism's own ε (PTR: half the total; LDP: the total; log scale)",
-        yaxis_title="test accuracy (fraction)",
-        legend_title_text="method",
-        # below the plot: the legends name n and δ, and beside it they would squeeze it on a laptop
-        legend={"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0},
-        height=640,
-        xaxis_type="log",
-        yaxis_range=[0, 1],
+    return go.Scatter(
+        x=[p.epsilon for p in pts],
+        y=[p.value for p in pts],
+        error_y=bars,
+        mode="lines+markers",
+        name=_name(ln),
+        line={"width": 4 if current else 1.5, "dash": "solid" if ln.is_live else "dashdot"},
+        opacity=1.0 if current else 0.35,
+        customdata=custom,
+        hovertemplate="total ε = %{x:g}<br>%{y:.3f}%{customdata[0]} (95 % interval)<br>%{customdata[1]}"
+        "<extra>%{fullData.name}</extra>",
     )
-    data = pd.concat([d.assign(method=k) for k, d in curves.items()], ignore_index=True) if curves else None
-    ui.chart(fig, name=f"accuracy-vs-epsilon-{dataset}", data=data)
-    st.caption(
-        "Error bars: 95 % interval of each accuracy (Hoeffding, over the n test images named in the legend); "
-        "each curve was measured at the δ its legend names (the CSV's δ column; ε-LDP is pure, δ = 0)."
-    )
-    measured = sorted({float(d) for d in t1["delta"].dropna()}) if t1 is not None and "delta" in t1 else []
-    if measured and s.delta not in measured:
-        fewer = s.delta < measured[0]
-        st.warning(
-            f"The PTR curves were measured at δ = {'/'.join(f'{d:g}' for d in measured)}, not at the "
-            f"sidebar's δ = {s.delta:g} (no experiment ran at that δ). PTR's test threshold ln(1/δ)·b "
-            f"depends on δ: at δ = {s.delta:g} it releases {'less' if fewer else 'more'} often, and its "
-            f"accuracy is {'lower' if fewer else 'higher'} than these curves.",
-            icon=":material/warning:",
+
+
+def _ldp_traces(fig: go.Figure) -> list[pd.DataFrame]:
+    """The LDP baselines of Table 2 not in the registry (dashed, muted): measured, with Hoeffding bars."""
+    t2 = load_results(dataset, "table2")
+    if t2 is None:
+        return []
+    out = []
+    known = set(registry.names())
+    for method, grp in t2[~t2["method"].isin(["Adversarial", *known])].groupby("method", sort=True):
+        g = grp[[math.isfinite(float(e)) for e in grp["epsilon"]]].sort_values("epsilon")
+        n = sorted({int(v) for v in g["n_test"].dropna()}) if "n_test" in g else []
+        bars = (
+            {"type": "data", "array": [hoeffding_halfwidth(v) for v in g["n_test"]], "thickness": 1}
+            if n
+            else None
         )
-    if t1 is not None:
-        informal = t1[~t1["epsilon"].apply(lambda e: math.isfinite(float(e)))]
-        if not informal.empty:
-            st.caption(
-                "Without noise (ε = ∞, the paper's 'informal' column): "
-                + ", ".join(f"{r.obfuscator} {r.accuracy:.3f}" for r in informal.itertuples())
+        fig.add_trace(
+            go.Scatter(
+                x=g["epsilon"],
+                y=g["accuracy"],
+                error_y=bars,
+                mode="lines+markers",
+                line={"dash": "dash"},
+                opacity=0.35,
+                name=f"{html.escape(str(method))} (measured (table2), ε-LDP"
+                + (f", n = {n[0]}" if len(n) == 1 else "")
+                + ", δ = 0)",
             )
+        )
+        out.append(g.assign(mechanism=str(method), model="", source="measured (table2)"))
+    return out
 
-st.subheader("Release rate against ε")
+
+st.subheader("Accuracy against total ε")
+names = list(dict.fromkeys(p[0] for p in all_pairs))
+obfuscators = list(dict.fromkeys(p[1] for p in all_pairs if registry.get(p[0]).family == "posthoc"))
+c1, c2 = st.columns(2)
+want_mechs = c1.multiselect(
+    "Mechanisms",
+    names,
+    default=[n for n in names if selected and n == selected[0]],
+    key="to_mechs",
+    help="Each curve is computed live the first time on this server (a mechanism with a certified constant "
+    "certifies it once per model: up to a few seconds each), then cached per setting.",
+)
+want_models = c2.multiselect(
+    "Models (posthoc mechanisms)",
+    obfuscators,
+    key="to_models",
+    default=[m for m in obfuscators if selected and m == selected[1]],
+    help="The shipped obfuscators of this dataset. An inference-privacy mechanism runs on its own "
+    "classifier.",
+)
+shown = [
+    p
+    for p in all_pairs
+    if p == selected
+    or (p[0] in want_mechs and (registry.get(p[0]).family != "posthoc" or p[1] in want_models))
+]
+lines: list[tv.Line] = []
+progress = st.progress(0.0, text="Computing the curves…") if len(shown) > 1 else None
+for i, (name, model) in enumerate(shown):
+    m = registry.get(name)
+    with st.spinner(f"{name} on {model}: accuracy at {len(tv.GRID)} values of ε…"):
+        lines.append(tv.line(m, model, mv.setting(m, s), dataset=dataset))
+    if progress is not None:
+        progress.progress((i + 1) / len(shown), text=f"{i + 1} of {len(shown)} curves")
+if progress is not None:
+    progress.empty()
+fig = go.Figure()
+data = _ldp_traces(fig)
+drawn = [ln for ln in lines if ln.curve is not None]
+for ln in sorted(drawn, key=lambda ln: (ln.mechanism, ln.model) == selected):  # the selected one on top
+    fig.add_trace(_trace(ln, current=(ln.mechanism, ln.model) == selected))
+    data.append(tv.frame(ln))
+xs = [float(x) for t in fig.data for x in (() if t.x is None else t.x) if x is not None]
+charts.mark_x(fig, s.epsilon, f"total ε = {s.epsilon:g}", log=True, color="gray")
+charts.log_axis(fig, [*xs, s.epsilon])
+fig.update_layout(
+    title=f"Test accuracy vs total ε — {dataset}",
+    xaxis_title="total ε of one sent release (log scale)",
+    yaxis_title="test accuracy (fraction)",
+    legend_title_text="mechanism on model",
+    legend={"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0},
+    height=640,
+    xaxis_type="log",
+    yaxis_range=[0, 1],
+)
+ui.chart(
+    fig,
+    name=f"accuracy-vs-total-epsilon-{dataset}",
+    data=pd.concat(data, ignore_index=True) if data else None,
+)
+st.caption(
+    "Bold: the sidebar's mechanism and model; the others muted. Solid: live; dash-dot: measured (the "
+    "committed table, its ε turned into the total); dashed: the LDP baselines. Error bars: 95 % intervals "
+    "(live: bootstrap over the test images; measured: Wilson over its n test images; LDP: Hoeffding)."
+)
+for ln in lines:
+    if ln.curve is None and (ln.mechanism, ln.model) == selected:
+        st.info(f"No curve for {ln.mechanism} on {ln.model}: {ln.note}.")
+st.caption(
+    f"{len(shown)} of the {len(all_pairs)} mechanism–model pairs of {dataset} shown: add mechanisms "
+    "and models above."
+)
+
+st.subheader("Release rate against total ε")
+MEASURED = registry.get(MEASURES["table1"])  # the mechanism that can refuse (⊥), measured by Table 1
 fig = go.Figure()
 rate_data = []
-ptr_curves = {k: v for k, v in curves.items() if t1 is not None and k in set(t1["obfuscator"].astype(str))}
+t1 = load_results(dataset, "table1")
+model_now = loaded.model if loaded is not None else None
 if t1 is not None and "release_rate" in t1:
-    for name, g in ptr_curves.items():
-        if g["release_rate"].notna().any():
-            n_label, bars = _n_and_bars(g)
-            series = f"{name}: test set{n_label}"
-            fig.add_trace(
-                go.Scatter(
-                    x=g["epsilon"],
-                    y=g["release_rate"],
-                    error_y=bars,
-                    mode="lines+markers",
-                    name=series,
-                    line={"width": 4 if name == s.model else 1.5},
-                    **_hover(g, bars, "release_rate"),
-                )
-            )
-            rate_data.append(g[["epsilon", "release_rate"]].assign(series=series))
-loaded = pipelines.pipeline(s) if s.dataset == dataset else None
+    rows = t1[(t1["obfuscator"].astype(str) == model_now) & t1["epsilon"].astype(float).apply(math.isfinite)]
+    if not rows.empty:
+        rows = rows.sort_values("epsilon")
+        n = sorted({int(v) for v in rows["n_test"].dropna()}) if "n_test" in rows else []
+        deltas = sorted({float(d) for d in rows["delta"].dropna()}) if "delta" in rows else []
+        series = (
+            f"{MEASURED.name} on {html.escape(str(model_now))}: test set (measured (table1)"
+            + (f", n = {n[0]}" if len(n) == 1 else "")
+            + "".join(f", δ = {d:g}" for d in deltas)
+            + ")"
+        )
+        totals = [float(e) / MEASURED.epsilon_share for e in rows["epsilon"]]
+        bars = (
+            {"type": "data", "array": [hoeffding_halfwidth(v) for v in rows["n_test"]], "thickness": 1}
+            if n
+            else None
+        )
+        fig.add_trace(
+            go.Scatter(x=totals, y=rows["release_rate"], error_y=bars, mode="lines+markers", name=series)
+        )
+        rate_data.append(
+            pd.DataFrame({"epsilon": totals, "release_rate": list(rows["release_rate"]), "series": series})
+        )
 phi = None
 if loaded is not None and s.is_posthoc:
     image = current_image(loaded.dataset, loaded.pipeline.image_shape)
@@ -204,41 +236,43 @@ if loaded is not None and s.is_posthoc:
     if phi is None and ctx is not None and st.session_state.get("to_add_image"):
         phi = mv.certify(ctx)  # progress + cancel, once per (model, image, R, Δp, certifier)
     if phi is not None:
-        top = max(30.0, 1.5 * PTR_EPSILON)  # the curve reaches past the current ε
-        eps_grid = [0.1 * 1.1**k for k in range(200) if 0.1 * 1.1**k <= top]
+        totals = [t for t in tv.GRID if t <= max(30.0, 1.5 * s.epsilon)]
         probs = [
-            release_probability(phi.phi, epsilon=e, delta=s.delta, radius=ctx.radius, zeta=phi.zeta)
-            for e in eps_grid
-        ]
-        fig.add_trace(
-            go.Scatter(
-                x=eps_grid,
-                y=probs,
-                mode="lines",
-                # plotly renders trace names as HTML (links included): the file name is escaped
-                name=f"your image under PTR ({html.escape(image.name[:80])}), δ = {s.delta:g}",
-                line={"color": "black", "dash": "dot"},
+            release_probability(
+                phi.phi,
+                epsilon=MEASURED.mechanism_epsilon(t),
+                delta=s.delta,
+                radius=ctx.radius,
+                zeta=phi.zeta,
             )
+            for t in totals
+        ]
+        name = f"your image under {MEASURED.name} ({html.escape(image.name[:80])}), δ = {s.delta:g}"
+        fig.add_trace(
+            go.Scatter(x=totals, y=probs, mode="lines", name=name, line={"color": "black", "dash": "dot"})
         )
         rate_data.append(
             pd.DataFrame(
-                {"epsilon": eps_grid, "release_rate": probs, "series": f"current image, delta={s.delta:g}"}
+                {"epsilon": totals, "release_rate": probs, "series": f"current image, delta={s.delta:g}"}
             )
         )
 if fig.data:
-    _mark_current(fig, total=False)
+    xs = [float(x) for t in fig.data for x in (() if t.x is None else t.x) if x is not None]
+    charts.mark_x(fig, s.epsilon, f"total ε = {s.epsilon:g}", log=True, color="gray")
+    charts.log_axis(fig, [*xs, s.epsilon])
     fig.update_layout(
-        title=f"Fraction released (not ⊥) vs ε — {dataset}",
-        xaxis_title="PTR's ε (half the total of a sent release; log scale)",
+        title=f"Fraction released (not ⊥) vs total ε — {dataset}",
+        xaxis_title=f"total ε of one sent release ({MEASURED.name} runs at "
+        f"ε/{1 / MEASURED.epsilon_share:g}; log scale)",
         yaxis_title="release probability / rate",
         legend_title_text="series",
-        # below the plot: the legends name n and δ, and beside it they would squeeze it on a laptop
         legend={"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0},
-        height=640,
+        height=520,
         xaxis_type="log",
         yaxis_range=[0, 1.02],
     )
     ui.chart(fig, name=f"release-rate-{dataset}", data=pd.concat(rate_data, ignore_index=True))
+    st.caption("The other mechanisms always release (rate 1).")
 if phi is None:
     st.caption(
         "Your current image's own release probability can be added to this chart: it needs its φ "
@@ -247,31 +281,49 @@ if phi is None:
     if loaded is not None and s.is_posthoc:
         st.button("Add the current image", key="to_add_image")  # read above, at the next run
 else:
-    st.caption("The current image's curve is P[φ + Lap((R+ζ)/ε) > ln(1/δ)·(R+ζ)/ε] from its certified φ.")
+    st.caption(
+        "The current image's curve is P[φ + Lap((R+ζ)/ε′) > ln(1/δ)·(R+ζ)/ε′] from its certified φ, "
+        f"at ε′ = ε·{MEASURED.epsilon_share:g}."
+    )
 
-st.subheader("Smallest ε for a target accuracy")
-if not curves:
-    st.info("Needs the Table 1 / Table 2 results above.")
+st.subheader("Smallest ε for a target")
+if not all_pairs:
+    st.info("No mechanism has a model shipped for this dataset.")
 else:
-    c1, c2 = st.columns(2)
-    names = list(curves)
-    method = c1.selectbox(
-        "Method", names, index=names.index(s.model) if s.model in names else 0, key="to_method"
+    c1, c2, c3 = st.columns([2, 1, 1])
+    pair = c1.selectbox(
+        "Mechanism and model",
+        all_pairs,
+        key="to_pair",
+        index=all_pairs.index(selected) if selected in all_pairs else 0,
+        format_func=lambda p: f"{p[0]} on {p[1]}",
     )
-    target = c2.number_input(
-        "Target accuracy", min_value=0.0, max_value=1.0, value=0.5, step=0.01, key="to_target"
+    metric = c2.selectbox("Metric", list(tv.METRICS), key="to_metric")
+    spec = tv.METRICS[metric]
+    bound = c3.number_input(
+        f"Target ({'at least' if spec.at_least else 'at most'})",
+        value=spec.default,
+        step=0.01,
+        key="to_target",
     )
-    g = curves[method]
-    sol = smallest_epsilon(g["epsilon"].tolist(), g["accuracy"].tolist(), target=float(target))
-    measured_at = _delta_label(g).removeprefix(", ")
-    (st.success if sol.reachable else st.warning)(f"{sol.note} (The curve was measured at {measured_at}.)")
-    if sol.reachable and method in models.get(dataset, ()):
-        eps = sol.measured if sol.interpolated is None else round(sol.interpolated, 3)
-        total = None if eps is None else 2 * eps  # the curve's ε is PTR's: a sent release spends twice it
-        if (
-            total is not None
-            and total != s.epsilon
-            and st.button(f"Use total ε = {total:g} in the sidebar (PTR at ε/2 = {eps:g})", key="use_eps")
-        ):
-            ui.update_settings(epsilon=float(total))
-            st.rerun()
+    m = registry.get(pair[0])
+    with st.spinner(
+        f"Searching ε ∈ [{tv.SOLVER_RANGE[0]:g}, {tv.SOLVER_RANGE[1]:g}] for {m.name} on {pair[1]}…"
+    ):
+        sol = tv.solve(m, pair[1], mv.setting(m, s), dataset=dataset, metric=metric, bound=float(bound))
+    (st.success if sol.epsilon is not None else st.warning)(sol.text)
+    if sol.crossing is not None:
+        st.caption(
+            f"Live: a scan and bisection in log ε over {len(sol.crossing.readings)} readings at the "
+            "sidebar's δ, R and α (each n test images × draws). The interval runs from the smallest ε "
+            "whose reading's 95 % interval reaches the target to the smallest whose whole interval does "
+            "(pointwise, not simultaneous). The search takes the metric to move one way with ε and "
+            "checks it on its readings."
+        )
+    if (
+        sol.epsilon is not None
+        and sol.epsilon != s.epsilon
+        and st.button(f"Use total ε = {sol.epsilon:.3g} in the sidebar", key="use_eps")
+    ):
+        ui.update_settings(epsilon=float(f"{sol.epsilon:.3g}"))
+        st.rerun()

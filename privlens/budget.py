@@ -58,6 +58,9 @@ def spent_text(s: Settings) -> str:
 
     mech, g = s.spec, spent_guarantee(s)
     free = "Previews cost nothing: they hold no draw, the noise is drawn when you send."
+    if g.all_pairs:
+        return (f"Each sent release spends (ε, δ) = ({g.epsilon:g}, {g.delta:g}) over every pair of inputs "
+                f"({g.definition or 'local DP'}; {mech.label}, never ⊥). {free}")
     if mech.family == "posthoc":
         note = epsilon_note(mech, s) or (
             f"({mech.label}{'' if mech.uses_delta else ': no δ'}"

@@ -16,7 +16,8 @@ It then names the one to use: the least noise among the mechanisms whose guarant
 pairs (the posthoc family's ℓ∞ ball of radius R on the embedding), provided its guarantee is the
 same or stronger than theirs — otherwise the least noise among those with the strongest guarantee,
 saying what the noisier-but-weaker option would give. The inference-privacy mechanisms protect another
-neighbourhood (α on the input): they are shown, never ranked against the others.
+neighbourhood (α on the input), and the local-DP baselines every pair of inputs with their noise on the
+pixels or on z rather than on f(z): they are shown, never ranked against the others.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from privcore.mechanisms import Guarantee
+from privcore.mechanisms import Guarantee, Space
 from privlens import mechanism_text as mt
 from privlens.live import Reading
 
@@ -33,6 +34,8 @@ __all__ = ["Choice", "Comparison", "Entry", "compare"]
 
 #: What the IP rows say instead of a rank.
 NOT_COMPARABLE = "different guarantee (α on the input): not comparable"
+#: What a row whose guarantee covers every pair of inputs (local DP) says instead of a rank.
+ALL_PAIRS = "a stronger guarantee (every pair of inputs), noise not on f(z): not ranked by noise"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,17 +158,20 @@ class Entry:
 
 def _choice(e: Entry, *, epsilon: float, alpha: float, unknown_probability: str) -> Choice:
     mech, o = e.mechanism, e.outlook
-    posthoc = mech.family == "posthoc"
-    runs_at = mt.runs_at(mech, epsilon) + ("" if posthoc else f" at α = {alpha:g}")
-    if isinstance(o, str):
-        return Choice(name=mech.name, label=mech.label, runs_at=runs_at, guarantee=None, comparable=posthoc,
+    runs_at = mt.runs_at(mech, epsilon) + (f" at α = {alpha:g}" if "alpha" in mech.parameter_names else "")
+    if isinstance(o, str):  # ranked where its guarantee would be over R on the embedding
+        return Choice(name=mech.name, label=mech.label, runs_at=runs_at, guarantee=None,
+                      comparable=mech.family == "posthoc" and "radius" in mech.parameter_names,
                       noise_scale=None, noise="—", calibration="", probability=None, probability_text="—",
                       accuracy=e.accuracy, note=o)
-    if not posthoc:
-        return Choice(name=mech.name, label=mech.label, runs_at=runs_at, guarantee=o.guarantee,
+    g = o.guarantee
+    if g.all_pairs or g.space is not Space.EMBEDDING:  # other pairs than R on the embedding: shown only
+        note = ALL_PAIRS if g.all_pairs else NOT_COMPARABLE
+        return Choice(name=mech.name, label=mech.label, runs_at=runs_at, guarantee=g,
                       comparable=False, noise_scale=None, noise=o.noise.split(" (")[0],
-                      calibration=o.noise.partition(" (")[2].rstrip(")"), probability=1.0,
-                      probability_text="100 %", accuracy=e.accuracy, note=NOT_COMPARABLE)
+                      calibration=o.noise.partition(" (")[2].rstrip(")"), probability=o.release_probability,
+                      probability_text="100 %" if o.release_probability == 1.0 else "—", accuracy=e.accuracy,
+                      note=note)
     const = mt.constant_of(o.public)
     p = o.release_probability
     how = "" if const is None else o.public.get(const.how_key, "")

@@ -136,7 +136,8 @@ def panel(
         "image (PTR's φ), from the certificates of the test images, computed once per model and R in the "
         "background (progress below; the reading covers the images certified so far), and until then the "
         "committed experiment results at this ε with their interval, n and the δ they were measured at "
-        '(interpolated in log ε between measured points, else "not measured"). Nothing here is released.'
+        "(between measured points: interpolated in log ε, labelled so, with no interval and no n; else "
+        '"not measured"). Nothing here is released.'
     )
     for now in pending:
         evaluation_view.progress(now)
@@ -160,7 +161,9 @@ def panel(
     st.caption(
         " ".join(notes) + (" " if notes else "") + "The inference-privacy mechanisms protect other pairs "
         "(inputs within α on the pixels, not embeddings within R): a different guarantee, not comparable, "
-        "so they are shown and never ranked. Their noise is on pixels or logits, not on the embedding."
+        "so they are shown and never ranked. Their noise is on pixels or logits, not on the embedding. The "
+        "local-DP baselines protect every pair of inputs (a stronger guarantee) with their noise on the "
+        "pixels or on z, not on f(z): shown, not ranked by noise."
     )
     details = pd.DataFrame(cmp.details())
     if cmp.recommended is None:

@@ -20,6 +20,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from privlens import background
+
 __all__ = ["STEP", "TABLE_IMAGES", "Job", "job", "table_images"]
 
 LOG = logging.getLogger("privlens")
@@ -86,23 +88,23 @@ def job(mech: Any, target: Any, setting: Any, *, dataset: str, model: str,
         if found is not None:
             return found
         new = _JOBS[key] = Job(planned=n)
-    new.thread = threading.Thread(target=_run, args=(new, mech, target, setting, dataset, n),
-                                  name=f"privlens-certificates-{mech.name}-{model}", daemon=True)
-    new.thread.start()
+    # always a thread, also where background work is off (the test suite): a page never waits for it
+    new.thread = background.start(lambda: _run(new, mech, target, setting, dataset, n),
+                                  name=f"privlens-certificates-{mech.name}-{model}")
     return new
 
 
 def _run(job: Job, mech: Any, target: Any, setting: Any, dataset: str, n: int) -> None:
     from privcore.mechanisms import certify_evaluation
-    from privlens import warmup
+    from privlens.warmup import wait_for_quiet
 
     def progress(table: Any) -> None:
         job.done = len(table)
         if len(table) % STEP == 0 or table.complete:
             job.table = table
-        if warmup.exiting():
+        if background.exiting():
             raise _Stopped
-        warmup.wait_for_quiet()
+        wait_for_quiet()
 
     try:
         with _ONE_AT_A_TIME:

@@ -2,14 +2,14 @@
 
 * :func:`accuracy_at` — the model's test accuracy under PTR at PTR's own ε from the Table 1 experiment
   CSV (whose ε column is PTR's parameter: the sidebar's total ε halved), with a 95 % Wilson interval
-  over its n test images (``scipy.stats.binomtest``); between measured ε, both are interpolated in
-  log ε and the reading says so;
+  over its n test images (``scipy.stats.binomtest``); between measured ε, the value is interpolated in
+  log ε and the reading says so, with no interval and no n (an estimate, not a measurement);
 * :func:`global_accuracy_at` — the same under the certified global mechanism at the total ε, from
   ``table1-global.csv`` (its own 95 % interval, columns read defensively);
 * :func:`attack_at` — the attacker's mean SSIM (or another metric) at (R, ε) from the attack CSV,
-  measured or interpolated between the cells around it, with its bootstrap interval.
+  measured, with its bootstrap interval, or interpolated between the cells around it (no interval, no n).
 
-Every reading says its n, its interval and the δ it was measured at (:attr:`Reading.delta`, from the
+Every measured reading says its n, its interval and the δ it was measured at (:attr:`Reading.delta`, from the
 CSV's ``delta`` column): a reading at another δ than the sidebar's is not the accuracy there, and the
 pages say so (:meth:`Reading.other_delta`). Readings of published experiment results, never of the
 user's image (that one is :func:`privlens.outcome.release_probability`).
@@ -126,21 +126,18 @@ def _read(
     i = math.floor(pos)
     j = min(i + 1, len(points) - 1)
     t = pos - i
-    value, low, high = ((1 - t) * a + t * b for a, b in zip(points[i][1:4], points[j][1:4], strict=True))
-    n_i, n_j = points[i][4], points[j][4]
-    n_text = "n not recorded" if not n_i else f"n = {n_i}" if n_i == n_j else f"n = {n_i}, {n_j}"
     d_text = delta_text(delta)
-    how = (
-        f"measured at {what} = {eps[i]:g}{d_text} ({n_text}, 95 % interval)"
-        if t == 0
-        else f"interpolated in log ε between {what} = {eps[i]:g} and {eps[j]:g}{d_text} ({n_text}; "
-        "95 % interval interpolated too; an estimate)"
-    )
+    if t != 0:  # an estimate between two measurements: no interval and no n of its own
+        value = (1 - t) * points[i][1] + t * points[j][1]
+        how = (f"interpolated in log ε between the measured {what} = {eps[i]:g} and {eps[j]:g}{d_text} "
+               "(an estimate: no interval, no n)")
+        return Reading(value=value, low=None, high=None, how=how, delta=delta, n=None)
+    _, value, low, high, n = points[i]
+    n_text = f"n = {n}" if n else "n not recorded"
+    how = f"measured at {what} = {eps[i]:g}{d_text} ({n_text}, 95 % interval)"
     ok = math.isfinite(low) and math.isfinite(high)
-    return Reading(
-        value=value, low=low if ok else None, high=high if ok else None, how=how, delta=delta,
-        n=min(n_i, n_j) or None,
-    )
+    return Reading(value=value, low=low if ok else None, high=high if ok else None, how=how, delta=delta,
+                   n=n or None)
 
 
 def accuracy_at(
@@ -239,8 +236,9 @@ def attack_grids(attack: Any, metric: str) -> dict[str, Any]:
 
 
 def attack_at(attack: Any, *, radius: float, epsilon: float, metric: str = "ssim") -> Reading | None:
-    """The attacker's mean ``metric`` at (R, ε) from the attack CSV: measured or interpolated, with its
-    95 % bootstrap interval (interpolated too) where the CSV has one, n and the experiment's δ."""
+    """The attacker's mean ``metric`` at (R, ε) from the attack CSV: measured, with its 95 % bootstrap
+    interval where the CSV has one, n and the experiment's δ; or interpolated between the cells around
+    it, labelled so, with no interval and no n."""
     if attack is None or metric not in attack:
         return None
     grids = attack_grids(attack, metric)
@@ -252,6 +250,12 @@ def attack_at(attack: Any, *, radius: float, epsilon: float, metric: str = "ssim
     value = interpolate(grid.to_numpy(dtype=float), row, col)
     if math.isnan(value):
         return None
+    on_grid = float(col).is_integer() and float(row).is_integer()
+    delta = attack_delta(attack)
+    if not on_grid:  # an estimate between measured cells: no interval and no n of its own
+        how = ("interpolated between the measured (R, ε) cells around it (an estimate: no interval, no n"
+               f"{delta_text(delta)})")
+        return Reading(value=value, low=None, high=None, how=how, delta=delta, n=None)
     low = high = None
     if "low" in grids and "high" in grids:
         lo, hi = (interpolate(grids[k].to_numpy(dtype=float), row, col) for k in ("low", "high"))
@@ -259,20 +263,11 @@ def attack_at(attack: Any, *, radius: float, epsilon: float, metric: str = "ssim
             low, high = lo, hi
     n = None
     if "n" in grids:
-        r0, c0 = math.floor(row), math.floor(col)
-        cells = grids["n"].to_numpy(dtype=float)[r0 : math.ceil(row) + 1, c0 : math.ceil(col) + 1]
-        finite = [int(v) for v in cells.flatten() if v == v]
-        n = min(finite) if finite else None
-    on_grid = float(col).is_integer() and float(row).is_integer()
-    delta = attack_delta(attack)
-    n_text = "n not recorded" if n is None else f"n = {n}{'' if on_grid else ' or more'} released test images"
+        cell = float(grids["n"].to_numpy(dtype=float)[int(row), int(col)])
+        n = int(cell) if cell == cell else None
+    n_text = "n not recorded" if n is None else f"n = {n} released test images"
     said = ("" if low is None else "95 % bootstrap interval, ") + n_text + delta_text(delta)
-    how = (
-        f"measured ({said})"
-        if on_grid
-        else f"interpolated between the measured (R, ε) cells around it ({said}; an estimate)"
-    )
-    return Reading(value=value, low=low, high=high, how=how, delta=delta, n=n)
+    return Reading(value=value, low=low, high=high, how=f"measured ({said})", delta=delta, n=n)
 
 
 def ip_accuracy_at(

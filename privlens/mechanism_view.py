@@ -289,7 +289,8 @@ def ledger_label(mech: Mechanism, s: Settings, release: Release, number: int) ->
     parts = [eps]
     if mech.uses_delta:
         parts.append(f"δ={s.delta:g}")
-    parts.append(f"R={s.radius:g}" if "radius" in mech.parameter_names else f"α={s.alpha:g}")
+    radii = (("radius", "R", s.radius), ("alpha", "α", s.alpha))
+    parts += [f"{symbol}={value:g}" for name, symbol, value in radii if name in mech.parameter_names]
     what = "released" if release.released else "⊥"
     return f"{page_of(mech)}: {', '.join(parts)}, release #{number} → {what} (sent)"
 

@@ -7,20 +7,25 @@ constants certified by this process), the inference ones on their dataset's IP c
 (:func:`privlens.mechanism_view.inference_views`). Nothing is drawn and no image is involved: PTR's
 row is its noise scale when the test passes (P[release] needs an image's certification). No mechanism
 is named here; each row reads the mechanism's own label, source and :class:`Outlook`.
+
+:func:`noise_rows_soon` computes them in the background, so that Home is drawn while a constant is
+still being certified on a model's first use (seconds): that row says so and fills in when ready.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from privcore.errors import CheckpointError, PrivcoreError
+from privcore.errors import CheckpointError, DatasetUnavailableError, PrivcoreError
 from privcore.mechanisms import registry
+from privlens import background, pipelines
 from privlens import mechanism_view as mv
-from privlens import pipelines
 from privlens.settings import Settings
 
-__all__ = ["NoiseRow", "noise_rows", "scale_text"]
+__all__ = ["NoiseRow", "mechanism_row", "noise_rows", "noise_rows_soon", "scale_text"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,7 @@ class NoiseRow:
     guarantee: str = ""
     refused: str = ""
     noise_scale: float | None = None
+    pending: bool = False
 
 
 def scale_text(noise: str, scale: float) -> str:
@@ -58,26 +64,87 @@ def _row(mech: Any, target: Any, s: Settings, model: str) -> NoiseRow:
                     guarantee=look.guarantee.describe(), noise_scale=float(look.noise_scale))
 
 
+def _inference_row(mech: Any, s: Settings, dataset: str) -> NoiseRow:
+    """An inference-privacy mechanism's row on its dataset's classifier (loaded as
+    :func:`privlens.mechanism_view.inference_views` loads it), or why it has none."""
+    try:
+        target = mech.load(dataset=dataset, model=None, models_dir=pipelines.models_dir())
+    except (CheckpointError, DatasetUnavailableError, FileNotFoundError):
+        return NoiseRow(name=mech.name, label=mech.label, source=mech.source, model="", noise="",
+                        now="no model", refused="no model shipped")
+    return _row(mech, target, s, f"{dataset}/{target.model.name}")
+
+
+def mechanism_row(mech: Any, s: Settings, loaded: pipelines.Loaded | None) -> NoiseRow:
+    """``mech`` at the sidebar's (ε, δ, R, α): a posthoc one on ``loaded`` (None: the model could not be
+    loaded), an inference one on its dataset's IP classifier."""
+    if mech.family != "posthoc":
+        return _inference_row(mech, s, s.dataset if loaded is None else loaded.dataset)
+    if loaded is None:
+        return NoiseRow(name=mech.name, label=mech.label, source=mech.source, model="", noise="",
+                        now="no model", refused="the model could not be loaded")
+    return _row(mech, loaded.pipeline, s, f"{loaded.dataset}/{loaded.model}")
+
+
 def noise_rows(s: Settings, loaded: pipelines.Loaded | None) -> list[NoiseRow]:
     """Each mechanism of the registry, in its order, at the sidebar's (ε, δ, R, α): posthoc ones on
     ``loaded`` (None: the model could not be loaded), inference ones on the dataset's IP classifiers."""
-    dataset = s.dataset if loaded is None else loaded.dataset
-    ip = mv.inference_views(s, dataset, None)
-    rows = []
-    for mech in registry.MECHANISMS:
-        if mech.family == "posthoc":
-            if loaded is None:
-                rows.append(NoiseRow(name=mech.name, label=mech.label, source=mech.source, model="", noise="",
-                                     now="no model", refused="the model could not be loaded"))
-                continue
-            rows.append(_row(mech, loaded.pipeline, s, f"{loaded.dataset}/{loaded.model}"))
-            continue
-        view = ip.get(mech.name)
-        if isinstance(view, mv.View):
-            rows.append(_row(mech, view.target, s, f"{view.dataset}/{view.model}"))
-        else:
-            refused = view or "no model shipped"
-            rows.append(NoiseRow(name=mech.name, label=mech.label, source=mech.source, model="", noise="",
-                                 now="refused" if refused.startswith("refused") else "no model",
-                                 refused=refused))
-    return rows
+    return [mechanism_row(mech, s, loaded) for mech in registry.MECHANISMS]
+
+
+def _pending(mech: Any) -> NoiseRow:
+    return NoiseRow(name=mech.name, label=mech.label, source=mech.source, model="", noise="",
+                    now="computing…", pending=True)
+
+
+class _Job:
+    """The rows of one (settings, model): each computed in a background thread of its own (one row's
+    certification never holds up another's), filled in as it ends."""
+
+    def __init__(self, s: Settings, loaded: pipelines.Loaded | None) -> None:
+        self.rows: dict[str, NoiseRow] = {}
+        self._left = len(registry.MECHANISMS)
+        self._lock = threading.Lock()
+        self.done = threading.Event()
+        self._s, self._loaded = s, loaded
+
+    def start(self) -> None:
+        for mech in registry.MECHANISMS:
+            background.start(lambda m=mech: self._one(m), name=f"privlens-noise-{mech.name}")
+
+    def _one(self, mech: Any) -> None:
+        try:
+            if not background.exiting():
+                self.rows[mech.name] = mechanism_row(mech, self._s, self._loaded)
+        finally:
+            with self._lock:
+                self._left -= 1
+                if self._left == 0:
+                    self.done.set()
+
+
+_JOBS: OrderedDict[tuple, _Job] = OrderedDict()
+_JOBS_LOCK = threading.Lock()
+#: settings whose rows are kept
+_MAX_JOBS = 64
+
+
+def noise_rows_soon(s: Settings, loaded: pipelines.Loaded | None, *,
+                    wait_s: float) -> tuple[list[NoiseRow], bool]:
+    """:func:`noise_rows`, computed in a background thread once per (settings, model) in this process:
+    waits at most ``wait_s`` seconds, and a row not computed by then (a constant still being certified)
+    is a pending one ("computing…"). Returns the rows and whether any is pending. With background work
+    turned off (:func:`privlens.background.enabled`) it computes them here and waits for all."""
+    if not background.enabled():
+        return noise_rows(s, loaded), False
+    key = (s, None if loaded is None else (loaded.dataset, loaded.model, id(loaded.pipeline)))
+    with _JOBS_LOCK:
+        job = _JOBS.get(key)
+        if job is None:
+            job = _JOBS[key] = _Job(s, loaded)
+            while len(_JOBS) > _MAX_JOBS:
+                _JOBS.popitem(last=False)
+            job.start()
+    job.done.wait(timeout=max(0.0, wait_s))
+    rows = [job.rows.get(mech.name) or _pending(mech) for mech in registry.MECHANISMS]
+    return rows, any(r.pending for r in rows)

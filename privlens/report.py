@@ -78,7 +78,7 @@ def settings_rows(settings: Settings) -> list[dict[str, str]]:
         ("ε, the total of one sent release", f"{s.epsilon:g}{half}"),
     ]
     posthoc = "radius" in mech.parameter_names
-    if posthoc:
+    if mech.family == "posthoc":  # the obfuscator releases
         rows.insert(1, ("model (obfuscator)", s.model))
     spent = budget.spent_guarantee(s)
     if not mech.uses_delta:
@@ -91,9 +91,11 @@ def settings_rows(settings: Settings) -> list[dict[str, str]]:
         rows.append(("R, ℓ∞ radius in the embedding", f"{s.radius:g}"))
         if mech.needs_certificate:
             rows.append(("certifier of φ", s.certifier))
-    else:
+    elif "alpha" in mech.parameter_names:
         metric = "ℓ1" if spent.norm.value == "l1" else "ℓ2"
         rows.append((f"α, {metric} radius on the input", f"{s.alpha:g}"))
+    if spent.all_pairs:
+        rows.append(("pairs protected", "every pair of inputs (local DP)"))
     return [{"setting": k, "value": v} for k, v in rows]
 
 

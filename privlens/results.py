@@ -104,8 +104,8 @@ class EpsilonSolution:
 
     ``measured``: smallest measured ε whose accuracy reaches the target (None if none does);
     ``interpolated``: linear interpolation in log ε between it and the measured point before it
-    (an estimate, not a measurement; None when there is no bracket); ``reachable`` False when
-    no finite measured ε reaches the target.
+    (an estimate, not a measurement: it has no interval and no n; None when there is no bracket);
+    ``reachable`` False when no finite measured ε reaches the target.
     """
 
     target: float
@@ -115,29 +115,42 @@ class EpsilonSolution:
     note: str
 
 
+def _said(accuracy: float, low: Any, high: Any, n: Any) -> str:
+    """"0.767 [0.72, 0.81], n = 360": a measured accuracy with its interval and n where known."""
+    text = f"{accuracy:.3g}"
+    if low is not None and high is not None and math.isfinite(float(low)) and math.isfinite(float(high)):
+        text += f" [{float(low):.3g}, {float(high):.3g}]"
+    return text + ("" if n is None or n != n else f", n = {int(n)}")
+
+
 def smallest_epsilon(
-    epsilons: Sequence[float], accuracies: Sequence[float], *, target: float
+    epsilons: Sequence[float], accuracies: Sequence[float], *, target: float,
+    lows: Sequence[Any] | None = None, highs: Sequence[Any] | None = None, ns: Sequence[Any] | None = None,
 ) -> EpsilonSolution:
-    """Smallest ε whose measured accuracy reaches ``target`` (finite ε only), plus a log-ε interpolation."""
+    """Smallest ε whose measured accuracy reaches ``target`` (finite ε only; said with its 95 % interval
+    ``lows``/``highs`` and ``ns`` where given), plus a log-ε interpolation labelled as such."""
     tgt = check_in_range("target", target, 0.0, 1.0, low_open=False, high_open=False)
+    k = len(epsilons)
+    extra = [list(v) if v is not None else [None] * k for v in (lows, highs, ns)]
     pts = sorted(
-        (float(e), float(a))
-        for e, a in zip(epsilons, accuracies, strict=True)
+        (float(e), float(a), lo, hi, n)
+        for e, a, lo, hi, n in zip(epsilons, accuracies, *extra, strict=True)
         if math.isfinite(float(e)) and float(e) > 0 and math.isfinite(float(a))
     )
-    for i, (e, a) in enumerate(pts):
+    for i, (e, a, lo, hi, n) in enumerate(pts):
         if a >= tgt:
             interp = None
             if i > 0:
-                e0, a0 = pts[i - 1]
+                e0, a0 = pts[i - 1][:2]
                 if a > a0:
                     t = (tgt - a0) / (a - a0)
                     interp = float(math.exp(math.log(e0) + t * (math.log(e) - math.log(e0))))
-            note = f"ε = {e:g} is the smallest measured ε with accuracy ≥ {tgt:.3g} ({a:.3g})."
+            note = f"ε = {e:g} is the smallest measured ε with accuracy ≥ {tgt:.3g} ({_said(a, lo, hi, n)})."
             if interp is not None:
-                note += f" Interpolating in log ε between measured points: ε ≈ {interp:.3g} (an estimate)."
+                note += (f" Interpolated in log ε between measured points: ε ≈ {interp:.3g} "
+                         "(interpolated: an estimate, no interval, no n).")
             return EpsilonSolution(target=tgt, measured=e, interpolated=interp, reachable=True, note=note)
-    best = max((a for _, a in pts), default=float("nan"))
+    best = max((a for _, a, *_ in pts), default=float("nan"))
     return EpsilonSolution(
         target=tgt,
         measured=None,

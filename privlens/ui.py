@@ -314,7 +314,7 @@ def sidebar(*, live: bool = False) -> Settings:
     if not live:
         _epsilon_delta(sb)
     s = settings()
-    if s.is_posthoc:
+    if "radius" in s.spec.parameter_names:
         bound_widget(
             "select_slider",
             "radius",
@@ -333,7 +333,7 @@ def sidebar(*, live: bool = False) -> Settings:
                 options=CERTIFIER_CHOICES,
                 help=CERTIFIER_HELP,
             )
-    else:
+    if "alpha" in s.spec.parameter_names:
         metric = "ℓ1" if spent_guarantee(s).norm.value == "l1" else "ℓ2"
         bound_widget(
             "select_slider",

@@ -20,20 +20,18 @@ way of the pages.
 
 from __future__ import annotations
 
-import atexit
 import importlib
 import logging
-import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import streamlit as st
 
+from privlens import background
 from privlens.pipelines import GLOBAL_TIME_LIMIT_S, _catalogue, models_dir
 
-__all__ = ["EARLY_IMPORTS", "IMPORT_STEPS", "exiting", "import_early", "script_run", "wait_for_quiet",
-           "warm_up"]
+__all__ = ["EARLY_IMPORTS", "IMPORT_STEPS", "import_early", "script_run", "wait_for_quiet", "warm_up"]
 
 LOG = logging.getLogger("privlens")
 
@@ -58,19 +56,14 @@ EARLY_IMPORTS: tuple[str, ...] = ("torch",)
 _STATE = threading.Condition()
 _running = 0  # script runs in progress
 _importing = False  # an import step of the warm-up in progress
-_EXITING = threading.Event()
-_THREADS: list[threading.Thread] = []
 
 
-@atexit.register
-def _finish_at_exit() -> None:
-    """At interpreter exit the warm-up stops at its next step and the step under way may end (at most
-    10 s): a thread still inside HiGHS when the interpreter finalises aborts the process."""
-    _EXITING.set()
+def _wake() -> None:
     with _STATE:
         _STATE.notify_all()
-    for thread in _THREADS:
-        thread.join(timeout=10.0)
+
+
+background.on_exit(_wake)  # at exit the warm-up stops at its next step (background: the step may end)
 
 
 @contextmanager
@@ -124,17 +117,12 @@ def _import_all(names: Sequence[str]) -> None:
 
 def _exiting() -> bool:
     """The interpreter is shutting down (the main thread has ended: importing now fails)."""
-    return _EXITING.is_set() or not threading.main_thread().is_alive()
-
-
-def exiting() -> bool:
-    """Whether the server is shutting down: background work stops at its next step."""
-    return _exiting()
+    return background.exiting()
 
 
 def _enabled() -> bool:
     """Whether to go on: not at exit, and not turned off (``PRIVLENS_WARM_UP=off``)."""
-    return not _exiting() and os.environ.get("PRIVLENS_WARM_UP", "").lower() not in ("off", "0", "no")
+    return background.enabled()
 
 
 def prepare_default(directory: str, dataset: str, model: str) -> None:
@@ -172,17 +160,33 @@ def prepare_default(directory: str, dataset: str, model: str) -> None:
         wait_for_quiet()
         if _enabled():
             no_release_baseline(dataset)
-        if _enabled():  # live accuracy of the mechanisms with a per-image certificate (PTR's φ table)
-            from privcore.mechanisms import registry
-            from privlens import evaluation
-            from privlens.settings import Settings
-
-            for mech in registry.MECHANISMS:  # at the sidebar's opening R
-                if mech.family == "posthoc":
-                    evaluation.job(mech, pipe, mech.setting(epsilon=1.0, radius=Settings().radius),
-                                   dataset=dataset, model=model)
+        prepare_opening(dataset, model)
     except Exception:  # the page computes it again and says why
         LOG.warning("%s/%s not prepared ahead", dataset, model, exc_info=True)
+
+
+def prepare_opening(dataset: str, model: str) -> None:
+    """The opening view's live accuracy of every mechanism (the Release page's reading and comparison at
+    the default settings on ``dataset/model``), computed by the functions those pages call, on the same
+    process-wide model objects: the page's first visit then reads the memo. For a mechanism with a
+    per-image certificate this starts its table (:mod:`privlens.evaluation`, a thread of its own)."""
+    from privcore.mechanisms import registry
+    from privlens import mechanism_text, pipelines
+    from privlens.settings import Settings
+
+    s = Settings(dataset=dataset, model=model)
+    for mech in registry.MECHANISMS:
+        wait_for_quiet()
+        if not _enabled():
+            continue
+        try:
+            posthoc = mech.family == "posthoc"
+            target = mech.load(dataset=dataset, model=model if posthoc else None,
+                               models_dir=pipelines.models_dir())
+            name = model if posthoc else str(target.model.name)
+            mechanism_text.live_accuracy(mech, target, s, dataset=dataset, model=name)
+        except Exception:  # the page computes it again and says why
+            LOG.warning("%s on %s/%s not prepared ahead", mech.name, dataset, model, exc_info=True)
 
 
 def prepare_lab() -> None:
@@ -235,10 +239,7 @@ def warm_up() -> threading.Thread:
         except Exception:  # an accelerator only: certification builds what it needs
             LOG.warning("pattern tables not precomputed", exc_info=True)
 
-    thread = threading.Thread(target=run, name="privlens-warm-up", daemon=True)
-    _THREADS.append(thread)
-    thread.start()
-    return thread
+    return background.start(run, name="privlens-warm-up")
 
 
 @st.cache_resource(show_spinner=False)
@@ -247,8 +248,4 @@ def import_early() -> threading.Thread:
     runs: started at the top of the first run, torch (about a second) is loaded while the browser draws
     the home page, instead of when the first page that needs a model asks for it."""
 
-    thread = threading.Thread(target=_import_all, args=(EARLY_IMPORTS,), name="privlens-early-imports",
-                              daemon=True)
-    _THREADS.append(thread)
-    thread.start()
-    return thread
+    return background.start(lambda: _import_all(EARLY_IMPORTS), name="privlens-early-imports")

@@ -91,8 +91,9 @@ def test_bad_mechanism_arguments_are_refused(image) -> None:
 
 
 def test_registry_lists_every_mechanism_once_with_its_guarantee() -> None:
-    assert registry.names() == ("Global", "PTR", "Gauss-Input", "Gauss-Output", "Lap-Output", "Global-Gauss")
-    assert registry.names(page="release") == ("Global", "PTR", "Global-Gauss")
+    assert registry.names() == ("Global", "PTR", "Gauss-Input", "Gauss-Output", "Lap-Output", "Global-Gauss",
+                                "LDP-Image", "LDP-Embedding")
+    assert registry.names(page="release") == ("Global", "PTR", "Global-Gauss", "LDP-Embedding")
     assert registry.get("global") is registry.get("GLOBAL") is registry.MECHANISMS[0]
     ptr = registry.get("ptr")
     assert ptr.guarantee == "(ε, δ/2, R)" and ptr.mechanism_epsilon(4.0) == 2.0 and ptr.uses_delta

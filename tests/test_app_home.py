@@ -6,7 +6,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from privcore.mechanisms import GaussInput
+from privcore.mechanisms import GaussInput, registry
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TIMEOUT = 180
@@ -70,39 +70,45 @@ def test_a_page_named_in_the_query_is_opened_with_the_other_settings() -> None:
 
 
 def test_ldp_image_row_follows_the_datasets_image_size_and_metrics_wrap() -> None:
-    """The LDP-Image row states the sidebar's dataset's image size (MNIST's 28×28, digits' 8×8)
-    and its noise follows from it; the metrics sit in a wrapping row, each as wide as its text."""
+    """The LDP-Image row (the registry's, on the dataset's pixel classifier) states the sidebar's dataset's
+    number of pixel values d (MNIST's 784, digits' 64) and its noise follows from it; the metrics sit in
+    a wrapping row, each as wide as its text."""
     at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
     assert not at.exception
     table = at.table[0].value
     row = table[table["mechanism"].str.startswith("LDP-Image")].iloc[0]
     # the embedded default, real MNIST: 28×28
-    assert row["mechanism"] == "LDP-Image (mnist: 28×28, d = 784)" and row["now"] == "b = 784"  # ε = 1
-    assert "8×8" not in " ".join(table["mechanism"])
+    assert "(d = 784;" in row["noise"] and row["now"] == "b = 784" and row["model"] == "mnist/ip-cnn"  # ε = 1
+    assert "d = 64" not in " ".join(table["noise"])
+    def blocks(node):  # every block under the page's main area (the table sits in a fragment)
+        for child in getattr(node, "children", {}).values():
+            yield child
+            yield from blocks(child)
+
     (row_of_metrics,) = [
         b
-        for b in at.main.children.values()
+        for b in blocks(at.main)
         if getattr(b, "type", "") == "flex_container" and b.proto.flex_container.wrap
         and b.children and all(getattr(c, "type", "") == "metric" for c in b.children.values())
     ]
-    assert len(row_of_metrics.children) == 6 == len(at.metric)  # a wrapping row: never cut to "σ = 0.3…"
+    # one metric per registered mechanism, in a wrapping row: never cut to "σ = 0.3…"
+    assert len(row_of_metrics.children) == len(registry.MECHANISMS) == len(at.metric)
     at.selectbox(key="w_dataset").set_value("digits").run()
     table = at.table[0].value
     row = table[table["mechanism"].str.startswith("LDP-Image")].iloc[0]
-    assert row["mechanism"] == "LDP-Image (digits: 8×8, d = 64)" and row["now"] == "b = 64"
-    assert "28×28" not in " ".join(table["mechanism"]) and "784" not in " ".join(table["now"])
+    assert "(d = 64;" in row["noise"] and row["now"] == "b = 64"
+    assert "d = 784" not in " ".join(table["noise"]) and "784" not in " ".join(table["now"])
     if "fashion-mnist" in at.selectbox(key="w_dataset").options:
         at.selectbox(key="w_dataset").set_value("fashion-mnist").run()
         table = at.table[0].value
         row = table[table["mechanism"].str.startswith("LDP-Image")].iloc[0]
-        assert row["mechanism"] == "LDP-Image (fashion-mnist: 28×28, d = 784)" and row["now"] == "b = 784"
+        assert "(d = 784;" in row["noise"] and row["now"] == "b = 784"
 
 
 def test_home_noise_is_each_registered_mechanisms_outlook_on_the_sidebars_model() -> None:
     """Home's noise per mechanism is the registry mechanism's outlook on the sidebar's dataset/model at
     its (ε, δ, R, α) — the Release page's numbers — not a Lipschitz constant of Home's own."""
     from privcore.defaults import default_model
-    from privcore.mechanisms import registry
     from privcore.models.catalogue import default_models_dir
 
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)

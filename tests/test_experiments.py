@@ -213,6 +213,14 @@ def test_table2_tiny(out: Path, shipped: Path) -> None:
     assert set(frame["method"]) == {"LDP-Image", "LDP-Embedding", "Adversarial"}
     img = frame[(frame["method"] == "LDP-Image") & (frame["epsilon"] == 1.0)].iloc[0]
     assert img["noise_scale"] == 64.0  # d/ε for 8×8 digits
+    # the rows are the registry's mechanisms: LDP-Embedding's scale is its outlook's 2Bk/ε, B computed here
+    from privcore.mechanisms import registry
+
+    mech = registry.get("LDP-Embedding")
+    look = mech.outlook(mech.load(dataset="digits", model="ARL-C-N", models_dir=str(shipped)),
+                        mech.setting(epsilon=1.0))
+    emb = frame[(frame["method"] == "LDP-Embedding") & (frame["epsilon"] == 1.0)].iloc[0]
+    assert emb["noise_scale"] == look.noise_scale and look.guarantee.all_pairs
 
 
 def test_attack_tiny(out: Path, shipped: Path) -> None:

@@ -34,7 +34,8 @@ def test_accuracy_is_measured_with_a_wilson_interval_or_interpolated(results) ->
     r = accuracy_at(t1, model="ARL-C-N", certifier="exact", epsilon=3.0)
     t = math.log10(3 / 2) / math.log10(5 / 2)
     assert r.value == pytest.approx((1 - t) * _acc(2) + t * _acc(5)) and "interpolated" in r.how
-    assert r.low < r.value < r.high
+    # an estimate between measurements: no interval and no n of its own
+    assert (r.low, r.high, r.n) == (None, None, None) and "no interval, no n" in r.how and "n = " not in r.how
     assert accuracy_at(t1, model="ARL-C-N", certifier="exact", epsilon=20.0) is None  # beyond ε = 10
     assert accuracy_at(t1, model="nope", certifier="exact", epsilon=2.0) is None
 
@@ -47,6 +48,7 @@ def test_attack_ssim_is_read_at_r_and_epsilon(results) -> None:
     r = attack_at(atk, radius=0.3, epsilon=2.0)
     expected = 0.8 * (0.5 - 0.3) / 0.25 + min(0.9, 0.1 * 2 / 0.5) * (0.3 - 0.25) / 0.25
     assert r.value == pytest.approx(expected) and "interpolated" in r.how
+    assert (r.low, r.high, r.n) == (None, None, None) and "n = " not in r.how
     assert attack_at(atk, radius=2.0, epsilon=2.0) is None
 
 
@@ -67,6 +69,7 @@ def test_global_accuracy_is_read_at_the_total_epsilon_defensively() -> None:
     assert "measured at total ε = 4, δ = 0 " in r.how and r.delta == 0.0  # pure: no δ column, δ = 0
     r = global_accuracy_at(table, model="ARL-C-N", epsilon=2 * 2**0.5, radius=0.25)
     assert r.value == pytest.approx(0.55) and "interpolated" in r.how
+    assert (r.low, r.n) == (None, None) and "n = " not in r.how
     assert global_accuracy_at(table, model="ARL-C-N", epsilon=1.0, radius=0.25) is None  # not measured
     assert global_accuracy_at(table, model="ARL-C-N", epsilon=4.0, radius=0.5) is None  # another R
     assert global_accuracy_at(table.drop(columns="accuracy"), model="ARL-C-N", epsilon=4.0) is None

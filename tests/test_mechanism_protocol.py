@@ -44,8 +44,16 @@ def test_every_mechanism_releases_with_the_total_epsilon_in_its_document(name: s
     assert doc["guarantee"]["epsilon"] == 3.0 == doc["parameters"]["epsilon"]
     expected_delta = {"PTR": 5e-7}.get(name, 1e-6 if mech.uses_delta else 0.0)
     assert doc["guarantee"]["delta"] == pytest.approx(expected_delta, rel=1e-12)
-    space = "embedding" if mech.family == "posthoc" else "input"
-    assert doc["guarantee"]["space"] == space, doc["guarantee"]
+    radius = {"radius": 0.5} if "radius" in mech.parameter_names else {}
+    spent = mech.spent(mech.setting(epsilon=3.0, delta=1e-6, **radius, **_extra(mech)))
+    if spent.all_pairs:  # local DP: every pair of inputs, in strict JSON
+        assert doc["guarantee"]["space"] is None and doc["guarantee"]["radius"] == "inf", doc["guarantee"]
+        assert json.loads(json.dumps(out.document(), allow_nan=False)) == doc
+    else:
+        space = "embedding" if mech.family == "posthoc" else "input"
+        assert doc["guarantee"]["space"] == space, doc["guarantee"]
+    stated = spent.to_dict()
+    assert (doc["guarantee"]["space"], doc["guarantee"]["norm"]) == (stated["space"], stated["norm"])
     if out.released:
         assert len(doc["value"]) == len(out.value) and all(math.isfinite(v) for v in doc["value"])
 
@@ -97,7 +105,7 @@ def test_the_cli_releases_every_mechanism_with_the_total_epsilon(tmp_path: Path,
     png = tmp_path / "digit.png"
     Image.fromarray((image * 255).astype(np.uint8)).save(png)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PRIVLENS_CACHE_DIR": str(tmp_path / "cache")}
-    for name in ("gauss-output", "ptr", "global-gauss"):
+    for name in ("gauss-output", "ptr", "global-gauss", "ldp-image", "ldp-embedding"):
         extra = ["--alpha", "0.5"] if name == "gauss-output" else []
         out = subprocess.run([sys.executable, "-m", "privcore", "release", "--dataset", "digits", str(png),
                               "--mechanism", name, "--epsilon", "4", *extra],

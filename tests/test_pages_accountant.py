@@ -52,11 +52,13 @@ def test_one_ip_draw_costs_l2_pairs_two_releases_and_l1_pairs_three() -> None:
     send_ip(at)
     assert len(at.session_state["privlens_ledger"]) == 3
     # the Inference-privacy page's own per-draw table and its worst-case line
-    per_draw = at.table[1].value  # a static table (its text wraps), the numbers as short text
+    # a static table (its text wraps), the numbers as short text: one draw of each of the page's four
+    # mechanisms, LDP-Image's over every pair of inputs
+    per_draw = at.table[1].value
     assert [tuple(r) for r in per_draw[COLUMNS[1:]].itertuples(index=False)] == [
-        ("per relation", f"pairs within ℓ1 distance 0.1 {PIXELS}", "3 of 3", "3", "2e-05"),
-        ("per relation", f"pairs within ℓ2 distance 0.1 {PIXELS}", "2 of 3", "2", "2e-05"),
-        ("worst case", f"pairs within ℓ1 distance 0.1 {PIXELS}", "3 of 3", "3", "2e-05"),
+        ("per relation", f"pairs within ℓ1 distance 0.1 {PIXELS}", "4 of 4", "4", "2e-05"),
+        ("per relation", f"pairs within ℓ2 distance 0.1 {PIXELS}", "3 of 4", "3", "2e-05"),
+        ("worst case", f"pairs within ℓ1 distance 0.1 {PIXELS}", "4 of 4", "4", "2e-05"),
     ]
     assert per_draw["releases that cover only some of these pairs"].iloc[1].endswith("Lap-Output")
     assert "worst case ε = 3, δ = 2e-05 for pairs within ℓ1 distance 0.1" in texts(at)

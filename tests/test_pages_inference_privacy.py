@@ -9,6 +9,7 @@ import math
 import pytest
 
 from privcore.mechanisms import GaussInput
+from privlens.settings import IP_MECHANISMS
 from tests._dashboard import app, figures, isolate, sample_png, send_ip
 
 
@@ -25,7 +26,8 @@ def test_mechanisms_noise_and_chaining() -> None:
     gi = rows[rows["mechanism"].str.startswith("Gauss-Input")].iloc[0]
     assert gi["noise"] == f"σ = {GaussInput(epsilon=1.0, delta=1e-5, alpha=0.1).sigma:.4g} on pixels"
     assert gi["mechanism"].endswith("◀")  # the sidebar's mechanism is highlighted
-    assert len(rows) == 3 and not at.session_state.get("privlens_ledger")  # nothing drawn, nothing charged
+    assert len(rows) == len(IP_MECHANISMS) == 4  # Gauss-Input, Gauss-Output, Lap-Output, LDP-Image
+    assert not at.session_state.get("privlens_ledger")  # nothing drawn, nothing charged
     assert set(rows["sent"]) == {"no (nothing drawn)"} and not at.code  # no noisy scores before Send
     assert "The server holds your image for this session" in " ".join(c.value for c in at.caption)
     send_ip(at)
@@ -33,10 +35,12 @@ def test_mechanisms_noise_and_chaining() -> None:
     assert at.button(key="ip_send_Lap-Output").label == "Send another Lap-Output"
     at.run()
     assert len(at.session_state["privlens_ledger"]) == 3  # re-rendering the sent releases costs nothing
-    assert list(at.table[0].value["sent"]) == ["yes, release #1", "yes, release #2", "yes, release #3"]
-    per_draw = at.table[1].value  # one draw per neighbourhood relation (issue 18): ℓ1, ℓ2, worst case
-    assert list(per_draw["releases counted"]) == ["3 of 3", "2 of 3", "3 of 3"]
-    assert list(per_draw["total ε = Σεᵢ"]) == ["3", "2", "3"] and set(per_draw["total δ = Σδᵢ"]) == {"2e-05"}
+    sent = ["yes, release #1", "yes, release #2", "yes, release #3", "no (nothing drawn)"]  # LDP-Image unsent
+    assert list(at.table[0].value["sent"]) == sent
+    # one draw of each per neighbourhood relation (issue 18): ℓ1, ℓ2, worst case; LDP-Image's covers all
+    per_draw = at.table[1].value
+    assert list(per_draw["releases counted"]) == ["4 of 4", "3 of 4", "4 of 4"]
+    assert list(per_draw["total ε = Σεᵢ"]) == ["4", "3", "4"] and set(per_draw["total δ = Σδᵢ"]) == {"2e-05"}
     chain = at.table[2].value
     # chaining: h = ⌈β/α⌉ hops give (hε, δ(e^{hε} − 1)/(e^ε − 1)); β = 0.2 → h = 2
     two = chain[chain["β"] == "0.2"].iloc[0]
@@ -51,7 +55,7 @@ def test_mechanisms_noise_and_chaining() -> None:
     send_ip(at)
     assert len(at.session_state["privlens_ledger"]) == 6  # sent: new draws, charged again
     assert all("(sent)" in r["label"] for r in at.session_state["privlens_ledger"])
-    assert len(at.get("plotly_chart")) == 5  # 3 class distributions; accuracy vs α and vs ε from ip.csv
+    assert len(at.get("plotly_chart")) == 6  # 4 class distributions; accuracy vs α and vs ε from ip.csv
 
 
 def test_chaining_calls_a_large_delta_not_meaningful_by_a_stated_rule() -> None:
@@ -129,19 +133,22 @@ def test_an_upload_on_this_page_shows_all_three_releases_with_their_guarantees()
     assert at.session_state["privlens_images"]["digits"]["name"] == "mine.png"  # every page's image now
     captions = [c.value for c in at.caption]
     guarantees = [c for c in captions if c.startswith("Guarantee if sent")]
-    assert len(guarantees) == 3
+    assert len(guarantees) == 4 and sum("over every pair of inputs" in c for c in guarantees) == 1
     assert any("(ε = 2, δ = 0) at α = 0.1" in c for c in guarantees)  # Lap-Output: pure ε
     assert sum("(ε = 2, δ = 1e-05) at α = 0.1" in c for c in guarantees) == 2  # the Gaussian two
     assert "noisy image" not in " ".join(str(i.proto) for i in at.get("image"))  # nothing drawn yet
     dists = [f for f in figures(at) if f.layout.title.text == "class distribution"]
-    assert len(dists) == 3 and all(len(f.data) == 1 and abs(sum(f.data[0].y) - 1) < 1e-9 for f in dists)
+    assert len(dists) == 4 and all(len(f.data) == 1 and abs(sum(f.data[0].y) - 1) < 1e-9 for f in dists)
     assert not at.session_state.get("privlens_ledger")  # nothing sent
     at.button(key="ip_send_Lap-Output").click().run()
     (row,) = at.session_state["privlens_ledger"]
     assert row["image"] == "mine.png" and row["label"].startswith("IP page: Lap-Output")
     dists = [f for f in figures(at) if f.layout.title.text == "class distribution"]
-    assert [len(f.data) for f in dists] == [1, 1, 2]  # the sent Lap-Output release beside the clean one
+    assert [len(f.data) for f in dists] == [1, 1, 2, 1]  # the sent Lap-Output release beside the clean one
     assert abs(sum(dists[2].data[1].y) - 1) < 1e-9 and len(at.code) == 1  # its noisy scores
+    # its public JSON, the document privcore.release writes: ε is the total the sidebar set
+    (download,) = [d for d in at.get("download_button") if d.proto.label == "Release (JSON)"]
+    assert download.key == "dl_ip_Lap-Output"
     at.button(key="ip_send_Gauss-Input").click().run()
     assert "noisy image it released" in " ".join(str(i.proto) for i in at.get("image"))  # Gauss-Input's
 

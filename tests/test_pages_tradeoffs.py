@@ -1,9 +1,12 @@
-"""Trade-offs page (AppTest): accuracy/release-rate charts from the experiment CSVs with the current ε
-marked, the smallest-ε solver wired to the sidebar, and the command shown when results are missing."""
+"""Trade-offs page (AppTest): live accuracy curves on the total-ε axis with the sidebar's mechanism and
+model highlighted, measured ones labelled with their table, the release rate on the total ε, and the
+smallest-ε solver opening on the selected mechanism and model."""
 
 from __future__ import annotations
 
 import json
+import math
+import re
 
 import pytest
 
@@ -15,93 +18,93 @@ def results(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFa
     return isolate(monkeypatch, tmp_path_factory)
 
 
+def _traces(at, i: int = 0) -> dict[str, dict]:
+    return {t["name"]: t for t in json.loads(chart_specs(at)[i])["data"]}
+
+
 def _vline_x(spec: str) -> list[float]:
     fig = json.loads(spec)
     return [s["x0"] for s in fig["layout"].get("shapes", []) if s.get("x0") == s.get("x1")]
 
 
-def test_charts_mark_the_current_epsilon_and_follow_the_slider(results) -> None:
+def test_the_selected_curve_is_live_on_the_total_epsilon_with_the_solver_opened_on_it(results) -> None:
     at = app("tradeoffs")
-    specs = chart_specs(at)
-    assert len(specs) == 2  # accuracy vs ε, release rate vs ε
-    acc = json.loads(specs[0])
-    names = {t["name"] for t in acc["data"]}
-    # each curve names its n and the δ it was measured at (Table 1's δ column; ε-LDP is pure)
-    assert {"ARL-C-N (PTR, n = 360, δ = 0.05)", "Encoder (PTR, n = 360, δ = 0.05)",
-            "LDP-Image (ε-LDP, n = 360, δ = 0)", "LDP-Embedding (ε-LDP, n = 360, δ = 0)"} <= names
-    hover = next(t for t in acc["data"] if t["name"].startswith("ARL-C-N"))
-    assert "95 % interval" in hover["hovertemplate"] and hover["customdata"][0][1] == "n = 360"
-    # the sidebar's δ (1e-5) is not the curves': said, with which way PTR's accuracy moves
-    assert any("measured at δ = 0.05, not at the sidebar's δ = 1e-05" in w.value for w in at.warning)
-    rates = {t["name"] for t in json.loads(specs[1])["data"]}
-    assert "ARL-C-N: test set, n = 360, δ = 0.05" in rates
-    # each point carries its 95 % Hoeffding half-width at n = 360: sqrt(ln(40) / 720)
-    bars = [t["error_y"]["array"] for t in acc["data"] if "(PTR" in t.get("name", "")]
-    assert bars and all(abs(b - 0.0715782) < 1e-6 for arr in bars for b in arr)
-    assert "own ε" in acc["layout"]["xaxis"]["title"]["text"] and acc["layout"]["yaxis"]["title"]["text"]
-    assert _vline_x(specs[0]) == [0.5, 1.0]  # PTR's ε/2 and the sidebar's total ε
-    assert _vline_x(specs[1]) == [0.5]  # release rates are PTR's: its ε only
-    at.select_slider(key="w_epsilon").set_value(5.0).run()
-    assert _vline_x(chart_specs(at)[0]) == [2.5, 5.0]
-    assert {b.label for b in at.get("download_button")} >= {"Download data (accuracy-vs-epsilon-digits.csv)"}
-
-
-def test_smallest_epsilon_solver_sets_the_sidebar(results) -> None:
-    at = app("tradeoffs")
+    traces = _traces(at)
+    (name,) = [n for n in traces if n.startswith("Global on ARL-C-N (live, n = 360 × 3 draws, δ = 0)")]
+    curve = traces[name]
+    assert curve["line"]["width"] == 4 and curve["opacity"] == 1.0  # the sidebar's pair, highlighted
+    assert curve["x"][0] == 0.1 and curve["x"][-1] == 100.0
+    bars = curve["error_y"]
+    assert bars["symmetric"] is False and all(v >= 0 for v in bars["array"] + bars["arrayminus"])
+    assert "95 % interval" in curve["hovertemplate"] and curve["customdata"][0][1] == "n = 360 × 3 draws"
+    # the local-DP baselines are registered mechanisms: live when added, never a second, measured copy
+    assert not [n for n in traces if n.startswith("LDP-Image (measured")]
+    assert _vline_x(chart_specs(at)[0]) == [1.0]  # the sidebar's total ε, the one axis
+    assert at.selectbox(key="to_pair").value == ("Global", "ARL-C-N")
+    assert at.number_input(key="to_target").value == 0.9  # out of reach on the digits models: said so
+    assert any("Not reachable within ε ∈ [0.1, 100]" in w.value for w in at.warning), texts(at)
     at.number_input(key="to_target").set_value(0.5).run()
-    # ARL-C-N: accuracy 0.1 + 0.8·ε/6 → 0.367 at ε = 2, 0.767 at ε = 5 → smallest measured ε = 5
-    assert any("ε = 5 is the smallest measured ε" in s.value for s in at.success), texts(at)
-    assert any("(The curve was measured at δ = 0.05.)" in s.value for s in at.success)
-    button = at.button(key="use_eps")
-    label_total = float(button.label.split("=")[1].split()[0])
-    assert 2.0 < label_total / 2 < 5.0  # log-ε interpolation between the bracketing measurements of PTR's ε
-    assert f"(PTR at ε/2 = {label_total / 2:g})" in button.label
-    button.click().run()
-    assert at.session_state["privlens_settings"].epsilon == pytest.approx(label_total)  # the total
-    at.number_input(key="to_target").set_value(0.95).run()
-    assert any("No measured ε reaches accuracy 0.95" in w.value for w in at.warning)
+    (answer,) = [x.value for x in at.success]
+    m = re.search(r"accuracy ≥ 0.5 from total ε = ([\d.]+) \[([\d.]+), ([\d.]+)\] on", answer)
+    assert m and float(m[2]) <= float(m[1]) <= float(m[3]) and "n = 360 × 3 draws" in answer
+    at.button(key="use_eps").click().run()
+    assert at.session_state["privlens_settings"].epsilon == pytest.approx(float(m[1]))
+    assert _vline_x(chart_specs(at)[0]) == [pytest.approx(float(m[1]))]
 
 
-def test_missing_results_name_the_command(monkeypatch: pytest.MonkeyPatch, tmp_path_factory) -> None:
-    isolate(monkeypatch, tmp_path_factory, results=False)
+def test_more_mechanisms_and_models_are_added_muted_and_measured_ones_say_so(results) -> None:
     at = app("tradeoffs")
-    assert "python -m privcore experiment table1 --dataset digits" in texts(at)
-    assert "python -m privcore experiment table2 --dataset digits" in texts(at)
+    at.multiselect(key="to_mechs").select("PTR").run()
+    at.multiselect(key="to_models").select("Encoder").run()
+    traces = _traces(at)
+    pairs = {n.split(" (")[0] for n in traces}
+    assert {"Global on ARL-C-N", "Global on Encoder", "PTR on ARL-C-N", "PTR on Encoder"} <= pairs
+    muted = [t for n, t in traces.items() if n.startswith(("Global on Encoder", "PTR on"))]
+    assert muted and all(t["opacity"] == 0.35 and t["line"]["width"] == 1.5 for t in muted)
+    ptr = next(n for n in traces if n.startswith("PTR on ARL-C-N"))
+    # a mechanism that cannot simulate its noise is read from its table, on the total ε (2× its own)
+    assert "(live," in ptr or "(measured (table1), n = 360, δ = 0.05)" in ptr
+    if "measured" in ptr:
+        assert traces[ptr]["x"] == [2.0, 4.0, 10.0, 20.0]  # table ε 1, 2, 5, 10 (∞ left out), as totals
+        # the solver on a measured curve: the measured ε with its interval and n, the estimate labelled
+        at.selectbox(key="to_pair").set_value(("PTR", "ARL-C-N")).run()
+        at.number_input(key="to_target").set_value(0.5).run()
+        (answer,) = [x.value for x in at.success]
+        assert "ε = 10 is the smallest measured ε with accuracy ≥ 0.5 (0.767 [" in answer
+        assert "n = 360)" in answer and "measured (table1), δ = 0.05" in answer
+        assert "(interpolated: an estimate, no interval, no n)" in answer
+    labels = {b.label for b in at.get("download_button")}
+    assert "Download data (accuracy-vs-total-epsilon-digits.csv)" in labels
 
 
-def test_current_image_release_probability_is_added_on_request(results) -> None:
+def test_release_rate_is_on_the_total_epsilon(results) -> None:
     at = app("tradeoffs")
-    names = {t["name"] for t in json.loads(chart_specs(at)[1])["data"]}
-    assert not any(n.startswith("your image") for n in names)
-    at.button(key="to_add_image").click().run()
-    curve = [t for t in json.loads(chart_specs(at)[1])["data"] if t["name"].startswith("your image")]
-    assert curve and all(0.0 <= y <= 1.0 for y in curve[0]["y"])
-    assert curve[0]["y"] == sorted(curve[0]["y"])  # more ε, more releases
-    at.select_slider(key="w_epsilon").set_value(2.0).run()  # stays, from the session's φ
-    assert any(t["name"].startswith("your image") for t in json.loads(chart_specs(at)[1])["data"])
+    rates = _traces(at, 1)
+    (name,) = [n for n in rates if n.startswith("PTR on ARL-C-N: test set (measured (table1), n = 360")]
+    assert rates[name]["x"] == [2.0, 4.0, 10.0, 20.0] and "δ = 0.05" in name  # PTR's own ε 1, 2, 5, 10
+    assert _vline_x(chart_specs(at)[1]) == [1.0]
 
 
-@pytest.mark.parametrize("eps", [0.5, 2.0, 20.0])
+@pytest.mark.parametrize("eps", [0.5, 20.0])
 def test_current_epsilon_label_sits_on_its_line_on_the_log_axis(results, eps: float) -> None:
     """Plotly puts a log axis's annotation at log10(x) but its shape at x: the label must be at
-    log10(ε) (not at ε, i.e. 10^ε on screen), the range must show ε and every point, and every line
-    must be named in the legend."""
-    import math
-
+    log10(ε), the range must show ε and every point, and every line must be named in the legend."""
     at = app("tradeoffs", query={"eps": repr(eps)})
-    figs = figures(at)
-    assert len(figs) == 2
-    for i, fig in enumerate(figs):
-        assert fig.layout.xaxis.type == "log"
-        marks = {f"PTR's ε/2 = {eps / 2:g}": eps / 2, **({f"total ε = {eps:g}": eps} if i == 0 else {})}
-        for text, x in marks.items():
-            (label,) = [a for a in fig.layout.annotations if a.text == text]
-            assert label.x == pytest.approx(math.log10(x)) and label.xref == "x"
-        assert [s.x0 for s in fig.layout.shapes if s.x0 == s.x1] == list(marks.values())
+    for fig in figures(at):
+        assert fig.layout.xaxis.type == "log" and "total ε" in fig.layout.xaxis.title.text
+        (label,) = [a for a in fig.layout.annotations if a.text == f"total ε = {eps:g}"]
+        assert label.x == pytest.approx(math.log10(eps)) and label.xref == "x"
         lo, hi = fig.layout.xaxis.range
         xs = [float(x) for t in fig.data if t.x is not None for x in t.x if x is not None and x > 0]
-        assert lo < math.log10(min(xs)) and math.log10(max(xs)) < hi  # ε and every point are on screen
-        assert hi < math.log10(max(xs)) + 0.5  # and the axis is not stretched beyond them
-        lines = [t for t in fig.data if "lines" in (t.mode or "")]
-        assert all(t.name and t.showlegend is not False for t in lines)
-        assert set(marks) <= {t.name for t in lines}
+        assert lo < math.log10(min(xs)) and math.log10(max(xs)) < hi
+        assert all(t.name for t in fig.data if "lines" in (t.mode or ""))
+
+
+def test_mnist_default_names_the_epsilon_for_accuracy_0_9() -> None:
+    """The embedded default (MNIST, Global on N-global): the solver opens on it and answers 0.9 with an
+    ε and its interval."""
+    at = app("tradeoffs", dataset=None)
+    assert at.selectbox(key="to_pair").value == ("Global", "N-global")
+    (answer,) = [x.value for x in at.success]
+    m = re.search(r"accuracy ≥ 0.9 from total ε = ([\d.]+) \[([\d.]+), ([\d.]+|beyond 100)\] on", answer)
+    assert m and float(m[2]) <= float(m[1]) and "n = 1000 × 3 draws" in answer, answer

@@ -12,7 +12,8 @@ from privcore.mechanisms.utility import evaluation_inputs, live_accuracy
 SETTINGS = {"Global": {"epsilon": 4.0}, "Global-Gauss": {"epsilon": 8.0, "delta": 1e-5},
             "Gauss-Output": {"epsilon": 4.0, "delta": 1e-5, "alpha": 0.5},
             "Lap-Output": {"epsilon": 4.0, "alpha": 0.5},
-            "Gauss-Input": {"epsilon": 4.0, "delta": 1e-5, "alpha": 0.5}}
+            "Gauss-Input": {"epsilon": 4.0, "delta": 1e-5, "alpha": 0.5},
+            "LDP-Image": {"epsilon": 100.0}, "LDP-Embedding": {"epsilon": 60.0}}
 
 
 @pytest.mark.parametrize("name", sorted(SETTINGS))

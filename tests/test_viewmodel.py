@@ -47,8 +47,8 @@ def test_the_mechanisms_are_the_registrys_and_old_links_still_parse() -> None:
     # every mechanism with a dashboard page
     assert MECHANISMS == tuple(n for n in registry.names() if registry.get(n).page)
     assert MECHANISMS[0] == "Global"
-    # every posthoc mechanism is the Release page's, Global-Gauss included
-    assert POSTHOC_MECHANISMS == ("Global", "PTR", "Global-Gauss")
+    # every posthoc mechanism is the Release page's, Global-Gauss and LDP-Embedding included
+    assert POSTHOC_MECHANISMS == ("Global", "PTR", "Global-Gauss", "LDP-Embedding")
     assert IP_MECHANISMS == registry.names(family="inference")
     assert DEFAULT.mechanism == "Global" and DEFAULT.is_posthoc and DEFAULT.mechanism_epsilon == 1.0
     for old in ("PTR", "Gauss-Input", "Gauss-Output", "Lap-Output"):
@@ -315,6 +315,10 @@ def test_smallest_epsilon_measured_and_interpolated() -> None:
     assert sol.measured == 5.0 and sol.reachable
     # halfway between 0.5 and 0.7 in accuracy → geometric mean of 2 and 5 in ε
     assert sol.interpolated == pytest.approx(math.sqrt(10.0))
+    assert "interpolated: an estimate, no interval, no n" in sol.note and "n = " not in sol.note
+    said = smallest_epsilon(eps, acc, target=0.6, lows=[0.2, 0.4, 0.6, 0.7, 0.8],
+                            highs=[0.4, 0.6, 0.8, 0.9, 1.0], ns=[100] * 5)
+    assert "(0.7 [0.6, 0.8], n = 100)" in said.note  # the measured point carries its interval and n
     assert smallest_epsilon(eps, acc, target=0.3).interpolated is None  # first point already reaches it
     sol = smallest_epsilon(eps, acc, target=0.85)  # only ε = ∞ reaches it: not reachable
     assert not sol.reachable and sol.measured is None and "0.8" in sol.note

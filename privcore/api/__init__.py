@@ -179,6 +179,8 @@ def release(
       f(g(image)) over the ℓ∞ R-neighbourhood on z (``radius``; default the model card's R);
     * inference-privacy mechanisms (``gauss-input``, ``gauss-output``, ``lap-output``) release a
       classifier's noisy scores over the pixel α-neighbourhood (``alpha``, required).
+    * the local-DP baselines (``ldp-image``, ``ldp-embedding``) take ε only and hold for every pair of
+      inputs (:mod:`privcore.mechanisms.ldp`).
 
     PTR only: ``certification`` (a :class:`Certification` that :func:`certify` made in this process for
     this image, dataset, model, radius and certifier; anything else is refused and nothing released;

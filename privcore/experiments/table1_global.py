@@ -2,10 +2,10 @@
 
 For every Table-1 obfuscator shipped for the dataset whose card records a clipping box, on the
 *whole* test set (every choice — the box's margin, the classifier — was fixed before; nothing here
-reads test labels except to score): the release f(clip z) + Lap(G·R/ε) of
-:func:`~privcore.mechanisms.global_mechanism.global_release`, with G certified by this process
-(:func:`~privcore.mechanisms.global_mechanism.card_global_constant`; the card's value is only a
-hint), is classified by the pipeline's classifier told the public scale G·R/ε. ``epsilon_total``
+reads test labels except to score): the release f(clip z) + Lap(G·R/ε) of the registry's ``Global``
+mechanism (:meth:`~privcore.mechanisms.protocol.Mechanism.release`, the API's path, with the row's
+seeded generator), with G certified by this process (the card's value is only a hint), is classified
+by the pipeline's classifier told the public scale G·R/ε. ``epsilon_total``
 is the ε of each release's guarantee, (ε, 0, R); PTR's column at ε spends (2ε, δ/2, R), so
 ``epsilon_total`` = 2, 4, 10, 20 sit beside PTR's ε = 1, 2, 5, 10 at the same total ε
 (docs/DESIGN.md, "Beyond the papers"). Every image is released (no ⊥).
@@ -72,23 +72,26 @@ def global_accuracy_rows(ctx: RunContext, pipe: Any, *, epsilons: tuple[float, .
     """One row per total ε for ``pipe`` (rows already in ``table`` are skipped)."""
     import torch
 
-    from privcore.mechanisms.global_mechanism import card_global_constant, global_release
+    from privcore.mechanisms import registry
+    from privcore.mechanisms.protocol import Options
 
     todo = [e for e in epsilons if not table.done(obfuscator=variant, epsilon_total=e)]
     if not todo:
         return
-    constant = card_global_constant(pipe.obfuscator, pipe.cards["obfuscator"])
+    mech = registry.get("Global")
+    constant = mech.constant(pipe)
     z = embed(pipe, x)
     dp = pipe.proposed_delta_p
     for eps in todo:
         seed = row_seed(ctx.seed, "table1-global", variant, eps)
-        rng = np.random.default_rng(seed)
+        setting = mech.setting(epsilon=eps)  # R: the card's
+        options = Options(rng=np.random.default_rng(seed))
         correct = np.zeros((draws, len(y)), dtype=bool)
         scale = None
         for d in range(draws):
-            values = np.stack([global_release(pipe.obfuscator, zi, epsilon=eps, radius=pipe.radius,
-                                              constant=constant, rng=rng).value for zi in z])
-            scale = constant.value * pipe.radius / eps
+            sent = [mech.release(pipe, zi, setting, options) for zi in z]
+            values = np.stack([r.value for r in sent])
+            scale = sent[0].noise_scale
             logits = pipe.classify(torch.as_tensor(values, dtype=torch.float32), float(scale))
             correct[d] = logits.argmax(-1).cpu().numpy() == y
         per_image = correct.mean(axis=0)

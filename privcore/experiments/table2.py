@@ -1,13 +1,17 @@
 """``experiment table2``: posthoc paper Table 2 — local-DP baselines against the adversarial pipeline.
 
-At ε ∈ {1, 2, 5, 7, ∞} on a seeded test subsample:
+At ε ∈ {1, 2, 5, 7, ∞} on a seeded test subsample, the two baselines release each test image once
+through the registry's mechanisms (:meth:`~privcore.mechanisms.protocol.Mechanism.release`, the
+API's path, with the row's seeded generator):
 
-* ``LDP-Image``: every pixel clipped to [0, 1] plus Lap(d/ε) (d pixels; ε-LDP for every pair of
-  images), classified by the dataset's standard pixel classifier (the IP experiments' ``ip-cnn``)
-  after clipping the noisy image back to [0, 1] (post-processing). ε = ∞: the clean image.
-* ``LDP-Embedding``: the embedding z clipped to [−B, B]^k plus Lap(2Bk/ε) (ε-LDP for every pair),
-  then the ARL-C-N obfuscator and classifier (post-processing). B is the 99th percentile of |z|
-  over *training* embeddings (public, data-independent of the test points).
+* ``LDP-Image`` (:class:`~privcore.mechanisms.ldp.LDPImageRelease`): every pixel clipped to [0, 1]
+  plus Lap(d/ε) (d pixels; ε-LDP for every pair of images), classified by the dataset's standard
+  pixel classifier (the IP experiments' ``ip-cnn``) after clipping the noisy image back to [0, 1]
+  (post-processing). ε = ∞: the clean image.
+* ``LDP-Embedding`` (:class:`~privcore.mechanisms.ldp.LDPEmbeddingRelease`): the embedding z clipped
+  to [−B, B]^k plus Lap(2Bk/ε) (ε-LDP for every pair), then the ARL-C-N obfuscator and classifier
+  (post-processing). B is the 99th percentile of |z| over *training* embeddings (public,
+  data-independent of the test points; :func:`~privcore.mechanisms.ldp.embedding_bound`).
 * ``Adversarial``: ARL-C-N under extended PTR, exactly as ``table1`` ((2ε, δ/2, R)-private; a
   different, weaker notion than ε-LDP, which is why the paper calls this comparison indicative).
 
@@ -26,6 +30,7 @@ from privcore.experiments.ptr_common import embed, refit_classifier, refit_plan,
 from privcore.experiments.runner import RunContext, save_figure
 from privcore.experiments.seeds import row_seed
 from privcore.experiments.table1 import ptr_accuracy_rows
+from privcore.mechanisms.protocol import Options
 
 __all__ = ["COLUMNS", "EPSILONS", "run"]
 
@@ -87,6 +92,28 @@ def _accuracy(logits_fn: Any, x: Any, y: np.ndarray, batch: int = 512) -> float:
     return hits / len(y)
 
 
+def _hits(sent: list[Any], y: np.ndarray) -> float:
+    """The share of releases whose class is the label."""
+    return float(np.mean([r.predicted_class == int(label) for r, label in zip(sent, y, strict=True)]))
+
+
+def _ldp_row(dataset: str, method: str, eps: float, accuracy: float, refit: float | None, scale: float,
+             n: int, seed: int) -> dict[str, Any]:
+    inf = math.isinf(eps)
+    return {
+        "dataset": dataset,
+        "method": method,
+        "epsilon": eps,
+        "guarantee": "none (no noise)" if inf else "eps-LDP",
+        "accuracy": accuracy,
+        "accuracy_refit": refit,
+        "release_rate": 1.0,
+        "noise_scale": scale,
+        "n_test": n,
+        "seed": None if inf else seed,
+    }
+
+
 def _figure(frame: Any, dataset: str) -> Any:
     import plotly.graph_objects as go
 
@@ -111,23 +138,23 @@ def run(ctx: RunContext) -> Any:
     import torch
 
     from privcore.data import load_dataset
-    from privcore.mechanisms import LDPEmbedding, LDPImage
-    from privcore.models.pipeline import load_ip_models
+    from privcore.errors import CheckpointError
+    from privcore.mechanisms import registry
+    from privcore.mechanisms.ldp import embedding_bound
 
     ds = load_dataset(ctx.dataset)
     pipe = ctx.pipeline(OBFUSCATOR)
+    ldp_image, ldp_embedding = registry.get("LDP-Image"), registry.get("LDP-Embedding")
     try:
-        pixel_model = load_ip_models(ctx.dataset, models_dir=ctx.models_dir, device=ctx.torch_device())[
-            "ip-cnn"
-        ]
-    except (KeyError, FileNotFoundError, OSError) as exc:
+        pixel = ldp_image.load(dataset=ctx.dataset, model="ip-cnn", models_dir=ctx.models_dir)
+    except (KeyError, FileNotFoundError, OSError, CheckpointError) as exc:
         raise FileNotFoundError(f"LDP-Image needs the standard pixel classifier ip-cnn: {exc}") from exc
+    pixel_model = pixel.model
     n_test = ctx.n_test(full=None if ds.x_test.shape[0] <= 2000 else 2000, quick=40, tiny=6)
     idx = test_indices(ds.x_test.shape[0], n_test, ctx.seed)
     x, y = ds.x_test[idx], ds.y_test[idx].numpy()
     epsilons = ctx.pick(full=EPSILONS, quick=EPSILONS, tiny=(1.0,))
-    z_train = embed(pipe, ds.x_train[: min(5000, ds.x_train.shape[0])])
-    bound = float(np.quantile(np.abs(z_train), 0.99))
+    bound = embedding_bound(pipe)[0]
     config = {
         "epsilons": list(epsilons),
         "n_test": len(idx),
@@ -139,7 +166,6 @@ def run(ctx: RunContext) -> Any:
         "refit": "fine-tuned on training releases (ptr_common.refit_plan)",
     }
     table = ctx.table("table2", columns=COLUMNS, key=KEY, config=config)
-    d = int(np.prod(ds.image_shape))
     z = embed(pipe, x)
     x_refit, y_refit, refit_epochs = refit_plan(ctx, ds)
     z_refit = embed(pipe, x_refit)
@@ -149,38 +175,23 @@ def run(ctx: RunContext) -> Any:
 
     for eps in (*epsilons, math.inf):
         seed = row_seed(ctx.seed, "table2", "LDP", eps)
-        rng = np.random.default_rng(seed)
-        if not table.done(method="LDP-Image", epsilon=eps):
+        options = Options(rng=np.random.default_rng(seed))
+        if not table.done(method=ldp_image.name, epsilon=eps):
             if math.isinf(eps):
-                noisy, scale = x.numpy(), 0.0
+                accuracy, scale = _accuracy(pixel_model, x.numpy(), y), 0.0
             else:
-                mech = LDPImage(epsilon=eps)
-                noisy, scale = (
-                    np.clip(mech(x.numpy().astype(np.float64), rng=rng), 0.0, 1.0),
-                    mech.scale_for(d),
-                )
-            table.add(
-                {
-                    "dataset": ctx.dataset,
-                    "method": "LDP-Image",
-                    "epsilon": eps,
-                    "guarantee": "none (no noise)" if math.isinf(eps) else "eps-LDP",
-                    "accuracy": _accuracy(pixel_model, noisy, y),
-                    "accuracy_refit": None,
-                    "release_rate": 1.0,
-                    "noise_scale": scale,
-                    "n_test": len(y),
-                    "seed": None if math.isinf(eps) else seed,
-                }
-            )
-        if not table.done(method="LDP-Embedding", epsilon=eps):
-            clipped = np.clip(z, -bound, bound)
+                setting = ldp_image.setting(epsilon=eps)
+                sent = [ldp_image.release(pixel, ldp_image.prepare(pixel, xi), setting, options) for xi in x]
+                accuracy, scale = _hits(sent, y), sent[0].noise_scale
+            table.add(_ldp_row(ctx.dataset, ldp_image.name, eps, accuracy, None, scale, len(y), seed))
+        if not table.done(method=ldp_embedding.name, epsilon=eps):
             refit = None
             if math.isinf(eps):
-                noisy, scale = clipped, 0.0
+                accuracy, scale = _accuracy(head, np.clip(z, -bound, bound), y), 0.0
             else:
-                mech = LDPEmbedding(epsilon=eps, bound=bound)
-                noisy, scale = mech(clipped, rng=rng), mech.scale_for(z.shape[1])
+                setting = ldp_embedding.setting(epsilon=eps)
+                sent = [ldp_embedding.release(pipe, zi, setting, options) for zi in z]
+                accuracy, scale = _hits(sent, y), sent[0].noise_scale
                 clf = refit_classifier(
                     pipe,
                     np.clip(z_refit, -bound, bound),
@@ -190,21 +201,9 @@ def run(ctx: RunContext) -> Any:
                     seed=seed,
                     after_noise=pipe.obfuscator,
                 )
-                refit = _accuracy(lambda v, c=clf: c(pipe.obfuscate(v)), noisy, y)
-            table.add(
-                {
-                    "dataset": ctx.dataset,
-                    "method": "LDP-Embedding",
-                    "epsilon": eps,
-                    "guarantee": "none (no noise)" if math.isinf(eps) else "eps-LDP",
-                    "accuracy": _accuracy(head, noisy, y),
-                    "accuracy_refit": refit,
-                    "release_rate": 1.0,
-                    "noise_scale": scale,
-                    "n_test": len(y),
-                    "seed": None if math.isinf(eps) else seed,
-                }
-            )
+                # each release is f(noisy z): the refit classifier reads it as it is
+                refit = _accuracy(lambda v, c=clf: c(v.to(pipe.device)), np.stack([r.value for r in sent]), y)
+            table.add(_ldp_row(ctx.dataset, ldp_embedding.name, eps, accuracy, refit, scale, len(y), seed))
     ptr_accuracy_rows(
         ctx,
         pipe,

@@ -21,13 +21,13 @@ certified ∞→1 constant G ≥ G₂ (``l1-bound``). Never inf.
 from __future__ import annotations
 
 import math
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
+from privcore._inflight import Memo
 from privcore.mechanisms.posthoc import (
     Posthoc,
     classes,
@@ -82,8 +82,8 @@ class L2Constant:
     seconds: float
 
 
-_MEMO: dict[tuple[str, str], L2Constant] = {}
-_LOCK = threading.Lock()
+#: G₂ per (model digest, box digest), computed once across threads (the warm-up and a page ask together)
+_MEMO = Memo(max_entries=64)
 
 
 def _pattern_jacobians(net: Any, bits: np.ndarray) -> np.ndarray:
@@ -183,22 +183,19 @@ def certified_l2_constant(f: Any, box: Any, *, time_limit: float = 60.0) -> L2Co
     from privcore.lipschitz.network import as_network
 
     net = as_network(f)
-    key = (net.digest, box.digest)
-    with _LOCK:
-        if key in _MEMO:
-            return _MEMO[key]
-    start = time.perf_counter()
-    lower = _witness(net, box)
-    found = _by_patterns(net, box, lower, start + time_limit) if lower > 0 else None
-    if found is None:
-        value, how = certified_global_constant(f, box, time_limit=time_limit).value, "l1-bound"
-    else:
-        value, how = found
-    constant = L2Constant(value=publish_bound(max(value, 0.0)), how=how, lower=lower, box=box,
+
+    def compute() -> L2Constant:
+        start = time.perf_counter()
+        lower = _witness(net, box)
+        found = _by_patterns(net, box, lower, start + time_limit) if lower > 0 else None
+        if found is None:
+            value, how = certified_global_constant(f, box, time_limit=time_limit).value, "l1-bound"
+        else:
+            value, how = found
+        return L2Constant(value=publish_bound(max(value, 0.0)), how=how, lower=lower, box=box,
                           model_digest=net.digest, seconds=time.perf_counter() - start)
-    with _LOCK:
-        _MEMO[key] = constant
-    return constant
+
+    return _MEMO.get((net.digest, box.digest), compute)
 
 
 def _guarantee(eps: float, dlt: float, r: float, g2: float, sigma: float, how: str, name: str) -> Any:

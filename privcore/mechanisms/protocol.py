@@ -129,13 +129,17 @@ class Release:
 
     def document(self) -> dict[str, Any]:
         """The public JSON of this release, the one builder of it (no φ, φ̂, R*, trace, image or
-        digest of it): outcome, value, the guarantee with its text, the public parameters, the model."""
+        digest of it): outcome, value, the guarantee with its text, the public parameters, the model.
+        Strict JSON: an all-pairs guarantee's radius (∞) is written "inf", as the ledger writes it."""
+        guarantee = self.guarantee.to_dict()
+        if guarantee["radius"] == float("inf"):
+            guarantee["radius"] = "inf"
         return {
             "format": RELEASE_FORMAT,
             "mechanism": self.mechanism,
             "outcome": "released" if self.released else "bottom",
             "value": None if self.value is None else list(self.value),
-            "guarantee": {**self.guarantee.to_dict(), "text": self.guarantee.describe()},
+            "guarantee": {**guarantee, "text": self.guarantee.describe()},
             "parameters": {
                 "epsilon": self.epsilon,
                 "delta": self.delta,

@@ -13,6 +13,9 @@ PTR                       (ε, δ/2, R)            obfuscator, Δp; φ certified
 Gauss-Input               {(ε, δ), α} ℓ2         a classifier fine-tuned on input noise
 Gauss-Output              {(ε, δ), α} ℓ2         an ℓ2→ℓ2 Lipschitz classifier (constant ≤ 1)
 Lap-Output                {(ε, 0), α} ℓ1         an ℓ1→ℓ1 Lipschitz classifier (constant ≤ 1)
+LDP-Image                 ε-LDP, every pair      the pixel classifier ip-cnn (posthoc Table 2)
+LDP-Embedding             ε-LDP, every pair      embedder, obfuscator; B from training embeddings
+                                                 (posthoc Table 2)
 ========================  =====================  ===========================================
 
 ε is always the total of one sent release's guarantee. Adding a mechanism: its module (a
@@ -24,6 +27,7 @@ from __future__ import annotations
 from privcore.errors import ParameterError
 from privcore.mechanisms.global_gauss import GlobalGauss
 from privcore.mechanisms.inference_release import GaussInputRelease, GaussOutputRelease, LapOutputRelease
+from privcore.mechanisms.ldp import LDPEmbeddingRelease, LDPImageRelease
 from privcore.mechanisms.posthoc import GlobalLaplace
 from privcore.mechanisms.protocol import Mechanism
 from privcore.mechanisms.ptr_release import PTR
@@ -40,6 +44,8 @@ MECHANISMS: tuple[Mechanism, ...] = (
     GaussOutputRelease(),
     LapOutputRelease(),
     GlobalGauss(),
+    LDPImageRelease(),
+    LDPEmbeddingRelease(),
 )
 
 

@@ -18,7 +18,6 @@ they are shown. The committed result tables remain the designated single read of
 
 from __future__ import annotations
 
-import functools
 import threading
 import zlib
 from collections.abc import Callable
@@ -27,9 +26,11 @@ from typing import Any
 
 import numpy as np
 
+from privcore._inflight import MISSING, Memo
 from privcore.mechanisms.protocol import Mechanism, Setting
 
-__all__ = ["DRAWS", "SPLIT", "Utility", "certify_evaluation", "evaluation_inputs", "live_accuracy"]
+__all__ = ["DRAWS", "SPLIT", "Utility", "certify_evaluation", "evaluation_inputs", "live_accuracy",
+           "peek_accuracy"]
 
 #: the split live numbers are computed on
 SPLIT = "test"
@@ -56,6 +57,11 @@ class Utility:
     release_rate: float
     chance: float
     split: str = SPLIT
+
+    @property
+    def value(self) -> float:
+        """The accuracy (the name every reading with an interval shares)."""
+        return self.accuracy
 
     @property
     def near_chance(self) -> bool:
@@ -116,9 +122,18 @@ def live_accuracy(mechanism: Mechanism, target: Any, setting: Setting, *, datase
     mechanism that needs a per-image certificate, ``certificates`` is :func:`certify_evaluation`'s table
     (possibly partial): the first ``len(certificates)`` images of its planned ``n`` are scored."""
     if certificates is not None:
-        planned = int(certificates.planned)
-        return _live(mechanism, _Held(target), setting, dataset, model, planned, draws, seed, certificates)
-    return _live(mechanism, _Held(target), setting, dataset, model, n, draws, seed, None)
+        n = int(certificates.planned)
+    key = (mechanism, _Held(target), setting, dataset, model, n, draws, seed, certificates)
+    return _READINGS.get(key, lambda: _live(mechanism, target, setting, dataset, model, n, draws, seed,
+                                            certificates))
+
+
+def peek_accuracy(mechanism: Mechanism, target: Any, setting: Setting, *, dataset: str, model: str,
+                  n: int | None = None, draws: int = DRAWS, seed: int = 0) -> Utility | None:
+    """:func:`live_accuracy`'s reading if it has been computed in this process, else None (computes
+    nothing: for a view that must not wait)."""
+    hit = _READINGS.peek((mechanism, _Held(target), setting, dataset, model, n, draws, seed, None))
+    return None if hit is MISSING else hit
 
 
 def certify_evaluation(mechanism: Mechanism, target: Any, setting: Setting, *, dataset: str, n: int,
@@ -145,10 +160,13 @@ class _Held:
         return isinstance(other, _Held) and other.target is self.target
 
 
-@functools.lru_cache(maxsize=256)
-def _live(mechanism: Mechanism, held: _Held, setting: Setting, dataset: str, model: str, n: int | None,
+#: readings per (mechanism, model object, setting, split size, draws, seed, certificates), each computed
+#: once across threads (the dashboard's warm-up and a page may ask at the same time)
+_READINGS = Memo(max_entries=256)
+
+
+def _live(mechanism: Mechanism, target: Any, setting: Setting, dataset: str, model: str, n: int | None,
           draws: int, seed: int, certificates: Any) -> Utility:
-    target = held.target
     inputs, labels = evaluation_inputs(mechanism, target, dataset, n=n)
     if certificates is not None:
         inputs, labels = inputs[:len(certificates)], labels[:len(certificates)]

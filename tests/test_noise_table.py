@@ -1,0 +1,69 @@
+"""Home's noise table computed in the background: pending rows first, then the same rows as computed
+in the page's own thread."""
+
+from __future__ import annotations
+
+import pytest
+
+from privcore.mechanisms import registry
+from privlens import noise_table, pipelines
+from privlens.settings import Settings
+
+
+@pytest.fixture
+def background_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRIVLENS_WARM_UP", "on")
+
+
+def _loaded(s: Settings) -> pipelines.Loaded:
+    pipe = pipelines.load(s.dataset, s.model, pipelines.models_dir())
+    return pipelines.Loaded(pipe, s.dataset, s.model, None)
+
+
+def test_rows_soon_fill_in_and_equal_the_rows_computed_here(background_on: None) -> None:
+    from privcore.defaults import default_model
+
+    s = Settings(dataset="digits", model=default_model("digits"), epsilon=0.75)
+    loaded = _loaded(s)
+    first, _ = noise_table.noise_rows_soon(s, loaded, wait_s=0.0)
+    assert [r.name for r in first] == [m.name for m in registry.MECHANISMS]
+    assert all(r.now == "computing…" for r in first if r.pending)
+    rows, pending = noise_table.noise_rows_soon(s, loaded, wait_s=120.0)  # the same job, now finished
+    assert not pending and not any(r.pending for r in rows)
+    assert rows == noise_table.noise_rows(s, loaded)
+
+
+def test_rows_are_computed_here_when_background_work_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from privcore.defaults import default_model
+
+    monkeypatch.setenv("PRIVLENS_WARM_UP", "off")
+    s = Settings(dataset="digits", model=default_model("digits"), epsilon=1.5)
+    rows, pending = noise_table.noise_rows_soon(s, _loaded(s), wait_s=0.0)
+    assert not pending and rows == noise_table.noise_rows(s, _loaded(s))
+
+
+def test_the_warm_up_leaves_the_opening_views_accuracies_in_the_memo(background_on: None) -> None:
+    """After :func:`privlens.warmup.prepare_opening`, the Release page's first reading of every mechanism
+    that needs no per-image certificate is a memo hit (same model objects, same setting)."""
+    from privcore.defaults import default_model
+    from privcore.mechanisms import peek_accuracy
+    from privlens import mechanism_text, warmup
+    from privlens import mechanism_view as mv
+
+    model = default_model("digits")
+    warmup.prepare_opening("digits", model)
+    s = Settings(dataset="digits", model=model)
+    views = mv.inference_views(s, "digits", None)
+    checked = 0
+    for mech in registry.MECHANISMS:
+        if mech.needs_certificate:
+            continue
+        if mech.family == "posthoc":
+            target, name = _loaded(s).pipeline, model
+        else:
+            target, name = views[mech.name].target, views[mech.name].model
+        hit = peek_accuracy(mech, target, mv.setting(mech, s), dataset="digits", model=name,
+                            n=mechanism_text.LIVE_IMAGES)
+        assert hit is not None, mech.name
+        checked += 1
+    assert checked == sum(not m.needs_certificate for m in registry.MECHANISMS)
