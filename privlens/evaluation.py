@@ -22,12 +22,12 @@ from typing import Any
 
 from privlens import background
 
-__all__ = ["STEP", "TABLE_IMAGES", "Job", "job", "table_images"]
+__all__ = ["STEP", "TABLE_IMAGES", "Job", "job", "settle", "table_images"]
 
 LOG = logging.getLogger("privlens")
 
 #: test images of a certificate table: ±0.045 at 95 % or better, certified in a few minutes on two cores
-#: (``$PRIVLENS_CERTIFIED_IMAGES`` sets another number: the test suite's few)
+#: (``$PRIVLENS_CERTIFIED_IMAGES`` sets another number: the test suite's few; 0 turns the tables off)
 TABLE_IMAGES = 500
 #: a partial table is scored in steps of this many images (and once complete)
 STEP = 50
@@ -68,19 +68,19 @@ class _Stopped(Exception):
 
 
 def table_images() -> int:
-    """:data:`TABLE_IMAGES`, or ``$PRIVLENS_CERTIFIED_IMAGES`` when that is a positive integer."""
+    """:data:`TABLE_IMAGES`, or ``$PRIVLENS_CERTIFIED_IMAGES`` when that is an integer ≥ 0 (0: no tables)."""
     text = os.environ.get("PRIVLENS_CERTIFIED_IMAGES", "")
-    return int(text) if text.isdigit() and int(text) > 0 else TABLE_IMAGES
+    return int(text) if text.isdigit() else TABLE_IMAGES
 
 
 def job(mech: Any, target: Any, setting: Any, *, dataset: str, model: str,
         n: int | None = None) -> Job | None:
     """The job computing ``mech``'s certificate table for the first ``n`` (None: :func:`table_images`) test
     images of ``dataset/model`` at ``setting``, started if new; None for a mechanism that certifies nothing
-    per image."""
+    per image, or with the tables turned off (n = 0)."""
     n = table_images() if n is None else n
     cert_key = mech.certificate_key(target, setting)
-    if cert_key is None:
+    if cert_key is None or n <= 0:
         return None
     key = (mech.name, dataset, model, cert_key, n)
     with _LOCK:
@@ -92,6 +92,17 @@ def job(mech: Any, target: Any, setting: Any, *, dataset: str, model: str,
     new.thread = background.start(lambda: _run(new, mech, target, setting, dataset, n),
                                   name=f"privlens-certificates-{mech.name}-{model}")
     return new
+
+
+def settle(timeout: float) -> bool:
+    """Wait (at most ``timeout`` seconds each) for every table started in this process; whether all are
+    finished (for tests and benchmarks that must not see the background's work)."""
+    with _LOCK:
+        jobs = list(_JOBS.values())
+    for j in jobs:
+        if j.thread is not None:
+            j.thread.join(timeout=timeout)
+    return all(j.finished for j in jobs)
 
 
 def _run(job: Job, mech: Any, target: Any, setting: Any, dataset: str, n: int) -> None:

@@ -148,7 +148,9 @@ def live_accuracy(mech: Any, target: Any, s: Settings, *, dataset: str, model: s
     from privlens.mechanism_view import setting
 
     at = setting(mech, s)
-    job = evaluation.job(mech, target, at, dataset=dataset, model=model)
+    job = evaluation.job(mech, target, at, dataset=dataset, model=model) if mech.needs_certificate else None
+    if mech.needs_certificate and job is None:
+        return None  # its tables are turned off: the committed results stand in
     if job is None:
         u = compute(mech, target, at, dataset=dataset, model=model, n=LIVE_IMAGES)
         how = (f"computed now: n = {u.n} test images × {u.draws} noise draws, 95 % bootstrap interval over "

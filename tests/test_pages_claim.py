@@ -3,7 +3,6 @@ PTR's live accuracy from the test images' φ table, computed in the background (
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -60,10 +59,7 @@ def test_release_page_shows_the_claim_beside_the_evidence_and_ptr_live_accuracy(
     assert "nearest audited setting, stated ε = 4" in page and "false-alarm rate ≤ 5%" in page
     jobs = [j for j in evaluation._JOBS.values() if j.planned == evaluation.table_images()]
     assert jobs, "no φ table was started for PTR's live accuracy"
-    deadline = time.monotonic() + 120
-    while not all(j.finished for j in jobs) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert all(j.error is None and j.finished for j in jobs), [j.error for j in jobs]
+    assert evaluation.settle(120.0) and all(j.error is None for j in jobs), [j.error for j in jobs]
     at.run()
     captions = " ".join(c.value for c in at.caption)
     assert "certified φ" in captions and f"n = {evaluation.table_images()} test images" in captions, captions
