@@ -548,21 +548,20 @@ def add_noise(values: np.ndarray, plan: NoisePlan, rng: RngLike = None) -> np.nd
         raise ValueError(f"values has {x.size} entries but the noise plan covers at most {plan.numel}")
     with np.errstate(over="ignore"):
         scaled = x / plan.grid
-    if not np.all(np.abs(scaled) < 2.0**1000):
-        raise ValueError(
-            f"values too large for the noise grid 2^{round(math.log2(plan.grid))} "
-            f"(max |value| = {np.max(np.abs(x)):.3g}); nothing released"
-        )
-    bits = as_random_bits(rng)
-    if plan.kind == "laplace":
-        noise = discrete_laplace_integers(int(plan.grid_scale), x.size, bits)
-    else:
-        noise = discrete_gaussian_integers(plan.grid_scale, x.size, bits)
-    if noise.size and np.max(np.abs(noise)) >= _N_LIMIT:
-        raise PrivcoreError("noise sampler left the exact-arithmetic range; nothing released, retry")
-    lattice = np.rint(scaled) * plan.grid  # exact: x rounded to the grid
-    with np.errstate(over="ignore"):
-        out = np.asarray(lattice + noise.reshape(x.shape).astype(np.float64) * plan.grid).reshape(x.shape)
-    if not np.all(np.isfinite(out)):  # post-processing of the noisy integers: refusing leaks nothing more
+        if not (np.abs(scaled) < 2.0**1000).all():
+            raise ValueError(
+                f"values too large for the noise grid 2^{round(math.log2(plan.grid))} "
+                f"(max |value| = {np.max(np.abs(x)):.3g}); nothing released"
+            )
+        bits = as_random_bits(rng)
+        if plan.kind == "laplace":
+            noise = discrete_laplace_integers(int(plan.grid_scale), x.size, bits)
+        else:
+            noise = discrete_gaussian_integers(plan.grid_scale, x.size, bits)
+        if noise.size and np.abs(noise).max() >= _N_LIMIT:
+            raise PrivcoreError("noise sampler left the exact-arithmetic range; nothing released, retry")
+        # rint(x/g)·g is x rounded to the grid and N·g the noise, both exact (|N| < 2^52): one rounding
+        out = np.asarray(np.rint(scaled) * plan.grid + noise.reshape(x.shape) * plan.grid)
+    if not np.isfinite(out).all():  # post-processing of the noisy integers: refusing leaks nothing more
         raise ValueError("values plus noise overflowed float64; nothing released")
     return out
