@@ -94,9 +94,13 @@ def global_model_cmd(
 
     try:
         check_in_range("target_epsilon", target_epsilon, *EPSILON_RANGE, low_open=False, high_open=False)
-        if parse_obfuscator_name(name)[1] != "global":
+        try:
+            mode = parse_obfuscator_name(name)[1]
+        except ValueError:
+            mode = None
+        if mode != "global":
             raise ValueError(f"name must be an N variant with the -global suffix (for the global mechanism), "
-                             f"got {name!r}")
+                             f"optionally tagged (N-global-e2), got {name!r}")
         if not embedder_name.startswith("embedder") or "/" in embedder_name or "\\" in embedder_name:
             raise ValueError(f"embedder_name must be a plain name starting with 'embedder', "
                              f"got {embedder_name!r}")
