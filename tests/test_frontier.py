@@ -99,3 +99,11 @@ def test_select_frontier_tiny_reads_the_test_set_once_for_the_selected(
     card = json.loads(next((tmp_path / "cache").rglob("obfuscator-N-global-e2o2.json")).read_text())
     assert card["name"] == "N-global-e2o2" and card["recipe"]["out_dim"] == 2
     assert card["recipe"]["noise_epsilons"] == [2.0, 4.0] and card["global_lipschitz"]["clip_box"]
+
+
+def test_a_tagged_global_twin_is_explained_on_the_release_page() -> None:
+    from privlens.glossary import model_help
+
+    text = model_help("N-global-e2o2")
+    assert "N-global-e2o2" in text and "Global mechanism" in text
+    assert model_help("N-global").startswith("**N-global**")
