@@ -669,7 +669,7 @@ _inline(RESULTS, "s release classifier reads 0.630 on", "reads ",
 _inline(RESULTS, "against N-global's 0.962 (the card", "N-global's ",
         key("models/mnist/classifier-N-global.json", "metrics/test_accuracy"), section=_FRONTIER)
 
-_ag, _at = "data/results/mnist/attack-global.csv", "data/results/mnist/attack.csv"
+_ag, _at = "data/results/mnist/attack-frontier.csv", "data/results/mnist/attack.csv"
 for _k, _col in enumerate(("ssim", "ssim_lo", "ssim_hi")):
     _inline(RESULTS, "releases give the attacker SSIM 0.404", "SSIM ",
             cell(_ag, _col, obfuscator="N-global-e2o2", epsilon_total=2), nth=_k, section=_FRONTIER)

@@ -1,5 +1,5 @@
 """Low-ε obfuscators for the global mechanism: tagged model names, the stated candidate grid, the
-validation criterion, and the attack on global releases (``select-frontier``, ``attack-global``)."""
+validation criterion, and the attack on global releases (``select-frontier``, ``attack-frontier``)."""
 
 from __future__ import annotations
 
@@ -55,15 +55,15 @@ def test_the_criterion_is_accuracy_at_two_then_four_then_grid_order() -> None:
     assert _pick([("a", rows(0.5, 0.8)), ("b", rows(0.5, 0.8))]) == "a"
 
 
-def test_attack_global_tiny_measures_each_model_at_equal_total_epsilon(tmp_path: Path) -> None:
+def test_attack_frontier_tiny_measures_each_model_at_equal_total_epsilon(tmp_path: Path) -> None:
     from privcore.cli import app
 
-    args = ["experiment", "attack-global", "--dataset", "mnist", "--tiny", "--out", str(tmp_path),
+    args = ["experiment", "attack-frontier", "--dataset", "mnist", "--tiny", "--out", str(tmp_path),
             "--no-progress"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output + repr(result.exception)
-    frame = pd.read_csv(tmp_path / "mnist" / "attack-global.csv")
-    assert list(frame.columns) == documented_columns("attack-global")
+    frame = pd.read_csv(tmp_path / "mnist" / "attack-frontier.csv")
+    assert list(frame.columns) == documented_columns("attack-frontier")
     assert list(frame["obfuscator"].unique()) == ["ARL-C-N", "N-global"]
     for _, part in frame.groupby("obfuscator"):
         assert sorted(part["epsilon_total"]) == [2.0, math.inf]

@@ -31,7 +31,7 @@ def experiment(
     name: Annotated[
         str,
         typer.Argument(
-            help="table1, table1-global, mechanisms, table2, attack, attack-global, fig2, fig3, fig4, ip, "
+            help="table1, table1-global, mechanisms, table2, attack, attack-frontier, fig2, fig3, fig4, ip, "
             "audit, calibration, ceiling, neighbours, select, select-global, select-frontier, all, or report"
         ),
     ],

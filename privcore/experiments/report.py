@@ -507,7 +507,7 @@ def render_simple(frame: Any, columns: list[str], digits: int = 4) -> str:
 
 
 def _frontier_sections(res: Path, section: Any) -> None:
-    """The low-ε frontier's tables, where the dataset has ``select-frontier.csv`` / ``attack-global.csv``."""
+    """The low-ε frontier's tables, where the dataset has ``select-frontier.csv``/``attack-frontier.csv``."""
     import pandas as pd
 
     from privcore.experiments import report_frontier as rf
@@ -520,9 +520,9 @@ def _frontier_sections(res: Path, section: Any) -> None:
                 rf.render_frontier_validation)
         section("select-frontier", "The frontier on test: the selected obfuscator beside the ceiling",
                 lambda f: rf.render_frontier_test(f, read("ceiling"), read("table1-global")))
-    if (res / "attack-global.csv").is_file():
-        section("attack-global", "Reconstruction attack on global releases at equal total ε (SSIM · PSNR)",
-                rf.render_attack_global)
+    if (res / "attack-frontier.csv").is_file():
+        section("attack-frontier", "Reconstruction attack on global releases at equal total ε (SSIM · PSNR)",
+                rf.render_attack_frontier)
 
 
 def render_report(

@@ -1,14 +1,14 @@
 """Markdown tables of the low-ε frontier of the global mechanism (``experiment report``): the
 validation grid of ``select-frontier``, its one test read beside the ceiling (``ceiling``) and the
 shipped default (``table1-global``), and the reconstruction attack at equal total ε
-(``attack-global``)."""
+(``attack-frontier``)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-__all__ = ["render_attack_global", "render_frontier_test", "render_frontier_validation"]
+__all__ = ["render_attack_frontier", "render_frontier_test", "render_frontier_validation"]
 
 _EPS = (1.0, 2.0, 4.0, 10.0)
 
@@ -90,7 +90,7 @@ def render_frontier_test(frame: Any, ceiling: Any, table1_global: Any) -> str:
     return note + _table(["model", *(f"total ε = {e:g}" for e in _EPS)], rows)
 
 
-def render_attack_global(frame: Any) -> str:
+def render_attack_frontier(frame: Any) -> str:
     """SSIM and PSNR [95 % bootstrap] of the reconstruction attack per model and total ε."""
     totals = sorted(frame["epsilon_total"].astype(float).unique())
     rows = []

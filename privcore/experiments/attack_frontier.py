@@ -1,4 +1,4 @@
-"""``experiment attack-global``: the reconstruction attack (posthoc paper Tables 3–6) on releases of
+"""``experiment attack-frontier``: the reconstruction attack (posthoc paper Tables 3–6) on releases of
 the certified global mechanism, f(clip z) + Lap(G·R/ε), at equal total ε for every obfuscator of
 :data:`OBFUSCATORS` the dataset ships.
 
@@ -57,7 +57,7 @@ def _shipped(ctx: RunContext) -> list[str]:
 
 
 def run(ctx: RunContext) -> Any:
-    """The attack on global releases of every shipped model; write ``attack-global.csv`` + figure."""
+    """The attack on global releases of every shipped model; write ``attack-frontier.csv`` + figure."""
     import torch
 
     from privcore.attacks.metrics import image_metrics
@@ -74,7 +74,7 @@ def run(ctx: RunContext) -> Any:
     config = {"obfuscators": names, "epsilons_total": list(epsilons), "n_test": len(idx),
               "weights": {n: p.cards["obfuscator"]["weights"]["sha256"] for n, p in pipes.items()},
               "attackers": {n: p.cards["attacker"]["weights"]["sha256"] for n, p in pipes.items()}}
-    table = ctx.table("attack-global", columns=COLUMNS, key=KEY, config=config)
+    table = ctx.table("attack-frontier", columns=COLUMNS, key=KEY, config=config)
     mean_guess = torch.as_tensor(ds.x_train, dtype=torch.float32).mean(dim=0, keepdim=True)
     floor = image_metrics(x, mean_guess.expand(len(idx), -1, -1, -1))
     for name, pipe in pipes.items():
@@ -84,7 +84,7 @@ def run(ctx: RunContext) -> Any:
         constant = card_global_constant(pipe.obfuscator, pipe.cards["obfuscator"])  # verified here
         z = embed(pipe, x)
         for eps in todo:
-            seed = row_seed(ctx.seed, "attack-global", name, eps)
+            seed = row_seed(ctx.seed, "attack-frontier", name, eps)
             if math.isinf(eps):
                 rel = pipe.obfuscate(torch.as_tensor(z, dtype=torch.float32)).double().cpu().numpy()
             else:
@@ -99,7 +99,7 @@ def run(ctx: RunContext) -> Any:
                 "n_eval": len(idx), "seed": seed, **cell_statistics(metrics, floor, seed=seed),
             })
     frame = table.frame()
-    return table.finish(figures=save_figure(_figure(frame, ctx.dataset), ctx.dataset_dir / "attack-global"))
+    return table.finish(figures=save_figure(_figure(frame, ctx.dataset), ctx.dataset_dir / "attack-frontier"))
 
 
 def _figure(frame: Any, dataset: str) -> Any:
