@@ -42,6 +42,10 @@ def model_help(model: str) -> str:
     parts (ARL-C, C-N, ARL-C-N-paper …), the entry on those parts."""
     if model in GLOSSARY:
         return help_for(model)
+    if "-global-" in model:  # a tagged twin of N-global (N-global-e2o2)
+        return (f"**{model}**: the N regulariser aimed at the Global mechanism's noise, trained for another "
+                "total ε or output size than MNIST's default N-global (the card's recipe says which); "
+                "no ARL term unless the name starts with ARL.")
     parts = set(model.removesuffix("-paper").split("-"))
     if parts <= {"ARL", "C", "N"}:
         return help_for("ARL-C-N")

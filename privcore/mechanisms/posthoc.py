@@ -79,11 +79,19 @@ def classes(pipe: Any, values: np.ndarray, told: float) -> np.ndarray:
 
 
 def predict(pipe: Any, value: tuple[float, ...], noise_scale: float) -> int:
-    """The release classifier's class for a released vector, told the noise scale it carries."""
+    """The release classifier's class for a released vector, told the noise scale it carries (a
+    noise-aware classifier: :func:`~privcore.nets.models.logits_one`, the same
+    logits as ``pipe.classify``)."""
     import torch
 
-    logits = pipe.classify(torch.tensor([value], dtype=torch.float32), float(noise_scale))
-    return int(logits.argmax(-1)[0])
+    from privcore.nets.models import NoiseAwareClassifier, logits_one
+
+    with torch.no_grad():
+        if isinstance(pipe.classifier, NoiseAwareClassifier):
+            logits = logits_one(pipe.classifier, value, float(noise_scale))
+        else:
+            logits = pipe.classify(torch.tensor([value], dtype=torch.float32), float(noise_scale))
+    return int(logits[0].numpy().argmax() if logits.device.type == "cpu" else logits.argmax(-1)[0])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -181,20 +189,23 @@ class GlobalLaplace(Posthoc):
                           released=np.ones(len(out), bool), noise_scale_effective=look.noise_scale_effective)
 
     def release(self, target: Any, x: Any, setting: Setting, options: Options | None = None) -> Release:
-        from privcore.mechanisms.global_mechanism import global_release
+        from privcore.mechanisms.global_mechanism import card_plan
 
         opts = Options() if options is None else options
         self.check_options(opts)
         z = embedding(target, x)
         r = self.radius(target, setting)
-        constant = self.constant(target, time_limit=opts.time_limit)
-        out = global_release(target.obfuscator, z, epsilon=setting.epsilon, radius=r, constant=constant,
-                             rng=opts.rng, mechanism=self.name)
-        value = tuple(float(v) for v in np.asarray(out.value).ravel())
-        params = out.parameters()
-        keys = ("radius", "global_lipschitz", "global_lipschitz_how", "clip_box", "sensitivity")
+        plan = card_plan(target.obfuscator, target.cards["obfuscator"], epsilon=setting.epsilon, radius=r,
+                         where=f"{target.dataset}/{target.obfuscator_name}", mechanism=self.name,
+                         time_limit=60.0 if opts.time_limit is None else opts.time_limit)
+        out = plan.release(z, opts.rng)
+        value = tuple(out.value.ravel().tolist())
+        box = plan.constant.box
+        public = {"radius": r, "global_lipschitz": out.global_lipschitz, "global_lipschitz_how": out.how,
+                  "clip_box": {"lower": box.lower.tolist(), "upper": box.upper.tolist()},
+                  "sensitivity": out.sensitivity}
         return Release(mechanism=self.name, released=True, value=value,
                        predicted_class=predict(target, value, out.noise_scale), guarantee=out.guarantee,
                        epsilon=setting.epsilon, delta=0.0, noise_scale=float(out.noise_scale),
                        noise_scale_effective=float(out.noise_scale_effective),
-                       public={k: params[k] for k in keys}, model=model_block(target), mechanism_result=out)
+                       public=public, model=model_block(target), mechanism_result=out)

@@ -54,6 +54,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -419,6 +420,73 @@ def _laplace_chunk(t: int, n: int, bits: RandomBits) -> np.ndarray:
     return _first_accepted(n, 1.0 - 0.5 / t, propose)
 
 
+#: at most this many draws go through the scalar sampler (:func:`_laplace_scalar`): below it numpy's
+#: per-call cost outweighs its vector speed
+SCALAR_MAX = 64
+_WORD_BLOCK = 32  # words fetched at a time by the scalar sampler (≈ 4 per draw)
+
+
+def _word_stream(bits: RandomBits, first: int) -> Iterator[int]:
+    """The words of ``bits`` as Python ints, fetched in blocks (the scalar sampler's source)."""
+    size = max(first, _WORD_BLOCK)
+    while True:
+        yield from bits.words(size).tolist()
+        size = _WORD_BLOCK
+
+
+#: e⁻¹·2³² and its floor: the Bernoulli(e⁻¹) trials of V compare 32-bit uniforms with them
+_E32 = math.ldexp(_EXP_MINUS_ONE, 32)
+_E32_HEAD = math.floor(_E32)
+
+
+def _laplace_scalar(t: int, n: int, bits: RandomBits) -> list[int]:
+    """n draws of P(N = k) ∝ exp(−|k|/t), one at a time in Python integers: the algorithm of
+    :func:`_laplace_chunk` (CKS20 Alg. 2: |N| = t·V + U, random sign, (−, 0) rejected) with the same
+    acceptance tests (:func:`_bernoulli`) on the same kinds of bits, so the same distribution; for
+    small n it avoids numpy's per-call cost. U: the top ``width`` bits of a word, accepted when < t
+    and, on the word's spare low bits, with probability e^{−u/t}; V: Bernoulli(e⁻¹) successes on
+    32-bit halves of words before the first failure; the sign: one bit of a word."""
+    width = t.bit_length()
+    shift = 64 - width
+    spare = min(53, 64 - width)
+    mask = (1 << spare) - 1
+    minus_t = -float(t)
+    word = _word_stream(bits, 4 * n + 8).__next__
+    exp, ldexp, floor = math.exp, math.ldexp, math.floor
+    out: list[int] = []
+    while len(out) < n:
+        while True:  # U ∈ {0..t−1}, P(U = u) ∝ e^{−u/t}: _bernoulli(e^{−u/t}) on the spare bits
+            w = word()
+            u = w >> shift
+            if u >= t:
+                continue
+            scaled = ldexp(exp(u / minus_t), spare)  # exact scaling
+            head = floor(scaled)
+            a = w & mask
+            if a < head or (a == head and (word() >> 11) * _TWO_M53 < scaled - head):
+                break
+        v = 0
+        while True:  # V: Bernoulli(e⁻¹) successes before the first failure, two trials per word
+            w = word()
+            a = w & 0xFFFFFFFF
+            if a > _E32_HEAD or (a == _E32_HEAD and (word() >> 11) * _TWO_M53 >= _E32 - _E32_HEAD):
+                break
+            a = w >> 32
+            v += 1
+            if a > _E32_HEAD or (a == _E32_HEAD and (word() >> 11) * _TWO_M53 >= _E32 - _E32_HEAD):
+                break
+            v += 1
+        if v > 1000:  # probability < e^-1000: refuse rather than risk int overflow
+            raise PrivcoreError("noise sampler hit an astronomically unlikely tail; nothing released, retry")
+        y = t * v + u
+        if word() & 1:
+            if y:  # (−, 0) is rejected so that 0 is not counted twice
+                out.append(-y)
+        else:
+            out.append(y)
+    return out
+
+
 def _check_count(n: int) -> int:
     n = check_int("n", n, minimum=0)
     if n > MAX_NUMEL:
@@ -433,6 +501,8 @@ def discrete_laplace_integers(t: int, n: int, rng: RngLike = None) -> np.ndarray
     if t > _T_MAX:
         raise ValueError(f"t must be ≤ 2^42 for exact int64/float64 arithmetic, got {t}")
     bits = as_random_bits(rng)
+    if n <= SCALAR_MAX:
+        return np.array(_laplace_scalar(t, n, bits), dtype=np.int64)
     out = np.empty(n, dtype=np.int64)
     for start in range(0, n, _CHUNK):
         stop = min(n, start + _CHUNK)
@@ -478,21 +548,20 @@ def add_noise(values: np.ndarray, plan: NoisePlan, rng: RngLike = None) -> np.nd
         raise ValueError(f"values has {x.size} entries but the noise plan covers at most {plan.numel}")
     with np.errstate(over="ignore"):
         scaled = x / plan.grid
-    if not np.all(np.abs(scaled) < 2.0**1000):
-        raise ValueError(
-            f"values too large for the noise grid 2^{round(math.log2(plan.grid))} "
-            f"(max |value| = {np.max(np.abs(x)):.3g}); nothing released"
-        )
-    bits = as_random_bits(rng)
-    if plan.kind == "laplace":
-        noise = discrete_laplace_integers(int(plan.grid_scale), x.size, bits)
-    else:
-        noise = discrete_gaussian_integers(plan.grid_scale, x.size, bits)
-    if noise.size and np.max(np.abs(noise)) >= _N_LIMIT:
-        raise PrivcoreError("noise sampler left the exact-arithmetic range; nothing released, retry")
-    lattice = np.rint(scaled) * plan.grid  # exact: x rounded to the grid
-    with np.errstate(over="ignore"):
-        out = np.asarray(lattice + noise.reshape(x.shape).astype(np.float64) * plan.grid).reshape(x.shape)
-    if not np.all(np.isfinite(out)):  # post-processing of the noisy integers: refusing leaks nothing more
+        if not (np.abs(scaled) < 2.0**1000).all():
+            raise ValueError(
+                f"values too large for the noise grid 2^{round(math.log2(plan.grid))} "
+                f"(max |value| = {np.max(np.abs(x)):.3g}); nothing released"
+            )
+        bits = as_random_bits(rng)
+        if plan.kind == "laplace":
+            noise = discrete_laplace_integers(int(plan.grid_scale), x.size, bits)
+        else:
+            noise = discrete_gaussian_integers(plan.grid_scale, x.size, bits)
+        if noise.size and np.abs(noise).max() >= _N_LIMIT:
+            raise PrivcoreError("noise sampler left the exact-arithmetic range; nothing released, retry")
+        # rint(x/g)·g is x rounded to the grid and N·g the noise, both exact (|N| < 2^52): one rounding
+        out = np.asarray(np.rint(scaled) * plan.grid + noise.reshape(x.shape) * plan.grid)
+    if not np.isfinite(out).all():  # post-processing of the noisy integers: refusing leaks nothing more
         raise ValueError("values plus noise overflowed float64; nothing released")
     return out

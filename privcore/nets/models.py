@@ -13,11 +13,14 @@ experiments (Sec. V): obfuscator, task classifier, proxy adversary, IP classifie
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from privcore.nets.blocks import ImageDecoder, relu_mlp
@@ -34,6 +37,8 @@ __all__ = [
     "cifar_resnet18",
     "classify",
     "latent_mlp",
+    "logits_one",
+    "read_told_scale",
 ]
 
 
@@ -230,6 +235,67 @@ class NoiseAwareClassifier(nn.Module):
         """Logits of releases ``v`` (N, d) told Laplace scale ``scale`` (a float, or one per row),
         read through the classifier's :class:`ToldScale`."""
         return self.logits(v, self.effective_scale(scale))
+
+
+def read_told_scale(told: ToldScale | None, scale: float) -> float:
+    """``told(scale)`` (:meth:`ToldScale.__call__`; the scale itself when ``told`` is None) for one
+    scale ≥ 0 given as a Python float: the same comparisons in float64."""
+    b = float(scale)
+    if told is None:
+        return b
+    lo, hi = told.min_scale * (1.0 - told.RANGE_SLACK), told.max_scale * (1.0 + told.RANGE_SLACK)
+    out = told.max_scale if b > hi else b
+    if 0.0 < b < lo:
+        out = 0.0 if b <= told.clean_below else told.min_scale
+    for a, c in told.raised:
+        if a < b < c:
+            out = c
+    return out
+
+
+def logits_one(classifier: NoiseAwareClassifier, value: Sequence[float], scale: float) -> torch.Tensor:
+    """``classifier(torch.tensor([value]), scale)`` for one release told a float ``scale``: the same
+    float32 logits at a fraction of the cost (the features by the same float32 operations, the
+    correctly rounded ones in numpy; the read scale by :func:`read_told_scale`; the layers of a plain chain by
+    their functional forms). Buffers off the CPU or not float32: the classifier's own forward."""
+    c = classifier
+    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in (c.mean, c.std)):
+        return c(torch.tensor([list(value)], dtype=torch.float32), float(scale))
+    b = float(scale)
+    if not (math.isfinite(b) and b >= 0.0):
+        raise ValueError("scale (the release's Laplace scale) must be finite and ≥ 0")
+    b32 = np.float32(read_told_scale(c.told_scale, b))
+    std = c.std.detach().numpy()
+    # torch's float32 sqrt is not always correctly rounded: take it from torch, as forward does
+    total = torch.sqrt(torch.from_numpy(std * std + np.float32(2.0) * (b32 * b32))).numpy()
+    u = (np.asarray(value, dtype=np.float32) - c.mean.detach().numpy()) / total
+    h = torch.from_numpy(np.concatenate([u, std / total])[None])
+    layers = _plain_chain(c.net)
+    if layers is None:
+        return c.net(h)
+    for layer in layers:  # what each layer's forward calls, without the module-call machinery
+        h = torch.relu(h) if type(layer) is nn.ReLU else F.linear(h, layer.weight, layer.bias)
+    return h
+
+
+def _plain_chain(seq: nn.Module) -> list[nn.Module] | None:
+    """The layers of ``seq`` when it is an exact ``nn.Sequential`` of exact ``nn.Linear`` and ``nn.ReLU``
+    layers with no hooks and no forward set on an instance (and no global hooks), whose call computes
+    exactly their functional forms in order; else None."""
+    from torch.nn.modules import module as torch_module
+
+    if (type(seq) is not nn.Sequential or torch_module._global_forward_hooks
+            or torch_module._global_forward_pre_hooks):
+        return None
+    layers = list(seq._modules.values())
+    for m in (seq, *layers):
+        if (type(m) not in _PLAIN or m._forward_hooks or m._forward_pre_hooks or "forward" in vars(m)
+                or (m is not seq and type(m) is nn.Sequential)):
+            return None
+    return layers
+
+
+_PLAIN = (nn.Sequential, nn.Linear, nn.ReLU)
 
 
 def classify(module: nn.Module, v: torch.Tensor, scale: torch.Tensor | float = 0.0) -> torch.Tensor:

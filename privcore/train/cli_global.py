@@ -40,7 +40,10 @@ __all__ = ["global_model_cmd"]
 def global_model_cmd(
     ctx: typer.Context,
     dataset: str = DATASET,
-    name: str = typer.Option("N-global", help="the obfuscator's name (an N variant with the -global suffix)"),
+    name: str = typer.Option(
+        "N-global", help="the obfuscator's name (an N variant with the -global suffix, optionally tagged: "
+        "N-global-e2)"
+    ),
     embedder_name: str = typer.Option(
         "embedder-label", "--embedder-name", help="the embedder's checkpoint name in <models-dir>/<dataset>/"
     ),
@@ -54,6 +57,9 @@ def global_model_cmd(
     arch: str = typer.Option("conv", help="embedder: mlp or conv"),
     width: int = typer.Option(32, help="embedder: conv width"),
     hidden: int = typer.Option(256, help="embedder: hidden units"),
+    out_dim: int = typer.Option(
+        None, "--out-dim", help="obfuscator: output dimension (default: the latent size)", show_default=False
+    ),
     delta_p_n: int = typer.Option(100, "--delta-p-n", help="training embeddings certified for Δp"),
     epochs: int = typer.Option(
         None, help="every step's epochs (a smoke run; default: the recipes', as shipped)", show_default=False
@@ -80,7 +86,7 @@ def global_model_cmd(
     from privcore.train.recipes import (
         attacker_recipe,
         embedder_recipe,
-        obfuscator_recipe,
+        global_obfuscator_recipe,
         parse_obfuscator_name,
         release_classifier_recipe,
     )
@@ -88,9 +94,13 @@ def global_model_cmd(
 
     try:
         check_in_range("target_epsilon", target_epsilon, *EPSILON_RANGE, low_open=False, high_open=False)
-        if parse_obfuscator_name(name)[1] != "global":
-            raise ValueError(f"name must end in -global (an N variant for the global mechanism), "
-                             f"got {name!r}")
+        try:
+            mode = parse_obfuscator_name(name)[1]
+        except ValueError:
+            mode = None
+        if mode != "global":
+            raise ValueError(f"name must be an N variant with the -global suffix (for the global mechanism), "
+                             f"optionally tagged (N-global-e2), got {name!r}")
         if not embedder_name.startswith("embedder") or "/" in embedder_name or "\\" in embedder_name:
             raise ValueError(f"embedder_name must be a plain name starting with 'embedder', "
                              f"got {embedder_name!r}")
@@ -98,10 +108,10 @@ def global_model_cmd(
         emb_rec = embedder_recipe(dataset, arch=arch, width=width, hidden=hidden, augment_shift=augment_shift,
                                   label_weight=label_weight,
                                   **({} if epochs is None else {"epochs": epochs, "kl_warmup_epochs": 0}))
-        obf_rec = obfuscator_recipe(dataset, name, noise_box_samples=512, noise_clean_fraction=0.0,
-                                    noise_epsilons=(target_epsilon, 2.0 * target_epsilon),
-                                    **({} if epochs is None else {"epochs": epochs, "warmup_epochs": 0,
-                                                                  "classifier_refit_epochs": epochs}))
+        obf_rec = global_obfuscator_recipe(dataset, name, target_epsilon=target_epsilon,
+                                           **({} if out_dim is None else {"out_dim": out_dim}),
+                                           **({} if epochs is None else {"epochs": epochs, "warmup_epochs": 0,
+                                                                         "classifier_refit_epochs": epochs}))
         clf_rec, att_rec = release_classifier_recipe(dataset, **short), attacker_recipe(dataset, **short)
     except (TypeError, ValueError) as exc:
         raise typer.BadParameter(str(exc)) from exc

@@ -15,6 +15,7 @@ friends); every field can be overridden from the CLI.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,6 +45,7 @@ __all__ = [
     "ReleaseClassifierRecipe",
     "attacker_recipe",
     "embedder_recipe",
+    "global_obfuscator_recipe",
     "ip_recipe",
     "obfuscator_recipe",
     "parse_obfuscator_name",
@@ -78,6 +80,8 @@ PAPER_RECIPE_SUFFIX = "-paper"
 #: (``noise_mode="global"``), e.g. ``ARL-C-N-global``.
 GLOBAL_RECIPE_SUFFIX = "-global"
 _MODE_SUFFIX = {"paper": PAPER_RECIPE_SUFFIX, "global": GLOBAL_RECIPE_SUFFIX}
+#: a global-mechanism twin's optional name tag (``N-global-eps2``: trained for another target ε)
+_NAME_TAG = re.compile(r"[a-z0-9]{1,16}")
 
 
 def parse_variant(variant: str) -> tuple[bool, bool, bool]:
@@ -90,15 +94,19 @@ def parse_variant(variant: str) -> tuple[bool, bool, bool]:
 def parse_obfuscator_name(name: str) -> tuple[str, str | None]:
     """(Table-1 variant, ``noise_mode`` the name fixes or None) of a Table-1 checkpoint name:
     ``"ARL-C-N"`` → ``("ARL-C-N", None)``, ``"ARL-C-N-paper"`` → ``("ARL-C-N", "paper")``,
-    ``"ARL-C-N-global"`` → ``("ARL-C-N", "global")``. Only the N variants have such twins (the
+    ``"ARL-C-N-global"`` → ``("ARL-C-N", "global")``, also with a name tag
+    (``"N-global-eps2"`` → ``("N", "global")``). Only the N variants have such twins (the
     others have no noise regulariser to differ in). ``"ARL-C-N-authors"`` → ``("ARL-C-N",
     "authors")``: the authors'-code twin (:mod:`privcore.train.authors`; its noise is ``"paper"``)."""
     if name == "ARL-C-N" + AUTHORS_RECIPE_SUFFIX:
         return "ARL-C-N", "authors"
+    head, sep, tag = name.rpartition(GLOBAL_RECIPE_SUFFIX + "-")
+    # a tagged global twin (N-global-eps2) parses as its untagged name
+    untagged = head + GLOBAL_RECIPE_SUFFIX if sep and head and _NAME_TAG.fullmatch(tag) else name
     for mode, suffix in _MODE_SUFFIX.items():
-        if not name.endswith(suffix):
+        if not untagged.endswith(suffix):
             continue
-        variant = name.removesuffix(suffix)
+        variant = untagged.removesuffix(suffix)
         if variant in VARIANTS and parse_variant(variant)[2]:
             return variant, mode
         raise ValueError(
@@ -208,6 +216,9 @@ class ObfuscatorRecipe:
     ``select_on_validation`` keeps the f and h of the epoch with the best noise-free accuracy on the
     validation split (:func:`privcore.data.validation_split`), stopping after ``patience`` epochs
     without a gain (0 = never); the test set is read only after training.
+
+    ``name_tag`` (global N variants only) names a twin trained for another target ε beside the
+    shipped one: ``N-global-eps2``.
     """
 
     variant: str
@@ -246,12 +257,17 @@ class ObfuscatorRecipe:
     adversary_lr: float | None = None
     select_on_validation: bool = False
     patience: int = 0
+    name_tag: str = ""
 
     def __post_init__(self) -> None:
         check_choice("variant", self.variant, VARIANTS)
         if self.adversary_lr is not None:
             check_positive("adversary_lr", self.adversary_lr)
         check_int("patience", self.patience, minimum=0)
+        if self.name_tag and not (self.noise and self.noise_mode == "global"
+                                  and _NAME_TAG.fullmatch(self.name_tag)):
+            raise ValueError(f"name_tag {self.name_tag!r} needs an N variant with noise_mode 'global' and "
+                             f"1-16 lowercase letters or digits; allowed: '' or such a tag")
         if self.patience and not self.select_on_validation:
             raise ValueError(f"patience = {self.patience} needs select_on_validation (stops on validation)")
         check_in_range("alpha", self.alpha, 0.0, 1.0, low_open=False)
@@ -303,7 +319,8 @@ class ObfuscatorRecipe:
             return f"ARL-alpha{self.alpha:g}"
         if self.authors_code:
             return self.variant + AUTHORS_RECIPE_SUFFIX
-        return self.variant + (_MODE_SUFFIX.get(self.noise_mode, "") if self.noise else "")
+        name = self.variant + (_MODE_SUFFIX.get(self.noise_mode, "") if self.noise else "")
+        return f"{name}-{self.name_tag}" if self.name_tag else name
 
     def loss_terms(self) -> dict[str, Any]:
         """The loss of f as trained, with only the terms and weights in force (for the card)."""
@@ -575,7 +592,9 @@ def obfuscator_recipe(
     """A Table-1 obfuscator for ``dataset`` (or, with ``alpha`` given and variant ``"ARL"``, an α-sweep
     member of Fig. 2); ``out_dim`` defaults to the latent size. ``variant`` may be a checkpoint name
     with the paper-recipe suffix (``"ARL-C-N-paper"``: ``noise_mode="paper"``)."""
-    variant, named_mode = parse_obfuscator_name(variant)
+    name, (variant, named_mode) = variant, parse_obfuscator_name(variant)
+    if named_mode == "global" and name != variant + GLOBAL_RECIPE_SUFFIX:  # N-global-eps2
+        overrides = {"name_tag": name.removeprefix(variant + GLOBAL_RECIPE_SUFFIX + "-"), **overrides}
     if named_mode == "authors":
         given = {k: v for k, v in overrides.items() if v is not None}
         overrides = {**authors_overrides(dataset, variant), **given}
@@ -611,6 +630,17 @@ def obfuscator_recipe(
         defaults["alpha"] = alpha
         defaults["sweep"] = True
     return _merge(ObfuscatorRecipe, defaults, overrides)
+
+
+def global_obfuscator_recipe(dataset: str, name: str, *, target_epsilon: float,
+                             **overrides: Any) -> ObfuscatorRecipe:
+    """An obfuscator for the global mechanism at total ε = ``target_epsilon``: trained with
+    Lap(Ĝ·R/ε), Ĝ sampled over the batch's R-balls and 512 points of the public box, ε drawn from
+    (target, 2·target), no clean fraction (``train global-model``, ``experiment select-frontier``)."""
+    check_epsilon(target_epsilon, "target_epsilon")
+    return obfuscator_recipe(dataset, name, **{
+        "noise_box_samples": 512, "noise_clean_fraction": 0.0,
+        "noise_epsilons": (target_epsilon, 2.0 * target_epsilon), **overrides})
 
 
 def attacker_recipe(dataset: str, **overrides: Any) -> AttackerRecipe:

@@ -1,0 +1,109 @@
+"""Low-ε obfuscators for the global mechanism: tagged model names, the stated candidate grid, the
+validation criterion, and the attack on global releases (``select-frontier``, ``attack-frontier``)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from tests.test_experiments import documented_columns
+
+MODELS = Path(__file__).resolve().parents[1] / "models"
+
+
+def test_a_tagged_global_name_parses_as_its_variant_and_names_the_recipe() -> None:
+    from privcore.train.recipes import global_obfuscator_recipe, obfuscator_recipe, parse_obfuscator_name
+
+    assert parse_obfuscator_name("N-global-e2o4") == ("N", "global")
+    assert parse_obfuscator_name("ARL-N-global-e2") == ("ARL-N", "global")
+    recipe = global_obfuscator_recipe("mnist", "N-global-e2o4", target_epsilon=2.0, out_dim=4)
+    assert recipe.name == "N-global-e2o4" and recipe.noise_epsilons == (2.0, 4.0) and recipe.out_dim == 4
+    assert obfuscator_recipe("mnist", "N-global").name == "N-global"
+    for bad in ("C-global-e2", "N-global-E2", "N-paper-e2"):
+        with pytest.raises(ValueError, match="variant"):
+            parse_obfuscator_name(bad)
+    with pytest.raises(ValueError, match="name_tag"):
+        obfuscator_recipe("mnist", "N", name_tag="e2")  # only a global twin carries a tag
+
+
+def test_the_grid_starts_with_the_shipped_default_recipe() -> None:
+    """The first candidate is the shipped N-global's recipe exactly, so it is the baseline, not retrained."""
+    from privcore.experiments.select_frontier import CANDIDATES
+    from privcore.train.recipes import global_obfuscator_recipe
+
+    name, (target, out_dim) = next(iter(CANDIDATES.items()))
+    card = json.loads((MODELS / "mnist" / f"obfuscator-{name}.json").read_text())
+    recipe = global_obfuscator_recipe("mnist", name, target_epsilon=target, out_dim=out_dim).to_json()
+    assert {**recipe, **card["recipe"]} == recipe
+    for c, (t, k) in CANDIDATES.items():  # every candidate is a `train global-model` recipe
+        assert global_obfuscator_recipe("mnist", c, target_epsilon=t, out_dim=k).name == c
+
+
+def test_the_criterion_is_accuracy_at_two_then_four_then_grid_order() -> None:
+    from privcore.experiments.select_frontier import _pick
+
+    def rows(a2: float, a4: float) -> list[dict[str, float]]:
+        return [{"epsilon_total": 2.0, "accuracy": a2}, {"epsilon_total": 4.0, "accuracy": a4}]
+
+    assert _pick([("a", rows(0.5, 0.9)), ("b", rows(0.6, 0.1))]) == "b"
+    assert _pick([("a", rows(0.5, 0.7)), ("b", rows(0.5, 0.8))]) == "b"
+    assert _pick([("a", rows(0.5, 0.8)), ("b", rows(0.5, 0.8))]) == "a"
+
+
+def test_attack_frontier_tiny_measures_each_model_at_equal_total_epsilon(tmp_path: Path) -> None:
+    from privcore.cli import app
+
+    args = ["experiment", "attack-frontier", "--dataset", "mnist", "--tiny", "--out", str(tmp_path),
+            "--no-progress"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    frame = pd.read_csv(tmp_path / "mnist" / "attack-frontier.csv")
+    assert list(frame.columns) == documented_columns("attack-frontier")
+    assert list(frame["obfuscator"].unique()) == ["ARL-C-N", "N-global"]
+    for _, part in frame.groupby("obfuscator"):
+        assert sorted(part["epsilon_total"]) == [2.0, math.inf]
+    assert (frame["mechanism"] == "Global").all() and (frame["n_eval"] == 4).all()
+    finite = frame[frame["epsilon_total"] == 2.0]
+    want = finite["global_lipschitz"] * finite["radius"] / 2.0
+    assert finite["noise_scale"].tolist() == pytest.approx(want.tolist())
+    for m in ("ssim", "psnr", "l1", "l2"):
+        assert ((frame[f"{m}_lo"] <= frame[m]) & (frame[m] <= frame[f"{m}_hi"])).all(), m
+
+
+@pytest.mark.slow  # minutes on two cores: it trains two candidate models (make test-slow)
+def test_select_frontier_tiny_reads_the_test_set_once_for_the_selected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from privcore.cli import app
+
+    monkeypatch.setenv("PRIVCORE_SELECT_DIR", str(tmp_path / "cache"))
+    args = ["experiment", "select-frontier", "--dataset", "digits", "--tiny", "--out", str(tmp_path / "out"),
+            "--workers", "1", "--no-progress"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    frame = pd.read_csv(tmp_path / "out" / "digits" / "select-frontier.csv")
+    assert list(frame.columns) == documented_columns("select-frontier")
+    val = frame[frame["choice"] == "obfuscator"]
+    assert (val["split"] == "validation").all() and set(val["candidate"]) == {"N-global", "N-global-e2o2"}
+    assert val[val["selected"]]["candidate"].nunique() == 1
+    test = frame[frame["split"] == "test"]
+    assert (test["choice"] == "final").all() and test["candidate"].nunique() == 1
+    assert test["candidate"].iloc[0] == val[val["selected"]]["candidate"].iloc[0]
+    assert sorted(test["epsilon_total"]) == [1.0, 2.0, 4.0, 10.0, 20.0]
+    assert ((frame["low"] <= frame["accuracy"]) & (frame["accuracy"] <= frame["high"])).all()
+    card = json.loads(next((tmp_path / "cache").rglob("obfuscator-N-global-e2o2.json")).read_text())
+    assert card["name"] == "N-global-e2o2" and card["recipe"]["out_dim"] == 2
+    assert card["recipe"]["noise_epsilons"] == [2.0, 4.0] and card["global_lipschitz"]["clip_box"]
+
+
+def test_a_tagged_global_twin_is_explained_on_the_release_page() -> None:
+    from privlens.glossary import model_help
+
+    text = model_help("N-global-e2o2")
+    assert "N-global-e2o2" in text and "Global mechanism" in text
+    assert model_help("N-global").startswith("**N-global**")
