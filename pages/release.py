@@ -21,7 +21,20 @@ import torch
 from privcore.errors import PrivcoreError
 from privcore.inputs import encode_png
 from privcore.mechanisms import card_clip_box, registry
-from privlens import budget, checks, compare_panel, glossary, live, pipelines, report, sending, ui, upload
+from privlens import (
+    audit_claim,
+    budget,
+    checks,
+    compare_panel,
+    evaluation_view,
+    glossary,
+    live,
+    pipelines,
+    report,
+    sending,
+    ui,
+    upload,
+)
 from privlens import mechanism_text as mt
 from privlens import mechanism_view as mv
 from privlens.image import framed
@@ -176,9 +189,9 @@ st.markdown("**At this setting** (follows the sliders):")
 lv = st.columns(2)
 run_delta = s.delta if mech.uses_delta else 0.0  # the δ this mechanism runs at
 now = mt.live_accuracy(mech, view.target, s, dataset=loaded.dataset, model=loaded.model)
-acc = now.reading if now is not None else mt.accuracy(mech, s, dataset=loaded.dataset, model=loaded.model,
-                                                      delta=run_delta)
-if now is not None and now.near_chance:
+acc = (now.reading if now is not None and now.reading is not None
+       else mt.accuracy(mech, s, dataset=loaded.dataset, model=loaded.model, delta=run_delta))
+if now is not None and now.reading is not None and now.near_chance:
     st.warning(
         f"**At this ε the model's answers are close to guessing.** Its accuracy here is "
         f"{acc.value:.0%} (interval {acc.interval_text}), where guessing gets {now.chance:.0%}: a release "
@@ -197,16 +210,18 @@ else:
     )
     ci = "" if acc.low is None else f"interval {acc.interval_text}, "
     lv[0].caption(f"{ci}{acc.how}")
-    if acc.other_delta(run_delta):
-        lower = run_delta < acc.delta
-        effect = (f"{mech.name} releases {'less' if lower else 'more'} often" if cert is not None
-                  else f"{mech.name} adds {'more' if lower else 'less'} noise")
-        lv[0].warning(
-            f"Measured at δ = {acc.delta:g}, not at the sidebar's δ = {run_delta:g} (no experiment ran at "
-            f"that δ). At δ = {run_delta:g} {effect}, so the accuracy there is "
-            f"{'lower' if lower else 'higher'} than this.",
-            icon=":material/warning:",
-        )
+with lv[0]:
+    evaluation_view.progress(now)
+if acc is not None and acc.other_delta(run_delta):
+    lower = run_delta < acc.delta
+    effect = (f"{mech.name} releases {'less' if lower else 'more'} often" if cert is not None
+              else f"{mech.name} adds {'more' if lower else 'less'} noise")
+    lv[0].warning(
+        f"Measured at δ = {acc.delta:g}, not at the sidebar's δ = {run_delta:g} (no experiment ran at "
+        f"that δ). At δ = {run_delta:g} {effect}, so the accuracy there is "
+        f"{'lower' if lower else 'higher'} than this.",
+        icon=":material/warning:",
+    )
 if mt.attacked(mech):  # the attack experiment attacks this mechanism's releases, at its own ε
     ssim = mt.attack_reading(loaded.dataset, radius=s.radius, epsilon=eps_m)
     if ssim is None:
@@ -236,6 +251,16 @@ how_run = (f" ({mech.source}, {mech.name} run at ε/{1 / mech.epsilon_share:g} =
            if mech.epsilon_share != 1 else f" ({mech.label}{'' if mech.uses_delta else ': no δ'}"
            f"{', never ⊥' if p == 1.0 else ''}).")
 st.info(f"**Sending spends {spent}**{how_run} {plain_guarantee(g)}")
+claim = audit_claim.evidence(loaded.dataset, mech.name, epsilon=s.epsilon, model=loaded.model)
+st.markdown(
+    f"**The claim beside the evidence.** Stated: ε = {g.epsilon:g} (total). The privacy audit (many releases "
+    "of two neighbouring inputs; a bound above the stated ε would refute the implementation, a bound below "
+    "it cannot prove the claim):"
+)
+for row in claim.rows:
+    st.markdown(f"- {row.text()}")
+if claim.missing:
+    st.caption(claim.missing)
 if (note := pipelines.embedder_note(pipe)) is not None:
     st.caption(note)
 for warning in budget.extreme_warnings(g, n=pipelines.dataset_size(pipe)):

@@ -19,7 +19,7 @@ import streamlit as st
 
 from privcore.errors import CheckpointError, PrivcoreError
 from privcore.mechanisms import registry
-from privlens import chooser, pipelines, ui
+from privlens import chooser, evaluation_view, pipelines, ui
 from privlens import mechanism_text as mt
 from privlens import mechanism_view as mv
 from privlens.image import CurrentImage
@@ -98,6 +98,7 @@ def panel(
     ``certification`` and ``outlook``: the page's own mechanism's, reused as they are."""
     entries: list[chooser.Entry] = []
     offers: list[mv.View] = []
+    pending: list[mt.LiveAccuracy] = []
     ip = mv.inference_views(s, loaded.dataset, None)
     for mech in registry.MECHANISMS:
         if mech.family == "posthoc":
@@ -115,7 +116,8 @@ def panel(
         live = (None if isinstance(look, str) or target is None
                 else mt.live_accuracy(mech, target, s, dataset=loaded.dataset, model=model))
         delta = _delta(mech, s) if g is None else g.delta
-        acc = live.reading if live is not None else (
+        pending += [] if live is None or not live.progress else [live]
+        acc = live.reading if live is not None and live.reading is not None else (
             None if isinstance(look, str) and mech.family != "posthoc"
             else mt.accuracy(mech, s, dataset=loaded.dataset, model=model, delta=delta))
         entries.append(chooser.Entry(mechanism=mech, outlook=look, accuracy=acc))
@@ -130,11 +132,15 @@ def panel(
         f"R = {s.radius:g}; α = {s.alpha:g} for the inference-privacy mechanisms), for {loaded.dataset}/"
         f"{loaded.model}. Noise: the scale per coordinate of the released vector (Laplace b or Gaussian σ). "
         "Accuracy: computed now at exactly this setting on the test split for every mechanism that needs no "
-        "per-image certificate (n images × noise draws, 95 % interval); for PTR the committed experiment "
-        "results at this ε with their interval, n and the δ they were measured at (between measured "
-        'points: interpolated in log ε, labelled so, with no interval and no n; else "not measured"). '
-        "Nothing here is released."
+        "per-image certificate (n images × noise draws, 95 % interval); for one that needs a certificate per "
+        "image (PTR's φ), from the certificates of the test images, computed once per model and R in the "
+        "background (progress below; the reading covers the images certified so far), and until then the "
+        "committed experiment results at this ε with their interval, n and the δ they were measured at "
+        "(between measured points: interpolated in log ε, labelled so, with no interval and no n; else "
+        '"not measured"). Nothing here is released.'
     )
+    for now in pending:
+        evaluation_view.progress(now)
     other = [
         f"{registry.get(c.name).label} at δ = {c.accuracy.delta:g}"
         for c in cmp.choices

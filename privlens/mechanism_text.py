@@ -122,28 +122,53 @@ LIVE_IMAGES = 2000
 
 @dataclass(frozen=True)
 class LiveAccuracy:
-    """A live accuracy reading and whether its interval reaches within 0.1 of chance."""
+    """A live accuracy reading (None while a mechanism's per-image certificates are being computed and
+    none is scored yet), whether its interval reaches within 0.1 of chance, and ``progress``: the
+    certificates' progress in words ("" for a mechanism that needs none), with the ``job`` behind it."""
 
-    reading: live.Reading
+    reading: live.Reading | None
     near_chance: bool
     chance: float
+    progress: str = ""
+    job: Any = None
+
+
+#: what a per-image certificate table holds, in words (the progress line and the reading say it)
+CERTIFICATE_NAME = "φ"
 
 
 def live_accuracy(mech: Any, target: Any, s: Settings, *, dataset: str, model: str) -> LiveAccuracy | None:
     """``mech``'s accuracy at exactly the sidebar's setting, computed now on the test split
     (:func:`privcore.mechanisms.utility.live_accuracy`: n images × draws, 95 % interval; memoised per
-    setting); None for a mechanism that needs a per-image certificate (PTR: the committed tables)."""
-    if mech.needs_certificate:
-        return None
+    setting). A mechanism that needs a per-image certificate is scored from its table for the test
+    images (:mod:`privlens.evaluation`, computed in the background: the images certified so far, with the
+    progress); its reading is None until the first :data:`privlens.evaluation.STEP` are."""
     from privcore.mechanisms import live_accuracy as compute
+    from privlens import evaluation
     from privlens.mechanism_view import setting
 
-    u = compute(mech, target, setting(mech, s), dataset=dataset, model=model, n=LIVE_IMAGES)
-    how = (f"computed now: n = {u.n} test images × {u.draws} noise draws, 95 % bootstrap interval over "
-           "images")
+    at = setting(mech, s)
+    job = evaluation.job(mech, target, at, dataset=dataset, model=model) if mech.needs_certificate else None
+    if mech.needs_certificate and job is None:
+        return None  # its tables are turned off: the committed results stand in
+    if job is None:
+        u = compute(mech, target, at, dataset=dataset, model=model, n=LIVE_IMAGES)
+        how = (f"computed now: n = {u.n} test images × {u.draws} noise draws, 95 % bootstrap interval over "
+               "images")
+        return LiveAccuracy(reading=live.Reading(value=u.accuracy, low=u.low, high=u.high, how=how,
+                                                 delta=u.setting.delta, n=u.n),
+                            near_chance=u.near_chance, chance=u.chance)
+    progress = job.text(CERTIFICATE_NAME)
+    if job.table is None:
+        return LiveAccuracy(reading=None, near_chance=False, chance=float("nan"), progress=progress, job=job)
+    u = compute(mech, target, at, dataset=dataset, model=model, certificates=job.table)
+    share = "" if job.table.complete else f" (of {job.table.planned} planned: the rest are being certified)"
+    how = (f"computed now from each image's certified {CERTIFICATE_NAME} (exact certifier) and simulated "
+           f"test and release noise: n = {u.n} test images{share} × {u.draws} draws, 95 % bootstrap interval "
+           f"over images; released {u.release_rate:.0%} of the time")
     return LiveAccuracy(reading=live.Reading(value=u.accuracy, low=u.low, high=u.high, how=how,
                                              delta=u.setting.delta, n=u.n),
-                        near_chance=u.near_chance, chance=u.chance)
+                        near_chance=u.near_chance, chance=u.chance, progress=progress, job=job)
 
 
 def accuracy(mech: Any, s: Settings, *, dataset: str, model: str, delta: float) -> live.Reading | None:

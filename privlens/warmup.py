@@ -2,7 +2,8 @@
 way of the pages.
 
 * :func:`warm_up` (once per process, a daemon thread): the default model's G and domain check (what the
-  first Release page needs), the slow imports, the Mechanism lab's baselines, then the exact
+  first Release page needs), the start of its φ table for PTR's live accuracy (:mod:`privlens.evaluation`,
+  a thread of its own), the slow imports, the Mechanism lab's baselines, then the exact
   certifier's pattern tables of every shipped obfuscator
   (:func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`). Everything
   is computed here from the weights and the data, into privcore's in-memory memos; a page asking for a
@@ -167,7 +168,8 @@ def prepare_default(directory: str, dataset: str, model: str) -> None:
 def prepare_opening(dataset: str, model: str) -> None:
     """The opening view's live accuracy of every mechanism (the Release page's reading and comparison at
     the default settings on ``dataset/model``), computed by the functions those pages call, on the same
-    process-wide model objects: the page's first visit then reads the memo."""
+    process-wide model objects: the page's first visit then reads the memo. For a mechanism with a
+    per-image certificate this starts its table (:mod:`privlens.evaluation`, a thread of its own)."""
     from privcore.mechanisms import registry
     from privlens import mechanism_text, pipelines
     from privlens.settings import Settings
@@ -175,7 +177,7 @@ def prepare_opening(dataset: str, model: str) -> None:
     s = Settings(dataset=dataset, model=model)
     for mech in registry.MECHANISMS:
         wait_for_quiet()
-        if not _enabled() or mech.needs_certificate:
+        if not _enabled():
             continue
         try:
             posthoc = mech.family == "posthoc"

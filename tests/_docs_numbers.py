@@ -293,6 +293,7 @@ REPORT_SECTIONS: tuple[tuple[str, str, tuple[str, str]], ...] = (
     ("mnist", _FIG2, (_MNIST, "### Fig. 2 on MNIST — local Lipschitz constant vs ARL weight")),
     ("mnist", _IP, (_MNIST, "### " + _IP.replace("IP paper —", "IP on MNIST —"))),
     ("mnist", _FIG5, (_MNIST, "### " + _FIG5.replace("IP paper, Fig. 5", "IP on MNIST, Fig. 5"))),
+    ("mnist", _AUDIT, (_MNIST, f"### {_AUDIT} on MNIST")),
     *(("mnist", t, (_FRONTIER, f"### {t}")) for t in _FR),
 )
 

@@ -12,6 +12,8 @@ import pytest
 # short-lived dashboards doing that at once would only slow the suite. Tables are then built on demand,
 # as in any process; the warm-up itself is tested in tests/test_lipschitz_patterns.py.
 os.environ.setdefault("PRIVLENS_WARM_UP", "off")
+# the live accuracy of a mechanism with per-image certificates scores a few test images, not hundreds
+os.environ.setdefault("PRIVLENS_CERTIFIED_IMAGES", "8")
 # Ledgers the dashboards of this test run keep go to a private folder of their own, never the checkout's.
 os.environ.setdefault("PRIVLENS_LEDGER_DIR", tempfile.mkdtemp(prefix="privlens-ledgers-"))
 

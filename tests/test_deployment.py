@@ -12,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from privcore.lipschitz.certifier import Certifier
+from privlens import evaluation
 from privlens.deployment import DEFAULT_DEPLOYMENT, custody_text, deployment, image_cache, loopback_only
 from tests._dashboard import ROOT, app, isolate, texts
 
@@ -20,6 +21,10 @@ from tests._dashboard import ROOT, app, isolate, texts
 def _env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
     isolate(monkeypatch, tmp_path_factory)
     monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path / "cache"))  # empty: hits only from this test
+    # about the user's image: PTR's φ table of the (public) test images, which goes to the disk cache in
+    # every deployment (docs/TRUST.md), would add rows and decisions of its own
+    monkeypatch.setenv("PRIVLENS_CERTIFIED_IMAGES", "0")
+    assert evaluation.settle(120.0)  # one an earlier test started has finished
 
 
 def test_the_setting_is_validated_and_defaults_to_shared(monkeypatch: pytest.MonkeyPatch) -> None:

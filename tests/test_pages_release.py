@@ -19,6 +19,7 @@ import privcore.mechanisms.ptr as ptr_module
 from privcore.errors import CertificationError
 from privcore.lipschitz.certifier import Certifier
 from privcore.mechanisms import ptr_scales
+from privlens import evaluation
 from tests._dashboard import (
     ROOT,
     app,
@@ -77,8 +78,10 @@ def test_sample_gives_its_numbers_then_once_sent_a_release_or_bottom() -> None:
     assert f"(ε, δ/2, R) = (2, 5e-06, {R:g})" in texts(at)  # the default δ = 1e-5 (issue 30, item 5)
     assert "PTR runs at ε/2 = 1 (half for its test, half for its noise)" in texts(at)
     assert f"its statement is (2·ε/2, δ/2, R) = (2, 5e-06, {R:g})" in texts(at)
-    # ... which no warning flags (the one allowed says the accuracy reading's δ differs)
-    assert not [w.value for w in at.warning if not w.value.startswith("Measured at δ")]
+    # ... which no warning flags (those allowed: the accuracy reading's δ differs, or PTR's live accuracy at
+    # total ε = 2 on digits, once its φ table is in, is close to guessing: it rarely releases there)
+    allowed = ("Measured at δ", "**At this ε the model's answers are close to guessing")
+    assert not [w.value for w in at.warning if not w.value.startswith(allowed)]
     send(at)
     outcome = _outcome(at)
     (row,) = _ledger(at)
@@ -93,6 +96,7 @@ def test_sample_gives_its_numbers_then_once_sent_a_release_or_bottom() -> None:
 def test_epsilon_and_delta_moves_draw_nothing_and_need_no_solve(monkeypatch: pytest.MonkeyPatch) -> None:
     at = app("release", query=PTR)  # certifies (or reads φ from the disk cache)
     phi_before = metric(at, PHI)
+    assert evaluation.settle(120.0)  # PTR's φ table of the test images (live accuracy), in the background
     calls = {"decide": 0, "compute_phi": 0}
     real_decide, real_compute = Certifier.decide, ptr_module.compute_phi
 

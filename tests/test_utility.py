@@ -55,3 +55,52 @@ def test_a_mechanism_that_needs_a_certificate_does_not_simulate() -> None:
     target = mech.load(dataset="digits", model=None, models_dir=None)
     with pytest.raises(NotImplementedError, match="per-image certificate"):
         mech.simulate(target, np.zeros((2, 8)), mech.setting(epsilon=1.0), np.random.default_rng(0))
+
+
+def test_ptr_live_accuracy_matches_releases_through_ptr_release() -> None:
+    """PTR scored from its φ table against PTR.release() (each image's own certification, the exact
+    samplers) on the same 4 digits images, 400 draws each, at a total ε where the test passes about
+    half the time: two-proportion z-tests on the release rate and on the accuracy, false-alarm rate
+    0.001 each (fixed seeds, so the test is deterministic)."""
+    from privcore.mechanisms import certify_evaluation
+    from privcore.mechanisms.protocol import Options
+    from privcore.mechanisms.ptr_release import certify_embedding
+
+    mech = registry.get("PTR")
+    target = mech.load(dataset="digits", model=None, models_dir=None)
+    setting = mech.setting(epsilon=4.0, delta=1e-5)
+    n, draws = 4, 400
+    table = certify_evaluation(mech, target, setting, dataset="digits", n=n)
+    assert len(table) == table.planned == n and table.complete
+    inputs, labels = evaluation_inputs(mech, target, "digits", n=n)
+    rng = np.random.default_rng(3)
+    released, correct = [], []
+    for x, y in zip(inputs, labels, strict=True):
+        cert = certify_embedding(target, x)
+        for _ in range(draws):
+            r = mech.release(target, x, setting, Options(certification=cert, rng=rng))
+            released.append(r.released)
+            correct.append(r.released and r.predicted_class == int(y))
+    u = live_accuracy(mech, target, setting, dataset="digits", model="default", draws=draws, seed=2,
+                      certificates=table)
+    assert u.n == n and u.draws == draws and u.low <= u.accuracy <= u.high
+    for real, sim in ((float(np.mean(released)), u.release_rate), (float(np.mean(correct)), u.accuracy)):
+        pooled, m = (real + sim) / 2, n * draws
+        z = abs(real - sim) / max(np.sqrt(2 * pooled * (1 - pooled) / m), 1e-12)
+        assert z < norm.ppf(1 - 0.001 / 2), (real, sim)
+    assert 0.1 < u.release_rate < 0.9  # the test decides: a wrong test scale or threshold would show
+
+
+def test_ptr_simulation_refuses_a_table_made_for_another_radius() -> None:
+    from privcore.errors import ParameterError
+    from privcore.mechanisms import certify_evaluation
+
+    mech = registry.get("PTR")
+    target = mech.load(dataset="digits", model=None, models_dir=None)
+    table = certify_evaluation(mech, target, mech.setting(epsilon=4.0), dataset="digits", n=2)
+    inputs, _ = evaluation_inputs(mech, target, "digits", n=2)
+    other = mech.setting(epsilon=4.0, radius=0.5 * table.key.radius)
+    assert mech.certificate_key(target, other) != table.key
+    with pytest.raises(ParameterError, match="φ table"):
+        mech.simulate(target, inputs, other, np.random.default_rng(0), certificates=table)
+    assert registry.get("Global").certificate_key(target, mech.setting(epsilon=1.0)) is None

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 #: names served lazily (PEP 562): ``privcore --help`` imports the experiment CLI, not numpy and pandas
 _LAZY = {
+    "AUDIT_MODELS": "audit_pairs",
     "hoeffding_halfwidth": "report",
     "PAPER_DELTA": "ptr_common",
     "DEFAULT_RESULTS_DIR": "runner",
@@ -50,6 +51,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'privcore.experiments' has no attribute {name!r}")
 
 __all__ = [
+    "AUDIT_MODELS",
     "DEFAULT_RESULTS_DIR",
     "EXPERIMENTS",
     "MEASURES",

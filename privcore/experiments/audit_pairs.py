@@ -39,9 +39,13 @@ import numpy as np
 from privcore.attacks.audit import laplace_llr_statistic, projection_statistic
 from privcore.experiments.runner import RunContext
 
-__all__ = ["AuditCase", "global_worst_cases", "model_audits", "ptr_worst_case", "worst_case_audits"]
+__all__ = ["AUDIT_MODELS", "AuditCase", "global_worst_cases", "model_audits", "ptr_worst_case",
+           "worst_case_audits"]
 
 Draw = Callable[[int, np.random.Generator], Any]
+
+#: the shipped model each mechanism's model pair (``pair = "model"``) runs through
+AUDIT_MODELS = {"Lap-Output": "ip-lipschitz-l1", "Gauss-Output": "ip-lipschitz-l2", "PTR": "ARL-C-N"}
 
 
 @dataclass(frozen=True)
@@ -355,8 +359,8 @@ def model_audits(ctx: RunContext, *, epsilon: float, n_fast: int, n_ptr: int) ->
     except (PrivcoreError, OSError) as exc:
         return [], f"model pairs skipped: {exc}"
     alpha_lap, alpha_gauss = 1.0, 0.1
-    if "ip-lipschitz-l1" in ip.models:
-        m = ip["ip-lipschitz-l1"]
+    if AUDIT_MODELS["Lap-Output"] in ip.models:
+        m = ip[AUDIT_MODELS["Lap-Output"]]
         jac = _jacobian(m.model, x0)
         flat = x0.ravel()
         room = np.minimum(alpha_lap, np.maximum(1.0 - flat, flat))  # the largest move inside [0, 1]
@@ -382,8 +386,8 @@ def model_audits(ctx: RunContext, *, epsilon: float, n_fast: int, n_ptr: int) ->
                 n_fast,
             )
         )
-    if "ip-lipschitz-l2" in ip.models:
-        m = ip["ip-lipschitz-l2"]
+    if AUDIT_MODELS["Gauss-Output"] in ip.models:
+        m = ip[AUDIT_MODELS["Gauss-Output"]]
         jac = _jacobian(m.model, x0)
         v = np.linalg.svd(jac, full_matrices=False)[2][0].reshape(x0.shape)
         xb = np.clip(x0 + alpha_gauss * v, 0.0, 1.0)
@@ -406,7 +410,7 @@ def model_audits(ctx: RunContext, *, epsilon: float, n_fast: int, n_ptr: int) ->
             )
         )
     try:
-        pipe = ctx.pipeline("ARL-C-N")
+        pipe = ctx.pipeline(AUDIT_MODELS["PTR"])
     except (PrivcoreError, OSError) as exc:
         return cases, f"PTR model pair skipped: {exc}"
     if pipe.delta_p is None:

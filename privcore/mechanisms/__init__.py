@@ -28,6 +28,8 @@ _EXPORTS: dict[str, str] = {
     "post_processing": "accounting",
     "Utility": "utility",
     "live_accuracy": "utility",
+    "certify_evaluation": "utility",
+    "PhiTable": "ptr_eval",
     "peek_accuracy": "utility",
     "Crossing": "tradeoff",
     "Curve": "tradeoff",

@@ -264,7 +264,8 @@ class GlobalGauss(Posthoc):
                        public={"radius": r, "global_lipschitz_l2": constant.value,
                                "global_lipschitz_l2_how": constant.how, "clip_box": constant.box.to_dict()})
 
-    def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
+    def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any, *,
+                 certificates: Any = None) -> Simulation:
         constant, _, _, plan = self._scales(target, setting, None)
         out = clipped_outputs(target, constant.box, np.asarray(inputs, dtype=np.float64))
         sigma = float(plan.effective)

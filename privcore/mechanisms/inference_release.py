@@ -163,7 +163,8 @@ class Inference(Mechanism):
 
         return torch.as_tensor(images, dtype=torch.float32).reshape(-1, *target.ip.image_shape)
 
-    def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
+    def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any, *,
+                 certificates: Any = None) -> Simulation:
         import torch
 
         mech = self.mechanism(target, setting)

@@ -300,7 +300,8 @@ class LDPImageRelease(Inference):
                               "digest": str(model.card["weights"]["sha256"])},
                        mechanism_result=InferenceDraw(mechanism=mech, noisy_input=noisy_t))
 
-    def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
+    def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any, *,
+                 certificates: Any = None) -> Simulation:
         import torch
 
         mech = self.mechanism(target, setting)
@@ -377,7 +378,8 @@ class LDPEmbeddingRelease(Posthoc):
                        noise_scale_effective=float(plan.effective), public=public, model=model_block(target),
                        mechanism_result=noisy)
 
-    def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
+    def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any, *,
+                 certificates: Any = None) -> Simulation:
         mech, _, plan, _ = self._stated(target, setting)
         z = np.clip(np.asarray(inputs, dtype=np.float64), -mech.bound, mech.bound)
         eff = float(plan.effective)

@@ -30,6 +30,7 @@ __all__ = [
     "check_grid",
     "check_ptr_oracle",
     "compute_phi",
+    "grid_spacing",
     "model_digest",
     "oracle_identity",
 ]
@@ -246,6 +247,12 @@ def _grid(radius: float, r_max: float, tol: float) -> tuple[int, float]:
     span = r_max - radius
     m = _grid_steps(span, tol)
     return m, span / 2.0**m
+
+
+def grid_spacing(radius: float, r_max: float, tol: float) -> float:
+    """ζ, the spacing of φ's bisection grid (public: a function of R, R_max and tol)."""
+    r, _, rm, t = check_grid(radius, 1.0, r_max, tol)
+    return float(_grid(r, rm, t)[1])
 
 
 def check_center(z: Any) -> np.ndarray:

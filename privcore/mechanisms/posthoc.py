@@ -179,7 +179,8 @@ class GlobalLaplace(Posthoc):
                                "global_lipschitz_how": constant.how.value,
                                "clip_box": constant.box.to_dict()})
 
-    def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
+    def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any, *,
+                 certificates: Any = None) -> Simulation:
         look = self.outlook(target, setting)
         constant = self.constant(target)
         out = clipped_outputs(target, constant.box, np.asarray(inputs, dtype=np.float64))

@@ -279,9 +279,24 @@ class Mechanism:
         None: :class:`Options`' defaults)."""
         raise NotImplementedError
 
-    def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
+    def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any, *,
+                 certificates: Any = None) -> Simulation:
         """The release classifier's classes for a batch of prepared ``inputs`` (one row each) after one
         simulated draw of this mechanism's noise at ``setting`` (numpy's ``rng``, at the effective
         scale the sampler would draw at): what the releases are worth, for evaluation only — never a
-        release. Mechanisms that need a per-image certificate do not simulate (NotImplementedError)."""
+        release. A mechanism that :attr:`needs_certificate` simulates only given ``certificates``, the
+        table :meth:`certify_inputs` made for these inputs (else NotImplementedError)."""
         raise NotImplementedError(f"mechanism {self.name!r} needs a per-image certificate to simulate")
+
+    def certificate_key(self, target: Any, setting: Setting) -> Any:
+        """What the per-image certificates of an evaluation at ``setting`` depend on (hashable: two
+        settings with one key share one table), or None for a mechanism that certifies nothing per image."""
+        return None
+
+    def certify_inputs(self, target: Any, inputs: Any, setting: Setting, *,
+                       progress: Callable[[Any], None] | None = None) -> Any:
+        """The per-image certificates of prepared evaluation ``inputs`` at ``setting`` (a table: ``len()``
+        images certified of its ``planned``), computed by this process for :meth:`simulate` only, never
+        for a release; ``progress(table so far)`` after each image. NotImplementedError for a mechanism
+        that certifies nothing per image."""
+        raise NotImplementedError(f"mechanism {self.name!r} certifies nothing per image")

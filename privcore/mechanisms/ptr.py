@@ -65,6 +65,7 @@ __all__ = [
     "oracle_identity",
     "propose_delta_p",
     "propose_test_release",
+    "ptr_plans",
     "ptr_scales",
     "release_probability",
 ]
@@ -203,14 +204,8 @@ def propose_test_release(
             f"f(z) could not be certified for delta_p = {dp!r}, radius = {r!r} (rounding budget "
             f"η = 2⁻²⁴·delta_p·radius = {eta:.3g}): {exc}"
         ) from exc
-    test_sensitivity = math.nextafter(r + phi_result.zeta, math.inf)
-    test_plan = plan_laplace(sensitivity=test_sensitivity, epsilon=eps, numel=1)
-    release_plan = plan_laplace(
-        sensitivity=sensitivity_with_rounding(lipschitz=dp, radius=r, rounding=eta),
-        epsilon=eps,
-        numel=max(1, output.size),
-    )
-    threshold = _test_threshold(test_plan, dlt)
+    test_plan, release_plan, threshold = ptr_plans(epsilon=eps, delta=dlt, radius=r, delta_p=dp,
+                                                   zeta=phi_result.zeta, numel=output.size)
     phi_noisy = float(add_noise(np.array([phi_result.phi]), test_plan, bits)[0])
     released = phi_noisy > threshold
     value = add_noise(output, release_plan, bits) if released else None
@@ -227,6 +222,21 @@ def propose_test_release(
         guarantee=_ptr_guarantee(eps, dlt, r, dp),
         phi_result=phi_result,
     )
+
+
+def ptr_plans(*, epsilon: float, delta: float, radius: float, delta_p: float, zeta: float,
+              numel: int) -> tuple[NoisePlan, NoisePlan, float]:
+    """The exact samplers' plans of PTR's test (sensitivity R + ζ, one number) and of its release
+    (Δp·R plus f's rounding allowance, ``numel`` coordinates) at ε, and the test's threshold: what
+    :func:`propose_test_release` draws with, for its callers' simulations too (validated there)."""
+    eta = rounding_allowance(delta_p * radius)
+    test_plan = plan_laplace(sensitivity=math.nextafter(radius + zeta, math.inf), epsilon=epsilon, numel=1)
+    release_plan = plan_laplace(
+        sensitivity=sensitivity_with_rounding(lipschitz=delta_p, radius=radius, rounding=eta),
+        epsilon=epsilon,
+        numel=max(1, int(numel)),
+    )
+    return test_plan, release_plan, _test_threshold(test_plan, delta)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,7 +23,16 @@ import numpy as np
 
 from privcore.errors import CertificationError, CheckpointError, ParameterError, ParameterTypeError
 from privcore.mechanisms.posthoc import Posthoc, embedding, model_block, predict
-from privcore.mechanisms.protocol import DELTA, EPSILON, RADIUS, Options, Outlook, Release, Setting
+from privcore.mechanisms.protocol import (
+    DELTA,
+    EPSILON,
+    RADIUS,
+    Options,
+    Outlook,
+    Release,
+    Setting,
+    Simulation,
+)
 from privcore.ranges import CERTIFIERS
 
 __all__ = ["CERTIFIERS", "PTR", "Certification", "certify_embedding", "check_certifier", "issued",
@@ -274,6 +283,55 @@ class PTR(Posthoc):
                        noise=f"Laplace b = Δp·R/(ε/2) = {scales.release_scale:.4g} per coordinate when the "
                              f"test passes (Δp = {dp:.4g})",
                        release_probability=probability, public=public)
+
+    def certificate_key(self, target: Any, setting: Setting) -> Any:
+        """φ's :class:`~privcore.mechanisms.ptr_eval.PhiKey` at ``setting``: the model, the exact certifier,
+        R, Δp and the grid a release at this ε and δ bisects on (the library's range, widened below its
+        smallest ε and δ as :meth:`release` widens it)."""
+        from privcore.lipschitz.network import as_network
+        from privcore.mechanisms.ptr_eval import PhiKey
+        from privcore.mechanisms.search_range import DEFAULT_DELTA_MIN, DEFAULT_EPSILON_MIN, ptr_search_range
+
+        r = self.radius(target, setting)
+        r_max, tol = ptr_search_range(r, epsilon_min=min(self.own_epsilon(setting.epsilon),
+                                                         DEFAULT_EPSILON_MIN),
+                                      delta_min=min(setting.delta, DEFAULT_DELTA_MIN))
+        return PhiKey(digest=as_network(target.obfuscator).digest, certifier="exact", radius=r,
+                      delta_p=delta_p_of(target), r_max=r_max, tol=tol)
+
+    def certify_inputs(self, target: Any, inputs: Any, setting: Setting, *,
+                       progress: Callable[[Any], None] | None = None) -> Any:
+        """φ of each embedding of ``inputs`` (:func:`~privcore.mechanisms.ptr_eval.certify_table`)."""
+        from privcore.mechanisms.ptr_eval import certify_table
+
+        key = self.certificate_key(target, setting)
+        return certify_table(target.obfuscator, inputs, key, progress=progress)
+
+    def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any, *,
+                 certificates: Any = None) -> Simulation:
+        """One draw of PTR at ``setting`` for each embedding of ``inputs`` given their φ table: the test
+        φ + Lap(b_test) > threshold and f(z) + Lap(b) at the exact samplers' effective scales
+        (:func:`~privcore.mechanisms.ptr.ptr_plans`), the classifier told Δp·R/(ε/2) as a release tells it."""
+        from privcore.lipschitz.network import as_network
+        from privcore.mechanisms.posthoc import classes
+        from privcore.mechanisms.ptr import ptr_plans
+        from privcore.mechanisms.ptr_eval import PhiTable
+
+        if certificates is None:
+            return super().simulate(target, inputs, setting, rng)
+        z = np.asarray(inputs, dtype=np.float64)
+        key = self.certificate_key(target, setting)
+        if not isinstance(certificates, PhiTable) or certificates.key != key or len(certificates) != len(z):
+            raise ParameterError(f"certificates must be the φ table of these {len(z)} inputs at {key}")
+        eps = self.own_epsilon(setting.epsilon)
+        out = as_network(target.obfuscator).forward(z)
+        test, noise, threshold = ptr_plans(epsilon=eps, delta=setting.delta, radius=key.radius,
+                                           delta_p=key.delta_p, zeta=certificates.zeta, numel=out.shape[1])
+        noisy_phi = np.asarray(certificates.phi) + rng.laplace(0.0, test.effective, size=len(z))
+        released = (noisy_phi > threshold) & certificates.testable()
+        values = out + rng.laplace(0.0, noise.effective, size=out.shape)
+        return Simulation(predicted=classes(target, values, key.delta_p * key.radius / eps),
+                          released=released, noise_scale_effective=float(noise.effective))
 
     def release(self, target: Any, x: Any, setting: Setting, options: Options | None = None) -> Release:
         from privcore.lipschitz.certifier import Certifier

@@ -1,12 +1,15 @@
 """What a mechanism's releases are worth at a setting: accuracy on an evaluation split, live.
 
 :func:`live_accuracy` answers "what accuracy do I keep at this (mechanism, model, ε, δ, R or α)?" for
-any registered mechanism that needs no per-image certificate: it simulates ``draws`` noise draws for
+any registered mechanism: it simulates ``draws`` noise draws for
 every evaluation image (:meth:`~privcore.mechanisms.protocol.Mechanism.simulate`, at the effective
 scale the release sampler draws at, numpy's generator: evaluation, never a release) and scores the
-release classifier's class. The interval is a 95 % percentile bootstrap over images of per-image mean
-correctness (draws of one image are not independent trials), so it covers the split's sampling and
-the noise together. Results are memoised per (mechanism, model, setting, split, n, draws, seed).
+release classifier's class. A mechanism that needs a per-image certificate (PTR's φ) is scored from a
+table of them for the evaluation images (:func:`certify_evaluation`, once per model and what the
+certificate depends on; PTR: R), which then serves every ε and δ. The interval is a 95 % percentile
+bootstrap over images of per-image mean correctness (draws of one image are not independent trials),
+so it covers the split's sampling and the noise together. Results are memoised per (mechanism, model,
+setting, split, n, draws, seed, certificates).
 
 The evaluation split is the dataset's test split (:data:`SPLIT`): no choice of a model, margin or
 default was made on it (those are made on the validation split), and these numbers choose nothing:
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import threading
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +29,8 @@ import numpy as np
 from privcore._inflight import MISSING, Memo
 from privcore.mechanisms.protocol import Mechanism, Setting
 
-__all__ = ["DRAWS", "SPLIT", "Utility", "evaluation_inputs", "live_accuracy", "peek_accuracy"]
+__all__ = ["DRAWS", "SPLIT", "Utility", "certify_evaluation", "evaluation_inputs", "live_accuracy",
+           "peek_accuracy"]
 
 #: the split live numbers are computed on
 SPLIT = "test"
@@ -111,18 +116,33 @@ def evaluation_inputs(mechanism: Mechanism, target: Any, dataset: str, *, n: int
 
 
 def live_accuracy(mechanism: Mechanism, target: Any, setting: Setting, *, dataset: str, model: str,
-                  n: int | None = None, draws: int = DRAWS, seed: int = 0) -> Utility:
-    """The accuracy of ``mechanism`` on ``target`` at ``setting`` (module docstring): memoised."""
-    key = (mechanism, _Held(target), setting, dataset, model, n, draws, seed)
-    return _READINGS.get(key, lambda: _live(mechanism, target, setting, dataset, model, n, draws, seed))
+                  n: int | None = None, draws: int = DRAWS, seed: int = 0,
+                  certificates: Any = None) -> Utility:
+    """The accuracy of ``mechanism`` on ``target`` at ``setting`` (module docstring): memoised. For a
+    mechanism that needs a per-image certificate, ``certificates`` is :func:`certify_evaluation`'s table
+    (possibly partial): the first ``len(certificates)`` images of its planned ``n`` are scored."""
+    if certificates is not None:
+        n = int(certificates.planned)
+    key = (mechanism, _Held(target), setting, dataset, model, n, draws, seed, certificates)
+    return _READINGS.get(key, lambda: _live(mechanism, target, setting, dataset, model, n, draws, seed,
+                                            certificates))
 
 
 def peek_accuracy(mechanism: Mechanism, target: Any, setting: Setting, *, dataset: str, model: str,
                   n: int | None = None, draws: int = DRAWS, seed: int = 0) -> Utility | None:
     """:func:`live_accuracy`'s reading if it has been computed in this process, else None (computes
     nothing: for a view that must not wait)."""
-    hit = _READINGS.peek((mechanism, _Held(target), setting, dataset, model, n, draws, seed))
+    hit = _READINGS.peek((mechanism, _Held(target), setting, dataset, model, n, draws, seed, None))
     return None if hit is MISSING else hit
+
+
+def certify_evaluation(mechanism: Mechanism, target: Any, setting: Setting, *, dataset: str, n: int,
+                       progress: Callable[[Any], None] | None = None) -> Any:
+    """The per-image certificates :func:`live_accuracy` needs for ``mechanism`` at ``setting`` on the first
+    ``n`` evaluation images (:meth:`~privcore.mechanisms.protocol.Mechanism.certify_inputs`: computed by
+    this process, for evaluation only; ``progress(table so far)`` after each image)."""
+    inputs, _ = evaluation_inputs(mechanism, target, dataset, n=n)
+    return mechanism.certify_inputs(target, inputs, setting, progress=progress)
 
 
 class _Held:
@@ -140,20 +160,23 @@ class _Held:
         return isinstance(other, _Held) and other.target is self.target
 
 
-#: readings per (mechanism, model object, setting, split size, draws, seed), each computed once across
-#: threads (the dashboard's warm-up and a page may ask at the same time)
+#: readings per (mechanism, model object, setting, split size, draws, seed, certificates), each computed
+#: once across threads (the dashboard's warm-up and a page may ask at the same time)
 _READINGS = Memo(max_entries=256)
 
 
 def _live(mechanism: Mechanism, target: Any, setting: Setting, dataset: str, model: str, n: int | None,
-          draws: int, seed: int) -> Utility:
+          draws: int, seed: int, certificates: Any) -> Utility:
     inputs, labels = evaluation_inputs(mechanism, target, dataset, n=n)
+    if certificates is not None:
+        inputs, labels = inputs[:len(certificates)], labels[:len(certificates)]
+    given = {} if certificates is None else {"certificates": certificates}
     # seeded by the setting itself (not hash(), which changes from process to process)
     rng = np.random.default_rng([seed, zlib.crc32(repr((mechanism.name, setting)).encode())])
     correct = np.zeros((draws, labels.size))
     released = np.zeros((draws, labels.size))
     for d in range(draws):
-        sim = mechanism.simulate(target, inputs, setting, rng)
+        sim = mechanism.simulate(target, inputs, setting, rng, **given)
         released[d] = sim.released
         correct[d] = (np.asarray(sim.predicted) == labels) & np.asarray(sim.released, bool)
     per_image = correct.mean(axis=0)
