@@ -23,7 +23,16 @@ import numpy as np
 
 from privcore.errors import CertificationError, CheckpointError, ParameterError, ParameterTypeError
 from privcore.mechanisms.posthoc import Posthoc, embedding, model_block, predict
-from privcore.mechanisms.protocol import DELTA, EPSILON, RADIUS, Options, Outlook, Release, Setting
+from privcore.mechanisms.protocol import (
+    DELTA,
+    EPSILON,
+    RADIUS,
+    Options,
+    Outlook,
+    Release,
+    Setting,
+    Simulation,
+)
 from privcore.ranges import CERTIFIERS
 
 __all__ = ["CERTIFIERS", "PTR", "Certification", "certify_embedding", "check_certifier", "issued",
@@ -274,6 +283,19 @@ class PTR(Posthoc):
                        noise=f"Laplace b = Δp·R/(ε/2) = {scales.release_scale:.4g} per coordinate when the "
                              f"test passes (Δp = {dp:.4g})",
                        release_probability=probability, public=public)
+
+    def simulate_release(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
+        """f(z) + Lap(Δp·R/(ε/2)) for every row, given a release (``given_release``): whether the test
+        passes needs each image's φ; a ⊥ sends nothing, so an attacker of a ⊥ has only the no-release
+        baseline."""
+        from privcore.lipschitz.network import as_network
+
+        look = self.outlook(target, setting)
+        out = as_network(target.obfuscator).forward(np.asarray(inputs, dtype=np.float64))
+        values = out + rng.laplace(0.0, look.noise_scale_effective, size=out.shape)
+        return Simulation(predicted=None, released=np.ones(len(out), bool), values=values,
+                          noise_scale_effective=look.noise_scale_effective, told_scale=look.noise_scale,
+                          given_release=True)
 
     def release(self, target: Any, x: Any, setting: Setting, options: Options | None = None) -> Release:
         from privcore.lipschitz.certifier import Certifier
