@@ -21,7 +21,19 @@ import torch
 from privcore.errors import PrivcoreError
 from privcore.inputs import encode_png
 from privcore.mechanisms import card_clip_box, registry
-from privlens import budget, checks, compare_panel, glossary, live, pipelines, report, sending, ui, upload
+from privlens import (
+    attack_view,
+    budget,
+    checks,
+    compare_panel,
+    glossary,
+    live,
+    pipelines,
+    report,
+    sending,
+    ui,
+    upload,
+)
 from privlens import mechanism_text as mt
 from privlens import mechanism_view as mv
 from privlens.image import framed
@@ -110,12 +122,16 @@ attack_png = None
 if result is None:
     cols[2].info("The attacker's reconstruction is computed from the sent release: it appears once you send.")
 elif released:
-    rec = pipe.reconstruct(mv.as_tensor(result.value))[0] if pipe.attacker is not None else None
+    told = attack_view.sent_attack(mech, pipe, result, image.tensor)  # told the release's noise scale
+    rec = told.reconstruction if told is not None else (
+        pipe.reconstruct(mv.as_tensor(result.value))[0] if pipe.attacker is not None else None)
     if rec is not None:
         attack_png = encode_png(rec, scale=scale)
         cols[2].image(
             framed(attack_png), caption=f"Attacker's reconstruction from sent release #{sent.id}", width=160
         )
+        if told is not None:
+            cols[2].caption(attack_view.sent_caption(told))
     else:
         cols[2].info("No attacker is shipped for this model.")
 else:
