@@ -124,3 +124,13 @@ def test_the_attack_page_shows_the_live_reading_at_the_defaults() -> None:
     captions = " ".join(c.value for c in at.caption)
     assert "n = 1000 test images × 3 draws" in captions and "95 % bootstrap" in captions
     assert any("Measured for ARL-C-N under PTR" in h.value for h in at.subheader)
+
+
+def test_a_sent_release_on_the_release_page_shows_its_reconstruction_metrics() -> None:
+    from tests._dashboard import app, send
+
+    at = app("release", dataset=None)  # MNIST, N-global, Global: its scale-told attacker is shipped
+    assert not any("Against your image" in c.value for c in at.caption)  # nothing before Send
+    send(at)
+    shown = [c.value for c in at.caption if c.value.startswith("Against your image: SSIM")]
+    assert len(shown) == 1 and "PSNR" in shown[0] and "ℓ1" in shown[0] and "ℓ2" in shown[0]

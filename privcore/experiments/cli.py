@@ -31,8 +31,8 @@ def experiment(
     name: Annotated[
         str,
         typer.Argument(
-            help="table1, table1-global, mechanisms, table2, attack, fig2, fig3, fig4, ip, audit, "
-            "calibration, ceiling, neighbours, select, select-global, all, or report"
+            help="table1, table1-global, mechanisms, table2, attack, attack-global, fig2, fig3, fig4, ip, "
+            "audit, calibration, ceiling, neighbours, select, select-global, all, or report"
         ),
     ],
     dataset: Annotated[
