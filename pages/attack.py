@@ -75,14 +75,15 @@ if SELECTED.family != "posthoc" or here is not None:
     else:
         st.info(reading.reason.capitalize() + ".")
 
-st.subheader("Measured for ARL-C-N under PTR (committed grid, over R and ε)")
 df = load_results(dataset, "attack")
+has_models = df is not None and "obfuscator" in df
+measured = sorted({str(v) for v in df["obfuscator"].dropna()}) if has_models else []
+measured_text = ", ".join(measured) or "an unrecorded model"
+st.subheader(f"Measured for {measured_text} under {ATTACKED.name} (committed grid, over R and ε)")
 if df is None:
     ui.missing_results("attack", dataset, "attack results")
 else:
     metric = st.selectbox("Metric", list(METRICS), format_func=lambda m: METRICS[m][0], key="atk_metric")
-    measured = sorted({str(v) for v in df["obfuscator"].dropna()}) if "obfuscator" in df else []
-    measured_text = ", ".join(measured) or "an unrecorded model"
     if s.model not in measured:
         st.info(
             f"These tables were measured on {md_literal(measured_text)} (the paper's Tables 3–6), not on the "
