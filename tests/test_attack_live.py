@@ -122,7 +122,7 @@ def test_the_attack_page_shows_the_live_reading_at_the_defaults() -> None:
     assert list(table["metric"])[:2] == ["SSIM", "PSNR (dB)"]
     assert table["attacker, from a release"].str.contains(r"\[").all()
     captions = " ".join(c.value for c in at.caption)
-    assert "n = 1000 test images × 3 draws" in captions and "95 % bootstrap" in captions
+    assert "n = 300 test images × 3 draws" in captions and "95 % bootstrap" in captions
     assert any("Measured for ARL-C-N under PTR" in h.value for h in at.subheader)
 
 
