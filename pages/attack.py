@@ -1,6 +1,7 @@
-"""Attack: how well a trained decoder rebuilds images from PTR releases — heatmaps over (R, ε) from
-the attack experiment (posthoc Tables 3–6) and, live, the shipped attacker on the current image at
-several ε. Widgets and layout only."""
+"""Attack: what a trained decoder rebuilds from releases. First, live, the selected model's scale-told
+attacker on the sidebar's mechanism and setting (SSIM, PSNR, ℓ1, ℓ2 with intervals, beside the no-release
+baseline); then the committed heatmaps over (R, ε), measured for ARL-C-N under PTR (posthoc Tables 3–6);
+then the shipped attacker on the current image at several ε. Widgets and layout only."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from privcore.errors import DatasetUnavailableError
 from privcore.experiments import MEASURES
 from privcore.inputs import encode_png
 from privcore.mechanisms import registry
-from privlens import baselines, charts, live, pipelines, tables, ui
+from privlens import attack_view, baselines, charts, live, pipelines, tables, ui
 from privlens import mechanism_view as mv
 from privlens.image import framed, require_image
 from privlens.results import load_results
@@ -57,14 +58,32 @@ st.caption(
 
 models = pipelines.catalogue()
 dataset = s.dataset if s.dataset in models else pipelines.DEFAULT_DATASET
-st.subheader("Over (R, ε)")
+st.subheader("At this setting")
+SELECTED = s.spec
+here = pipelines.pipeline(s) if SELECTED.family == "posthoc" else None
+if SELECTED.family != "posthoc" or here is not None:
+    with st.spinner("Simulating releases and decoding them (once per setting)…"):
+        reading = attack_view.live_reading(SELECTED, None if here is None else here.pipeline, s,
+                                           dataset=dataset if here is None else here.dataset,
+                                           model=s.model if here is None else here.model)
+    st.markdown(f"**{SELECTED.label}** on **{dataset} / {s.model}** at total ε = {s.epsilon:g}"
+                + (f", δ = {s.delta:g}" if SELECTED.uses_delta else "")
+                + (f", R = {s.radius:g}" if "radius" in SELECTED.parameter_names else "") + ".")
+    if reading.available:
+        st.dataframe(attack_view.reading_table(reading), hide_index=True)
+        st.caption(attack_view.reading_caption(reading))
+    else:
+        st.info(reading.reason.capitalize() + ".")
+
 df = load_results(dataset, "attack")
+has_models = df is not None and "obfuscator" in df
+measured = sorted({str(v) for v in df["obfuscator"].dropna()}) if has_models else []
+measured_text = ", ".join(measured) or "an unrecorded model"
+st.subheader(f"Measured for {measured_text} under {ATTACKED.name} (committed grid, over R and ε)")
 if df is None:
     ui.missing_results("attack", dataset, "attack results")
 else:
     metric = st.selectbox("Metric", list(METRICS), format_func=lambda m: METRICS[m][0], key="atk_metric")
-    measured = sorted({str(v) for v in df["obfuscator"].dropna()}) if "obfuscator" in df else []
-    measured_text = ", ".join(measured) or "an unrecorded model"
     if s.model not in measured:
         st.info(
             f"These tables were measured on {md_literal(measured_text)} (the paper's Tables 3–6), not on the "

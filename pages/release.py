@@ -22,6 +22,7 @@ from privcore.errors import PrivcoreError
 from privcore.inputs import encode_png
 from privcore.mechanisms import card_clip_box, registry
 from privlens import (
+    attack_view,
     audit_claim,
     budget,
     checks,
@@ -298,12 +299,16 @@ def _reconstruction(sent_release: object, number: int) -> bytes | None:
     if not sent_release.released:
         rec_col.markdown(f"### ⊥\nSent release #{number} is ⊥: the attacker gets nothing but ⊥.")
         return None
-    if pipe.attacker is None:
+    told = attack_view.sent_attack(mech, pipe, sent_release, image.tensor)  # told the release's noise scale
+    rec = told.reconstruction if told is not None else (
+        pipe.reconstruct(mv.as_tensor(sent_release.value))[0] if pipe.attacker is not None else None)
+    if rec is None:
         rec_col.info("No attacker is shipped for this model.")
         return None
-    rec = pipe.reconstruct(mv.as_tensor(sent_release.value))[0]
     png = encode_png(rec, scale=scale)
     rec_col.image(framed(png), caption=f"Attacker's reconstruction from sent release #{number}", width=160)
+    if told is not None:
+        rec_col.caption(attack_view.sent_caption(told))
     return png
 
 

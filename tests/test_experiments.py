@@ -441,3 +441,16 @@ def test_select_global_tiny_chooses_on_validation_and_reads_the_test_set_once(
     assert card["recipe"]["noise_mode"] == "global" and card["global_lipschitz"]["clip_box"]
     assert card["recipe"]["noise_box_samples"] == 512 and "public box" in card["loss"]["noise"]
     assert card["dataset"]["options"]["validation"]
+
+
+def test_attack_global_tiny(out: Path) -> None:
+    from privcore.cli import app
+
+    result = CliRunner().invoke(app, ["experiment", "attack-global", "--dataset", "mnist", "--tiny", "--out",
+                                      str(out), "--no-progress"])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    frame = pd.read_csv(out / "mnist" / "attack-global.csv")
+    assert list(frame.columns) == documented_columns("attack-global")
+    assert list(frame["epsilon_total"]) == [2.0, float("inf")] and set(frame["model"]) == {"N-global"}
+    for m in ("ssim", "psnr", "l1", "l2", "baseline_ssim", "baseline_l2"):
+        assert ((frame[f"{m}_low"] <= frame[m]) & (frame[m] <= frame[f"{m}_high"])).all()

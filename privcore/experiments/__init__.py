@@ -11,6 +11,7 @@ every CSV: ``data/results/README.md``. Our numbers beside the papers': ``docs/RE
 ``table2``    posthoc paper Table 2: LDP-Image, LDP-Embedding and the adversarial pipeline
 ``attack``    posthoc paper Tables 3–6: reconstruction attack, SSIM / ℓ1 / ℓ2 / PSNR over (R, ε)
 ``attack-frontier``  the attack on global releases of every shipped global model and ARL-C-N, equal total ε
+``attack-global``  Tables 3–6 for the default model under the global mechanism, the scale-told attacker
 ``fig2``      posthoc paper Fig. 2: local Lipschitz constant against the ARL weight α
 ``fig3``      posthoc paper Fig. 3: decoded points on the boundary of the R-ball
 ``fig4``      posthoc paper Fig. 4: certification runtime against radius, dimension, depth
@@ -77,6 +78,7 @@ EXPERIMENTS: dict[str, str] = {
     "mechanisms": "mechanisms",
     "attack": "attack",
     "attack-frontier": "attack_frontier",
+    "attack-global": "attack_global",
     "calibration": "calibration",
     "ceiling": "ceiling",
     "neighbours": "neighbours",

@@ -31,8 +31,9 @@ def experiment(
     name: Annotated[
         str,
         typer.Argument(
-            help="table1, table1-global, mechanisms, table2, attack, attack-frontier, fig2, fig3, fig4, ip, "
-            "audit, calibration, ceiling, neighbours, select, select-global, select-frontier, all, or report"
+            help="table1, table1-global, mechanisms, table2, attack, attack-global, attack-frontier, fig2, "
+            "fig3, fig4, ip, audit, calibration, ceiling, neighbours, select, select-global, "
+            "select-frontier, all, or report"
         ),
     ],
     dataset: Annotated[

@@ -38,6 +38,11 @@ _EXPORTS: dict[str, str] = {
     "accuracy_curve": "tradeoff",
     "accuracy_metric": "tradeoff",
     "smallest_epsilon": "tradeoff",
+    "AttackReading": "attack_live",
+    "SentAttack": "attack_live",
+    "attack_release": "attack_live",
+    "live_attack": "attack_live",
+    "noise_free_attack": "attack_live",
     # the mechanism protocol and its registry entries (privcore.mechanisms.registry holds the table)
     "Mechanism": "protocol",
     "Options": "protocol",

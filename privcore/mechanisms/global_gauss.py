@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -266,12 +266,20 @@ class GlobalGauss(Posthoc):
 
     def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any, *,
                  certificates: Any = None) -> Simulation:
+        sim = self.simulate_release(target, inputs, setting, rng)
+        return replace(sim, predicted=classes(target, sim.values, sim.told_scale))
+
+    def told_scale(self, release: Release) -> tuple[float, bool]:
+        return float(release.noise_scale_effective) / math.sqrt(2.0), True
+
+    def simulate_release(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
         constant, _, _, plan = self._scales(target, setting, None)
         out = clipped_outputs(target, constant.box, np.asarray(inputs, dtype=np.float64))
         sigma = float(plan.effective)
         values = out + rng.normal(0.0, sigma, size=out.shape)
-        return Simulation(predicted=classes(target, values, sigma / math.sqrt(2.0)),
-                          released=np.ones(len(out), bool), noise_scale_effective=sigma)
+        # told as the Laplace scale of the same variance (b = σ/√2), as the release classifier is
+        return Simulation(predicted=None, released=np.ones(len(out), bool), values=values,
+                          noise_scale_effective=sigma, told_scale=sigma / math.sqrt(2.0), gaussian=True)
 
     def release(self, target: Any, x: Any, setting: Setting, options: Options | None = None) -> Release:
         from privcore.lipschitz.network import as_network

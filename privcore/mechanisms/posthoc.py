@@ -10,7 +10,7 @@ noise scale. :class:`GlobalLaplace` is the certified global mechanism, f(clip z)
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -181,12 +181,16 @@ class GlobalLaplace(Posthoc):
 
     def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any, *,
                  certificates: Any = None) -> Simulation:
+        sim = self.simulate_release(target, inputs, setting, rng)
+        return replace(sim, predicted=classes(target, sim.values, sim.told_scale))
+
+    def simulate_release(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
         look = self.outlook(target, setting)
         constant = self.constant(target)
         out = clipped_outputs(target, constant.box, np.asarray(inputs, dtype=np.float64))
         values = out + rng.laplace(0.0, look.noise_scale_effective, size=out.shape)
-        return Simulation(predicted=classes(target, values, look.noise_scale),
-                          released=np.ones(len(out), bool), noise_scale_effective=look.noise_scale_effective)
+        return Simulation(predicted=None, released=np.ones(len(out), bool), values=values,
+                          noise_scale_effective=look.noise_scale_effective, told_scale=look.noise_scale)
 
     def release(self, target: Any, x: Any, setting: Setting, options: Options | None = None) -> Release:
         from privcore.mechanisms.global_mechanism import card_plan

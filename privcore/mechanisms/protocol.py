@@ -154,11 +154,19 @@ class Release:
 @dataclass(frozen=True, kw_only=True)
 class Simulation:
     """One simulated draw for a batch: ``predicted`` class per row, ``released`` per row (all True for
-    a mechanism without ⊥), and the ``noise_scale_effective`` the noise was drawn at."""
+    a mechanism without ⊥), and the ``noise_scale_effective`` the noise was drawn at. A simulated
+    release (:meth:`Mechanism.simulate_release`) also holds the released ``values`` (one row each: what
+    an attacker sees), the ``told_scale`` an attacker is told (the Laplace scale of the noise's variance),
+    whether the noise is ``gaussian``, and ``given_release``: the values were drawn given a release,
+    because P[release] needs each image's certificate (then ``predicted`` is None)."""
 
     predicted: Any
     released: Any
     noise_scale_effective: float
+    values: Any = None
+    told_scale: float = 0.0
+    gaussian: bool = False
+    given_release: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -300,3 +308,13 @@ class Mechanism:
         for a release; ``progress(table so far)`` after each image. NotImplementedError for a mechanism
         that certifies nothing per image."""
         raise NotImplementedError(f"mechanism {self.name!r} certifies nothing per image")
+    def told_scale(self, release: Release) -> tuple[float, bool]:
+        """What the release classifier and an attacker are told of ``release``'s noise: the Laplace scale
+        of its variance per coordinate, and whether it is Gaussian."""
+        return float(release.noise_scale), False
+
+    def simulate_release(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
+        """One simulated draw of the released vectors for a batch of prepared ``inputs``
+        (:class:`Simulation` with ``values``): what a reconstruction attacker sees, for evaluation only —
+        never a release. Mechanisms that release no embedding (class scores) raise NotImplementedError."""
+        raise NotImplementedError(f"mechanism {self.name!r} releases no embedding an attacker decodes")

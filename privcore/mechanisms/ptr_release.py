@@ -332,6 +332,18 @@ class PTR(Posthoc):
         values = out + rng.laplace(0.0, noise.effective, size=out.shape)
         return Simulation(predicted=classes(target, values, key.delta_p * key.radius / eps),
                           released=released, noise_scale_effective=float(noise.effective))
+    def simulate_release(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
+        """f(z) + Lap(Δp·R/(ε/2)) for every row, given a release (``given_release``): whether the test
+        passes needs each image's φ; a ⊥ sends nothing, so an attacker of a ⊥ has only the no-release
+        baseline."""
+        from privcore.lipschitz.network import as_network
+
+        look = self.outlook(target, setting)
+        out = as_network(target.obfuscator).forward(np.asarray(inputs, dtype=np.float64))
+        values = out + rng.laplace(0.0, look.noise_scale_effective, size=out.shape)
+        return Simulation(predicted=None, released=np.ones(len(out), bool), values=values,
+                          noise_scale_effective=look.noise_scale_effective, told_scale=look.noise_scale,
+                          given_release=True)
 
     def release(self, target: Any, x: Any, setting: Setting, options: Options | None = None) -> Release:
         from privcore.lipschitz.certifier import Certifier

@@ -224,7 +224,7 @@ CARD_FIELDS: tuple[tuple[str, _Check, Any], ...] = (
     ("embedder", _mapping, ("obfuscator",)),
     ("embedder.file", _file_name, "embedder"),
     ("embedder.sha256", _sha256, "embedder"),
-    ("obfuscator", _mapping, ("attacker", "release-classifier")),
+    ("obfuscator", _mapping, ("attacker", "told-attacker", "release-classifier")),
     ("obfuscator.file", _file_name, ()),
     ("obfuscator.sha256", _sha256, "obfuscator"),
     ("delta_p", _mapping, ()),

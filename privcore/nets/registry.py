@@ -20,7 +20,7 @@ from torch import nn
 
 from privcore.errors import CheckpointError
 from privcore.nets import lipschitz_layers as ll
-from privcore.nets.attacker import ReconstructionAttacker
+from privcore.nets.attacker import ReconstructionAttacker, ScaleToldAttacker
 from privcore.nets.blocks import ImageDecoder, ImageEncoder, relu_mlp, spatial_plan
 from privcore.nets.embedder import BetaVAE
 from privcore.nets.models import (
@@ -126,6 +126,7 @@ register_architecture("proxy_image_adversary", ProxyImageAdversary, sources=_IMA
 register_architecture("noise_aware_classifier", NoiseAwareClassifier, sources=(ToldScale, relu_mlp))
 register_architecture("latent_adversary", LatentAdversary, sources=(relu_mlp,))
 register_architecture("reconstruction_attacker", ReconstructionAttacker, sources=_IMAGE)
+register_architecture("scale_told_attacker", ScaleToldAttacker, sources=(*_IMAGE, ScaleToldAttacker))
 register_architecture("small_cnn", SmallCNN)
 register_architecture("cifar_resnet18", cifar_resnet18, sources=(_Normalize,))
 register_architecture(

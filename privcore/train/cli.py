@@ -33,6 +33,7 @@ from privcore.train.cli_common import (
     summary,
 )
 from privcore.train.cli_global import global_model_cmd
+from privcore.train.cli_told_attacker import told_attacker_cmd
 
 train_app = typer.Typer(
     help="Train embedders, obfuscators (Table 1), α sweeps (Fig. 2), attackers, IP classifiers; compute Δp.",
@@ -556,3 +557,4 @@ def all_cmd(
 
 # registered here, defined in its own module (this one is long enough)
 train_app.command("global-model")(global_model_cmd)
+train_app.command("told-attacker")(told_attacker_cmd)
