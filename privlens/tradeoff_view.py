@@ -29,10 +29,11 @@ from privcore.mechanisms import (
     Setting,
     accuracy_curve,
     accuracy_metric,
+    attack_metric,
     registry,
     smallest_epsilon,
 )
-from privlens import live, pipelines
+from privlens import attack_view, live, pipelines
 from privlens import mechanism_text as mt
 from privlens.results import EpsilonSolution, load_results
 from privlens.results import smallest_epsilon as measured_smallest_epsilon
@@ -65,9 +66,22 @@ def _accuracy(mech: Mechanism, target: Any, setting: Setting, dataset: str, mode
     return accuracy_metric(mech, target, setting, dataset=dataset, model=model, n=mt.LIVE_IMAGES)
 
 
-#: the metrics the solver answers for, by name (an attack reading plugs in as one more entry)
+def _attack(metric: str) -> Callable[..., Metric]:
+    def make(mech: Mechanism, target: Any, setting: Setting, dataset: str, model: str) -> Metric:
+        return attack_metric(mech, target, setting, dataset=dataset, model=model, metric=metric,
+                             n=attack_view.LIVE_IMAGES)
+
+    return make
+
+
+#: the metrics the solver answers for, by name: the accuracy kept, and what the model's scale-told
+#: attacker rebuilds — its SSIM against the image (at most a target), its mean squared pixel error ℓ2
+#: (at least a target: ℓ2 falls steadily with ε, where SSIM near the no-release baseline need not rise)
 METRICS: dict[str, MetricSpec] = {
     "accuracy": MetricSpec(name="accuracy", at_least=True, default=0.9, make=_accuracy),
+    "attacker's SSIM": MetricSpec(name="attacker's SSIM", at_least=False, default=0.4, make=_attack("ssim")),
+    "attacker's ℓ2 error": MetricSpec(name="attacker's ℓ2 error", at_least=True, default=0.06,
+                                      make=_attack("l2")),
 }
 
 

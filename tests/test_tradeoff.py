@@ -98,3 +98,29 @@ def test_live_solver_on_the_global_mechanism_matches_a_dense_grid() -> None:
     assert [p.epsilon for p in curve.points] == [0.1, 1.0, 10.0]
     assert all(p.n == 200 and p.draws == 3 and p.low <= p.value <= p.high for p in curve.points)
 
+
+
+def test_attack_metric_reads_the_live_attack_and_names_a_missing_attacker() -> None:
+    """The attacker's ℓ2 error as a solver metric: it falls with ε on MNIST's default model (far outside
+    the intervals over 100 images), and a mechanism no attacker reads raises ValueError naming why."""
+    from privcore.defaults import default_model
+    from privcore.mechanisms import attack_metric
+    from privcore.mechanisms.posthoc import load_pipeline_cached
+    from privcore.models.catalogue import default_models_dir
+
+    mech = registry.get("Global")
+    model = default_model("mnist")
+    pipe = load_pipeline_cached("mnist", model, str(default_models_dir()))
+    metric = attack_metric(mech, pipe, mech.setting(epsilon=1.0), dataset="mnist", model=model, metric="l2",
+                           n=100, draws=1)
+    assert metric.increasing is False
+    noisy, clear = metric.at(0.1), metric.at(100.0)
+    assert noisy.n == 100 and clear.low <= clear.value <= clear.high
+    assert clear.high < noisy.low
+    ip = registry.get("Gauss-Output")
+    target = ip.load(dataset="mnist", model=None, models_dir=str(default_models_dir()))
+    blind = attack_metric(ip, target, ip.setting(epsilon=1.0, alpha=0.1), dataset="mnist", model="ip", n=10)
+    with pytest.raises(ValueError, match="no attacker"):
+        blind.at(1.0)
+    with pytest.raises(ValueError, match="metric must be one of"):
+        attack_metric(mech, pipe, mech.setting(epsilon=1.0), dataset="mnist", model=model, metric="mse")

@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "Metric": "tradeoff",
     "accuracy_curve": "tradeoff",
     "accuracy_metric": "tradeoff",
+    "attack_metric": "tradeoff",
     "smallest_epsilon": "tradeoff",
     "AttackReading": "attack_live",
     "SentAttack": "attack_live",

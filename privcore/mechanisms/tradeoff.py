@@ -104,6 +104,31 @@ def accuracy_metric(mechanism: Mechanism, target: Any, setting: Setting, *, data
     return Metric(name="accuracy", read=read, increasing=True)
 
 
+def attack_metric(mechanism: Mechanism, target: Any, setting: Setting, *, dataset: str, model: str,
+                  metric: str = "ssim", n: int | None = None, draws: int = DRAWS, seed: int = 0) -> Metric:
+    """An attacker's ``metric`` (SSIM, PSNR: higher rebuilds more; ℓ1, ℓ2: lower) on ``mechanism``'s
+    releases at ``setting`` with its ε replaced by the one asked:
+    :func:`~privcore.mechanisms.attack_live.live_attack`, memoised per setting. The attacker recovers
+    more as the noise shrinks, so SSIM and PSNR grow with ε and the errors fall (an assumption the
+    solver checks on every reading). ValueError, naming why, where no attacker reads the releases."""
+    from privcore.mechanisms.attack_live import live_attack
+
+    if metric not in ("ssim", "psnr", "l1", "l2"):
+        raise ValueError(f"metric must be one of ssim, psnr, l1, l2, got {metric!r}")
+
+    def read(epsilon: float) -> Estimate:
+        eps = check_range("epsilon", epsilon, EPSILON_RANGE)
+        r = live_attack(mechanism, target, replace(setting, epsilon=eps), dataset=dataset, model=model, n=n,
+                        draws=draws, seed=seed)
+        if not r.available:
+            raise ValueError(r.reason)
+        iv = r.metrics[metric]
+        return Estimate(epsilon=eps, value=iv.mean, low=iv.low, high=iv.high, n=r.n, draws=r.draws)
+
+    return Metric(name=metric.upper() if metric in ("ssim", "psnr") else metric, read=read,
+                  increasing=metric in ("ssim", "psnr"))
+
+
 @dataclass(frozen=True, kw_only=True)
 class Curve:
     """``metric`` of ``mechanism`` on ``model`` at each total ε of a grid (:class:`Estimate` s, ε
