@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from privcore.experiments import paper_numbers as paper
+from privcore.experiments.report_bounds import render_ceiling, render_neighbours
 from privcore.experiments.runner import DEFAULT_RESULTS_DIR
 
 __all__ = ["CALIBRATION_LABELS", "PAPER_DATASET", "hoeffding_halfwidth", "render_report", "t_halfwidth"]
@@ -566,6 +567,8 @@ def render_report(
                          f"--dataset {dataset}`)\n")
     section("mechanisms", "The never-⊥ mechanisms at equal total (ε, δ = 1e-5): Global beside Global-Gauss",
             render_mechanisms)
+    section("ceiling", "The ceiling of the global mechanism (accuracy on test)", render_ceiling)
+    section("neighbours", "What R protects (shares of test images, 95 % intervals)", render_neighbours)
     section(
         "calibration",
         "Release noise under each calibration (no test, every image released; accuracy (Laplace scale b))",
