@@ -35,7 +35,8 @@ class ModelInfo:
     Obfuscators come in two roles: release models (the Table-1 variants, their paper-recipe twins
     ``<variant>-paper`` and any other obfuscator trained by name), shipped with Δp, a release
     classifier and an attacker and offered for releases; and the α-sweep members ``ARL-alpha<α>``
-    (:attr:`fig2_only`), which only Fig. 2 reads (no Δp, classifier or attacker)."""
+    (:attr:`fig2_only`), which Fig. 2 reads and the dashboard never offers (no attacker; a member
+    with a Δp and a release classifier is also read by ``experiment table1-weights``)."""
 
     dataset: str
     kind: str
