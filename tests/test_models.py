@@ -51,10 +51,10 @@ def test_models_directory_is_small_and_complete() -> None:
         assert ("obfuscator", "ARL-C-N" + PAPER_RECIPE_SUFFIX) in have, ds
         # The rule for obfuscators: every release model (the eight, a paper-recipe twin
         # <variant>-paper, any other) ships with its noise-aware release classifier and attacker;
-        # the α-sweep members (ARL-alpha<α>) are Fig. 2's and ship without them (ARL-alpha0.9 with
-        # a release classifier and Δp too: Table 1's ARL at the authors' α, experiment table1-weights).
+        # the study models (the α-sweep members ARL-alpha<α>, the Table-1 variants at the authors'
+        # weights <variant>-alpha<α> / -sigma<σ> of experiment table1-weights) ship without an attacker.
         for m in SHIPPED:
-            if m.dataset == ds and m.kind == "obfuscator" and not m.fig2_only:
+            if m.dataset == ds and m.kind == "obfuscator" and not m.study_only:
                 assert ("release-classifier", f"classifier-{m.name}") in have, (ds, m.name)
                 assert ("attacker", f"attacker-{m.name}") in have, (ds, m.name)
         for ip in ("ip-cnn", "ip-cnn-gauss-input", "ip-lipschitz-l1", "ip-lipschitz-l2"):
