@@ -631,7 +631,8 @@ for _i, _d in ((1, "mnist"), (2, "fashion-mnist")):
                                             obfuscator="ARL-C-N-authors", epsilon_total=2), cell=_i, nth=2))
     _add(RESULTS, "| test accuracy, own head / release classifier |", {
         (_i, 0): key(_o, "metrics/test_accuracy"),
-        (_i, 1): key(f"models/{_d}/classifier-ARL-C-N-authors.json", "metrics/test_accuracy")})
+        (_i, 1): key(f"models/{_d}/classifier-ARL-C-N-authors.json", "metrics/test_accuracy")},
+         section="### The authors'-code twin of ARL-C-N")
 
 # docs/RESULTS.md: the prose around the generated ceiling, neighbours and mechanisms tables
 _sec = "## The ceiling of the global mechanism"
@@ -777,6 +778,96 @@ _inline(RESULTS, "R = 0.5. For 73.3 % the nearest", "R = ", _share("mnist", "oth
         section="## What R protects")
 _inline(RESULTS, "- On Fashion-MNIST (R = 0.2), 43.4 %", "R = ",
         _share(_fmc, "other_class_within_r", "radius", then=None), section="## What R protects")
+
+# docs/RESULTS.md: the abc903c twin
+_sec = "### The second twin: the authors' code at abc903c"
+_tw = "models/mnist/obfuscator-ARL-C-N-authors-abc903c.json"
+_twc = "models/mnist/classifier-ARL-C-N-authors-abc903c.json"
+_twa = "models/mnist/attacker-ARL-C-N-authors-abc903c.json"
+_add(RESULTS, "| chosen epoch, validation accuracy |", {
+    (1, 0): key(_tw, "selection/epoch"), (1, 1): key(_tw, "selection/epochs_run"),
+    (1, 2): key(_tw, "selection/validation_accuracy"), (1, 3): key(_tw, "selection/validation_split/n_val")},
+    section=_sec)
+_add(RESULTS, "| test accuracy, own head / release classifier |", {
+    (1, 0): key(_tw, "metrics/test_accuracy"), (1, 1): key(_twc, "metrics/test_accuracy"),
+    (1, 2): key(_tw, "dataset/n_test"), (1, 3): key(_tw, "dataset/n_test", then=hoeffding)}, section=_sec)
+_add(RESULTS, "| Δp (exact, n = 300) / attacker SSIM", {
+    (1, 0): key(_tw, "delta_p/proposed"), (1, 1): key(_twa, "metrics/test/1/ssim"),
+    (1, 2): key(_twa, "metrics/test/inf/ssim")}, section=_sec)
+_line = "0.845 (own head 0.709) against the HEAD twin's"
+_head = "models/mnist/obfuscator-ARL-C-N-authors.json"
+_inline(RESULTS, _line, "", key(_twc, "metrics/test_accuracy"), section=_sec)
+_inline(RESULTS, _line, "head ", key(_tw, "metrics/test_accuracy"), section=_sec)
+_inline(RESULTS, _line, "twin's ", key(_head.replace("obfuscator-", "classifier-"), "metrics/test_accuracy"),
+        section=_sec)
+_inline(RESULTS, _line, "\\(own head [\\d.]+\\) against .*own head ", key(_head, "metrics/test_accuracy"),
+        section=_sec)
+_line = "ARL-C-N 0.921. The price is privacy"
+_inline(RESULTS, _line, "ARL-C-N ", paper_table1("MNIST", "ARL-C-N", math.inf), section=_sec)
+_inline(RESULTS, _line, "Δp is ", key(_tw, "delta_p/proposed"), section=_sec)
+_inline(RESULTS, _line, "twin's ", key(_head, "delta_p/proposed"), section=_sec)
+
+_line = "second twin\"). Its release classifier reaches"
+_inline(MODELS, _line, "reaches ", key(_twc, "metrics/test_accuracy"))
+_inline(MODELS, _line, "own head ", key(_tw, "metrics/test_accuracy"))
+_inline(MODELS, _line, "Δp ", key(_tw, "delta_p/proposed"))
+_inline(MODELS, _line, "; ", key(_tw, "train_seconds"))
+_inline(MODELS, "epoch chosen on validation (50 of 50)", "validation \\(", key(_tw, "selection/epoch"))
+_inline(MODELS, "epoch chosen on validation (50 of 50)", "of ", key(_tw, "selection/epochs_run"))
+
+# docs/RESULTS.md: Table 1's ARL, ARL-C and N at the authors' loss weights, from the cards
+_sec = "### Table 1 at the authors' loss weights"
+for _v in ("ARL", "ARL-alpha0.9", "ARL-C", "ARL-C-alpha0.9", "N", "N-paper-sigma0.1"):
+    _o, _c = f"models/fashion-mnist/obfuscator-{_v}.json", f"models/fashion-mnist/classifier-{_v}.json"
+    _add(RESULTS, f"| {_v} |", {2: key(_o, "delta_p/proposed"), 3: key(_o, "metrics/test_accuracy")},
+         section=_sec)
+for _v in ("ARL", "ARL-C", "N"):
+    _add(RESULTS, f"| paper, {_v} |", {3: paper_table1("FMNIST", _v, math.inf)}, section=_sec)
+_o9, _o99 = "models/fashion-mnist/obfuscator-ARL-alpha0.9.json", "models/fashion-mnist/obfuscator-ARL.json"
+_oc9 = "models/fashion-mnist/obfuscator-ARL-C-alpha0.9.json"
+_oc99 = "models/fashion-mnist/obfuscator-ARL-C.json"
+_on1, _on = "models/fashion-mnist/obfuscator-N-paper-sigma0.1.json", "models/fashion-mnist/obfuscator-N.json"
+_inline(RESULTS, "At the authors' α = 0.9 our ARL's own head reaches", "reaches ",
+        key(_o9, "metrics/test_accuracy"), section=_sec)
+_line = "at App. E's α = 0.99 it reaches"
+_inline(RESULTS, _line, "reaches ", key(_o99, "metrics/test_accuracy"), section=_sec)
+_inline(RESULTS, _line, "ARL is ", paper_table1("FMNIST", "ARL", math.inf), section=_sec)
+_inline(RESULTS, _line, "\\(n = ", key(_o9, "dataset/n_test"), section=_sec)
+_inline(RESULTS, _line, "±", key(_o9, "dataset/n_test", then=hoeffding), section=_sec)
+_line = "ARL-C moves from 0.767 to 0.773"
+_inline(RESULTS, _line, "from ", key(_oc99, "metrics/test_accuracy"), section=_sec)
+_inline(RESULTS, _line, " to ", key(_oc9, "metrics/test_accuracy"), section=_sec)
+_inline(RESULTS, _line, "paper ", paper_table1("FMNIST", "ARL-C", math.inf), section=_sec)
+_line = "Δp hardly moves with α (ARL"
+for _after, _o in (("ARL ", _o99), ("ARL [\\d.]+ → ", _o9), ("ARL-C ", _oc99), ("ARL-C [\\d.]+ → ", _oc9)):
+    _src = key(_o, "delta_p/proposed")
+    _inline(RESULTS, _line, _after, _src, section=_sec)
+for _k, _e in enumerate(EPS):
+    for _v, _line in (("ARL-alpha0.9", "ARL at α = 0.9 keeps"), ("ARL", "ARL at α = 0.99 keeps")):
+        _c = f"models/fashion-mnist/classifier-{_v}.json"
+        _src = key(_c, f"metrics/test_accuracy_release_noise/{_e:g}")
+        _inline(RESULTS, _line, "keeps ", _src, nth=_k, section=_sec)
+    _inline(RESULTS, "our α = 0.99 ARL keeps", "keeps ", cell(_fm1, "accuracy", obfuscator="ARL", epsilon=_e),
+            nth=_k, section=_sec)
+    _inline(RESULTS, "the paper's ARL row reads", "reads ", paper_table1("FMNIST", "ARL", _e), nth=_k,
+            section=_sec)
+_inline(RESULTS, "(no PTR test, one draw; n = 10 000", "n = ", key(_o9, "dataset/n_test"), section=_sec)
+_inline(RESULTS, "(no PTR test, one draw; n = 10 000", "±", key(_o9, "dataset/n_test", then=hoeffding),
+        section=_sec)
+_inline(RESULTS, "our α = 0.99 ARL keeps", "\\(n = ", cell(_fm1, "n_test", obfuscator="ARL", epsilon=1),
+        section=_sec)
+_inline(RESULTS, "our α = 0.99 ARL keeps", "±",
+        cell(_fm1, "n_test", obfuscator="ARL", epsilon=1, then=hoeffding), section=_sec)
+_line = "**N at the authors' σ = 0.1** keeps"
+_inline(RESULTS, _line, "keeps ", key(_on1, "metrics/test_accuracy"), section=_sec)
+_inline(RESULTS, _line, "N: ", key(_on, "metrics/test_accuracy"), section=_sec)
+_inline(RESULTS, _line, "paper's: ", paper_table1("FMNIST", "N", math.inf), section=_sec)
+_line = "but its Δp is 44.73 against"
+_inline(RESULTS, _line, "is ", key(_on1, "delta_p/proposed"), section=_sec)
+_inline(RESULTS, _line, "N's ", key(_on, "delta_p/proposed"), section=_sec)
+_dpn1, _dpn = key(_on1, "delta_p/proposed"), key(_on, "delta_p/proposed")
+_inline(RESULTS, _line, "about ", Src(f"{_on1} Δp / {_on} Δp", lambda: _dpn1.get() / _dpn.get()),
+        section=_sec)
 
 #: Sections of docs/RESULTS.md whose every number is tied: a registered quote, a line of a generated table
 #: (:data:`REPORT_SECTIONS`), or one of the section's constants (ε values, δ, epochs, widths, draws,
