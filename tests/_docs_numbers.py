@@ -796,6 +796,22 @@ _add(RESULTS, "| test accuracy, own head / release classifier |", {
 _add(RESULTS, "| Δp (exact, n = 300) / attacker SSIM", {
     (1, 0): key(_tw, "delta_p/proposed"), (1, 1): key(_twa, "metrics/test/1/ssim"),
     (1, 2): key(_twa, "metrics/test/inf/ssim")}, section=_sec)
+_tf = "models/fashion-mnist/obfuscator-ARL-C-N-authors-abc903c.json"
+_tfc, _tfa = _tf.replace("obfuscator-", "classifier-"), _tf.replace("obfuscator-", "attacker-")
+_add(RESULTS, "| chosen epoch, validation accuracy |", {
+    (2, 0): key(_tf, "selection/epoch"), (2, 1): key(_tf, "selection/epochs_run"),
+    (2, 2): key(_tf, "selection/validation_accuracy"), (2, 3): key(_tf, "selection/validation_split/n_val")},
+    section=_sec)
+_add(RESULTS, "| test accuracy, own head / release classifier |", {
+    (2, 0): key(_tf, "metrics/test_accuracy"), (2, 1): key(_tfc, "metrics/test_accuracy"),
+    (2, 2): key(_tf, "dataset/n_test"), (2, 3): key(_tf, "dataset/n_test", then=hoeffding)}, section=_sec)
+_add(RESULTS, "| Δp (exact, n = 300) / attacker SSIM", {
+    (2, 0): key(_tf, "delta_p/proposed"), (2, 1): key(_tfa, "metrics/test/1/ssim"),
+    (2, 2): key(_tfa, "metrics/test/inf/ssim")}, section=_sec)
+_inline(RESULTS, "On Fashion-MNIST the same holds: ", "holds: ", key(_tf, "metrics/test_accuracy"),
+    section=_sec)
+_inline(RESULTS, "On Fashion-MNIST the same holds: ", "twin's ",
+        key("models/fashion-mnist/obfuscator-ARL-C-N-authors.json", "metrics/test_accuracy"), section=_sec)
 _line = "0.845 (own head 0.709) against the HEAD twin's"
 _head = "models/mnist/obfuscator-ARL-C-N-authors.json"
 _inline(RESULTS, _line, "", key(_twc, "metrics/test_accuracy"), section=_sec)
