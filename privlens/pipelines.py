@@ -44,7 +44,7 @@ def _catalogue(directory: str) -> dict[str, tuple[str, ...]]:
     for m in infos:
         if (
             m.kind == "obfuscator"
-            and not m.fig2_only  # α-sweep members exist for Fig. 2 only: no Δp, never released
+            and not m.study_only  # α-sweep members and other study models: never released
             and m.dataset in embedders
             and m.name not in models.setdefault(m.dataset, [])
         ):

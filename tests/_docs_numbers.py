@@ -266,6 +266,7 @@ _T1_REFIT = ("Table 1 — same releases, classifier fine-tuned on training relea
 _T1_LIKE = ("Table 1 like for like: the paper, ours under the authors' code, the printed formula, PTR "
             "and the global mechanism")
 _T1_GLOBAL = "Table 1 at the same total guarantee: the certified global mechanism beside PTR"
+_T1_WEIGHTS = "Table 1 at the authors' loss weights (α = 0.9, σ = 0.1): ours [release rate] (paper)"
 _NOISE = "Release noise under each calibration (no test, every image released; accuracy (Laplace scale b))"
 _T2 = "Table 2 — LDP baselines (ours (paper))"
 _ATTACK = tuple(f"Table {i} — reconstruction attack, {m} (ours (paper, MNIST))"
@@ -284,10 +285,20 @@ _FR = ("The frontier on validation: low-ε obfuscators for the global mechanism"
        "Reconstruction attack on global releases at equal total ε (SSIM · PSNR)")
 _GLOBAL = "## PTR beside the certified global mechanism"
 
+_CEILING = "The ceiling of the global mechanism (accuracy on test)"
+_NEIGHBOURS = "What R protects (shares of test images, 95 % intervals)"
+_MECHANISMS = "The never-⊥ mechanisms at equal total (ε, δ = 1e-5): Global beside Global-Gauss"
+_LABEL = {"mnist": "MNIST", "fashion-mnist": "Fashion-MNIST"}
+
 REPORT_SECTIONS: tuple[tuple[str, str, tuple[str, str]], ...] = (
+    *((d, t, (h2, f"### {_LABEL[d]}"))
+      for d in ("mnist", "fashion-mnist")
+      for t, h2 in ((_CEILING, "## The ceiling of the global mechanism"), (_NEIGHBOURS, "## What R protects"),
+                    (_MECHANISMS, "## Global-Gauss beside Global"))),
     *((d, t, (f"## {d}", f"### {t}"))
       for d in ("digits", "fashion-mnist")
       for t in (_T1, _T1_REFIT, _T1_LIKE, _NOISE, _T2, *_ATTACK, _FIG2, _FIG4, _IP, _FIG5, _AUDIT)),
+    ("fashion-mnist", _T1_WEIGHTS, ("## The paper's Table 1 beside the authors' code", f"### {_T1_WEIGHTS}")),
     ("digits", _T1_GLOBAL, (_GLOBAL, "### digits")),
     ("fashion-mnist", _T1_GLOBAL, (_GLOBAL, "### Fashion-MNIST")),
     ("mnist", _ATTACK_GLOBAL, (_ATTACK_G, "### MNIST")),
@@ -302,7 +313,15 @@ REPORT_SECTIONS: tuple[tuple[str, str, tuple[str, str]], ...] = (
 )
 
 
+def _generated_text(line: str) -> bool:
+    """A rendered line other than a table row that states numbers (a note such as "n = 1000 …" or
+    "Noise-free …: 0.959 [0.946, 0.971]."); "Produced by" lines name a git revision and are left out."""
+    return (not line.startswith(("|", "#", "Produced by", "_not run yet_"))
+            and NUMBER.search(line) is not None)
+
+
 def _report_tables(text: str) -> dict[str, list[str]]:
+    """Per "### title" of a rendered report: its table rows and its generated lines with numbers."""
     out: dict[str, list[str]] = {}
     title = None
     for line in text.splitlines():
@@ -311,16 +330,16 @@ def _report_tables(text: str) -> dict[str, list[str]]:
             out[title] = []
         elif line.startswith("## "):
             title = None
-        elif title is not None and line.startswith("|"):
+        elif title is not None and (line.startswith("|") or _generated_text(line)):
             out[title].append(line)
     return out
 
 
-def _doc_table(h2: str, h3: str) -> list[str]:
-    lines = _lines("docs/RESULTS.md")
+def _doc_table(h2: str, h3: str, lines: tuple[str, ...] | None = None) -> list[str]:
+    lines = _lines(RESULTS) if lines is None else lines
     outer = _section_span(lines, h2)
     sub = _section_span(tuple(lines[i] for i in outer), h3)
-    return [lines[outer[0] + i] for i in sub if lines[outer[0] + i].startswith("|")]
+    return [lines[outer[0] + i] for i in sub]
 
 
 def _row_name(row: str) -> tuple[str, ...]:
@@ -328,21 +347,28 @@ def _row_name(row: str) -> tuple[str, ...]:
     return tuple(c.strip() for c in row.strip().strip("|").split("|")[:2])
 
 
-def check_report_tables() -> list[str]:
-    """docs/RESULTS.md against ``render_report`` of the committed CSVs, table by table."""
+@cache
+def _rendered(dataset: str) -> dict[str, list[str]]:
     from privcore.experiments.report import render_report
 
+    return _report_tables(render_report(dataset, ROOT / "data" / "results"))
+
+
+def check_report_tables(lines: tuple[str, ...] | None = None) -> list[str]:
+    """docs/RESULTS.md (or ``lines`` of it) against ``render_report`` of the committed CSVs, table by
+    table: every rendered row, and every rendered line with numbers, must be in its section."""
+    lines = _lines(RESULTS) if lines is None else lines
     problems = []
-    rendered: dict[str, dict[str, list[str]]] = {}
     for dataset, title, (h2, h3) in REPORT_SECTIONS:
-        if dataset not in rendered:
-            rendered[dataset] = _report_tables(render_report(dataset, ROOT / "data" / "results"))
-        want = rendered[dataset].get(title)
-        if want is None:
+        rendered = _rendered(dataset).get(title)
+        if rendered is None:
             problems.append(f"the report of {dataset} has no table {title!r}")
             continue
-        have = _doc_table(h2, h3)
-        lines = _lines("docs/RESULTS.md")
+        section = _doc_table(h2, h3, lines)
+        problems += [f"docs/RESULTS.md ({h2} / {h3}) lacks the generated line {text!r} of {dataset}'s "
+                     "committed CSV" for text in rendered if not text.startswith("|") and text not in section]
+        want = [r for r in rendered if r.startswith("|")]
+        have = [r for r in section if r.startswith("|")]
         for row in want:
             if row in have:
                 continue
@@ -359,7 +385,7 @@ def check_report_tables() -> list[str]:
 
 
 def main() -> int:
-    problems = check_quotes() + check_report_tables()
+    problems = check_quotes() + check_report_tables() + untied_numbers()
     for p in problems:
         print(p)
     print(f"{len(QUOTES)} quotes, {len(REPORT_SECTIONS)} generated tables; {len(problems)} problem(s)")
@@ -617,7 +643,308 @@ for _i, _d in ((1, "mnist"), (2, "fashion-mnist")):
                                             obfuscator="ARL-C-N-authors", epsilon_total=2), cell=_i, nth=2))
     _add(RESULTS, "| test accuracy, own head / release classifier |", {
         (_i, 0): key(_o, "metrics/test_accuracy"),
-        (_i, 1): key(f"models/{_d}/classifier-ARL-C-N-authors.json", "metrics/test_accuracy")})
+        (_i, 1): key(f"models/{_d}/classifier-ARL-C-N-authors.json", "metrics/test_accuracy")},
+         section="### The authors'-code twin of ARL-C-N")
+
+# docs/RESULTS.md: the prose around the generated ceiling, neighbours and mechanisms tables
+_sec = "## The ceiling of the global mechanism"
+
+
+def _ceil(d: str, estimator: str, e: float, column: str = "accuracy", embedder: str = "embedder",
+          **where: Any) -> Src:
+    return cell(f"data/results/{d}/ceiling.csv", column, embedder=embedder, estimator=estimator, split="test",
+                epsilon_total=e, **where)
+
+
+def _shipped(d: str, model: str, e: float, column: str = "accuracy", embedder: str = "embedder") -> Src:
+    return _ceil(d, "shipped", e, column, embedder, classifier=model)
+
+
+def _minus(a: Src, b: Src) -> Src:
+    return Src(f"{a.what} − {b.what}", lambda: a.get() - b.get())
+
+
+_lab = {"embedder": "embedder-label"}
+_inline(RESULTS, "exceeds the LP bound (", "bound \\(", _ceil("mnist", "per-coordinate", 1, **_lab),
+        section=_sec)
+_inline(RESULTS, "exceeds the LP bound (", "against ", _ceil("mnist", "metric-dp-bound", 1, **_lab),
+        section=_sec)
+_inline(RESULTS, "0.914 on these test images", "", _ceil("mnist", "metric-dp-bound", 2, **_lab), section=_sec)
+_inline(RESULTS, "0.914 on these test images", "\\(", _ceil("mnist", "metric-dp-bound", 2, "high", **_lab),
+        section=_sec)
+_inline(RESULTS, "0.914 on these test images", "reaches ", _ceil("mnist", "per-coordinate", 2, **_lab),
+        section=_sec)
+for _k, _col in enumerate(("accuracy", "low", "high")):
+    _inline(RESULTS, "the shipped N-global keeps ", "keeps ",
+            _shipped("mnist", "N-global", 2, _col, "embedder-label"), nth=_k, section=_sec)
+    _inline(RESULTS, "ε = 1 row), for example ", "example ",
+            _shipped("mnist", "N-global", 10, _col, "embedder-label"), nth=_k, section=_sec)
+    _inline(RESULTS, "ε = 1 row), for example ", "against ",
+            _ceil("mnist", "identity-global", 10, _col, **_lab), nth=_k, section=_sec)
+_inline(RESULTS, "against 0.278 at ε = 2. On the", "", _ceil("mnist", "identity-global", 2, **_lab),
+        nth=0, section=_sec)
+_inline(RESULTS, "ε = 1 row), for example ", "ε = 10 and ", _shipped("mnist", "N-global", 2, "accuracy",
+                                                                     "embedder-label"), section=_sec)
+_inline(RESULTS, "only N is still above it at ε = 10 (", "\\(", _shipped("mnist", "N", 10), section=_sec)
+_inline(RESULTS, "only N is still above it at ε = 10 (", "against ", _ceil("mnist", "identity-global", 10),
+        section=_sec)
+_inline(RESULTS, "the bound is vacuous (≥ ", "vacuous \\(≥ ",
+        agg("data/results/mnist/ceiling.csv", "accuracy", min, estimator="metric-dp-bound",
+            epsilon_total=(4, 10)), section=_sec)
+_inline(RESULTS, "the bound is vacuous (≥ ", "the embedder \\(", _ceil("mnist", "clean", math.inf, **_lab),
+        section=_sec)
+_inline(RESULTS, "default embedder, 0.921 on the unsupervised", "embedder, ",
+        _ceil("mnist", "clean", math.inf), section=_sec)
+_fmc = "fashion-mnist"
+for _k, _col in enumerate(("accuracy", "low", "high")):
+    _inline(RESULTS, "- At total ε = 2 the best shipped models keep", "keep ", _shipped(_fmc, "C-N", 2, _col),
+            nth=_k, section=_sec)
+    _inline(RESULTS, "(N). The per-coordinate estimate is", "estimate is ",
+            _ceil(_fmc, "per-coordinate", 2, _col), nth=_k, section=_sec)
+    _inline(RESULTS, "0.749 [0.742, 0.756] against N's", "",
+            _ceil(_fmc, "identity-global", 10, _col), nth=_k, section=_sec)
+    _inline(RESULTS, "0.749 [0.742, 0.756] against N's", "N's ", _shipped(_fmc, "N", 10, _col), nth=_k,
+            section=_sec)
+    _inline(RESULTS, "0.749 [0.742, 0.756] against N's", "ARL-C-N's ",
+            _shipped(_fmc, "ARL-C-N", 10, _col), nth=_k, section=_sec)
+_inline(RESULTS, "- At total ε = 2 the best shipped models keep", "\\(C-N\\), ", _shipped(_fmc, "ARL-C-N", 2),
+        section=_sec)
+_inline(RESULTS, "- At total ε = 2 the best shipped models keep", "and ", _shipped(_fmc, "N", 2),
+        section=_sec)
+_inline(RESULTS, "(N). The per-coordinate estimate is", "embedding's ", _ceil(_fmc, "clean", math.inf),
+        section=_sec)
+_inline(RESULTS, "and the bound is 0.905. Up to about", "bound is ", _ceil(_fmc, "metric-dp-bound", 2),
+        section=_sec)
+_inline(RESULTS, "and the bound is 0.905. Up to about", "about ",
+        _minus(_ceil(_fmc, "per-coordinate", 2), _shipped(_fmc, "C-N", 2)), section=_sec)
+_inline(RESULTS, "(0.819 noise-free) limits", "\\(", _ceil(_fmc, "clean", math.inf), section=_sec)
+_inline(RESULTS, "release-aware N are well ahead (ARL-C-N ", "ARL-C-N ", _shipped(_fmc, "ARL-C-N", 2),
+        section=_sec)
+_inline(RESULTS, "release-aware N are well ahead (ARL-C-N ", "against ", _ceil(_fmc, "identity-global", 2),
+        section=_sec)
+_inline(RESULTS, "The resume took ", "took ", _seconds(f"{_fm}/ceiling.json", "resumed", "finished"),
+        section=_sec)
+_inline(RESULTS, "MNIST ran in ", "ran in ",
+        _seconds("data/results/mnist/ceiling.json", "started", "finished"), section=_sec)
+# what R protects: the bullets under the generated tables
+_sec = "## What R protects"
+
+
+def _share(d: str, quantity: str, column: str = "value", embedder: str = "embedder", then: Any = pct) -> Src:
+    return cell(f"data/results/{d}/neighbours.csv", column, embedder=embedder, quantity=quantity, then=then)
+
+
+_line = "- On MNIST, only 6.3 % of test images"
+_inline(RESULTS, _line, "only ", _share("mnist", "other_class_within_r", embedder="embedder-label"),
+        section=_sec)
+_inline(RESULTS, _line, "\\(", _share("mnist", "other_class_within_r", "k", "embedder-label", None),
+        section=_sec)
+_inline(RESULTS, _line, "\\(\\d+ of ", _share("mnist", "other_class_within_r", "n", "embedder-label", None),
+        section=_sec)
+_inline(RESULTS, "R = 0.5. For 73.3 % the nearest", "For ",
+        _share("mnist", "nearest_within_r_same_class", embedder="embedder-label"), section=_sec)
+_inline(RESULTS, "nearest other-class image is 1.55 R away", "is ",
+        _share("mnist", "median_other_class_distance_over_r", embedder="embedder-label", then=None),
+                section=_sec)
+_inline(RESULTS, "- On Fashion-MNIST (R = 0.2), 43.4 %", "\\), ", _share(_fmc, "other_class_within_r"),
+        section=_sec)
+_inline(RESULTS, "nearest other-class image is only 1.11 R away", "only ",
+        _share(_fmc, "median_other_class_distance_over_r", then=None), section=_sec)
+# Global-Gauss beside Global: G₂ and G of MNIST's N-global from the mechanisms' noise scales, and σ/(√2·b)
+_sec = "## Global-Gauss beside Global"
+_mech = tuple(f"data/results/{d}/mechanisms.csv" for d in ("mnist", "fashion-mnist"))
+
+
+def _g2_of_mnist() -> float:
+    from privcore.mechanisms.gaussian_calibration import analytic_gaussian_sigma
+
+    (r,) = _select(_mech[0], {"split": "test", "mechanism": "Global-Gauss", "epsilon_total": 1})
+    unit = analytic_gaussian_sigma(epsilon=1.0, delta=float(r["delta"]), sensitivity=float(r["radius"]))
+    return float(r["noise_scale"]) / unit
+
+
+def _sigma_over_laplace_sd(how: Callable[[Iterable[float]], float]) -> Src:
+    def get() -> float:
+        out = []
+        for p in _mech:
+            for g in _select(p, {"mechanism": "Global-Gauss"}):
+                same = {"mechanism": "Global", "split": g["split"], "epsilon_total": g["epsilon_total"]}
+                (lap,) = _select(p, same)
+                b = float(lap["noise_scale_effective"])
+                out.append(float(g["noise_scale_effective"]) / (math.sqrt(2) * b))
+        return how(out)
+
+    return Src(f"{how.__name__} of Gaussian σ / (√2·Laplace b) over {', '.join(_mech)}", get)
+
+
+_line = "coordinates G₂ is well below G (MNIST N-global: "
+_inline(RESULTS, _line, "N-global: ",
+        Src(f"{_mech[0]} Global-Gauss noise_scale / analytic σ(ε, δ, R)", _g2_of_mnist), section=_sec)
+_inline(RESULTS, _line, "against ", cell(_mech[0], "noise_scale", split="test", mechanism="Global",
+                                          epsilon_total=1, then=lambda b: b * 1 / 0.5), section=_sec)
+_inline(RESULTS, "at δ = 1e-5 is 1.6–2.8 times", "is ", _sigma_over_laplace_sd(min), section=_sec)
+_inline(RESULTS, "at δ = 1e-5 is 1.6–2.8 times", "–", _sigma_over_laplace_sd(max), section=_sec)
+
+_inline(RESULTS, "R = 0.5. For 73.3 % the nearest", "R = ", _share("mnist", "other_class_within_r", "radius",
+                                                                   "embedder-label", None),
+        section="## What R protects")
+_inline(RESULTS, "- On Fashion-MNIST (R = 0.2), 43.4 %", "R = ",
+        _share(_fmc, "other_class_within_r", "radius", then=None), section="## What R protects")
+
+# docs/RESULTS.md: the abc903c twin
+_sec = "### The second twin: the authors' code at abc903c"
+_tw = "models/mnist/obfuscator-ARL-C-N-authors-abc903c.json"
+_twc = "models/mnist/classifier-ARL-C-N-authors-abc903c.json"
+_twa = "models/mnist/attacker-ARL-C-N-authors-abc903c.json"
+_add(RESULTS, "| chosen epoch, validation accuracy |", {
+    (1, 0): key(_tw, "selection/epoch"), (1, 1): key(_tw, "selection/epochs_run"),
+    (1, 2): key(_tw, "selection/validation_accuracy"), (1, 3): key(_tw, "selection/validation_split/n_val")},
+    section=_sec)
+_add(RESULTS, "| test accuracy, own head / release classifier |", {
+    (1, 0): key(_tw, "metrics/test_accuracy"), (1, 1): key(_twc, "metrics/test_accuracy"),
+    (1, 2): key(_tw, "dataset/n_test"), (1, 3): key(_tw, "dataset/n_test", then=hoeffding)}, section=_sec)
+_add(RESULTS, "| Δp (exact, n = 300) / attacker SSIM", {
+    (1, 0): key(_tw, "delta_p/proposed"), (1, 1): key(_twa, "metrics/test/1/ssim"),
+    (1, 2): key(_twa, "metrics/test/inf/ssim")}, section=_sec)
+_tf = "models/fashion-mnist/obfuscator-ARL-C-N-authors-abc903c.json"
+_tfc, _tfa = _tf.replace("obfuscator-", "classifier-"), _tf.replace("obfuscator-", "attacker-")
+_add(RESULTS, "| chosen epoch, validation accuracy |", {
+    (2, 0): key(_tf, "selection/epoch"), (2, 1): key(_tf, "selection/epochs_run"),
+    (2, 2): key(_tf, "selection/validation_accuracy"), (2, 3): key(_tf, "selection/validation_split/n_val")},
+    section=_sec)
+_add(RESULTS, "| test accuracy, own head / release classifier |", {
+    (2, 0): key(_tf, "metrics/test_accuracy"), (2, 1): key(_tfc, "metrics/test_accuracy"),
+    (2, 2): key(_tf, "dataset/n_test"), (2, 3): key(_tf, "dataset/n_test", then=hoeffding)}, section=_sec)
+_add(RESULTS, "| Δp (exact, n = 300) / attacker SSIM", {
+    (2, 0): key(_tf, "delta_p/proposed"), (2, 1): key(_tfa, "metrics/test/1/ssim"),
+    (2, 2): key(_tfa, "metrics/test/inf/ssim")}, section=_sec)
+_inline(RESULTS, "On Fashion-MNIST the same holds: ", "holds: ", key(_tf, "metrics/test_accuracy"),
+    section=_sec)
+_inline(RESULTS, "On Fashion-MNIST the same holds: ", "twin's ",
+        key("models/fashion-mnist/obfuscator-ARL-C-N-authors.json", "metrics/test_accuracy"), section=_sec)
+_line = "0.845 (own head 0.709) against the HEAD twin's"
+_head = "models/mnist/obfuscator-ARL-C-N-authors.json"
+_inline(RESULTS, _line, "", key(_twc, "metrics/test_accuracy"), section=_sec)
+_inline(RESULTS, _line, "head ", key(_tw, "metrics/test_accuracy"), section=_sec)
+_inline(RESULTS, _line, "twin's ", key(_head.replace("obfuscator-", "classifier-"), "metrics/test_accuracy"),
+        section=_sec)
+_inline(RESULTS, _line, "\\(own head [\\d.]+\\) against .*own head ", key(_head, "metrics/test_accuracy"),
+        section=_sec)
+_line = "ARL-C-N 0.921. The price is privacy"
+_inline(RESULTS, _line, "ARL-C-N ", paper_table1("MNIST", "ARL-C-N", math.inf), section=_sec)
+_inline(RESULTS, _line, "Δp is ", key(_tw, "delta_p/proposed"), section=_sec)
+_inline(RESULTS, _line, "twin's ", key(_head, "delta_p/proposed"), section=_sec)
+
+_line = "second twin\"). Its release classifier reaches"
+_inline(MODELS, _line, "reaches ", key(_twc, "metrics/test_accuracy"))
+_inline(MODELS, _line, "own head ", key(_tw, "metrics/test_accuracy"))
+_inline(MODELS, _line, "Δp ", key(_tw, "delta_p/proposed"))
+_inline(MODELS, _line, "; ", key(_tw, "train_seconds"))
+_inline(MODELS, "epoch chosen on validation (50 of 50)", "validation \\(", key(_tw, "selection/epoch"))
+_inline(MODELS, "epoch chosen on validation (50 of 50)", "of ", key(_tw, "selection/epochs_run"))
+
+# docs/RESULTS.md: Table 1's ARL, ARL-C and N at the authors' loss weights, from the cards
+_sec = "### Table 1 at the authors' loss weights"
+for _v in ("ARL", "ARL-alpha0.9", "ARL-C", "ARL-C-alpha0.9", "N", "N-paper-sigma0.1"):
+    _o, _c = f"models/fashion-mnist/obfuscator-{_v}.json", f"models/fashion-mnist/classifier-{_v}.json"
+    _add(RESULTS, f"| {_v} |", {2: key(_o, "delta_p/proposed"), 3: key(_o, "metrics/test_accuracy")},
+         section=_sec)
+for _v in ("ARL", "ARL-C", "N"):
+    _add(RESULTS, f"| paper, {_v} |", {3: paper_table1("FMNIST", _v, math.inf)}, section=_sec)
+_o9, _o99 = "models/fashion-mnist/obfuscator-ARL-alpha0.9.json", "models/fashion-mnist/obfuscator-ARL.json"
+_oc9 = "models/fashion-mnist/obfuscator-ARL-C-alpha0.9.json"
+_oc99 = "models/fashion-mnist/obfuscator-ARL-C.json"
+_on1, _on = "models/fashion-mnist/obfuscator-N-paper-sigma0.1.json", "models/fashion-mnist/obfuscator-N.json"
+_inline(RESULTS, "At the authors' α = 0.9 our ARL's own head reaches", "reaches ",
+        key(_o9, "metrics/test_accuracy"), section=_sec)
+_line = "at App. E's α = 0.99 it reaches"
+_inline(RESULTS, _line, "reaches ", key(_o99, "metrics/test_accuracy"), section=_sec)
+_inline(RESULTS, _line, "ARL is ", paper_table1("FMNIST", "ARL", math.inf), section=_sec)
+_inline(RESULTS, _line, "\\(n = ", key(_o9, "dataset/n_test"), section=_sec)
+_inline(RESULTS, _line, "±", key(_o9, "dataset/n_test", then=hoeffding), section=_sec)
+_line = "ARL-C moves from 0.767 to 0.773"
+_inline(RESULTS, _line, "from ", key(_oc99, "metrics/test_accuracy"), section=_sec)
+_inline(RESULTS, _line, " to ", key(_oc9, "metrics/test_accuracy"), section=_sec)
+_inline(RESULTS, _line, "paper ", paper_table1("FMNIST", "ARL-C", math.inf), section=_sec)
+_line = "Δp hardly moves with α (ARL"
+for _after, _o in (("ARL ", _o99), ("ARL [\\d.]+ → ", _o9), ("ARL-C ", _oc99), ("ARL-C [\\d.]+ → ", _oc9)):
+    _src = key(_o, "delta_p/proposed")
+    _inline(RESULTS, _line, _after, _src, section=_sec)
+for _k, _e in enumerate(EPS):
+    for _v, _line in (("ARL-alpha0.9", "ARL at α = 0.9 keeps"), ("ARL", "ARL at α = 0.99 keeps")):
+        _c = f"models/fashion-mnist/classifier-{_v}.json"
+        _src = key(_c, f"metrics/test_accuracy_release_noise/{_e:g}")
+        _inline(RESULTS, _line, "keeps ", _src, nth=_k, section=_sec)
+    _inline(RESULTS, "our α = 0.99 ARL keeps", "keeps ", cell(_fm1, "accuracy", obfuscator="ARL", epsilon=_e),
+            nth=_k, section=_sec)
+    _inline(RESULTS, "the paper's ARL row reads", "reads ", paper_table1("FMNIST", "ARL", _e), nth=_k,
+            section=_sec)
+_inline(RESULTS, "(no PTR test, one draw; n = 10 000", "n = ", key(_o9, "dataset/n_test"), section=_sec)
+_inline(RESULTS, "(no PTR test, one draw; n = 10 000", "±", key(_o9, "dataset/n_test", then=hoeffding),
+        section=_sec)
+_inline(RESULTS, "our α = 0.99 ARL keeps", "\\(n = ", cell(_fm1, "n_test", obfuscator="ARL", epsilon=1),
+        section=_sec)
+_inline(RESULTS, "our α = 0.99 ARL keeps", "±",
+        cell(_fm1, "n_test", obfuscator="ARL", epsilon=1, then=hoeffding), section=_sec)
+_line = "**N at the authors' σ = 0.1** keeps"
+_inline(RESULTS, _line, "keeps ", key(_on1, "metrics/test_accuracy"), section=_sec)
+_inline(RESULTS, _line, "N: ", key(_on, "metrics/test_accuracy"), section=_sec)
+_inline(RESULTS, _line, "paper's: ", paper_table1("FMNIST", "N", math.inf), section=_sec)
+_line = "but its Δp is 44.73 against"
+_inline(RESULTS, _line, "is ", key(_on1, "delta_p/proposed"), section=_sec)
+_inline(RESULTS, _line, "N's ", key(_on, "delta_p/proposed"), section=_sec)
+_dpn1, _dpn = key(_on1, "delta_p/proposed"), key(_on, "delta_p/proposed")
+_inline(RESULTS, _line, "about ", Src(f"{_on1} Δp / {_on} Δp", lambda: _dpn1.get() / _dpn.get()),
+        section=_sec)
+
+# the PTR rows at the authors' α, under their generated table
+_sec = f"### {_T1_WEIGHTS}"
+_tw1 = f"{_fm}/table1-weights.csv"
+for _k, _e in enumerate(EPS):
+    _inline(RESULTS, "classifier reading as Table 1), ARL at α = 0.9 keeps", "keeps ",
+            cell(_tw1, "accuracy", obfuscator="ARL-alpha0.9", epsilon=_e), nth=_k, section=_sec)
+    _inline(RESULTS, "Table 1's ARL at α = 0.99 keeps", "keeps ",
+            cell(_fm1, "accuracy", obfuscator="ARL", epsilon=_e), nth=_k, section=_sec)
+    _inline(RESULTS, "stays above both: the rest is its protocol", "", paper_table1("FMNIST", "ARL", _e),
+            nth=_k, section=_sec)
+
+#: Sections of docs/RESULTS.md whose every number is tied: a registered quote, a line of a generated table
+#: (:data:`REPORT_SECTIONS`), or one of the section's constants (ε values, δ, epochs, widths, draws,
+#: dataset sizes, the 95 % level), which are settings, not measurements.
+TIED_SECTIONS: dict[str, frozenset[str]] = {
+    "## Global-Gauss beside Global": frozenset({"1", "2", "5", "8"}),
+    "## The ceiling of the global mechanism": frozenset(
+        {"1", "2", "3", "4", "5", "8", "10", "20", "40", "64", "95", "256", "10 000", "60 000", "6 000"}),
+    "## What R protects": frozenset({"0", "95"}),
+}
+
+
+def untied_numbers(lines: tuple[str, ...] | None = None) -> list[str]:
+    """Numbers in :data:`TIED_SECTIONS` that no quote, generated line or constant accounts for."""
+    lines = _lines(RESULTS) if lines is None else lines
+    tied: dict[int, list[str]] = {}
+    for q in QUOTES:
+        if q.doc == RESULTS:
+            try:
+                lineno, quoted = locate(q, lines)
+            except LookupError:
+                continue
+            tied.setdefault(lineno, []).append(quoted)
+    generated = {text for d, _, (h2, h3) in REPORT_SECTIONS if h2 in TIED_SECTIONS
+                 for text in _rendered(d).get(_, [])}
+    out = []
+    for heading, constants in TIED_SECTIONS.items():
+        for i in _section_span(lines, heading):
+            text = lines[i]
+            if text in generated or text.startswith(("#", "Produced by")):
+                continue
+            left = [n for n in NUMBER.findall(text) if n not in constants]
+            for n in tied.get(i + 1, []):
+                if n in left:
+                    left.remove(n)
+            out += [f"{RESULTS}:{i + 1}: {n} is neither generated nor registered" for n in left]
+    return out
+
 
 # N-global-e2o2, the frontier's model for total ε = 2
 _mm, _sec = "models/mnist", "### mnist"

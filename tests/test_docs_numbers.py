@@ -62,3 +62,39 @@ def test_a_planted_wrong_number_is_named_with_its_line_and_both_values() -> None
     assert message is not None
     source = "data/results/fashion-mnist/table1.csv [obfuscator=ARL-C-N, epsilon=1.0] accuracy"
     assert message.startswith(f"{dn.MODELS}:{lineno}: quotes 0.999 where {source} is")
+
+
+def test_every_number_of_the_tied_sections_is_generated_registered_or_a_constant() -> None:
+    problems = dn.untied_numbers()
+    assert not problems, "\n".join(problems)
+
+
+def _planted(old: str, new: str) -> tuple[tuple[str, ...], int]:
+    """docs/RESULTS.md with ``old`` replaced by ``new`` on the one line holding it, and that line."""
+    lines = list(dn._lines(dn.RESULTS))
+    (i,) = [i for i, text in enumerate(lines) if old in text]
+    lines[i] = lines[i].replace(old, new)
+    return tuple(lines), i + 1
+
+
+def test_a_planted_stale_number_in_the_ceiling_prose_is_named() -> None:
+    lines, lineno = _planted("The resume took 503 s", "The resume took 506 s")
+    q = next(q for q in dn.QUOTES if q.line == "The resume took ")
+    message = dn.check_quote(q, lines)
+    assert message is not None and message.startswith(f"{dn.RESULTS}:{lineno}: quotes 506 where")
+    assert "ceiling.json finished − resumed (s) is 503" in message
+
+
+def test_a_planted_stale_cell_or_note_in_a_generated_table_is_named() -> None:
+    row = "| shipped: N | — | 0.590 [0.583, 0.597] |"
+    lines, lineno = _planted(row, row.replace("0.590 [", "0.600 ["))
+    assert any(p.startswith(f"{dn.RESULTS}:{lineno} reads") for p in dn.check_report_tables(lines))
+    note = "Noise-free (clean clip z, same MLP search): 0.819 [0.811, 0.826]."
+    lines, _ = _planted(note, note.replace("0.819", "0.829"))
+    assert any("lacks the generated line" in p and "0.819" in p for p in dn.check_report_tables(lines))
+
+
+def test_a_planted_number_nobody_ties_is_named() -> None:
+    old = "classes overlap in this embedding"
+    lines, lineno = _planted(old, "classes overlap in 0.37 of this embedding")
+    assert dn.untied_numbers(lines) == [f"{dn.RESULTS}:{lineno}: 0.37 is neither generated nor registered"]

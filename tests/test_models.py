@@ -51,9 +51,10 @@ def test_models_directory_is_small_and_complete() -> None:
         assert ("obfuscator", "ARL-C-N" + PAPER_RECIPE_SUFFIX) in have, ds
         # The rule for obfuscators: every release model (the eight, a paper-recipe twin
         # <variant>-paper, any other) ships with its noise-aware release classifier and attacker;
-        # the α-sweep members (ARL-alpha<α>) are Fig. 2's alone and ship without them.
+        # the study models (the α-sweep members ARL-alpha<α>, the Table-1 variants at the authors'
+        # weights <variant>-alpha<α> / -sigma<σ> of experiment table1-weights) ship without an attacker.
         for m in SHIPPED:
-            if m.dataset == ds and m.kind == "obfuscator" and not m.fig2_only:
+            if m.dataset == ds and m.kind == "obfuscator" and not m.study_only:
                 assert ("release-classifier", f"classifier-{m.name}") in have, (ds, m.name)
                 assert ("attacker", f"attacker-{m.name}") in have, (ds, m.name)
         for ip in ("ip-cnn", "ip-cnn-gauss-input", "ip-lipschitz-l1", "ip-lipschitz-l2"):
@@ -109,7 +110,7 @@ def test_recorded_accuracies_are_what_the_weights_give(dataset: str) -> None:
         pred = p.classify(p.obfuscate(embeddings[key])).argmax(-1)
         assert torch.equal(p.predict(ds.x_test[:200]), pred[:200]), m.name  # the same composition
         acc = float((pred == ds.y_test).float().mean())
-        if m.fig2_only:  # no release classifier: the obfuscator's own head, as its card recorded
+        if m.study_only and p.classifier_source == "obfuscator":  # the own head, as its card recorded
             assert p.classifier_source == "obfuscator", m.name
             assert acc == pytest.approx(m.card["metrics"]["test_accuracy"], abs=1e-6), m.name
             continue
@@ -122,7 +123,8 @@ def test_recorded_accuracies_are_what_the_weights_give(dataset: str) -> None:
             # The other five (C, N, ARL-C, ARL-N, C-N; 0.780–0.804 as shipped) guard at 0.75.
             # The authors'-code twin (issue 32.2) is their recipe as they ran it: its accuracy is a finding
             # (docs/RESULTS.md), guarded against regressions only.
-            floor = {"Encoder": 0.78, "ARL-C-N": 0.78, "ARL": 0.65, "ARL-C-N-authors": 0.5}.get(m.name, 0.75)
+            floor = {"Encoder": 0.78, "ARL-C-N": 0.78, "ARL": 0.65, "ARL-C-N-authors": 0.5,
+                     "ARL-C-N-authors-abc903c": 0.1}.get(m.name, 0.75)
             assert acc >= floor, (m.name, acc)
     ip = load_ip_models(dataset, models_dir=MODELS, device="cpu")
     for name, model in ip.models.items():

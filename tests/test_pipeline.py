@@ -206,6 +206,7 @@ def test_cli_alpha_sweep_trains_named_sweep_members(models: Path, tmp_path: Path
     # sweep members are Fig. 2's: marked fig2_only, and the dashboard's model picker leaves them out
     infos = {m.name: m for m in list_models(other) if m.dataset == "digits" and m.kind == "obfuscator"}
     assert infos["ARL-alpha0.9"].fig2_only and not infos["ARL-C-N"].fig2_only
+    assert infos["ARL-alpha0.9"].study_only and not infos["ARL-C-N"].study_only
     from privlens import pipelines
 
     picker = pipelines._catalogue(str(other))["digits"]

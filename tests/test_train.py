@@ -67,7 +67,7 @@ def test_variant_names_map_to_the_papers_regularisers() -> None:
     assert obfuscator_recipe("fashion-mnist", "C").alpha == 0.0
     sweep = obfuscator_recipe("digits", "ARL", alpha=0.9)
     assert sweep.name == "ARL-alpha0.9" and sweep.alpha == 0.9
-    with pytest.raises(ValueError, match="only be set for the variant 'ARL'"):
+    with pytest.raises(ValueError, match="alpha can only be set for a variant with ARL"):
         obfuscator_recipe("digits", "C", alpha=0.5)
     e = embedder_recipe("fashion-mnist")
     assert (e.beta, e.latent_dim, e.lr) == (5.0, 8, 1e-3)
@@ -97,6 +97,20 @@ def test_the_papers_recipe_ships_under_its_own_name_with_app_e_weights() -> None
             parse_obfuscator_name(bad)
     with pytest.raises(ValueError, match="contradicts"):
         obfuscator_recipe("digits", "ARL-C-N-paper", noise_mode="release")
+    weights = obfuscator_recipe("fashion-mnist", "ARL-C", alpha=0.9)
+    assert weights.name == "ARL-C-alpha0.9" and not weights.sweep and weights.alpha == 0.9
+    assert weights.loss_terms()["paper_weights"] is False
+    noisy = obfuscator_recipe("fashion-mnist", "N-paper", sigma=0.1)
+    assert noisy.name == "N-paper-sigma0.1" and noisy.sigma == 0.1 and noisy.noise_mode == "paper"
+    assert obfuscator_recipe("fashion-mnist", "ARL", alpha=0.9).name == "ARL-alpha0.9"  # Fig. 2's
+    assert parse_obfuscator_name("ARL-C-alpha0.9") == ("ARL-C", "weights")
+    assert parse_obfuscator_name("N-paper-sigma0.1") == ("N", "weights")
+    for bad in ("C-alpha0.9", "N-sigma0.1"):  # no ARL to weigh; σ is the paper noise's
+        with pytest.raises(ValueError, match="variant must be one of"):
+            parse_obfuscator_name(bad)
+    for bad, kw in (("C", {"alpha": 0.9}), ("N", {"sigma": 0.1}), ("ARL-C-alpha0.9", {})):
+        with pytest.raises(ValueError):
+            obfuscator_recipe("digits", bad, **kw)
     names = ["ARL-alpha0.5", "ARL-C-N-paper", "ARL-C-N", "Encoder", "N-paper"]
     assert table1_order(names) == ["Encoder", "N-paper", "ARL-C-N", "ARL-C-N-paper"]
 

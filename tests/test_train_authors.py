@@ -66,6 +66,39 @@ def test_the_twin_has_the_authors_settings_and_its_own_name() -> None:
         obfuscator_recipe("mnist", "ARL-C-N", patience=3)  # patience without validation selection
 
 
+def test_the_abc903c_twin_has_that_commits_settings() -> None:
+    """adversarial_training.py:56, 78–80, 223, 297–304, utils.py:100, models/fc.py:4–49 at abc903c."""
+    mnist = obfuscator_recipe("mnist", "ARL-C-N-authors-abc903c")
+    fmnist = obfuscator_recipe("fashion-mnist", "ARL-C-N-authors-abc903c")
+    assert mnist.name == fmnist.name == "ARL-C-N-authors-abc903c"
+    assert parse_obfuscator_name("ARL-C-N-authors-abc903c") == ("ARL-C-N", "authors")
+    assert table1_order(["ARL-C-N-authors-abc903c", "ARL-C-N-authors"])[-1] == "ARL-C-N-authors-abc903c"
+    assert (mnist.alpha, mnist.lam, fmnist.alpha, fmnist.lam) == (0.99, 100.0, 0.995, 50.0)
+    for r in (mnist, fmnist):
+        assert r.authors_code and r.authors_commit == "abc903c"
+        assert not r.noise_on_f and not r.contrastive_grad
+        assert (r.obfuscator_hidden, r.classifier_hidden) == ((8, 8), (10, 10, 10, 10))
+        assert (r.lr, r.adversary_lr, r.batch_size, r.epochs, r.arl_sign) == (1e-3, 1e-3, 64, 50, 1.0)
+        assert "+ α·MSE" in r.loss_terms()["formula"] and r.select_on_validation
+    assert obfuscator_recipe("mnist", "ARL-C-N-authors").arl_sign == -1.0
+
+
+def test_the_arl_sign_decides_whether_f_fights_or_helps_the_adversary(tiny: Any, embedder: Path,
+                                                                      tmp_path: Path) -> None:
+    """One step from the same start: −α·MSE and +α·MSE move f apart (the sign reaches the loss)."""
+    kw = {**TINY, "epochs": 1, "lam": 0.0}
+
+    def run(name: str, sign: float) -> list[torch.Tensor]:
+        rec = obfuscator_recipe("digits", "ARL-C-N-authors", arl_sign=sign, **kw)
+        train_obfuscator(tiny, rec, embedder=embedder, out=tmp_path / name, seed=1, **FAST)
+        return _f_weights(tmp_path / name)
+
+    fight, help_ = run("fight", -1.0), run("help", 1.0)
+    assert not all(torch.equal(a, b) for a, b in zip(fight, help_, strict=True))
+    with pytest.raises(ValueError, match="arl_sign"):
+        obfuscator_recipe("digits", "ARL-C-N-authors", arl_sign=0.5)
+
+
 def _f_weights(path: Path) -> list[torch.Tensor]:
     return [p.detach().clone() for p in load_checkpoint(path)["obfuscator"].parameters()]
 

@@ -31,9 +31,9 @@ def experiment(
     name: Annotated[
         str,
         typer.Argument(
-            help="table1, table1-global, mechanisms, table2, attack, attack-global, attack-frontier, fig2, "
-            "fig3, fig4, ip, audit, calibration, ceiling, neighbours, select, select-global, "
-            "select-frontier, all, or report"
+            help="table1, table1-global, table1-weights, mechanisms, table2, attack, attack-global, "
+            "attack-frontier, fig2, fig3, fig4, ip, audit, calibration, ceiling, neighbours, select, "
+            "select-global, select-frontier, all, or report"
         ),
     ],
     dataset: Annotated[
@@ -61,7 +61,9 @@ def experiment(
     executor: Annotated[str, typer.Option(help=EXECUTOR_HELP)] = "local",
     address: Annotated[str | None, typer.Option(help=ADDRESS_HELP)] = None,
     n_test: Annotated[int, typer.Option(help="test images per setting (0 = the mode's default)")] = 0,
-    obfuscators: Annotated[str, typer.Option(help="table1: only these variants, comma-separated")] = "",
+    obfuscators: Annotated[
+        str, typer.Option(help="table1, table1-weights: only these obfuscators, comma-separated")
+    ] = "",
     models_dir: Annotated[Path | None, typer.Option(help="checkpoints (default: models/)")] = None,
     threads: Annotated[int, typer.Option(help="torch CPU threads (0 = torch's default)")] = 0,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="no progress bars (logs)")] = False,

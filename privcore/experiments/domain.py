@@ -225,7 +225,7 @@ def pipeline_for(dataset: str) -> Any:
     from privcore.models.pipeline import list_models, load_pipeline
 
     names = [
-        m.name for m in list_models() if m.dataset == dataset and m.kind == "obfuscator" and not m.fig2_only
+        m.name for m in list_models() if m.dataset == dataset and m.kind == "obfuscator" and not m.study_only
     ]
     if not names:
         raise SystemExit(f"no obfuscator of {dataset} in the models directory")

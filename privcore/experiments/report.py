@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 from privcore.experiments import paper_numbers as paper
+from privcore.experiments.report_bounds import render_ceiling, render_neighbours
 from privcore.experiments.runner import DEFAULT_RESULTS_DIR
 
 __all__ = ["CALIBRATION_LABELS", "PAPER_DATASET", "hoeffding_halfwidth", "render_report", "t_halfwidth"]
@@ -85,11 +87,12 @@ def _order(names: Any) -> list[str]:
 
 
 def _paper_ref(ref: dict[str, Any], name: str) -> Any:
-    """The paper's Table-1 row for an obfuscator name (a paper-recipe or authors'-code twin reads its
-    variant's)."""
+    """The paper's Table-1 row for an obfuscator name (a paper-recipe or authors'-code twin, and a variant
+    at other loss weights such as ``ARL-alpha0.9`` or ``N-paper-sigma0.1``, read their variant's)."""
     from privcore.train.recipes import AUTHORS_RECIPE_SUFFIX, PAPER_RECIPE_SUFFIX
 
-    return ref.get(name, ref.get(name.removesuffix(PAPER_RECIPE_SUFFIX).removesuffix(AUTHORS_RECIPE_SUFFIX)))
+    base = re.sub(r"(-alpha[\d.]+)?(-sigma[\d.]+)?$", "", name).removesuffix("-abc903c")
+    return ref.get(name, ref.get(base.removesuffix(PAPER_RECIPE_SUFFIX).removesuffix(AUTHORS_RECIPE_SUFFIX)))
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -613,8 +616,13 @@ def render_report(
             parts.append(f"### {title}\n\n_not run yet_ (`python -m privcore experiment table1-global "
                          f"--dataset {dataset}`)\n")
     _frontier_sections(res, section)
+    section("table1-weights",
+            "Table 1 at the authors' loss weights (α = 0.9, σ = 0.1): ours [release rate] (paper)",
+            lambda f: render_table1(f, dataset))
     section("mechanisms", "The never-⊥ mechanisms at equal total (ε, δ = 1e-5): Global beside Global-Gauss",
             render_mechanisms)
+    section("ceiling", "The ceiling of the global mechanism (accuracy on test)", render_ceiling)
+    section("neighbours", "What R protects (shares of test images, 95 % intervals)", render_neighbours)
     section(
         "calibration",
         "Release noise under each calibration (no test, every image released; accuracy (Laplace scale b))",

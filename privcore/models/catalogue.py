@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,8 +35,10 @@ class ModelInfo:
 
     Obfuscators come in two roles: release models (the Table-1 variants, their paper-recipe twins
     ``<variant>-paper`` and any other obfuscator trained by name), shipped with Δp, a release
-    classifier and an attacker and offered for releases; and the α-sweep members ``ARL-alpha<α>``
-    (:attr:`fig2_only`), which only Fig. 2 reads (no Δp, classifier or attacker)."""
+    classifier and an attacker and offered for releases; and study models (:attr:`study_only`), never
+    offered and shipped without an attacker: the α-sweep members ``ARL-alpha<α>`` (:attr:`fig2_only`),
+    which Fig. 2 reads, and the Table-1 variants at the authors' weights that ``experiment
+    table1-weights`` reads (``ARL-alpha0.9`` among them, with a Δp and a release classifier)."""
 
     dataset: str
     kind: str
@@ -43,6 +46,14 @@ class ModelInfo:
     path: Path
     metrics: Mapping[str, Any]
     card: Mapping[str, Any]
+
+    @property
+    def study_only(self) -> bool:
+        """True for an obfuscator kept for a comparison, never offered for releases: an α-sweep member
+        (:attr:`fig2_only`) or a Table-1 variant at other loss weights than App. E's, named
+        ``<variant>-alpha<α>`` or ``<variant>-paper-sigma<σ>`` (``experiment table1-weights``)."""
+        return self.fig2_only or (self.kind == "obfuscator"
+                                  and re.search(r"-(alpha|sigma)[0-9.e+-]+$", self.name) is not None)
 
     @property
     def fig2_only(self) -> bool:

@@ -18,17 +18,40 @@ Source: github.com/tremblerz/posthoc_privacy at 66a8d35 (HEAD), ``adversarial_tr
 
 Replaced here: checkpoint selection reads the validation split's noise-free accuracy, never the test
 set; z is the VAE mean (theirs a sample, AT:198); the embedder is ours (theirs β = 1.5 for MNIST,
-β = 2 for Fashion-MNIST, AT:115–117).
+β = 2 for Fashion-MNIST, AT:115–117); their classifiers' BatchNorm and Dropout are left out.
+
+The second twin, ``ARL-C-N-authors-abc903c``, follows commit abc903c ("several new changes for iclr
+prep", the last before HEAD), whose VAE has nz = 8 (``embedding.py:27, 29``) as its configs expect
+(obf_in = 8, AT:297–300 there). Its differences from the HEAD twin, file:line at abc903c:
+
+* obfuscator widths [8, 8, 8, 8] (AT:56);
+* classifier widths [8, 10, 10, 10, 10, 10] for MNIST and Fashion-MNIST alike (FC:4–49);
+* Adam at its default lr 1e-3 for f, h and the adversary (AT:78–80); batch 64 (U:100, AT:124);
+* 50 epochs (AT:304);
+* ARL: f minimises +α·MSE + (1 − α)·CE (AT:223): f helps the adversary;
+* the same N (AT:200–204, 218–219), C on the input z (AT:189–194, 226) and weights (MNIST α = 0.99,
+  λ = 100, AT:297–299; Fashion-MNIST α = 0.995, λ = 50, AT:300; σ = 0.01, margin 25);
+* checkpoint: the epoch with the lowest test α·MSE + (1 − α)·CE (AT:275–284); here validation.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["AUTHORS_CODE", "AUTHORS_RECIPE_SUFFIX", "authors_overrides"]
+__all__ = [
+    "AUTHORS_CODE",
+    "AUTHORS_CODE_ABC903C",
+    "AUTHORS_COMMITS",
+    "AUTHORS_RECIPE_SUFFIX",
+    "authors_code",
+    "authors_overrides",
+]
 
 #: Checkpoint-name suffix of the authors'-code twin, e.g. ``ARL-C-N-authors``.
 AUTHORS_RECIPE_SUFFIX = "-authors"
+#: The authors' commits a twin follows: HEAD (the default) and abc903c, whose checkpoint name ends in
+#: ``-authors-abc903c``.
+AUTHORS_COMMITS: tuple[str, ...] = ("66a8d35", "abc903c")
 
 #: Provenance recorded on the card (file:line at 66a8d35 unless stated).
 AUTHORS_CODE: dict[str, str] = {
@@ -46,6 +69,23 @@ AUTHORS_CODE: dict[str, str] = {
     "checkpoint": "adversarial_training.py:285-294 (min test loss); here: max validation accuracy",
 }
 
+#: Provenance of the abc903c twin (file:line at abc903c).
+AUTHORS_CODE_ABC903C: dict[str, str] = {
+    "repository": "github.com/tremblerz/posthoc_privacy",
+    "commit": "abc903c",
+    "embedder": "embedding.py:27, 29 (nz = 8)",
+    "weights": "adversarial_training.py:297-299 (MNIST), :300 (Fashion-MNIST)",
+    "obfuscator_widths": "adversarial_training.py:56 ([in, 8, 8, out])",
+    "classifier_widths": "models/fc.py:4-49 ([in, 10, 10, 10, 10, 10], MNIST and Fashion-MNIST)",
+    "lr": "adversarial_training.py:78-80 (Adam default 1e-3 for f, h and the adversary)",
+    "batch_size": "utils.py:100, adversarial_training.py:124 (64)",
+    "epochs": "adversarial_training.py:304 (50)",
+    "noise": "adversarial_training.py:200-204, 218-219 (Lap(sigma) on detached z~, h's step only)",
+    "contrastive": "adversarial_training.py:189-194, 226 (on the input z: no gradient to f)",
+    "arl_sign": "adversarial_training.py:223 (+alpha*rec: f helps the adversary)",
+    "checkpoint": "adversarial_training.py:275-284 (min test loss); here: max validation accuracy",
+}
+
 # Per dataset: their ARL-CN weights and classifier widths (see the module docstring).
 _WEIGHTS: dict[str, dict[str, Any]] = {
     "mnist": {"alpha": 0.99, "lam": 100.0, "classifier_hidden": (50,)},
@@ -55,11 +95,32 @@ _WEIGHTS: dict[str, dict[str, Any]] = {
 _FALLBACK = "fashion-mnist"
 
 
-def authors_overrides(dataset: str, variant: str) -> dict[str, Any]:
-    """Recipe fields of the authors'-code twin of ``variant`` on ``dataset`` (only ARL-C-N)."""
+#: What abc903c's twin changes in the HEAD twin's recipe (see the module docstring).
+_ABC903C: dict[str, Any] = {
+    "authors_commit": "abc903c",
+    "obfuscator_hidden": (8, 8),
+    "classifier_hidden": (10, 10, 10, 10),
+    "lr": 1e-3,
+    "adversary_lr": 1e-3,
+    "batch_size": 64,
+    "epochs": 50,
+    "arl_sign": 1.0,
+}
+
+
+def authors_code(commit: str) -> dict[str, str]:
+    """The card's provenance of the twin that follows ``commit``."""
+    return AUTHORS_CODE_ABC903C if commit == "abc903c" else AUTHORS_CODE
+
+
+def authors_overrides(dataset: str, variant: str, commit: str = AUTHORS_COMMITS[0]) -> dict[str, Any]:
+    """Recipe fields of the authors'-code twin of ``variant`` on ``dataset`` (only ARL-C-N) at their
+    ``commit`` (one of :data:`AUTHORS_COMMITS`)."""
     if variant != "ARL-C-N":
         raise ValueError(f"the authors'-code twin exists for 'ARL-C-N' only, got {variant!r}")
-    return {
+    if commit not in AUTHORS_COMMITS:
+        raise ValueError(f"commit must be one of {', '.join(AUTHORS_COMMITS)}, got {commit!r}")
+    head = {
         "authors_code": True,
         "noise_mode": "paper",
         "sigma": 0.01,
@@ -77,3 +138,4 @@ def authors_overrides(dataset: str, variant: str) -> dict[str, Any]:
         "select_on_validation": True,
         **_WEIGHTS.get(dataset, _WEIGHTS[_FALLBACK]),
     }
+    return {**head, **_ABC903C} if commit == "abc903c" else head

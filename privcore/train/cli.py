@@ -128,7 +128,12 @@ def obfuscator_cmd(
         "authors'-code twin (privcore.train.authors)",
     ),
     alpha: float = typer.Option(
-        None, help="ARL weight α (only with --variant ARL: an α-sweep member, Fig. 2)"
+        None,
+        help="ARL weight α (paper: 0.99). With --variant ARL: an α-sweep member (Fig. 2), ARL-alpha<α>; "
+        "another ARL variant is saved as <variant>-alpha<α>",
+    ),
+    sigma: float = typer.Option(
+        None, help="paper-noise scale σ (App. E: 0.01; only an N variant -paper): saved as <name>-sigma<σ>"
     ),
     epochs: int = typer.Option(None),
     warmup_epochs: int = typer.Option(None, "--warmup-epochs", help="task-only epochs before the game"),
@@ -163,6 +168,7 @@ def obfuscator_cmd(
             warmup_epochs=warmup_epochs,
             classifier_refit_epochs=refit_epochs,
             noise_mode=noise,
+            sigma=sigma,
             patience=patience,
         )
     except ValueError as exc:

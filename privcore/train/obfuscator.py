@@ -155,8 +155,8 @@ def _f_step(f: nn.Module, h: nn.Module, a: nn.Module, z: torch.Tensor, y: torch.
             spread = spread_penalty(norms)
             loss = loss + rho * spread
             sums["spread"] += spread.item() * len(z)
-    if alpha > 0:
-        loss = loss - alpha * F.mse_loss(a(zt), t)
+    if alpha > 0:  # arl_sign −1: f fights the adversary; +1 (abc903c's code): f helps it
+        loss = loss + recipe.arl_sign * alpha * F.mse_loss(a(zt), t)
     if (norms is not None and not reg.global_aware and recipe.release_weight > 0
             and recipe.release_radius_factor > 0):
         big = ball_jacobian_norms(
@@ -334,9 +334,10 @@ def train_obfuscator(
     if val is not None:
         card["selection"] = val.card()
     if recipe.authors_code:
-        from privcore.train.authors import AUTHORS_CODE
+        from privcore.train.authors import authors_code
 
-        card["authors_code"] = {**AUTHORS_CODE, "note": "authors'-code twin of ARL-C-N (docs/RESULTS.md)"}
+        card["authors_code"] = {**authors_code(recipe.authors_commit),
+                                "note": "authors'-code twin of ARL-C-N (docs/RESULTS.md)"}
     modules = {"obfuscator": (archs["obfuscator"], f.cpu()), "classifier": (archs["classifier"], h.cpu())}
     if keep_adversary:
         modules["adversary"] = (archs["adversary"], a.cpu())

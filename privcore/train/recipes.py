@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from privcore.data import get_spec
-from privcore.train.authors import AUTHORS_RECIPE_SUFFIX, authors_overrides
+from privcore.train.authors import AUTHORS_COMMITS, AUTHORS_RECIPE_SUFFIX, authors_overrides
 from privcore.validation import (
     check_choice,
     check_delta,
@@ -82,6 +82,10 @@ GLOBAL_RECIPE_SUFFIX = "-global"
 _MODE_SUFFIX = {"paper": PAPER_RECIPE_SUFFIX, "global": GLOBAL_RECIPE_SUFFIX}
 #: a global-mechanism twin's optional name tag (``N-global-eps2``: trained for another target ε)
 _NAME_TAG = re.compile(r"[a-z0-9]{1,16}")
+_AUTHORS_TWIN = "ARL-C-N" + AUTHORS_RECIPE_SUFFIX
+#: Name suffixes of a Table-1 variant trained at other loss weights than App. E's (e.g. the authors'
+#: configs, ``ARL-C-alpha0.9``, ``N-paper-sigma0.1``): ``-alpha<α>`` and, for paper noise, ``-sigma<σ>``.
+_WEIGHTS_SUFFIX = re.compile(r"(-alpha[0-9.e+-]+?)?(-sigma[0-9.e+-]+)?$")
 
 
 def parse_variant(variant: str) -> tuple[bool, bool, bool]:
@@ -97,9 +101,19 @@ def parse_obfuscator_name(name: str) -> tuple[str, str | None]:
     ``"ARL-C-N-global"`` → ``("ARL-C-N", "global")``, also with a name tag
     (``"N-global-eps2"`` → ``("N", "global")``). Only the N variants have such twins (the
     others have no noise regulariser to differ in). ``"ARL-C-N-authors"`` → ``("ARL-C-N",
-    "authors")``: the authors'-code twin (:mod:`privcore.train.authors`; its noise is ``"paper"``)."""
-    if name == "ARL-C-N" + AUTHORS_RECIPE_SUFFIX:
+    "authors")``: the authors'-code twin (:mod:`privcore.train.authors`; its noise is ``"paper"``).
+    ``"ARL-C-alpha0.9"`` or ``"N-paper-sigma0.1"`` → ``(variant, "weights")``: the variant at other
+    loss weights (``obfuscator_recipe(..., alpha=, sigma=)``)."""
+    if name in (_AUTHORS_TWIN, _AUTHORS_TWIN + "-abc903c"):
         return "ARL-C-N", "authors"
+    m = _WEIGHTS_SUFFIX.search(name)
+    base = name[: m.start()]
+    if base != name and base != "ARL":  # ARL-alpha<α> is an α-sweep member, not a Table-1 name
+        variant, mode = parse_obfuscator_name(base)
+        if (mode in (None, "paper") and (m.group(1) is None or parse_variant(variant)[0])
+                and (m.group(2) is None or mode == "paper")):
+            return variant, "weights"
+        check_choice("variant", name, VARIANTS)
     head, sep, tag = name.rpartition(GLOBAL_RECIPE_SUFFIX + "-")
     # a tagged global twin (N-global-eps2) parses as its untagged name
     untagged = head + GLOBAL_RECIPE_SUFFIX if sep and head and _NAME_TAG.fullmatch(tag) else name
@@ -124,7 +138,8 @@ def table1_order(names: Any) -> list[str]:
     have = set(names)
     out: list[str] = []
     for v in VARIANTS:
-        twins = (v, v + PAPER_RECIPE_SUFFIX, v + GLOBAL_RECIPE_SUFFIX, v + AUTHORS_RECIPE_SUFFIX)
+        twins = (v, v + PAPER_RECIPE_SUFFIX, v + GLOBAL_RECIPE_SUFFIX, v + AUTHORS_RECIPE_SUFFIX,
+                 v + AUTHORS_RECIPE_SUFFIX + "-abc903c")
         out += [n for n in twins if n in have]
     return out
 
@@ -212,7 +227,9 @@ class ObfuscatorRecipe:
 
     Options of the authors'-code twin (``authors_code``; :mod:`privcore.train.authors`):
     ``contrastive_grad=False`` computes C on f's input z under no_grad (logged, no gradient to f, as
-    their code does); ``noise_on_f=False`` adds n only in h's step; ``adversary_lr`` (None = ``lr``);
+    their code does); ``noise_on_f=False`` adds n only in h's step; ``arl_sign`` is the sign of
+    α·MSE in f's loss (−1: f fights the adversary, the paper; +1: f helps it, their code up to
+    abc903c); ``adversary_lr`` (None = ``lr``);
     ``select_on_validation`` keeps the f and h of the epoch with the best noise-free accuracy on the
     validation split (:func:`privcore.data.validation_split`), stopping after ``patience`` epochs
     without a gain (0 = never); the test set is read only after training.
@@ -254,6 +271,8 @@ class ObfuscatorRecipe:
     authors_code: bool = False
     contrastive_grad: bool = True
     noise_on_f: bool = True
+    arl_sign: float = -1.0
+    authors_commit: str = "66a8d35"
     adversary_lr: float | None = None
     select_on_validation: bool = False
     patience: int = 0
@@ -268,6 +287,9 @@ class ObfuscatorRecipe:
                                   and _NAME_TAG.fullmatch(self.name_tag)):
             raise ValueError(f"name_tag {self.name_tag!r} needs an N variant with noise_mode 'global' and "
                              f"1-16 lowercase letters or digits; allowed: '' or such a tag")
+        if self.arl_sign not in (-1.0, 1.0):
+            raise ValueError(f"arl_sign must be -1.0 or 1.0, got {self.arl_sign!r}")
+        check_choice("authors_commit", self.authors_commit, AUTHORS_COMMITS)
         if self.patience and not self.select_on_validation:
             raise ValueError(f"patience = {self.patience} needs select_on_validation (stops on validation)")
         check_in_range("alpha", self.alpha, 0.0, 1.0, low_open=False)
@@ -314,12 +336,19 @@ class ObfuscatorRecipe:
     @property
     def name(self) -> str:
         """Checkpoint name: the variant, ``<variant>-paper`` for an N variant trained with the
-        paper's noise regulariser, or ``ARL-alpha<α>`` for members of the Fig. 2 sweep."""
+        paper's noise regulariser, or ``ARL-alpha<α>`` for members of the Fig. 2 sweep; a Table-1
+        variant at another α than App. E's ends in ``-alpha<α>``, a paper-noise one at another σ in
+        ``-sigma<σ>``."""
         if self.sweep:
             return f"ARL-alpha{self.alpha:g}"
         if self.authors_code:
-            return self.variant + AUTHORS_RECIPE_SUFFIX
+            at = "" if self.authors_commit == AUTHORS_COMMITS[0] else f"-{self.authors_commit}"
+            return self.variant + AUTHORS_RECIPE_SUFFIX + at
         name = self.variant + (_MODE_SUFFIX.get(self.noise_mode, "") if self.noise else "")
+        if parse_variant(self.variant)[0] and self.alpha != PAPER_ALPHA:
+            name += f"-alpha{self.alpha:g}"
+        if self.paper_noise and self.sigma != PAPER_SIGMA:
+            name += f"-sigma{self.sigma:g}"
         return f"{name}-{self.name_tag}" if self.name_tag else name
 
     def loss_terms(self) -> dict[str, Any]:
@@ -336,6 +365,9 @@ class ObfuscatorRecipe:
                 terms["contrastive"] = "on f's input z, no_grad: logged, no gradient to f (authors' code)"
         if self.noise and not self.noise_on_f:
             terms["noise_on_f"] = False
+        if self.arl_sign > 0:
+            terms["formula"] = terms["formula"].replace("− α·MSE", "+ α·MSE")
+            terms["arl_sign"] = "+α·MSE: f helps the adversary (the authors' code up to abc903c)"
         if not self.noise:
             terms["noise"] = "none (n = 0)"
         elif self.noise_mode == "paper":
@@ -590,14 +622,20 @@ def obfuscator_recipe(
     dataset: str, variant: str, *, alpha: float | None = None, **overrides: Any
 ) -> ObfuscatorRecipe:
     """A Table-1 obfuscator for ``dataset`` (or, with ``alpha`` given and variant ``"ARL"``, an α-sweep
-    member of Fig. 2); ``out_dim`` defaults to the latent size. ``variant`` may be a checkpoint name
-    with the paper-recipe suffix (``"ARL-C-N-paper"``: ``noise_mode="paper"``)."""
-    name, (variant, named_mode) = variant, parse_obfuscator_name(variant)
-    if named_mode == "global" and name != variant + GLOBAL_RECIPE_SUFFIX:  # N-global-eps2
+    member of Fig. 2; with ``alpha`` for another ARL variant, or ``sigma`` for a paper-noise one, that
+    variant at those weights); ``out_dim`` defaults to the latent size. ``variant`` may be a checkpoint
+    name with the paper-recipe suffix (``"ARL-C-N-paper"``: ``noise_mode="paper"``) or a tagged global
+    twin's (``"N-global-e2o2"``)."""
+    name = variant
+    variant, named_mode = parse_obfuscator_name(name)
+    if named_mode == "weights":
+        raise ValueError(f"variant {variant!r} at other weights: name the variant and set alpha or sigma")
+    if named_mode == "global" and name != variant + GLOBAL_RECIPE_SUFFIX:  # N-global-e2o2
         overrides = {"name_tag": name.removeprefix(variant + GLOBAL_RECIPE_SUFFIX + "-"), **overrides}
     if named_mode == "authors":
         given = {k: v for k, v in overrides.items() if v is not None}
-        overrides = {**authors_overrides(dataset, variant), **given}
+        commit = AUTHORS_COMMITS[1] if name.endswith(AUTHORS_COMMITS[1]) else AUTHORS_COMMITS[0]
+        overrides = {**authors_overrides(dataset, variant, commit), **given}
         named_mode = "paper"
     if named_mode is not None:
         if overrides.get("noise_mode") not in (None, named_mode):
@@ -623,12 +661,13 @@ def obfuscator_recipe(
         **_OBF_DEFAULTS.get(dataset, {}),
     }
     if alpha is not None:
-        if variant != "ARL":
-            raise ValueError(
-                f"alpha can only be set for the variant 'ARL' (the Fig. 2 sweep), got {variant!r}"
-            )
+        if not arl:
+            raise ValueError(f"alpha can only be set for a variant with ARL, got {variant!r}")
         defaults["alpha"] = alpha
-        defaults["sweep"] = True
+        defaults["sweep"] = variant == "ARL"  # ARL-alpha<α>: the Fig. 2 sweep
+    if overrides.get("sigma") is not None and not (noise and overrides.get("noise_mode") == "paper"):
+        raise ValueError(
+            f"sigma = {overrides['sigma']} is the paper noise's scale: only for an N variant -paper")
     return _merge(ObfuscatorRecipe, defaults, overrides)
 
 
