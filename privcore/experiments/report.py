@@ -15,51 +15,30 @@ from typing import Any
 
 from privcore.experiments import paper_numbers as paper
 from privcore.experiments.report_bounds import render_ceiling, render_neighbours
+from privcore.experiments.report_figures import (
+    CALIBRATION_LABELS,
+    render_calibration,
+    render_fig2,
+    render_fig4,
+    render_ip_fig5,
+    render_ip_grid,
+    render_simple,
+)
+from privcore.experiments.report_format import (
+    eps_label,
+    finite,
+    fmt,
+    hoeffding_halfwidth,
+    lookup,
+    t_halfwidth,
+    table,
+)
 from privcore.experiments.runner import DEFAULT_RESULTS_DIR
 
 __all__ = ["CALIBRATION_LABELS", "PAPER_DATASET", "hoeffding_halfwidth", "render_report", "t_halfwidth"]
 
 #: Which paper column our dataset is compared with (digits: the closest, MNIST; not in the papers).
 PAPER_DATASET = {"digits": "MNIST", "mnist": "MNIST", "fashion-mnist": "FMNIST", "utkface": "UTKFace"}
-
-
-def _fmt(v: Any, digits: int = 3) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    if isinstance(v, float) and v != 0 and abs(v) < 10 ** -(digits - 1):
-        return f"{v:.2g}"
-    return f"{v:.{digits}f}"
-
-
-def hoeffding_halfwidth(n: Any, *, level: float = 0.95) -> float:
-    """Half-width of a two-sided ``level`` interval for the mean of ``n`` independent scores in
-    [0, 1] (Hoeffding): valid for accuracies that score ⊥ as a uniform guess, where the per-image
-    score is not a 0/1 count."""
-    n = int(n)
-    return math.inf if n <= 0 else math.sqrt(math.log(2.0 / (1.0 - level)) / (2.0 * n))
-
-
-def t_halfwidth(sd: Any, n: Any, *, level: float = 0.95) -> float:
-    """Half-width of a two-sided ``level`` Student-t interval for a mean from its population sd
-    (``np.std``) over ``n`` values; inf for n < 2."""
-    from scipy import stats
-
-    n = int(n)
-    if n < 2 or not math.isfinite(float(sd)):
-        return math.inf
-    sample_sd = float(sd) * math.sqrt(n / (n - 1))
-    return float(stats.t.ppf(0.5 + level / 2.0, n - 1)) * sample_sd / math.sqrt(n)
-
-
-def _finite(v: Any) -> bool:
-    try:
-        return math.isfinite(float(v))
-    except (TypeError, ValueError):
-        return False
-
-
-def _eps_label(e: float) -> str:
-    return "∞" if math.isinf(e) else f"{e:g}"
 
 
 def _provenance(results: Path, name: str) -> str:
@@ -95,19 +74,6 @@ def _paper_ref(ref: dict[str, Any], name: str) -> Any:
     return ref.get(name, ref.get(base.removesuffix(PAPER_RECIPE_SUFFIX).removesuffix(AUTHORS_RECIPE_SUFFIX)))
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(out)
-
-
-def _lookup(frame: Any, **where: Any) -> Any:
-    part = frame
-    for k, v in where.items():
-        part = part[part[k] == v]
-    return None if part.empty else part.iloc[0]
-
-
 def render_table1(frame: Any, dataset: str, column: str = "accuracy") -> str:
     """Table 1: ``column`` [release rate] (paper) per obfuscator × (Informal, ε = 1, 2, 5, 10)."""
     ref = paper.TABLE1.get(PAPER_DATASET.get(dataset, ""), {})
@@ -117,8 +83,8 @@ def render_table1(frame: Any, dataset: str, column: str = "accuracy") -> str:
         cells = [name]
         theirs_row = _paper_ref(ref, name)
         for k, e in enumerate(paper.TABLE1_COLUMNS):
-            row = _lookup(frame, obfuscator=name, epsilon=e)
-            ours = "–" if row is None else _fmt(row[column])
+            row = lookup(frame, obfuscator=name, epsilon=e)
+            ours = "–" if row is None else fmt(row[column])
             if row is not None and "n_test" in row:
                 ours += f" ±{hoeffding_halfwidth(row['n_test']):.3f}"
             if row is not None and not math.isinf(e):
@@ -126,21 +92,15 @@ def render_table1(frame: Any, dataset: str, column: str = "accuracy") -> str:
             theirs = f" ({theirs_row[k]:.3f})" if theirs_row is not None else ""
             cells.append(ours + theirs)
         rows.append(cells)
-    return _n_note(frame, "n_test", "test images per cell") + _table(header, rows)
+    return _n_note(frame, "n_test", "test images per cell") + table(header, rows)
 
 
 #: how each calibration.csv calibration is named in the report
-CALIBRATION_LABELS = {
-    "ours": "privcore's noise Lap(Δp·R/ε), ℓ∞→ℓ1 Δp from training points",
-    "paper-text": "the printed formula Lap(Δp/ε), text only",
-    "authors-code": "the authors' Table-1 code, Lap(Δp∞·R/ε), Δp∞ from test points, own head",
-    "authors-code-release-clf": "the same noise draws, release classifier",
-}
 
 
 def _cell(row: Any, column: str) -> str:
     """``value ±h`` with h the 95 % Hoeffding half-width over the row's ``n_test`` images."""
-    return "–" if row is None else f"{_fmt(row[column])} ±{hoeffding_halfwidth(row['n_test']):.3f}"
+    return "–" if row is None else f"{fmt(row[column])} ±{hoeffding_halfwidth(row['n_test']):.3f}"
 
 
 def render_table1_like_for_like(
@@ -189,7 +149,7 @@ def render_table1_like_for_like(
             if part is None:
                 continue
             cells = [name, f"ours, {recipe}{label}"]
-            cells += [_cell(_lookup(part, epsilon=e), "accuracy_mean") for e in cols]
+            cells += [_cell(lookup(part, epsilon=e), "accuracy_mean") for e in cols]
             finite = part[part["epsilon"].map(math.isfinite)]
             cells.append(f"{int(finite['n_test'].max())} × {int(finite['n_draws'].max())} draws")
             rows.append(cells)
@@ -197,7 +157,7 @@ def render_table1_like_for_like(
             cells = [name, f"ours, {recipe}PTR, Lap(Δp·R/ε), ℓ∞→ℓ1 Δp from training points; (2ε, δ/2, R)"]
             n = "–"
             for e in cols:
-                row = _lookup(table1, obfuscator=name, epsilon=e)
+                row = lookup(table1, obfuscator=name, epsilon=e)
                 cells.append(_cell(row, "accuracy"))
                 n = str(int(row["n_test"])) if row is not None else n
             rows.append([*cells, n])
@@ -205,7 +165,7 @@ def render_table1_like_for_like(
         if g is not None and not g.empty:
             cells = [name, f"ours, {recipe}certified global mechanism at total 2ε, Lap(G·R/(2ε)); (2ε, 0, R)"]
             for e in cols:
-                row = None if math.isinf(e) else _lookup(g, epsilon_total=2 * e)
+                row = None if math.isinf(e) else lookup(g, epsilon_total=2 * e)
                 cells.append("–" if row is None else
                              f"{row['accuracy']:.3f} [{row['low']:.3f}, {row['high']:.3f}]")
             cells.append(f"{int(g['n_test'].max())} × {int(g['draws'].max())} draws")
@@ -224,7 +184,7 @@ def render_table1_like_for_like(
                  "(66a8d35: their α, λ on a contrastive term that never reaches f, widths, lr 1e-4, 500 "
                  "epochs; privcore.train.authors), the epoch chosen on the validation split, not on test.")
     note += "\n\n"
-    return note + _table(header, rows)
+    return note + table(header, rows)
 
 
 def _n_note(frame: Any, column: str, what: str) -> str:
@@ -245,13 +205,13 @@ def render_table1_global(frame: Any, table1: Any) -> str:
     header = ["obfuscator", "G", "Δp", "G/(2Δp)"] + [f"total ε = {e:g}: global · PTR" for e in totals]
     rows = []
     for name in _order(frame["obfuscator"]):
-        first = _lookup(frame, obfuscator=name)
-        cells = [name, _fmt(first["global_lipschitz"], 4), _fmt(first["delta_p"], 4),
-                 _fmt(first["noise_ratio_vs_ptr"], 3)]
+        first = lookup(frame, obfuscator=name)
+        cells = [name, fmt(first["global_lipschitz"], 4), fmt(first["delta_p"], 4),
+                 fmt(first["noise_ratio_vs_ptr"], 3)]
         for e in totals:
-            g = _lookup(frame, obfuscator=name, epsilon_total=e)
+            g = lookup(frame, obfuscator=name, epsilon_total=e)
             ours = "–" if g is None else f"{g['accuracy']:.3f} [{g['low']:.3f}, {g['high']:.3f}]"
-            p = None if table1 is None else _lookup(table1, obfuscator=name, epsilon=e / 2)
+            p = None if table1 is None else lookup(table1, obfuscator=name, epsilon=e / 2)
             theirs = "–" if p is None else (f"{p['accuracy']:.3f} ±{hoeffding_halfwidth(p['n_test']):.3f} "
                                             f"[{p['release_rate']:.0%}]")
             cells.append(f"{ours} · {theirs}")
@@ -263,7 +223,7 @@ def render_table1_global(frame: Any, table1: Any) -> str:
             "[95 % percentile bootstrap over images]; guarantee (ε, 0, R). PTR at ε/2 (table1"
             f"{delta}): ± is a 95 % Hoeffding half-width, [release rate]; guarantee (ε, δ/2, R), ⊥ "
             "scored as a uniform guess.\n\n")
-    return note + _table(header, rows)
+    return note + table(header, rows)
 
 
 def render_mechanisms(frame: Any) -> str:
@@ -278,10 +238,10 @@ def render_mechanisms(frame: Any) -> str:
     for split in ("validation", "test"):
         part = frame[frame["split"] == split]
         for name in sorted(part["mechanism"].unique(), key=lambda m: (m != "Global", m)):
-            first = _lookup(part, mechanism=name)
+            first = lookup(part, mechanism=name)
             cells = [split, name, f"{first['delta']:g}"]
             for e in totals:
-                r = _lookup(part, mechanism=name, epsilon_total=e)
+                r = lookup(part, mechanism=name, epsilon_total=e)
                 star = " ★" if pick.get(float(e)) == name else ""
                 cells.append("–" if r is None else
                              f"{r['accuracy']:.3f} [{r['low']:.3f}, {r['high']:.3f}] "
@@ -295,7 +255,7 @@ def render_mechanisms(frame: Any) -> str:
             "[95 % percentile bootstrap over images]; (s: the sampler's noise scale per coordinate, Laplace "
             "b or Gaussian σ). ★: the mechanism chosen on validation at that ε; test was read once, "
             "after.\n\n")
-    return note + _table(header, rows)
+    return note + table(header, rows)
 
 
 def render_attack_global(frame: Any) -> str:
@@ -314,7 +274,7 @@ def render_attack_global(frame: Any) -> str:
     for _, r in ordered.iterrows():
         e = float(r["epsilon_total"])
         label = "∞ (no noise)" if math.isinf(e) else f"{e:g}"
-        rows.append([label, _fmt(float(r["told_scale"]), 4), *cells(r)])
+        rows.append([label, fmt(float(r["told_scale"]), 4), *cells(r)])
     if len(frame):
         rows.append(["no release (training mean image)", "–", *cells(ordered.iloc[0], "baseline_")])
     first = ordered.iloc[0] if len(frame) else None
@@ -324,25 +284,25 @@ def render_attack_global(frame: Any) -> str:
             "(∞: one, no noise); mean [95 % percentile bootstrap over images]. The attacker is the model's "
             "scale-told attacker, told b = G·R/ε. ℓ1: mean absolute pixel error, ℓ2: mean squared pixel "
             "error; PSNR with data range 1.\n\n")
-    return note + _table(header, rows)
+    return note + table(header, rows)
 
 
 def render_table2(frame: Any, dataset: str) -> str:
     """Table 2: method × ε ∈ {1, 2, 5, 7, ∞}."""
     ref = paper.TABLE2.get(PAPER_DATASET.get(dataset, ""), {})
-    header = ["method"] + [f"ε = {_eps_label(e)}" for e in paper.TABLE2_EPSILONS]
+    header = ["method"] + [f"ε = {eps_label(e)}" for e in paper.TABLE2_EPSILONS]
     rows = []
     for method in ("LDP-Image", "LDP-Embedding", "Adversarial"):
         cells = [method]
         for k, e in enumerate(paper.TABLE2_EPSILONS):
-            row = _lookup(frame, method=method, epsilon=e)
+            row = lookup(frame, method=method, epsilon=e)
             theirs = f" ({ref[method][k]:g})" if method in ref else ""
-            ours = "–" if row is None else _fmt(row["accuracy"])
+            ours = "–" if row is None else fmt(row["accuracy"])
             if row is not None and "n_test" in row:
                 ours += f" ±{hoeffding_halfwidth(row['n_test']):.3f}"
             cells.append(ours + theirs)
         rows.append(cells)
-    return _n_note(frame, "n_test", "test images per cell") + _table(header, rows)
+    return _n_note(frame, "n_test", "test images per cell") + table(header, rows)
 
 
 def render_attack(frame: Any, dataset: str, metric: str) -> str:
@@ -354,26 +314,26 @@ def render_attack(frame: Any, dataset: str, metric: str) -> str:
     header += [f"R = {r:g}" for r in paper.TABLES_RADII]
     rows = []
     for e in (1.0, 2.0, 5.0, 10.0, math.inf):
-        cells = [f"ε = {_eps_label(e)}"]
+        cells = [f"ε = {eps_label(e)}"]
         for k, r in enumerate(paper.TABLES_RADII):
-            row = _lookup(frame, radius=r, epsilon=e)
+            row = lookup(frame, radius=r, epsilon=e)
             theirs = f" ({ref[e][k]:g})" if e in ref else ""
-            ours = "–" if row is None else _fmt(row[col], digits)
+            ours = "–" if row is None else fmt(row[col], digits)
             shift = float(row[col] - row[metric]) if row is not None else 0.0  # PSNR: the paper's offset
-            if row is not None and f"{metric}_lo" in row and _finite(row[f"{metric}_lo"]):
+            if row is not None and f"{metric}_lo" in row and finite(row[f"{metric}_lo"]):
                 lo, hi = row[f"{metric}_lo"] + shift, row[f"{metric}_hi"] + shift
-                ours += f" [{_fmt(lo, digits)}, {_fmt(hi, digits)}] n={int(row['n_eval'])}"
+                ours += f" [{fmt(lo, digits)}, {fmt(hi, digits)}] n={int(row['n_eval'])}"
             elif row is not None and f"{metric}_std" in row and "n_eval" in row:
                 half = t_halfwidth(row[f"{metric}_std"], row["n_eval"])
-                ours += f" ±{_fmt(half, digits)} n={int(row['n_eval'])}"
+                ours += f" ±{fmt(half, digits)} n={int(row['n_eval'])}"
             cells.append(ours + theirs)
         rows.append(cells)
     if f"{metric}_floor" in frame:
         cells = ["no release (training mean)"]
         for r in paper.TABLES_RADII:
-            row = _lookup(frame, radius=r, epsilon=math.inf)
+            row = lookup(frame, radius=r, epsilon=math.inf)
             shift = float(row[col] - row[metric]) if row is not None else 0.0
-            cells.append("–" if row is None else _fmt(row[f"{metric}_floor"] + shift, digits))
+            cells.append("–" if row is None else fmt(row[f"{metric}_floor"] + shift, digits))
         rows.append(cells)
     if f"{metric}_lo" in frame:
         note = ("n = released images the attacker reconstructed in that cell (⊥ gives it nothing); [lo, hi] "
@@ -386,156 +346,7 @@ def render_attack(frame: Any, dataset: str, metric: str) -> str:
                 "half-width of a 95 % Student-t interval from the cell's mean, standard deviation and n.\n\n")
     else:
         note = ""
-    return note + _table(header, rows)
-
-
-def render_ip_grid(frame: Any) -> str:
-    """The IP grid (ε × α) per (model, mechanism, Gaussian calibration), accuracy % mean ± sd."""
-    grid = frame[frame["sweep"] == "grid"]
-    alphas = sorted(grid["alpha"].unique())
-    header = ["model & mechanism", "ε"] + [f"α = {a:g}" for a in alphas]
-    cal = grid["calibration"] if "calibration" in grid else None
-    keys = ["model", "mechanism"] + (["calibration"] if cal is not None else [])
-    rows = []
-    for key, part in grid.groupby(keys, sort=False, dropna=False):
-        model, mech = key[0], key[1]
-        label = f"{model} & {mech}"
-        if len(key) > 2 and isinstance(key[2], str):
-            label += f" ({key[2]})"
-        for e in sorted(part["epsilon"].unique()):
-            cells = [label, f"{e:g}"]
-            for a in alphas:
-                row = _lookup(part, epsilon=e, alpha=a)
-                cells.append("–" if row is None else _ip_cell(row, sd=True))
-            rows.append(cells)
-    sizes = ""
-    if {"n_draws", "n_test"} <= set(grid.columns) and not grid.empty:
-        draws, n = int(grid["n_draws"].max()), int(grid["n_test"].max())
-        interval = (f" [95 % percentile-bootstrap interval of the mean over the n = {n} test images]"
-                    if "accuracy_lo" in grid else "")
-        sizes = (f"Each cell: accuracy % mean ± sd over {draws} noise draws on n = {n} test "
-                 f"images{interval}; the classic Gaussian calibration (the paper's formula) is only valid "
-                 "for ε < 1 and is shown beside the analytic one there.\n\n")
-    return sizes + _table(header, rows)
-
-
-def _ip_cell(row: Any, *, sd: bool) -> str:
-    """An IP accuracy in %: mean (± draw sd) [bootstrap interval over images, when stored]."""
-    out = f"{100 * row['accuracy_mean']:.2f}"
-    if sd:
-        out += f" ± {100 * row['accuracy_std']:.2f}"
-    if _finite(row.get("accuracy_lo")) and _finite(row.get("accuracy_hi")):
-        out += f" [{100 * row['accuracy_lo']:.1f}, {100 * row['accuracy_hi']:.1f}]"
-    return out
-
-
-def render_ip_fig5(frame: Any) -> str:
-    """IP Fig. 5 as a table: Gauss-Output accuracy % per α (rows) against ε (columns), analytic
-    calibration, mean [95 % bootstrap interval over images]."""
-    part = frame[(frame["sweep"] == "fig5") & (frame["calibration"].fillna("analytic") == "analytic")]
-    if part.empty:
-        return "_no `fig5` rows in this CSV (it predates the sweep)_"
-    epss = sorted(part["epsilon"].unique())
-    header = ["model & mechanism", "α"] + [f"ε = {e:g}" for e in epss]
-    rows = []
-    for (model, mech, a), cell in part.groupby(["model", "mechanism", "alpha"], sort=True):
-        cells = [f"{model} & {mech}", f"{a:g}"]
-        for e in epss:
-            row = _lookup(cell, epsilon=e)
-            cells.append("–" if row is None else _ip_cell(row, sd=False))
-        rows.append(cells)
-    draws, n = int(part["n_draws"].max()), int(part["n_test"].max())
-    note = (f"Each cell: accuracy % (analytic calibration), mean over {draws} noise draws on n = {n} test "
-            f"images [95 % percentile-bootstrap interval of the mean over the images]; {len(epss)} ε per α. "
-            "The draw sd is in the CSV.\n\n")
-    return note + _table(header, rows)
-
-
-def render_fig4(frame: Any) -> str:
-    """Fig. 4 as a table: mean seconds [95 % t-interval] for LipMIP's MILP and the engine, time-outs, n."""
-    if "seconds_lo" not in frame:  # results from before the intervals were stored
-        return render_simple(
-            frame,
-            [c for c in ("sweep", "value", "lipmip_seconds_mean", "lipmip_seconds_std", "lipmip_timeouts",
-                         "seconds_mean", "seconds_std", "n_timeouts", "solver", "n") if c in frame],
-        )
-
-    def cell(row: Any, prefix: str) -> str:
-        return (f"{_fmt(row[f'{prefix}_mean'], 3)} [{_fmt(row[f'{prefix}_lo'], 3)}, "
-                f"{_fmt(row[f'{prefix}_hi'], 3)}]")
-
-    header = ["sweep", "value", "LipMIP's MILP (s)", "time-outs", "engine (s)", "time-outs", "engine solver",
-              "n"]
-    rows = [
-        [str(r["sweep"]), f"{r['value']:g}", cell(r, "lipmip_seconds"), str(int(r["lipmip_timeouts"])),
-         cell(r, "seconds"), str(int(r["n_timeouts"])), str(r["solver"]), str(int(r["n"]))]
-        for _, r in frame.iterrows()
-    ]
-    timeouts = int(frame["lipmip_timeouts"].sum()) + int(frame["n_timeouts"].sum())
-    note = ("Seconds per exact certificate: mean over n (network, centre) pairs [95 % Student-t interval "
-            f"of the mean, lower end clipped at 0]; {timeouts} of {2 * int(frame['n'].sum())} solves hit "
-            "the time limit (a time-out enters the mean at the limit, so such a mean is a lower bound).\n\n")
-    return note + _table(header, rows)
-
-
-def render_calibration(frame: Any) -> str:
-    """Noise-only accuracy per obfuscator × calibration × ε (Laplace scale b), with n and the 95 %
-    Hoeffding half-width of each row."""
-    import pandas as pd
-
-    epss = sorted(frame["epsilon"].unique())
-    header = ["obfuscator", "calibration"] + [f"ε = {_eps_label(e)}" for e in epss] + ["n (± 95 %)"]
-    if "accuracy_refit" in frame:
-        refit = frame[frame["calibration"] == "ours"].copy()
-        refit["calibration"] = "ours, refit classifier"
-        refit["accuracy_mean"] = refit["accuracy_refit"]
-        refit["n_draws"] = 1
-        frame = pd.concat([frame, refit])
-    rows = []
-    for (name, cal), part in frame.groupby(["obfuscator", "calibration"], sort=False):
-        label = CALIBRATION_LABELS.get(cal, cal) if cal != "ours, refit classifier" else (
-            "ours, classifier refit on training releases at that ε (one draw)")
-        cells = [name, f"`{cal}`: {label}" + ("" if bool(part["private"].iloc[0]) else " (not private)")]
-        for e in epss:
-            row = _lookup(part, epsilon=e)
-            cells.append(
-                "–" if row is None else f"{row['accuracy_mean']:.3f} (b={row['noise_scale_mean']:.3g})"
-            )
-        n, draws = int(part["n_test"].max()), int(part["n_draws"].max())
-        cells.append(f"{n} × {draws} (±{hoeffding_halfwidth(n):.3f})")
-        rows.append(cells)
-    return _table(header, rows)
-
-
-def render_fig2(frame: Any) -> str:
-    """Fig. 2 as a table: α rows × radius columns, mean certified L [95 % interval]."""
-    if "lipschitz_lo" not in frame:  # results from before the intervals were stored
-        return render_simple(frame, ["obfuscator", "arl_alpha", "radius", "lipschitz_mean", "lipschitz_std"])
-    radii = sorted(frame["radius"].unique())
-    header = ["obfuscator", "α"] + [f"r = {r:g}" for r in radii]
-    rows = []
-    ordered = frame.sort_values("arl_alpha", kind="stable")
-    for (name, alpha), part in ordered.groupby(["obfuscator", "arl_alpha"], sort=False):
-        cells = [str(name), f"{alpha:g}"]
-        for r in radii:
-            row = _lookup(part, radius=r)
-            cells.append("–" if row is None else (
-                f"{_fmt(row['lipschitz_mean'])} [{_fmt(row['lipschitz_lo'])}, {_fmt(row['lipschitz_hi'])}]"))
-        rows.append(cells)
-    sizes = sorted({int(v) for v in frame["n_points"].dropna()})
-    inexact = int(frame["n_inexact"].sum()) if "n_inexact" in frame else 0
-    note = (f"Mean certified L(f, B∞(z, r)) (ℓ∞→ℓ1) over n = {', '.join(map(str, sizes))} test embeddings "
-            "(the same points for every model and radius), [95 % percentile-bootstrap interval of the mean]; "
-            f"{inexact} certificates hit a time limit (their proven upper bound is used).\n\n")
-    return note + _table(header, rows)
-
-
-def render_simple(frame: Any, columns: list[str], digits: int = 4) -> str:
-    """The CSV's chosen columns as a markdown table."""
-    rows = []
-    for _, r in frame.iterrows():
-        rows.append([_fmt(r[c], digits) if isinstance(r[c], float) else str(r[c]) for c in columns])
-    return _table(columns, rows)
+    return note + table(header, rows)
 
 
 def _frontier_sections(res: Path, section: Any) -> None:

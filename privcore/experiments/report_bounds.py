@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from privcore.experiments.report_format import table
+
 __all__ = ["render_ceiling", "render_neighbours"]
 
 #: ceiling.csv's estimators in the order and with the labels of the table.
@@ -16,11 +18,6 @@ _CEILING_ROWS = (
 )
 #: neighbours.csv's shares (per cent with a Clopper–Pearson interval) in the order of the table.
 _SHARES = ("other_class_within_r", "nearest_within_r_same_class", "any_within_r")
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    return "\n".join(out + ["| " + " | ".join(r) + " |" for r in rows])
 
 
 def _interval(r: Any) -> str:
@@ -59,7 +56,7 @@ def render_ceiling(frame: Any) -> str:
             f"\n\nNoise-free (clean clip z, same MLP search): {_interval(clean.iloc[0])}.")
         out.append(f"{first['dataset']}, embedder `{embedder}` (R = {first['radius']:g}, "
                    f"d = {int(first['latent_dim'])}; n = {int(first['n'])} test images)\n\n"
-                   + _table(["estimator", *(f"ε = {e:g}" for e in totals)], rows) + note)
+                   + table(["estimator", *(f"ε = {e:g}" for e in totals)], rows) + note)
     return "\n\n".join(out)
 
 
@@ -78,4 +75,4 @@ def render_neighbours(frame: Any) -> str:
         m = part.loc["median_other_class_distance_over_r"]
         rows.append([f"`{embedder}` ({first['model']})", f"{first['radius']:g}", *shares,
                      f"{m['value']:.2f} [{m['low']:.2f}, {m['high']:.2f}]", str(int(first["n"]))])
-    return _table(header, rows)
+    return table(header, rows)

@@ -8,15 +8,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from privcore.experiments.report_format import table
+
 __all__ = ["render_attack_frontier", "render_frontier_test", "render_frontier_validation"]
 
 _EPS = (1.0, 2.0, 4.0, 10.0)
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(out)
 
 
 def _cell(part: Any, eps: float, column: str = "epsilon_total") -> str:
@@ -41,7 +37,7 @@ def render_frontier_validation(frame: Any) -> str:
             "images]; * = selected (highest accuracy at total ε = 2). T: training ε ∈ {T, 2T}; k: output "
             "dimension.\n\n")
     header = ["candidate", "T", "k", "G", *(f"total ε = {e:g}" for e in _EPS)]
-    return note + _table(header, rows)
+    return note + table(header, rows)
 
 
 def render_frontier_test(frame: Any, ceiling: Any, table1_global: Any) -> str:
@@ -87,7 +83,7 @@ def render_frontier_test(frame: Any, ceiling: Any, table1_global: Any) -> str:
     note = (f"Test, n = {n} images, {draws} noise draws each, [95 % percentile bootstrap over images]; read "
             "once for the selected candidate. Ceiling rows: `ceiling.csv`, same embedder and R; shipped "
             "default: `table1-global.csv` (no ε = 1 column there).\n\n")
-    return note + _table(["model", *(f"total ε = {e:g}" for e in _EPS)], rows)
+    return note + table(["model", *(f"total ε = {e:g}" for e in _EPS)], rows)
 
 
 def render_attack_frontier(frame: Any) -> str:
@@ -107,4 +103,4 @@ def render_attack_frontier(frame: Any) -> str:
             f"bootstrap] · PSNR (data range 1). No-release floor (the training mean image): SSIM "
             f"{floor['ssim_floor']:.3f}, PSNR {floor['psnr_floor']:.2f} dB.\n\n")
     header = ["model", "G", *(("ε = ∞" if math.isinf(e) else f"total ε = {e:g}") for e in totals)]
-    return note + _table(header, rows)
+    return note + table(header, rows)
