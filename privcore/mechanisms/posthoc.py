@@ -87,7 +87,7 @@ def predict(pipe: Any, value: tuple[float, ...], noise_scale: float) -> int:
     from privcore.nets.models import NoiseAwareClassifier, logits_one
 
     with torch.no_grad():
-        if isinstance(pipe.classifier, NoiseAwareClassifier):
+        if isinstance(getattr(pipe, "classifier", None), NoiseAwareClassifier):
             logits = logits_one(pipe.classifier, value, float(noise_scale))
         else:
             logits = pipe.classify(torch.tensor([value], dtype=torch.float32), float(noise_scale))
