@@ -39,9 +39,10 @@ def _data(card: dict) -> object:
 def test_models_directory_is_small_and_complete() -> None:
     total = sum(p.stat().st_size for p in MODELS.rglob("*") if p.is_file())
     # nine Table-1 pipelines per dataset (the 28×28 datasets' attackers are ~0.9 MiB each, their
-    # embedders ~4 MiB), IP models, the α sweeps: 42 MiB with MNIST added; 50.6 MiB with MNIST's
-    # default model (its convolutional embedder alone is 4.7 MiB)
-    assert total < 56 * 2**20, f"models/ holds {total / 2**20:.1f} MiB"
+    # embedders ~4 MiB), IP models, the α sweeps, MNIST's default model (its convolutional embedder
+    # alone is 4.7 MiB), the models at the authors' weights: 55.5 MiB; and one scale-told attacker per
+    # posthoc model of MNIST and Fashion-MNIST (up to 2.1 MiB each, 31.8 MiB in all): 87.3 MiB
+    assert total < 92 * 2**20, f"models/ holds {total / 2**20:.1f} MiB"
     for ds in DATASETS:
         have = {(m.kind, m.name) for m in SHIPPED if m.dataset == ds}
         assert ("embedder", "embedder") in have
