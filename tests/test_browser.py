@@ -234,8 +234,12 @@ def test_upload_on_the_inference_privacy_page(server: str, tmp_path: Path) -> No
             expect(main.get_by_text("Upload your own")).to_be_visible(timeout=90_000)
             main.get_by_text("Upload your own").click()
             page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(image))
-            expect(main.get_by_text("Guarantee if sent", exact=False)).to_have_count(3, timeout=120_000)
-            expect(main.get_by_text("nothing is drawn yet", exact=False)).to_have_count(3)
+            from privcore.mechanisms import registry
+
+            columns = len(registry.names(page="inference_privacy"))  # one per mechanism of the page
+            assert columns == 4  # Gauss-Input, Gauss-Output, Lap-Output, LDP-Image
+            expect(main.get_by_text("Guarantee if sent", exact=False)).to_have_count(columns, timeout=120_000)
+            expect(main.get_by_text("nothing is drawn yet", exact=False)).to_have_count(columns)
             page.get_by_role("button", name="Send Gauss-Input").click()
             released = main.get_by_text("the noisy image it released", exact=False)
             expect(released).to_be_visible(timeout=120_000)
