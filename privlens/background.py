@@ -27,9 +27,25 @@ _THREADS: list[threading.Thread] = []
 _WAKE: list[Callable[[], None]] = []
 
 
+def _yielding(target: Callable[[], None]) -> Callable[[], None]:
+    """``target``, run at the lowest CPU priority the OS gives this thread (Linux: a thread's own nice
+    value), so that a page the user waits for wins the cores, and with them the interpreter lock, while
+    background work (φ tables, certifications) runs beside it."""
+
+    def run() -> None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except (AttributeError, OSError):  # not Linux, or not allowed: run at the process's priority
+            pass
+        target()
+
+    return run
+
+
 def start(target: Callable[[], None], *, name: str) -> threading.Thread:
-    """Run ``target`` in a daemon thread named ``name`` that interpreter exit waits for; return it."""
-    thread = threading.Thread(target=target, name=name, daemon=True)
+    """Run ``target`` in a daemon thread named ``name``, at the lowest CPU priority (:func:`_yielding`),
+    that interpreter exit waits for; return it."""
+    thread = threading.Thread(target=_yielding(target), name=name, daemon=True)
     with _LOCK:
         _THREADS[:] = [t for t in _THREADS if t.is_alive()]
         _THREADS.append(thread)

@@ -3,6 +3,8 @@ in the page's own thread."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from privcore.mechanisms import registry
@@ -67,3 +69,21 @@ def test_the_warm_up_leaves_the_opening_views_accuracies_in_the_memo(background_
         assert hit is not None, mech.name
         checked += 1
     assert checked == sum(not m.needs_certificate for m in registry.MECHANISMS)
+
+
+@pytest.mark.skipif(not hasattr(os, "setpriority"), reason="thread priorities are a POSIX call")
+def test_background_threads_run_at_the_lowest_priority_and_the_page_keeps_its_own() -> None:
+    """A background thread (φ tables, certifications) yields the cores to the page the user waits for."""
+    import threading
+
+    from privlens import background
+
+    seen: dict[str, int] = {}
+
+    def record() -> None:
+        seen["nice"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    background.start(record, name="privlens-test-priority").join(timeout=30)
+    assert seen["nice"] == 19
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
