@@ -42,10 +42,11 @@ def _yielding(target: Callable[[], None]) -> Callable[[], None]:
     return run
 
 
-def start(target: Callable[[], None], *, name: str) -> threading.Thread:
-    """Run ``target`` in a daemon thread named ``name``, at the lowest CPU priority (:func:`_yielding`),
-    that interpreter exit waits for; return it."""
-    thread = threading.Thread(target=_yielding(target), name=name, daemon=True)
+def start(target: Callable[[], None], *, name: str, yielding: bool = True) -> threading.Thread:
+    """Run ``target`` in a daemon thread named ``name`` that interpreter exit waits for; return it. With
+    ``yielding`` (background work) it runs at the lowest CPU priority (:func:`_yielding`); without (the
+    early imports, which must end before a page imports the same modules) at the process's."""
+    thread = threading.Thread(target=_yielding(target) if yielding else target, name=name, daemon=True)
     with _LOCK:
         _THREADS[:] = [t for t in _THREADS if t.is_alive()]
         _THREADS.append(thread)

@@ -19,6 +19,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+# imported here, in the page's thread, before any row's thread starts: two threads importing scipy.stats
+# at once can leave one of them a half-initialised module (the outlooks' calibrations import it)
+import scipy.stats  # noqa: F401
+
 from privcore.errors import CheckpointError, DatasetUnavailableError, PrivcoreError
 from privcore.mechanisms import registry
 from privlens import background, pipelines

@@ -248,4 +248,4 @@ def import_early() -> threading.Thread:
     runs: started at the top of the first run, torch (about a second) is loaded while the browser draws
     the home page, instead of when the first page that needs a model asks for it."""
 
-    return background.start(lambda: _import_all(EARLY_IMPORTS), name="privlens-early-imports")
+    return background.start(lambda: _import_all(EARLY_IMPORTS), name="privlens-early-imports", yielding=False)
