@@ -5,6 +5,9 @@ running may finish its step for at most :data:`EXIT_JOIN_S` seconds: a thread st
 interpreter finalises aborts the process. A thread polls :func:`exiting` between steps; :func:`on_exit`
 registers a callback that wakes threads waiting on a condition of their own.
 
+:func:`soon` computes a value once per key in a worker thread of this kind (at the process's priority)
+and lets a page wait for it a little, then show "computing…" and look again later.
+
 ``PRIVLENS_WARM_UP=off`` (the test suite's many short-lived dashboards) turns background work off
 (:func:`enabled`): whoever would have started a thread computes in its own instead.
 """
@@ -12,11 +15,20 @@ registers a callback that wakes threads waiting on a condition of their own.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import threading
-from collections.abc import Callable
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["EXIT_JOIN_S", "enabled", "exiting", "on_exit", "start"]
+from privcore._inflight import mark_background
+
+__all__ = ["EXIT_JOIN_S", "Job", "enabled", "exiting", "on_exit", "soon", "start"]
+
+LOG = logging.getLogger("privlens")
 
 #: the longest interpreter exit waits for one background thread
 EXIT_JOIN_S = 10.0
@@ -30,9 +42,12 @@ _WAKE: list[Callable[[], None]] = []
 def _yielding(target: Callable[[], None]) -> Callable[[], None]:
     """``target``, run at the lowest CPU priority the OS gives this thread (Linux: a thread's own nice
     value), so that a page the user waits for wins the cores, and with them the interpreter lock, while
-    background work (φ tables, certifications) runs beside it."""
+    background work (φ tables, certifications) runs beside it. It is marked as background work
+    (:func:`privcore._inflight.mark_background`): a page asking for a result it is computing computes it
+    beside it instead of waiting for a thread that a loaded machine barely runs."""
 
     def run() -> None:
+        mark_background()
         try:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         except (AttributeError, OSError):  # not Linux, or not allowed: run at the process's priority
@@ -79,3 +94,92 @@ def _finish_at_exit() -> None:
         wake()
     for thread in threads:
         thread.join(timeout=EXIT_JOIN_S)
+
+
+@dataclass(kw_only=True)
+class Job:
+    """One value computed in the background by :func:`soon`: ``value`` once ``done`` is set (None when
+    the computation failed: ``error`` says why, and the server log has the traceback); ``asked`` when a
+    page last asked for it (:func:`time.monotonic`)."""
+
+    compute: Callable[[], Any] = field(repr=False)
+    name: str
+    asked: float
+    done: threading.Event = field(default_factory=threading.Event)
+    value: Any = None
+    error: str | None = None
+
+    def run(self) -> None:
+        """Compute the value (once)."""
+        try:
+            self.value = self.compute()
+        except Exception as exc:  # the page shows what it has without it
+            LOG.warning("background %s failed", self.name, exc_info=True)
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.done.set()
+
+
+_JOBS: OrderedDict[Hashable, Job] = OrderedDict()
+_QUEUED: dict[Hashable, Job] = {}
+_JOBS_COND = threading.Condition()
+_WORKER: list[threading.Thread] = []
+#: values of :func:`soon` kept per process (the least recently asked go first)
+MAX_JOBS = 256
+#: a queued job no page has asked for in this many seconds is dropped (the user has moved on; asking
+#: again queues it again)
+STALE_S = 10.0
+
+
+def soon(key: Hashable, compute: Callable[[], Any], *, name: str, wait_s: float = 0.0) -> Job:
+    """The job computing ``compute()`` for ``key``, once per key in this process, after waiting at most
+    ``wait_s`` seconds for it to be done. One worker thread computes the queued jobs in turn, the most
+    recently asked first, at the process's priority: these are numbers a page shows now, which the
+    page is drawn without (never at the lowest priority, where a loaded machine would starve them).
+    Callers check :func:`enabled` first (without background work they compute in their own thread)."""
+    now = time.monotonic()
+    with _JOBS_COND:
+        job = _JOBS.get(key)
+        if job is None:
+            job = _JOBS[key] = _QUEUED[key] = Job(compute=compute, name=name, asked=now)
+            while len(_JOBS) > MAX_JOBS:
+                old_key, _ = _JOBS.popitem(last=False)
+                _QUEUED.pop(old_key, None)
+            if not _WORKER or not _WORKER[0].is_alive():
+                _WORKER[:] = [start(_work, name="privlens-soon", yielding=False)]
+            _JOBS_COND.notify_all()
+        else:
+            job.asked = now
+            _JOBS.move_to_end(key)
+    job.done.wait(timeout=max(0.0, wait_s))
+    return job
+
+
+def _next_job() -> Job | None:
+    """The queued job asked for most recently (stale ones dropped), waiting for one; None at exit."""
+    with _JOBS_COND:
+        while not exiting():
+            now = time.monotonic()
+            for key, job in list(_QUEUED.items()):
+                if now - job.asked > STALE_S:  # nobody looks at it any more: forget it
+                    del _QUEUED[key]
+                    if _JOBS.get(key) is job:
+                        del _JOBS[key]
+            if _QUEUED:
+                key = max(_QUEUED, key=lambda k: _QUEUED[k].asked)
+                return _QUEUED.pop(key)
+            _JOBS_COND.wait(timeout=1.0)
+    return None
+
+
+def _work() -> None:
+    while (job := _next_job()) is not None:
+        job.run()
+
+
+def _notify_all() -> None:
+    with _JOBS_COND:
+        _JOBS_COND.notify_all()
+
+
+on_exit(_notify_all)  # at exit the worker stops waiting for jobs
