@@ -30,6 +30,9 @@ METRICS = {
     "l2": ("ℓ2", "mean squared pixel error", "lower = better reconstruction"),
 }
 LIVE_EPSILONS = (1.0, 2.0, 5.0, 10.0)
+#: seconds the page waits for the live attack before it shows "computing…", and between two looks
+FIRST_WAIT_S = 0.5
+POLL_S = 1.0
 
 
 def _baseline_of(dataset: str) -> tuple[ImageMetrics, np.ndarray]:
@@ -62,18 +65,34 @@ st.subheader("At this setting")
 SELECTED = s.spec
 here = pipelines.pipeline(s) if SELECTED.family == "posthoc" else None
 if SELECTED.family != "posthoc" or here is not None:
-    with st.spinner("Simulating releases and decoding them (once per setting)…"):
-        reading = attack_view.live_reading(SELECTED, None if here is None else here.pipeline, s,
-                                           dataset=dataset if here is None else here.dataset,
-                                           model=s.model if here is None else here.model)
     st.markdown(f"**{SELECTED.label}** on **{dataset} / {s.model}** at total ε = {s.epsilon:g}"
                 + (f", δ = {s.delta:g}" if SELECTED.uses_delta else "")
                 + (f", R = {s.radius:g}" if "radius" in SELECTED.parameter_names else "") + ".")
-    if reading.available:
-        st.dataframe(attack_view.reading_table(reading), hide_index=True)
-        st.caption(attack_view.reading_caption(reading))
-    else:
-        st.info(reading.reason.capitalize() + ".")
+    live_args = {"dataset": dataset if here is None else here.dataset,
+                 "model": s.model if here is None else here.model}
+    live_target = None if here is None else here.pipeline
+    # simulated and decoded in the background (seconds): the page is drawn meanwhile, this part fills in
+    _, LIVE_PENDING = attack_view.live_reading_soon(SELECTED, live_target, s, wait_s=FIRST_WAIT_S,
+                                                    **live_args)
+
+    @st.fragment(run_every=POLL_S if LIVE_PENDING else None)
+    def _live_attack() -> None:
+        reading, pending = attack_view.live_reading_soon(SELECTED, live_target, s, **live_args)
+        if LIVE_PENDING and not pending:
+            st.rerun()  # the reading is in: draw the page once more, without polling
+        if pending:
+            st.info("“computing…”: releases at this setting are being simulated and decoded by the model's "
+                    "attacker (n test images × noise draws, in the background); the table fills in when it "
+                    "is ready.", icon=":material/hourglass_top:")
+        elif reading is None:
+            st.info("The live attack could not be computed here (the server log says why).")
+        elif reading.available:
+            st.dataframe(attack_view.reading_table(reading), hide_index=True)
+            st.caption(attack_view.reading_caption(reading))
+        else:
+            st.info(reading.reason.capitalize() + ".")
+
+    _live_attack()
 
 df = load_results(dataset, "attack")
 has_models = df is not None and "obfuscator" in df

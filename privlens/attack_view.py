@@ -13,8 +13,8 @@ from privlens import mechanism_view as mv
 from privlens import pipelines
 from privlens.settings import Settings
 
-__all__ = ["LIVE_IMAGES", "METRIC_TEXT", "live_reading", "reading_caption", "reading_table", "sent_attack",
-           "sent_caption"]
+__all__ = ["LIVE_IMAGES", "METRIC_TEXT", "live_reading", "live_reading_soon", "reading_caption",
+           "reading_table", "sent_attack", "sent_caption"]
 
 #: test images of a live attack reading (the first ones of the split): SSIM's 11×11 window dominates the
 #: cost (5 s per 1 000 images and draw, profiled on two cores shared by about eight busy processes);
@@ -36,6 +36,22 @@ def live_reading(mech: Any, target: Any, s: Settings, *, dataset: str, model: st
 
     return live_attack(mech, target, mv.setting(mech, s), dataset=dataset, model=model, n=LIVE_IMAGES,
                        models_dir=pipelines.models_dir())
+
+
+def live_reading_soon(mech: Any, target: Any, s: Settings, *, dataset: str, model: str,
+                      wait_s: float = 0.0) -> tuple[Any, bool]:
+    """:func:`live_reading`, computed in a background thread once per setting
+    (:func:`privlens.background.soon`) for a page that must not wait for it: the reading and False once
+    it is in (None where it failed), else None and True ("computing…"). With background work off it is
+    computed here."""
+    from privlens import background
+
+    if not background.enabled():
+        return live_reading(mech, target, s, dataset=dataset, model=model), False
+    key = ("live-attack", mech.name, id(target), mv.setting(mech, s), dataset, model)
+    job = background.soon(key, lambda: live_reading(mech, target, s, dataset=dataset, model=model),
+                          name=f"privlens-attack-{mech.name}", wait_s=wait_s)
+    return (job.value, False) if job.done.is_set() else (None, True)
 
 
 def reading_table(reading: Any) -> pd.DataFrame:

@@ -10,7 +10,8 @@ the current model and (ε, δ, R, α), what one sent release of each mechanism c
   noise's standard deviation, which the ranking compares (Laplace √2·b, Gaussian σ);
 * the probability that it releases at all — 1 for one that never refuses; for one that needs a
   per-image certification, this image's, only once it is certified (the page asks first);
-* its measured accuracy with its interval, or "not measured".
+* its measured accuracy with its interval, "computing…" while a live reading is computed in the
+  background, or "not measured".
 
 It then names the one to use: the least noise among the mechanisms whose guarantee covers the same
 pairs (the posthoc family's ℓ∞ ball of radius R on the embedding), provided its guarantee is the
@@ -23,7 +24,7 @@ pixels or on z rather than on f(z): they are shown, never ranked against the oth
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from privcore.mechanisms import Guarantee, Space
@@ -62,6 +63,7 @@ class Choice:
     share: float = 1.0
     may_refuse: bool = False
     needs_certificate: bool = False
+    pending: bool = False
 
     @property
     def guarantee_text(self) -> str:
@@ -80,10 +82,11 @@ class Choice:
 
     @property
     def accuracy_text(self) -> str:
-        """The measured accuracy with its interval, n and the δ it was measured at, or "not measured"."""
+        """The measured accuracy with its interval, n and the δ it was measured at, "computing…" while its
+        live reading is computed, or "not measured"."""
         a = self.accuracy
         if a is None:
-            return "not measured"
+            return "computing…" if self.pending else "not measured"
         said = [a.interval_text] if a.low is not None else []
         if a.n is not None:
             said.append(f"n = {a.n}")
@@ -134,7 +137,8 @@ class Comparison:
                 "neighbourhood": c.neighbourhood_text,
                 "runs at": c.runs_at,
                 "calibrated to": c.calibration or "—",
-                "accuracy read": "—" if c.accuracy is None else c.accuracy.how,
+                "accuracy read": c.accuracy.how if c.accuracy is not None
+                else "computing now, in the background" if c.pending else "—",
                 "ranked": "yes" if c.comparable else "no: another neighbourhood",
             }
             for c in self.choices
@@ -149,21 +153,29 @@ def _at_least_as_strong(a: Guarantee, b: Guarantee) -> bool:
 @dataclass(frozen=True, kw_only=True)
 class Entry:
     """One mechanism for :func:`compare`: the registry's ``mechanism``, its ``outlook`` at the settings
-    or why it cannot run, and its measured ``accuracy``."""
+    or why it cannot run, its measured ``accuracy``, and whether it is still ``pending`` (its live
+    reading, or with a string outlook the outlook itself, is being computed)."""
 
     mechanism: Any
     outlook: Any
     accuracy: Reading | None = None
+    pending: bool = False
 
 
 def _choice(e: Entry, *, epsilon: float, alpha: float, unknown_probability: str) -> Choice:
+    choice = _choice_of(e, epsilon=epsilon, alpha=alpha, unknown_probability=unknown_probability)
+    return replace(choice, pending=e.pending and e.accuracy is None)
+
+
+def _choice_of(e: Entry, *, epsilon: float, alpha: float, unknown_probability: str) -> Choice:
     mech, o = e.mechanism, e.outlook
     runs_at = mt.runs_at(mech, epsilon) + (f" at α = {alpha:g}" if "alpha" in mech.parameter_names else "")
     if isinstance(o, str):  # ranked where its guarantee would be over R on the embedding
+        wait = "computing…" if e.pending else "—"  # a pending outlook: its constant is being certified
         return Choice(name=mech.name, label=mech.label, runs_at=runs_at, guarantee=None,
                       comparable=mech.family == "posthoc" and "radius" in mech.parameter_names,
-                      noise_scale=None, noise="—", calibration="", probability=None, probability_text="—",
-                      accuracy=e.accuracy, note=o)
+                      noise_scale=None, noise=wait, calibration="", probability=None, probability_text=wait,
+                      accuracy=e.accuracy, note="" if e.pending else o)
     g = o.guarantee
     if g.all_pairs or g.space is not Space.EMBEDDING:  # other pairs than R on the embedding: shown only
         note = ALL_PAIRS if g.all_pairs else NOT_COMPARABLE

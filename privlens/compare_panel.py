@@ -6,12 +6,14 @@ It gathers, for every mechanism of the registry, its outlook at the sidebar's se
 this process), the inference ones on their classifiers — and, for a mechanism that needs a per-image
 certification, this image's only when the session already has it or the user asks for it (certifying
 costs time: a button, then the progress bar of :func:`privlens.mechanism_view.certify`); and the
-measured accuracies (:mod:`privlens.mechanism_text`). It shows the table, the recommended mechanism
-with the reason and a button to use it.
+live accuracies (:mod:`privlens.mechanism_text`): the page's own mechanism's computed with the page,
+every other one's in the background, its row "computing…" until it is in. It shows the table, the
+recommended mechanism with the reason and a button to use it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -19,7 +21,7 @@ import streamlit as st
 
 from privcore.errors import CheckpointError, PrivcoreError
 from privcore.mechanisms import registry
-from privlens import chooser, evaluation_view, pipelines, ui
+from privlens import background, chooser, evaluation_view, pipelines, ui
 from privlens import mechanism_text as mt
 from privlens import mechanism_view as mv
 from privlens.image import CurrentImage
@@ -29,6 +31,8 @@ __all__ = ["panel"]
 
 #: certificate keys of the images whose certification the user asked for from the comparison
 CERTIFY_KEY = "privlens_compare_certify"
+#: seconds between two redraws of the table while a row's live accuracy is being computed
+POLL_S = 1.0
 
 
 def _ask_certify(key: tuple) -> None:
@@ -48,40 +52,111 @@ def _offer_certification(view: mv.View) -> None:
     )
 
 
-def _posthoc(mech: Any, s: Settings, loaded: pipelines.Loaded, image: CurrentImage | None, *, view: Any,
-             certification: Any, outlook: Any, allow_certify: bool) -> tuple[Any, Any]:
-    """``mech``'s outlook on the loaded model (or why it cannot run), with P[release] from the image's
-    certification where the page or the session has it or the user asked for it; and the view to offer a
-    certification for (None: nothing to offer)."""
-    if view is not None and view.mech is mech and outlook is not None:
-        return outlook, None
+def _outlook_or_why(mech: Any, target: Any, at: Any) -> Any:
+    """``mech``'s outlook on ``target`` at ``at``, or why it cannot run (a string)."""
     try:
-        look = mech.outlook(loaded.pipeline, mv.setting(mech, s), time_limit=mv.TIME_LIMIT_S)
+        return mech.outlook(target, at, time_limit=mv.TIME_LIMIT_S)
     except CheckpointError as exc:
-        return str(exc), None
+        return str(exc)
     except (ValueError, PrivcoreError) as exc:
-        return f"refused: {exc}", None
-    if not mech.needs_certificate or image is None:
-        return look, None
+        return f"refused: {exc}"
+
+
+def _posthoc(mech: Any, s: Settings, loaded: pipelines.Loaded, image: CurrentImage | None, *, view: Any,
+             certification: Any, outlook: Any, allow_certify: bool, soon: bool) -> tuple[Any, Any, bool]:
+    """``mech``'s outlook on the loaded model (or why it cannot run), with P[release] from the image's
+    certification where the page or the session has it or the user asked for it; the view to offer a
+    certification for (None: nothing to offer); and whether the outlook is still being computed in the
+    background (``soon``: a constant certified on a model's first use takes seconds)."""
+    if view is not None and view.mech is mech and outlook is not None:
+        return outlook, None, False
+    at = mv.setting(mech, s)
+    if soon and background.enabled():
+        job = background.soon(("outlook", mech.name, id(loaded.pipeline), at),
+                              lambda: _outlook_or_why(mech, loaded.pipeline, at),
+                              name=f"privlens-outlook-{mech.name}")
+        if not job.done.is_set():
+            return None, None, True
+        look = job.value if job.error is None else f"not computed: {job.error}"
+    else:
+        look = _outlook_or_why(mech, loaded.pipeline, at)
+    if isinstance(look, str) or not mech.needs_certificate or image is None:
+        return look, None, False
     mine = view if view is not None and view.mech is mech else mv.posthoc(s, loaded, image, mech, quiet=True)
     if mine is None:
-        return look, None
+        return look, None, False
     cert = certification if mine is view else mv.known_certificate(mine)
     if cert is None and allow_certify:
         if mine.certificate_key not in st.session_state.get(CERTIFY_KEY, set()):
-            return look, mine
+            return look, mine, False
         cert = mv.certify(mine)
     if cert is None:
-        return look, None
+        return look, None, False
     try:
-        return mv.outlook(mine, s, cert), None
+        return mv.outlook(mine, s, cert), None, False
     except (ValueError, PrivcoreError):
-        return look, None
+        return look, None, False
 
 
 def _delta(mech: Any, s: Settings) -> float:
     """The δ ``mech`` runs at under ``s`` (the experiment tables' δ column is that one)."""
     return float(s.delta) if mech.uses_delta else 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Rows:
+    """The comparison's entries, the certifications to offer, the certificate progress to show, and
+    whether a live reading is still being computed in the background."""
+
+    entries: list[chooser.Entry]
+    offers: list[mv.View]
+    progress: list[mt.LiveAccuracy]
+    waiting: bool
+
+
+def _rows(s: Settings, loaded: pipelines.Loaded, image: CurrentImage | None, *, view: mv.View | None,
+          certification: Any, outlook: Any, allow_certify: bool) -> _Rows:
+    """Every mechanism's entry. The page's own mechanism's live accuracy is computed here (the page shows
+    it already); every other one's in the background (:func:`privlens.mechanism_text.live_accuracy_soon`):
+    "computing…" until it is in."""
+    own = view.mech if view is not None else s.spec
+    entries: list[chooser.Entry] = []
+    offers: list[mv.View] = []
+    progress: list[mt.LiveAccuracy] = []
+    waiting = False
+    ip = mv.inference_views(s, loaded.dataset, None)
+    for mech in registry.MECHANISMS:
+        if mech.family == "posthoc":
+            look, offer, computing = _posthoc(mech, s, loaded, image, view=view, soon=mech is not own,
+                                              certification=certification, outlook=outlook,
+                                              allow_certify=allow_certify)
+            offers += [] if offer is None else [offer]
+            model, target = loaded.model, loaded.pipeline
+            if computing:  # its constant is being certified: the whole row fills in later
+                waiting = True
+                entries.append(chooser.Entry(mechanism=mech, outlook="computing…", pending=True))
+                continue
+        else:
+            here = ip.get(mech.name, "not available")
+            if mv.ip_models(loaded.dataset, quiet=True) is None:
+                continue  # no IP classifiers shipped: the rows are left out
+            look = here if isinstance(here, str) else mv.outlook(here, s)
+            model, target = ("", None) if isinstance(here, str) else (here.model, here.target)
+        g = None if isinstance(look, str) else look.guarantee
+        live, pending = None, False
+        if not isinstance(look, str) and target is not None:
+            if mech is own:
+                live = mt.live_accuracy(mech, target, s, dataset=loaded.dataset, model=model)
+            else:
+                live, pending = mt.live_accuracy_soon(mech, target, s, dataset=loaded.dataset, model=model)
+        waiting = waiting or pending
+        delta = _delta(mech, s) if g is None else g.delta
+        progress += [] if live is None or not live.progress else [live]
+        acc = live.reading if live is not None and live.reading is not None else (
+            None if pending or (isinstance(look, str) and mech.family != "posthoc")
+            else mt.accuracy(mech, s, dataset=loaded.dataset, model=model, delta=delta))
+        entries.append(chooser.Entry(mechanism=mech, outlook=look, accuracy=acc, pending=pending))
+    return _Rows(entries=entries, offers=offers, progress=progress, waiting=waiting)
 
 
 def panel(
@@ -93,34 +168,31 @@ def panel(
     certification: Any = None,
     outlook: Any = None,
     allow_certify: bool = True,
-) -> chooser.Comparison:
-    """Show the comparison for the settings, the loaded model and ``image`` and return it. ``view``,
-    ``certification`` and ``outlook``: the page's own mechanism's, reused as they are."""
-    entries: list[chooser.Entry] = []
-    offers: list[mv.View] = []
-    pending: list[mt.LiveAccuracy] = []
-    ip = mv.inference_views(s, loaded.dataset, None)
-    for mech in registry.MECHANISMS:
-        if mech.family == "posthoc":
-            look, offer = _posthoc(mech, s, loaded, image, view=view, certification=certification,
-                                   outlook=outlook, allow_certify=allow_certify)
-            offers += [] if offer is None else [offer]
-            model, target = loaded.model, loaded.pipeline
+) -> None:
+    """Show the comparison for the settings, the loaded model and ``image``. ``view``, ``certification``
+    and ``outlook``: the page's own mechanism's, reused as they are. While a row's live accuracy is being
+    computed in the background the table redraws itself every :data:`POLL_S` seconds (a fragment) and the
+    page once when every row is in."""
+    args = dict(view=view, certification=certification, outlook=outlook, allow_certify=allow_certify)
+    initial = _rows(s, loaded, image, **args)
+    handed = [initial]  # the first draw uses the rows computed here; a redraw computes them again
+
+    @st.fragment(run_every=POLL_S if initial.waiting else None)
+    def _table() -> None:
+        if handed:
+            rows = handed.pop()
         else:
-            here = ip.get(mech.name, "not available")
-            if mv.ip_models(loaded.dataset, quiet=True) is None:
-                continue  # no IP classifiers shipped: the rows are left out
-            look = here if isinstance(here, str) else mv.outlook(here, s)
-            model, target = ("", None) if isinstance(here, str) else (here.model, here.target)
-        g = None if isinstance(look, str) else look.guarantee
-        live = (None if isinstance(look, str) or target is None
-                else mt.live_accuracy(mech, target, s, dataset=loaded.dataset, model=model))
-        delta = _delta(mech, s) if g is None else g.delta
-        pending += [] if live is None or not live.progress else [live]
-        acc = live.reading if live is not None and live.reading is not None else (
-            None if isinstance(look, str) and mech.family != "posthoc"
-            else mt.accuracy(mech, s, dataset=loaded.dataset, model=model, delta=delta))
-        entries.append(chooser.Entry(mechanism=mech, outlook=look, accuracy=acc))
+            rows = _rows(s, loaded, image, **args)
+            if initial.waiting and not rows.waiting:
+                st.rerun()  # every row is in: draw the page once more, without polling
+        _show(s, loaded, image, rows)
+
+    _table()
+
+
+def _show(s: Settings, loaded: pipelines.Loaded, image: CurrentImage | None, rows: _Rows) -> None:
+    """The comparison's caption, table, recommendation and buttons."""
+    entries, offers = rows.entries, rows.offers
     cmp = chooser.compare(
         entries,
         epsilon=s.epsilon,
@@ -139,8 +211,13 @@ def panel(
         "(between measured points: interpolated in log ε, labelled so, with no interval and no n; else "
         '"not measured"). Nothing here is released.'
     )
-    for now in pending:
+    for now in rows.progress:
         evaluation_view.progress(now)
+    if rows.waiting:
+        st.caption("“computing…”: that mechanism's accuracy at exactly these settings (n test images × noise "
+                   "draws), or the constant its noise is calibrated to (certified from the model's weights "
+                   "on its first use), is being computed now in the background; its row fills in when it is "
+                   "ready. The recommendation is made among the rows that are in.")
     other = [
         f"{registry.get(c.name).label} at δ = {c.accuracy.delta:g}"
         for c in cmp.choices
@@ -183,4 +260,3 @@ def panel(
             on_click=ui.apply_settings,  # the sidebar's mechanism follows
             kwargs={"mechanism": cmp.recommended},
         )
-    return cmp

@@ -28,6 +28,8 @@ __all__ = [
     "attacked",
     "constant_of",
     "epsilon_note",
+    "live_accuracy",
+    "live_accuracy_soon",
     "measuring",
     "noise_formula",
     "noise_name",
@@ -169,6 +171,24 @@ def live_accuracy(mech: Any, target: Any, s: Settings, *, dataset: str, model: s
     return LiveAccuracy(reading=live.Reading(value=u.accuracy, low=u.low, high=u.high, how=how,
                                              delta=u.setting.delta, n=u.n),
                         near_chance=u.near_chance, chance=u.chance, progress=progress, job=job)
+
+
+def live_accuracy_soon(mech: Any, target: Any, s: Settings, *, dataset: str, model: str,
+                       wait_s: float = 0.0) -> tuple[LiveAccuracy | None, bool]:
+    """:func:`live_accuracy`, computed in a background thread once per setting
+    (:func:`privlens.background.soon`) for a view that must not wait for it: the reading and False once
+    it is computed (None where it failed: the committed results stand in), else None and True (pending:
+    "computing…"). A mechanism that needs a per-image certificate reads its table here (its table is the
+    background work); with background work off it is all computed here."""
+    from privlens import background
+    from privlens.mechanism_view import setting
+
+    if mech.needs_certificate or not background.enabled():
+        return live_accuracy(mech, target, s, dataset=dataset, model=model), False
+    key = ("live-accuracy", mech.name, id(target), setting(mech, s), dataset, model)
+    job = background.soon(key, lambda: live_accuracy(mech, target, s, dataset=dataset, model=model),
+                          name=f"privlens-accuracy-{mech.name}", wait_s=wait_s)
+    return (job.value, False) if job.done.is_set() else (None, True)
 
 
 def accuracy(mech: Any, s: Settings, *, dataset: str, model: str, delta: float) -> live.Reading | None:
