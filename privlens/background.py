@@ -26,7 +26,7 @@ from typing import Any
 
 from privcore._inflight import mark_background
 
-__all__ = ["EXIT_JOIN_S", "Job", "enabled", "exiting", "on_exit", "soon", "start"]
+__all__ = ["EXIT_JOIN_S", "Job", "enabled", "exiting", "on_exit", "soon", "start", "wait_all"]
 
 LOG = logging.getLogger("privlens")
 
@@ -109,6 +109,10 @@ class Job:
     value: Any = None
     error: str | None = None
 
+    def wait(self, timeout: float) -> bool:
+        """:func:`wait_all` for this job alone; whether it is done."""
+        return wait_all([self], timeout)
+
     def run(self) -> None:
         """Compute the value (once)."""
         try:
@@ -123,7 +127,9 @@ class Job:
 _JOBS: OrderedDict[Hashable, Job] = OrderedDict()
 _QUEUED: dict[Hashable, Job] = {}
 _JOBS_COND = threading.Condition()
-_WORKER: list[threading.Thread] = []
+_WORKERS: list[threading.Thread] = []
+#: worker threads of :func:`soon` (two cores: one row's certification does not hold up every other row)
+WORKERS = 2
 #: values of :func:`soon` kept per process (the least recently asked go first)
 MAX_JOBS = 256
 #: a queued job no page has asked for in this many seconds is dropped (the user has moved on; asking
@@ -133,8 +139,8 @@ STALE_S = 10.0
 
 def soon(key: Hashable, compute: Callable[[], Any], *, name: str, wait_s: float = 0.0) -> Job:
     """The job computing ``compute()`` for ``key``, once per key in this process, after waiting at most
-    ``wait_s`` seconds for it to be done. One worker thread computes the queued jobs in turn, the most
-    recently asked first, at the process's priority: these are numbers a page shows now, which the
+    ``wait_s`` seconds for it to be done. :data:`WORKERS` worker threads compute the queued jobs, the
+    most recently asked first, at the process's priority: these are numbers a page shows now, which the
     page is drawn without (never at the lowest priority, where a loaded machine would starve them).
     Callers check :func:`enabled` first (without background work they compute in their own thread)."""
     now = time.monotonic()
@@ -145,14 +151,31 @@ def soon(key: Hashable, compute: Callable[[], Any], *, name: str, wait_s: float 
             while len(_JOBS) > MAX_JOBS:
                 old_key, _ = _JOBS.popitem(last=False)
                 _QUEUED.pop(old_key, None)
-            if not _WORKER or not _WORKER[0].is_alive():
-                _WORKER[:] = [start(_work, name="privlens-soon", yielding=False)]
+            _WORKERS[:] = [t for t in _WORKERS if t.is_alive()]
+            while len(_WORKERS) < WORKERS:
+                _WORKERS.append(start(_work, name=f"privlens-soon-{len(_WORKERS)}", yielding=False))
             _JOBS_COND.notify_all()
         else:
             job.asked = now
             _JOBS.move_to_end(key)
-    job.done.wait(timeout=max(0.0, wait_s))
+    job.wait(wait_s)
     return job
+
+
+def wait_all(jobs: list[Job], timeout: float) -> bool:
+    """Wait at most ``timeout`` seconds for every job of ``jobs``, counting as asking for them meanwhile
+    (a queued job someone waits for is never dropped as stale); whether all are done."""
+    deadline = time.monotonic() + max(0.0, timeout)
+    while True:
+        now = time.monotonic()
+        left = [job for job in jobs if not job.done.is_set()]
+        if not left:
+            return True
+        if now >= deadline:
+            return False
+        for job in left:
+            job.asked = now
+        left[0].done.wait(timeout=min(deadline - now, 1.0))
 
 
 def _next_job() -> Job | None:

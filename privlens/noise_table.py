@@ -8,15 +8,15 @@ constants certified by this process), the inference ones on their dataset's IP c
 row is its noise scale when the test passes (P[release] needs an image's certification). No mechanism
 is named here; each row reads the mechanism's own label, source and :class:`Outlook`.
 
-:func:`noise_rows_soon` computes them in the background, so that Home is drawn while a constant is
-still being certified on a model's first use (seconds): that row says so and fills in when ready.
+:func:`noise_rows_soon` computes them beside the page (the background's worker threads), so that Home
+is drawn while a constant is still being certified on a model's first use (seconds): that row says so
+and fills in when ready.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 # imported here, in the page's thread, before any row's thread starts: two threads importing scipy.stats
@@ -101,54 +101,28 @@ def _pending(mech: Any) -> NoiseRow:
                     now="computing…", pending=True)
 
 
-class _Job:
-    """The rows of one (settings, model): each computed in a background thread of its own (one row's
-    certification never holds up another's), filled in as it ends."""
-
-    def __init__(self, s: Settings, loaded: pipelines.Loaded | None) -> None:
-        self.rows: dict[str, NoiseRow] = {}
-        self._left = len(registry.MECHANISMS)
-        self._lock = threading.Lock()
-        self.done = threading.Event()
-        self._s, self._loaded = s, loaded
-
-    def start(self) -> None:
-        for mech in registry.MECHANISMS:
-            background.start(lambda m=mech: self._one(m), name=f"privlens-noise-{mech.name}")
-
-    def _one(self, mech: Any) -> None:
-        try:
-            if not background.exiting():
-                self.rows[mech.name] = mechanism_row(mech, self._s, self._loaded)
-        finally:
-            with self._lock:
-                self._left -= 1
-                if self._left == 0:
-                    self.done.set()
-
-
-_JOBS: OrderedDict[tuple, _Job] = OrderedDict()
-_JOBS_LOCK = threading.Lock()
-#: settings whose rows are kept
-_MAX_JOBS = 64
-
-
 def noise_rows_soon(s: Settings, loaded: pipelines.Loaded | None, *,
                     wait_s: float) -> tuple[list[NoiseRow], bool]:
-    """:func:`noise_rows`, computed in a background thread once per (settings, model) in this process:
-    waits at most ``wait_s`` seconds, and a row not computed by then (a constant still being certified)
-    is a pending one ("computing…"). Returns the rows and whether any is pending. With background work
-    turned off (:func:`privlens.background.enabled`) it computes them here and waits for all."""
+    """:func:`noise_rows`, each row computed once per (settings, model) in this process by the
+    background's worker threads (:func:`privlens.background.soon`, at the process's priority: numbers
+    on the screen): waits at most ``wait_s`` seconds, and a row not computed by then (a constant still
+    being certified) is a pending one ("computing…"). Returns the rows and whether any is pending. With
+    background work turned off (:func:`privlens.background.enabled`) it computes them here."""
     if not background.enabled():
         return noise_rows(s, loaded), False
-    key = (s, None if loaded is None else (loaded.dataset, loaded.model, id(loaded.pipeline)))
-    with _JOBS_LOCK:
-        job = _JOBS.get(key)
-        if job is None:
-            job = _JOBS[key] = _Job(s, loaded)
-            while len(_JOBS) > _MAX_JOBS:
-                _JOBS.popitem(last=False)
-            job.start()
-    job.done.wait(timeout=max(0.0, wait_s))
-    rows = [job.rows.get(mech.name) or _pending(mech) for mech in registry.MECHANISMS]
+    model = None if loaded is None else (loaded.dataset, loaded.model, id(loaded.pipeline))
+    jobs = [background.soon(("noise-row", s, model, mech.name), partial(mechanism_row, mech, s, loaded),
+                            name=f"privlens-noise-{mech.name}") for mech in registry.MECHANISMS]
+    background.wait_all(jobs, wait_s)
+    rows = [_row_of(mech, job) for mech, job in zip(registry.MECHANISMS, jobs, strict=True)]
     return rows, any(r.pending for r in rows)
+
+
+def _row_of(mech: Any, job: background.Job) -> NoiseRow:
+    """The job's row, a pending one, or one that says why it failed."""
+    if not job.done.is_set():
+        return _pending(mech)
+    if job.value is None:
+        return NoiseRow(name=mech.name, label=mech.label, source=mech.source, model="", noise="",
+                        now="not computed", refused=job.error or "")
+    return job.value
