@@ -26,7 +26,8 @@ from typing import Any
 
 from privcore._inflight import mark_background
 
-__all__ = ["EXIT_JOIN_S", "Job", "enabled", "exiting", "on_exit", "soon", "start", "wait_all"]
+__all__ = ["EXIT_JOIN_S", "Job", "enabled", "exiting", "lower_priority", "on_exit", "soon", "start",
+           "wait_all"]
 
 LOG = logging.getLogger("privlens")
 
@@ -39,19 +40,25 @@ _THREADS: list[threading.Thread] = []
 _WAKE: list[Callable[[], None]] = []
 
 
+def lower_priority() -> None:
+    """Run the calling thread from now on at the lowest CPU priority the OS gives it (Linux: a thread's
+    own nice value; it cannot be raised again), so that a page the user waits for wins the cores, and
+    with them the interpreter lock, while background work (φ tables, certifications) runs beside it.
+    The thread is marked as background work (:func:`privcore._inflight.mark_background`): a page asking
+    for a result it is computing computes it beside it instead of waiting for a thread that a loaded
+    machine barely runs."""
+    mark_background()
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):  # not Linux, or not allowed: run at the process's priority
+        pass
+
+
 def _yielding(target: Callable[[], None]) -> Callable[[], None]:
-    """``target``, run at the lowest CPU priority the OS gives this thread (Linux: a thread's own nice
-    value), so that a page the user waits for wins the cores, and with them the interpreter lock, while
-    background work (φ tables, certifications) runs beside it. It is marked as background work
-    (:func:`privcore._inflight.mark_background`): a page asking for a result it is computing computes it
-    beside it instead of waiting for a thread that a loaded machine barely runs."""
+    """``target``, run at the lowest CPU priority (:func:`lower_priority`)."""
 
     def run() -> None:
-        mark_background()
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        except (AttributeError, OSError):  # not Linux, or not allowed: run at the process's priority
-            pass
+        lower_priority()
         target()
 
     return run

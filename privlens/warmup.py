@@ -1,13 +1,15 @@
 """What a server process prepares in the background after its first page, and how it keeps out of the
 way of the pages.
 
-* :func:`warm_up` (once per process, a daemon thread): the default model's G and domain check (what the
+* :func:`warm_up` (once per process, a daemon thread at the process's priority that pauses while a page
+  runs, then at the lowest for the pattern tables): the default model's G and domain check (what the
   first Release page needs), the start of its φ table for PTR's live accuracy (:mod:`privlens.evaluation`,
   a thread of its own), the slow imports, the Mechanism lab's baselines, then the exact
   certifier's pattern tables of every shipped obfuscator
   (:func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`). Everything
   is computed here from the weights and the data, into privcore's in-memory memos; a page asking for a
-  result being computed waits for it (``privcore._inflight``) instead of computing it again.
+  result being computed waits for it (``privcore._inflight``) instead of computing it again, except
+  during the pattern tables, which run at the lowest priority: a page computes beside those.
 * :func:`import_early` (once per process, from the top of the first run): torch, in a daemon thread that
   does not wait for the script runs (third-party modules only, :data:`EARLY_IMPORTS`).
 * :func:`script_run` wraps each run of the app's script (and each fragment rerun). While one runs the
@@ -234,12 +236,16 @@ def warm_up() -> threading.Thread:
         prepare_lab()
         if precompute_pattern_tables is None or not _enabled():
             return
+        background.lower_priority()  # minutes of speculative work from here on: the pages come first
         try:
             precompute_pattern_tables(directory, resolve=first, pause=wait_for_quiet)
         except Exception:  # an accelerator only: certification builds what it needs
             LOG.warning("pattern tables not precomputed", exc_info=True)
 
-    return background.start(run, name="privlens-warm-up")
+    # at the process's priority up to the pattern tables: bounded work that the next page needs, which a
+    # loaded machine would never give a thread at the lowest priority (the pages would then compute it
+    # themselves); it pauses while a page runs (wait_for_quiet)
+    return background.start(run, name="privlens-warm-up", yielding=False)
 
 
 @st.cache_resource(show_spinner=False)
