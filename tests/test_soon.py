@@ -68,3 +68,21 @@ def test_readings_are_computed_here_when_background_work_is_off(monkeypatch: pyt
                                                      model=s.model)
     assert not pending and reading == attack_view.live_reading(mech, loaded.pipeline, s, dataset=s.dataset,
                                                                model=s.model)
+
+
+def test_a_pending_row_says_computing_and_is_not_ranked() -> None:
+    from privlens import chooser
+
+    posthoc = [m for m in registry.MECHANISMS if m.family == "posthoc" and not m.needs_certificate]
+    s, loaded = _digits(1.0)
+    ready = posthoc[0]
+    look = ready.outlook(loaded.pipeline, ready.setting(epsilon=1.0, delta=s.delta, radius=s.radius))
+    entries = [chooser.Entry(mechanism=ready, outlook=look, accuracy=None, pending=True),
+               chooser.Entry(mechanism=posthoc[1], outlook="computing…", pending=True)]
+    cmp = chooser.compare(entries, epsilon=1.0, alpha=s.alpha)
+    rows = {r["mechanism"].lstrip("★ "): r for r in cmp.rows()}
+    assert rows[ready.label]["accuracy [interval]"] == "computing…"
+    assert rows[posthoc[1].label]["noise per coordinate"] == "computing…"
+    assert rows[posthoc[1].label]["accuracy [interval]"] == "computing…"
+    assert cmp.recommended == ready.name  # ranked among the rows that are in
+    assert all(c.note != "computing…" for c in cmp.choices)
