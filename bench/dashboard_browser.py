@@ -10,7 +10,8 @@ directory, its own process group, killed at the end) and drives Debian's headles
 1. cold start: process start → the home page idle;
 2. every entry of the navigation, clicked in turn → that page idle;
 3. on the Release page (``--query``, PTR by default, so φ is certified for the default sample):
-   ``--steps`` moves of the ε slider and as many of the δ slider, one step each (→, ←, → …) → idle;
+   ``--steps`` moves of the ε slider and as many of the δ slider, one step each (→, ←, → …; with
+   ``--onward`` →, →, → …: a setting not seen before at every step) → idle;
 4. ``--uploads`` uploads of distinct shipped samples of the tree's default dataset (``data/samples``,
    digits before issue 33.1, real MNIST after) → the outcome shown (the
    "P[this image is released]" metric naming the file) and the page idle.
@@ -166,7 +167,7 @@ def one_pass(
                                    timeout=T * 1000, polling=50)
 
             for i in range(args.steps):
-                key = "ArrowRight" if i % 2 == 0 else "ArrowLeft"
+                key = "ArrowRight" if i % 2 == 0 or args.onward else "ArrowLeft"
                 for field in ("epsilon", "delta"):
                     slider = page.locator(f'.st-key-w_{field} input[type="range"]').first
                     slider.focus()
@@ -212,6 +213,8 @@ def main() -> None:
     parser.add_argument("--ref", help="git revision to compare with (A); B is the current tree")
     parser.add_argument("--rounds", type=int, default=1, help="passes per tree")
     parser.add_argument("--steps", type=int, default=10, help="ε moves and δ moves per pass")
+    parser.add_argument("--onward", action="store_true",
+                        help="every step to the right (a new setting each time) instead of →, ←, → …")
     parser.add_argument("--uploads", type=int, default=3, help="uploads per pass")
     parser.add_argument("--query", default="mech=PTR&eps=1.0&delta=0.001", help="the first URL's settings")
     parser.add_argument("--quiet", type=float, default=400.0, help="ms without DOM mutation = idle")
