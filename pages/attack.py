@@ -14,7 +14,7 @@ import streamlit as st
 import torch
 
 from privcore.attacks import ImageMetrics, image_metrics
-from privcore.errors import DatasetUnavailableError
+from privcore.errors import CheckpointError, DatasetUnavailableError
 from privcore.experiments import MEASURES
 from privcore.inputs import encode_png
 from privcore.mechanisms import registry
@@ -234,7 +234,11 @@ image = require_image(loaded.dataset, pipe.image_shape)
 ctx = mv.posthoc(s, loaded, image)  # the sidebar's mechanism on its model
 if ctx is None:
     st.stop()
-best = attack_view.noise_free(ctx)  # ε = ∞: the attacker's best case, and whether one is shipped
+try:
+    best = attack_view.noise_free(ctx)  # ε = ∞: the attacker's best case, and whether one is shipped
+except CheckpointError as exc:  # a card or weights that do not match this model
+    st.error(f"The attacker of {loaded.dataset}/{loaded.model} cannot be used: {pipelines.public_text(exc)}")
+    st.stop()
 if best is None:
     st.info(
         f"No scale-told attacker is shipped for {loaded.dataset}/{loaded.model}: train it with "
