@@ -112,6 +112,17 @@ def test_a_sent_release_gets_its_reconstruction_and_metrics(pipe) -> None:
     assert set(sent.metrics) == set(METRICS) and sent.told_scale == pytest.approx(release.noise_scale)
 
 
+def test_a_release_the_attacker_does_not_read_gets_no_told_reconstruction(pipe) -> None:
+    from privcore.data import load_dataset
+    from privcore.mechanisms.protocol import Options
+
+    mech = registry.get("ldp-embedding")  # its noise enters before f: the attacker is told no scale it sees
+    x = load_dataset(DATASET).x_test[0]
+    release = mech.release(pipe, mech.prepare(pipe, x), mech.setting(epsilon=10.0), Options(rng=0))
+    assert release.released and mech.attack_unavailable()
+    assert attack_release(mech, pipe, release, x) is None
+
+
 def test_the_attack_page_shows_the_live_reading_at_the_defaults() -> None:
     from tests._dashboard import app
 

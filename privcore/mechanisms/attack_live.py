@@ -256,11 +256,15 @@ class SentAttack:
 def attack_release(mechanism: Mechanism, target: Any, release: Any, image: Any, *,
                    models_dir: str | None = None) -> SentAttack | None:
     """What the scale-told attacker rebuilds from one sent ``release`` of ``image`` (C, H, W in [0, 1]),
-    told the release's public noise scale; None for a ⊥, a release that is no embedding, or a model
-    without a shipped attacker."""
+    told the release's public noise scale; None for a ⊥, a release that is no embedding, a mechanism
+    whose releases the attacker does not read
+    (:meth:`~privcore.mechanisms.protocol.Mechanism.attack_unavailable`), or a model without a shipped
+    attacker."""
     import torch
 
     if mechanism.family != "posthoc" or not release.released or release.value is None:
+        return None
+    if mechanism.attack_unavailable():
         return None
     att = _attacker(_Held(target), models_dir)
     if att is None:
