@@ -1,7 +1,8 @@
 """Attack: what a trained decoder rebuilds from releases. First, live, the selected model's scale-told
 attacker on the sidebar's mechanism and setting (SSIM, PSNR, ℓ1, ℓ2 with intervals, beside the no-release
 baseline); then the committed heatmaps over (R, ε), measured for ARL-C-N under PTR (posthoc Tables 3–6);
-then the shipped attacker on the current image at several ε. Widgets and layout only."""
+then the same scale-told attacker on the current image, under the sidebar's mechanism at several total ε.
+Widgets and layout only."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import streamlit as st
 import torch
 
 from privcore.attacks import ImageMetrics, image_metrics
-from privcore.errors import DatasetUnavailableError
+from privcore.errors import CheckpointError, DatasetUnavailableError
 from privcore.experiments import MEASURES
 from privcore.inputs import encode_png
 from privcore.mechanisms import registry
@@ -29,7 +30,8 @@ METRICS = {
     "l1": ("ℓ1", "mean absolute pixel error", "lower = better reconstruction"),
     "l2": ("ℓ2", "mean squared pixel error", "lower = better reconstruction"),
 }
-LIVE_EPSILONS = (1.0, 2.0, 5.0, 10.0)
+#: the total ε of the simulated releases of your image (the sidebar's is added)
+LIVE_EPSILONS = (1.0, 2.0, 5.0, 10.0, 20.0)
 #: seconds the page waits for the live attack before it shows "computing…", and between two looks
 FIRST_WAIT_S = 0.5
 POLL_S = 1.0
@@ -56,7 +58,7 @@ st.title("Attack")
 st.caption(
     "An attacker who sees the releases trains a decoder from noisy obfuscated vectors back to images. "
     "How much survives the noise? Reconstruction quality over the neighbourhood radius R and ε (posthoc "
-    "Tables 3–6), then the shipped attacker on your image."
+    "Tables 3–6), then the selected model's attacker on your image."
 )
 
 models = pipelines.catalogue()
@@ -239,35 +241,44 @@ else:
         )
 
 st.subheader("On your image")
-if not s.is_posthoc:
-    st.info("Pick a posthoc mechanism in the sidebar to run the attacker on your image.")
+SELECTED_REASON = SELECTED.attack_unavailable()  # the sidebar's mechanism: why no attacker reads it, or ""
+if SELECTED_REASON:
+    st.info(f"No attacker runs on your image under {SELECTED.label}: {SELECTED_REASON}.")
     st.stop()
 loaded = pipelines.pipeline(s)
 if loaded is None:
     st.stop()
 pipe = loaded.pipeline
-if pipe.attacker is None:
-    st.info(
-        f"No attacker is shipped for {loaded.dataset}/{loaded.model}: train it with "
-        f"`.venv/bin/python -m privcore train attacker --dataset {loaded.dataset} --variant {loaded.model}`."
-    )
-    st.stop()
 image = require_image(loaded.dataset, pipe.image_shape)
-ctx = mv.posthoc(s, loaded, image, ATTACKED)
+ctx = mv.posthoc(s, loaded, image)  # the sidebar's mechanism on its model
 if ctx is None:
     st.stop()
-phi = mv.certify(ctx) if ATTACKED.needs_certificate else None
-if ATTACKED.needs_certificate and phi is None:
+try:
+    best = attack_view.noise_free(ctx)  # ε = ∞: the attacker's best case, and whether one is shipped
+except CheckpointError as exc:  # a card or weights that do not match this model
+    st.error(f"The attacker of {loaded.dataset}/{loaded.model} cannot be used: {pipelines.public_text(exc)}")
+    st.stop()
+if best is None:
+    st.info(
+        f"No scale-told attacker is shipped for {loaded.dataset}/{loaded.model}: train it with "
+        f"`.venv/bin/python -m privcore train told-attacker --dataset {loaded.dataset} "
+        f"--model {loaded.model}`."
+    )
+    st.stop()
+phi = mv.certify(ctx) if SELECTED.needs_certificate else None
+if SELECTED.needs_certificate and phi is None:
     st.stop()
 st.caption(
-    f"Simulated {ATTACKED.name} releases at R = {ctx.radius:g}, δ = {s.delta:g} and its own ε (the "
-    "sidebar's total "
-    f"ε = {s.epsilon:g} runs it at {OWN_EPSILON:g}; fresh secure noise each; shown here only, not recorded "
-    "in the ledger). ε = ∞ is the obfuscated vector without noise: the attacker's best case."
+    f"Simulated {SELECTED.name} releases of your image on {loaded.dataset}/{loaded.model} at several total ε "
+    f"(the sidebar's ε = {s.epsilon:g} among them){f', δ = {s.delta:g}' if SELECTED.uses_delta else ''}"
+    f"{f', R = {ctx.radius:g}' if 'radius' in SELECTED.parameter_names else ''}; fresh secure noise each, "
+    "shown here only, not recorded in the ledger. Each is decoded by the model's scale-told attacker, told "
+    "the release's public noise scale b, as for a sent release on the Release page. ε = ∞ is the released "
+    "vector without noise (told b = 0): the attacker's best case. One image and one draw each: no interval."
 )
 x = image.tensor
 scale = max(1, 120 // pipe.image_shape[2])
-live = tuple(sorted({*LIVE_EPSILONS, OWN_EPSILON}))  # the sidebar's (its own ε) among them
+live = tuple(sorted({*LIVE_EPSILONS, float(s.epsilon)}))  # total ε, the sidebar's among them
 # a wrapping row of fixed-width tiles: on a narrow screen they move to the next line instead of overlapping
 tile_row = st.container(horizontal=True, gap="small")
 tiles = [tile_row.container(width=128) for _ in range(len(live) + 3)]
@@ -285,27 +296,27 @@ if mean_image is not None:  # what an attacker outputs with no release at all
         caption=f"no release (training mean): SSIM {ssim0:.2f}, PSNR {psnr0:.1f} dB",
         width=120,
     )
-    rows.append({"epsilon": "no release (baseline)", "released": False, "ssim": ssim0, "psnr": psnr0})
+    rows.append({"epsilon": "no release (baseline)", "released": False, "ssim": ssim0, "psnr": psnr0,
+                 "l1": float(m0.l1[0]), "l2": float(m0.l2[0])})
 for col, eps in zip(tiles[2:], (*live, math.inf), strict=True):
     if math.isinf(eps):
-        released, vec = True, pipe.obfuscate(torch.from_numpy(ctx.x.astype(np.float32))[None])
-    else:  # eps is the mechanism's own ε: the simulation takes the total
-        res = mv.simulate(ctx, s, phi, epsilon=eps / ATTACKED.epsilon_share, label="Attack page")
-        released, vec = res.released, (mv.as_tensor(res.value) if res.released else None)
-    mine = " (sidebar's ε/2)" if eps == OWN_EPSILON else ""
+        told = best
+    else:
+        res = mv.simulate(ctx, s, phi, epsilon=eps, label="Attack page")
+        told = attack_view.sent_attack(SELECTED, pipe, res, x) if res.released else None
+    mine = " (sidebar)" if eps == s.epsilon else ""
     label = "ε = ∞" if math.isinf(eps) else f"ε = {eps:g}{mine}"
-    if not released:
+    if told is None:
         col.markdown(f"**{label}**\n\n### ⊥\nnothing released")
-        rows.append({"epsilon": eps, "released": False, "ssim": None, "psnr": None})
+        rows.append({"epsilon": eps, "released": False, "ssim": None, "psnr": None, "l1": None, "l2": None})
         continue
-    rec = pipe.reconstruct(vec)
-    m = image_metrics(x[None], rec)
-    ssim, psnr = float(m.ssim[0]), float(m.psnr[0])
+    m = told.metrics
     col.image(
-        framed(encode_png(rec[0], scale=scale)), caption=f"{label}: SSIM {ssim:.2f}, PSNR {psnr:.1f} dB",
+        framed(encode_png(told.reconstruction, scale=scale)),
+        caption=f"{label}: SSIM {m['ssim']:.2f}, PSNR {m['psnr']:.1f} dB (told b = {told.told_scale:.3g})",
         width=120,
     )
-    rows.append({"epsilon": eps, "released": True, "ssim": ssim, "psnr": psnr})
+    rows.append({"epsilon": eps, "released": True, **m})
 if st.button("Draw new noise", key="atk_resample", icon=":material/casino:"):
     mv.resample("Attack page")
     st.rerun()

@@ -1,8 +1,8 @@
 """Inference privacy: Gauss-Input, Gauss-Output and Lap-Output (Tian et al., Defs 3–5) on the IP
 classifiers — for the current image, each mechanism's noise, guarantee and noise-free prediction
-before Send, and the noisy release once sent (drawn at Send, privlens.sending); accuracy curves from
-the ``ip`` experiment, and what the guarantee becomes at other radii (chaining). Widgets and layout
-only."""
+before Send with the audit's empirical ε beside the stated one, and the noisy release once sent (drawn
+at Send, privlens.sending); accuracy curves from the ``ip`` experiment, and what the guarantee becomes
+at other radii (chaining). Widgets and layout only."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import streamlit as st
 
 from privcore.inputs import encode_png
 from privcore.mechanisms import chaining, chaining_hops
-from privlens import budget, charts, checks, compare_panel, pipelines, sending, ui, upload
+from privlens import audit_claim, budget, charts, checks, compare_panel, pipelines, sending, ui, upload
 from privlens import mechanism_view as mv
 from privlens.image import framed
 from privlens.ledger import LEDGER_EXPLANATION, ledger_totals
@@ -23,6 +23,12 @@ from privlens.results import load_results
 from privlens.settings import ALPHA_GRID, IP_MECHANISMS
 
 PAGE = mv.PAGES["inference_privacy"]
+AUDIT_NOTE = (
+    "Audit: the privacy audit's empirical ε, a 95 % lower bound from many releases of two neighbouring "
+    "inputs (`python -m privcore experiment audit`), at this ε or the nearest audited one as labelled. A "
+    "bound above the stated ε would refute the implementation; one below it cannot prove the claim. Hover "
+    "for the pair, its distance and the test."
+)
 
 
 def _pairs(g) -> str:
@@ -130,6 +136,11 @@ if ip is not None:
         )
         col.plotly_chart(fig, key=f"ip_dist_{mech_name}", config=ui.PLOTLY_CONFIG)
         col.caption(f"Guarantee if sent: (ε = {g.epsilon:g}, δ = {g.delta:g}) {_pairs(g)}")
+        claim = audit_claim.evidence(dataset, mech_name, epsilon=s.epsilon, model=plan.model, delta=g.delta)
+        for audited in claim.rows:  # the audit's empirical ε beside the stated one
+            col.markdown(f"Audit, {audited.short()}", help=audited.text())
+        if claim.missing:
+            col.caption(claim.missing)
         col.button(
             f"Send {mech_name}" if sent is None else f"Send another {mech_name}",
             key=f"ip_send_{mech_name}",
@@ -153,6 +164,7 @@ if ip is not None:
             top_noisy = max(range(len(p_noisy)), key=p_noisy.__getitem__)
             row["sent noisy prediction"] = f"{names[top_noisy]} ({p_noisy[top_noisy]:.2f})"
         rows.append(row)
+    st.caption(AUDIT_NOTE)
     n_images = mv.dataset_size(ip)
     shown: list[str] = []
     for guarantee in guarantees.values():

@@ -13,7 +13,7 @@ from privlens import mechanism_view as mv
 from privlens import pipelines
 from privlens.settings import Settings
 
-__all__ = ["LIVE_IMAGES", "METRIC_TEXT", "live_reading", "live_reading_soon", "reading_caption",
+__all__ = ["LIVE_IMAGES", "METRIC_TEXT", "live_reading", "live_reading_soon", "noise_free", "reading_caption",
            "reading_table", "sent_attack", "sent_caption"]
 
 #: test images of a live attack reading (the first ones of the split): SSIM's 11×11 window dominates the
@@ -78,6 +78,15 @@ def sent_attack(mech: Any, target: Any, release: Any, image: Any) -> Any:
     from privcore.mechanisms import attack_release
 
     return attack_release(mech, target, release, image, models_dir=pipelines.models_dir())
+
+
+def noise_free(view: mv.View) -> Any:
+    """The attacker's reconstruction of the view's released vector without noise (ε = ∞, told b = 0) and
+    its metrics against the view's image, or None without a shipped scale-told attacker."""
+    from privcore.mechanisms import image_noise_free_attack
+
+    return image_noise_free_attack(view.mech, view.target, view.x, view.image.tensor,
+                                   models_dir=pipelines.models_dir())
 
 
 def sent_caption(sent: Any) -> str:

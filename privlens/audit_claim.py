@@ -43,6 +43,8 @@ class AuditRow:
     confidence: float
     exact: bool
     model: str = ""
+    #: the δ of the setting on screen, where the caller gives one: a row at another δ says so
+    setting_delta: float | None = None
 
     @property
     def false_alarm(self) -> float:
@@ -54,16 +56,33 @@ class AuditRow:
         """Whether the bound lies above the stated ε (the claim is refuted at this confidence)."""
         return self.bound > self.epsilon
 
+    @property
+    def where(self) -> str:
+        """Whether the row is at the sidebar's ε (else the nearest audited one) and its δ, in words."""
+        where = "at this ε" if self.exact else f"nearest audited setting, stated ε = {self.epsilon:g}"
+        other = self.setting_delta is not None and not math.isclose(self.delta, self.setting_delta,
+                                                                    rel_tol=1e-9, abs_tol=1e-300)
+        note = f", not this setting's δ = {self.setting_delta:g}" if other else ""
+        return f"{where}, δ = {self.delta:g}{note}"
+
+    @property
+    def verdict(self) -> str:
+        """Above the stated ε (refuted) or below it."""
+        return ("**above the stated ε: the claim is refuted**" if self.refutes
+                else f"below the stated ε = {self.epsilon:g}")
+
     def text(self) -> str:
         """The row in words, labelled as the nearest audited ε when it is not at the sidebar's."""
-        where = "at this ε" if self.exact else f"nearest audited setting, stated ε = {self.epsilon:g}"
         pair = PAIRS.get(self.pair, self.pair).format(model=self.model)
-        verdict = ("**above the stated ε: the claim is refuted**" if self.refutes
-                   else f"below the stated ε = {self.epsilon:g}")
-        return (f"empirical ε ≥ **{self.bound:.3f}** ({where}, δ = {self.delta:g}), {verdict} — {pair} at "
+        return (f"empirical ε ≥ **{self.bound:.3f}** ({self.where}), {self.verdict} — {pair} at "
                 f"distance {self.distance:.3g}; threshold test on n = {self.n:,} releases of each input, "
                 f"{self.confidence:.0%} one-sided (Clopper–Pearson), false-alarm rate ≤ "
                 f"{self.false_alarm:.0%}")
+
+    def short(self) -> str:
+        """The row in one line for a narrow column: bound, where, verdict, pair kind, n, false-alarm rate."""
+        return (f"{self.pair} pair: empirical ε ≥ **{self.bound:.3f}** ({self.where}), {self.verdict}; "
+                f"n = {self.n:,}, false-alarm rate ≤ {self.false_alarm:.0%}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,9 +99,11 @@ def _nearest(frame: Any, epsilon: float) -> Any:
     return frame.loc[gaps.idxmin()]
 
 
-def evidence(dataset: str, mechanism: str, *, epsilon: float, model: str) -> Evidence:
+def evidence(dataset: str, mechanism: str, *, epsilon: float, model: str,
+             delta: float | None = None) -> Evidence:
     """The audit's evidence for ``mechanism`` at the total ``epsilon`` on ``dataset/model`` (module
-    docstring): the worst-case row, and the model row where the audit ran through ``model``."""
+    docstring): the worst-case row, and the model row where the audit ran through ``model``. ``delta``:
+    the setting's δ, so that a row audited at another δ says so."""
     from privcore.experiments import AUDIT_MODELS
 
     frame = load_results(dataset, "audit")
@@ -109,6 +130,7 @@ def evidence(dataset: str, mechanism: str, *, epsilon: float, model: str) -> Evi
         rows.append(AuditRow(pair=pair, epsilon=eps, delta=float(row["delta_claimed"]),
                              distance=float(row["distance"]), n=int(row["n_releases"]),
                              bound=float(row["epsilon_lb"]), confidence=float(row["confidence"]),
-                             exact=math.isclose(eps, epsilon, rel_tol=1e-9), model=audited))
+                             exact=math.isclose(eps, epsilon, rel_tol=1e-9), model=audited,
+                             setting_delta=delta))
     missing = "; ".join(notes)
     return Evidence(rows=tuple(rows), missing=(missing[:1].upper() + missing[1:] + ".") if missing else "")

@@ -112,6 +112,17 @@ def test_a_sent_release_gets_its_reconstruction_and_metrics(pipe) -> None:
     assert set(sent.metrics) == set(METRICS) and sent.told_scale == pytest.approx(release.noise_scale)
 
 
+def test_a_release_the_attacker_does_not_read_gets_no_told_reconstruction(pipe) -> None:
+    from privcore.data import load_dataset
+    from privcore.mechanisms.protocol import Options
+
+    mech = registry.get("ldp-embedding")  # its noise enters before f: the attacker is told no scale it sees
+    x = load_dataset(DATASET).x_test[0]
+    release = mech.release(pipe, mech.prepare(pipe, x), mech.setting(epsilon=10.0), Options(rng=0))
+    assert release.released and mech.attack_unavailable()
+    assert attack_release(mech, pipe, release, x) is None
+
+
 def test_the_attack_page_shows_the_live_reading_at_the_defaults() -> None:
     from tests._dashboard import app
 
@@ -134,3 +145,26 @@ def test_a_sent_release_on_the_release_page_shows_its_reconstruction_metrics() -
     send(at)
     shown = [c.value for c in at.caption if c.value.startswith("Against your image: SSIM")]
     assert len(shown) == 1 and "PSNR" in shown[0] and "ℓ1" in shown[0] and "ℓ2" in shown[0]
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_the_attack_on_one_image_agrees_with_the_reading_or_says_why(pipe, name: str) -> None:
+    """Without noise, the attack on one image is the live reading's on that image alone (the same clipping,
+    the attacker told b = 0); a mechanism no attacker reads says why, the words the Attack page shows."""
+    from privcore.data import load_dataset
+    from privcore.mechanisms import image_noise_free_attack
+
+    mech = registry.get(name)
+    x = load_dataset(DATASET).x_test[0]
+    reason = mech.attack_unavailable()
+    # class scores, or LDP-Embedding's noise that enters before f: nothing the attackers were trained on
+    assert bool(reason) == (mech.family != "posthoc" or name == "LDP-Embedding")
+    if reason:
+        with pytest.raises(NotImplementedError, match="attacker"):
+            image_noise_free_attack(mech, pipe, x, x)
+        return
+    one = image_noise_free_attack(mech, pipe, mech.prepare(pipe, x), x)
+    assert one is not None and one.told_scale == 0.0 and tuple(one.reconstruction.shape) == tuple(x.shape)
+    ref = noise_free_attack(mech, pipe, dataset=DATASET, model=MODEL, n=1)
+    for k in METRICS:
+        assert one.metrics[k] == pytest.approx(ref.metrics[k].mean, rel=1e-4, abs=1e-5)

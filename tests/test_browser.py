@@ -91,6 +91,12 @@ def server(tmp_path_factory: pytest.TempPathFactory):
         log.close()
 
 
+def upload(page, path: Path) -> None:
+    """Give the page's file uploader ``path`` (a loaded machine may take a while to draw it)."""
+    uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]')
+    uploader.set_input_files(str(path), timeout=120_000)
+
+
 def _settled(page) -> None:
     """Wait until Streamlit has finished the current run: no running indicator, no stale element
     left from the previous run, every picture loaded."""
@@ -125,7 +131,7 @@ def test_upload_release_and_move_epsilon(server: str, tmp_path: Path) -> None:
             expect(page.locator("h1", has_text="Release")).to_be_visible(timeout=90_000)
             expect(page.get_by_text("Settings", exact=True)).to_be_visible()  # the shared sidebar is there
             page.get_by_text("Upload your own").click()
-            page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(image))
+            upload(page, image)
             ready = page.locator('[data-testid="stMetric"]', has_text="P[this image is released]")
             expect(ready).to_be_visible(timeout=120_000)  # what the release would be: no draw before Send
             _settled(page)
@@ -149,7 +155,7 @@ def test_upload_release_and_move_epsilon(server: str, tmp_path: Path) -> None:
             expect(ready).to_be_visible()
             page.screenshot(path=str(SHOTS / "02-release-epsilon-moved.png"), full_page=True)
 
-            page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(bad))
+            upload(page, bad)
             expect(page.get_by_text("This file cannot be used")).to_be_visible(timeout=120_000)
             _settled(page)
             assert page.locator('[data-testid="stMetric"]').count() == 0  # nothing released
@@ -233,7 +239,7 @@ def test_upload_on_the_inference_privacy_page(server: str, tmp_path: Path) -> No
             main = page.locator('[data-testid="stMain"]')
             expect(main.get_by_text("Upload your own")).to_be_visible(timeout=90_000)
             main.get_by_text("Upload your own").click()
-            page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(image))
+            upload(page, image)
             from privcore.mechanisms import registry
 
             columns = len(registry.names(page="inference_privacy"))  # one per mechanism of the page

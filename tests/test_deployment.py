@@ -24,7 +24,7 @@ def _env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFacto
     # about the user's image: PTR's φ table of the (public) test images, which goes to the disk cache in
     # every deployment (docs/TRUST.md), would add rows and decisions of its own
     monkeypatch.setenv("PRIVLENS_CERTIFIED_IMAGES", "0")
-    assert evaluation.settle(120.0)  # one an earlier test started has finished
+    assert evaluation.settle(300.0)  # one an earlier test started has finished
 
 
 def test_the_setting_is_validated_and_defaults_to_shared(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests._dashboard import ROOT, sample_png
-from tests.test_browser import ARGS, CHROMIUM, _settled, server  # noqa: F401  (server is a fixture)
+from tests.test_browser import ARGS, CHROMIUM, _settled, server, upload  # noqa: F401  (server is a fixture)
 
 _PARTIAL_HASH_THRESHOLD = 1_048_576  # Streamlit 1.67.0, memory_media_file_storage.py
 _PARTIAL_HASH_SAMPLE_SIZE = 65_536
@@ -282,7 +282,7 @@ def test_no_media_url_is_a_content_hash(server: str, tmp_path: Path) -> None:  #
             main = page.locator('[data-testid="stMain"]')
             expect(main.locator("h1", has_text="Release")).to_be_visible(timeout=90_000)
             main.get_by_text("Upload your own").click()
-            page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(image))
+            upload(page, image)
             expect(main.get_by_text("private.png", exact=False).first).to_be_visible(timeout=120_000)
             expect(main.locator("img").first).to_be_visible(timeout=120_000)
             _settled(page)

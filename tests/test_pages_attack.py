@@ -1,9 +1,11 @@
 """Attack page (AppTest): the (R, ε) heatmap from the CSV with the current setting marked (on a
 measured cell, or interpolated between cells), the no-release baseline computed from the data with
-n, and the shipped attacker's reconstructions of the current image at several ε with SSIM/PSNR."""
+n, and the selected model's scale-told attacker on the current image under the sidebar's mechanism at
+several total ε with SSIM, PSNR, ℓ1 and ℓ2 (or the mechanism's reason where no attacker reads it)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
@@ -55,8 +57,9 @@ def test_heatmap_and_live_reconstructions() -> None:
     assert "n = 50 released test images" in m.hovertemplate and "δ = 0.05" in m.hovertemplate
     assert heat.text[1][1] == f"{heat.z[1][1]:.3g}"  # the synthetic CSV has no interval: the value alone
     assert "n = 50 released images, PTR's δ = 0.05" in heat.customdata[1][1][2]
-    table = at.dataframe[0].value
-    assert list(table["ε"]) == ["no release (baseline)", "1", "2", "5", "10", "∞"]
+    table = at.dataframe[-1].value  # the "On your image" table, the last one
+    assert list(table["ε"]) == ["no release (baseline)", "1", "2", "4", "5", "10", "20", "∞"]  # total ε
+    assert list(table.columns) == ["ε", "released", "SSIM", "PSNR (dB)", "ℓ1", "ℓ2"]
     released = table[table["released"] == "yes"]
     assert "∞" in set(released["ε"])  # the noise-free reference is always there
     ssim, psnr = released["SSIM"].astype(float), released["PSNR (dB)"].astype(float)
@@ -79,9 +82,9 @@ def test_a_bottom_draw_shows_a_dash_and_a_legend_not_none(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(mechanism_view, "simulate", bottom)
     at = app("attack", query={"R": "0.25", "eps": "4.0"})
-    table = at.dataframe[0].value
+    table = at.dataframe[-1].value  # the "On your image" table, the last one
     bottoms = table[table["released"] == "⊥"]
-    assert list(bottoms["ε"]) == ["1", "2", "5", "10"]
+    assert list(bottoms["ε"]) == ["1", "2", "4", "5", "10", "20"]
     assert set(bottoms["SSIM"]) == set(bottoms["PSNR (dB)"]) == {"–"}
     assert "None" not in table.astype(str).to_string()
     assert "⊥: that draw released nothing" in texts(at)
@@ -158,3 +161,43 @@ def test_heatmap_title_and_y_label_fit_1000_px() -> None:
     assert len(lines) >= 2 and max(map(len, lines)) <= 80
     assert fig.layout.margin.t >= 40 + 22 * len(lines) and fig.layout.margin.l >= 80
     assert fig.layout.yaxis.automargin and fig.layout.legend.orientation == "h"
+
+
+def _on_image(at):
+    """The "On your image" table (the page's last dataframe)."""
+    return at.dataframe[-1].value
+
+
+def test_your_image_is_attacked_by_the_models_scale_told_attacker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Global on digits/ARL-C-N: every finite ε is decoded by the scale-told attacker (told each release's
+    public b, which shrinks as ε grows), never by the untold one; more ε rebuilds no worse on average."""
+    from privcore.models.pipeline import Pipeline
+
+    def untold(*args, **kwargs):
+        raise AssertionError("the untold attacker decoded a release")
+
+    monkeypatch.setattr(Pipeline, "reconstruct", untold)
+    at = app("attack", query={"R": "0.25", "eps": "4.0"})
+    table = _on_image(at)
+    assert (table["released"].iloc[1:] == "yes").all()
+    captions = [img.caption for i in at.get("image") for img in i.proto.imgs if "told b = " in img.caption]
+    b = [float(c.split("told b = ")[1].split(")")[0]) for c in captions]
+    assert len(b) == 7 and b[-1] == 0.0 and all(x > y for x, y in itertools.pairwise(b))
+    assert "scale-told attacker" in texts(at)
+
+
+@pytest.mark.parametrize("mech", ["Gauss-Output", "LDP-Embedding"])
+def test_a_mechanism_no_attacker_reads_says_why(mech: str) -> None:
+    at = app("attack", query={"mech": mech, "eps": "4.0"})
+    (note,) = [i.value for i in at.info if i.value.startswith("No attacker runs on your image")]
+    from privcore.mechanisms import registry
+
+    assert registry.get(mech).attack_unavailable() in note
+    assert not [img for i in at.get("image") for img in i.proto.imgs if "told b = " in img.caption]
+
+
+def test_ptr_on_your_image_certifies_then_decodes_with_the_told_attacker() -> None:
+    at = app("attack", query={"mech": "PTR", "R": "0.25", "eps": "4.0"})
+    table = _on_image(at)
+    assert list(table["ε"])[-1] == "∞" and set(table["released"].iloc[1:]) <= {"yes", "⊥"}
+    assert "Simulated PTR releases" in texts(at)

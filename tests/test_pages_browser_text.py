@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests._dashboard import sample_png
-from tests.test_browser import ARGS, CHROMIUM, _settled, server  # noqa: F401  (server is a fixture)
+from tests.test_browser import ARGS, CHROMIUM, _settled, server, upload  # noqa: F401  (server is a fixture)
 
 pytestmark = pytest.mark.browser
 
@@ -38,7 +38,7 @@ def test_url_values_and_file_names_are_never_links(server: str, tmp_path: Path) 
             page.get_by_role("button", name="Continue with the sidebar's values").click()
 
             page.get_by_text("Upload your own").click()
-            page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(image))
+            upload(page, image)
             expect(page.locator('[data-testid="stMetric"]').first).to_be_visible(timeout=120_000)
             _settled(page)
             # the same session on another page: the name in the current-image caption

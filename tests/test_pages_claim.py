@@ -1,5 +1,6 @@
-"""Release page: the audit's empirical ε beside the stated ε (nearest audited row, labelled so), and
-PTR's live accuracy from the test images' φ table, computed in the background (AppTest on digits)."""
+"""Release and Inference privacy pages: the audit's empirical ε beside the stated ε (nearest audited row,
+labelled so; a row at another δ says so), and PTR's live accuracy from the test images' φ table, computed
+in the background (AppTest on digits)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ AUDIT = pd.DataFrame(
         ("Global", "worst-case", 1.0, 0.0, 0.25, 20000, 1.90, True),  # a control: never shown
         ("PTR", "worst-case", 4.0, 0.025, 0.25, 100000, 3.28, False),
         ("PTR", "model", 2.0, 0.025, 0.25, 100000, 0.82, False),
+        ("Gauss-Output", "worst-case", 1.0, 1e-5, 0.1, 100000, 0.61, False),
+        ("Lap-Output", "worst-case", 1.0, 0.0, 1.0, 100000, 0.97, False),
+        ("Lap-Output", "model", 1.0, 0.0, 1.0, 100000, 0.15, False),
+        ("LDP-Image", "worst-case", 2.0, 0.0, 64.0, 12755, 0.0, False),
     ],
     columns=["mechanism", "pair", "epsilon_claimed", "delta_claimed", "distance", "n_releases", "epsilon_lb",
              "control"],
@@ -64,3 +69,21 @@ def test_release_page_shows_the_claim_beside_the_evidence_and_ptr_live_accuracy(
     captions = " ".join(c.value for c in at.caption)
     assert "certified φ" in captions and f"n = {evaluation.table_images()} test images" in captions, captions
     assert not any(m.value == "—" for m in at.metric if m.label.startswith("model accuracy at this ε"))
+
+
+def test_inference_privacy_shows_each_mechanisms_audit_in_its_column(results: Path) -> None:
+    """Per column: the row at this ε (Gauss-Output; Lap-Output's worst-case and its model pair through
+    ip-lipschitz-l1), the nearest audited one labelled so (LDP-Image at ε = 2), and in words where no
+    audit row exists (Gauss-Input)."""
+    query = {"mech": "Gauss-Output", "eps": "1.0", "delta": "1e-05", "alpha": "0.1"}
+    at = app("inference_privacy", query=query)
+    page = texts(at)
+    gauss = "Audit, worst-case pair: empirical ε ≥ **0.610** (at this ε, δ = 1e-05), below the stated ε = 1"
+    assert gauss in page
+    assert "Audit, worst-case pair: empirical ε ≥ **0.970** (at this ε, δ = 0)" in page
+    assert "Audit, model pair: empirical ε ≥ **0.150**" in page  # Lap-Output through ip-lipschitz-l1
+    assert "Audit, worst-case pair: empirical ε ≥ **0.000** (nearest audited setting, stated ε = 2" in page
+    assert "No audit of Gauss-Input on digits" in page
+    assert "n = 100,000, false-alarm rate ≤ 5%" in page
+    at.select_slider(key="w_delta").set_value(1e-3).run()  # the Gaussian rows were audited at δ = 1e-5
+    assert "(at this ε, δ = 1e-05, not this setting's δ = 0.001)" in texts(at)

@@ -44,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "attack_release": "attack_live",
     "live_attack": "attack_live",
     "noise_free_attack": "attack_live",
+    "image_noise_free_attack": "attack_live",
     # the mechanism protocol and its registry entries (privcore.mechanisms.registry holds the table)
     "Mechanism": "protocol",
     "Options": "protocol",

@@ -38,6 +38,7 @@ __all__ = [
     "Interval",
     "SentAttack",
     "attack_release",
+    "image_noise_free_attack",
     "live_attack",
     "no_release_baseline",
     "noise_free_attack",
@@ -202,6 +203,31 @@ def noise_free_attack(mechanism: Mechanism, target: Any, *, dataset: str, model:
     return replace(out, given_release=bool(sim.given_release))
 
 
+def image_noise_free_attack(mechanism: Mechanism, target: Any, x: Any, image: Any, *,
+                            models_dir: str | None = None) -> SentAttack | None:
+    """What the scale-told attacker rebuilds from ``mechanism``'s released vector of one prepared input
+    ``x`` (:meth:`~privcore.mechanisms.protocol.Mechanism.prepare`'s output) without its noise (ε = ∞, the
+    attacker told b = 0), scored against ``image`` (C, H, W in [0, 1]): the attacker's best case on this
+    image, clipped as the mechanism clips (:func:`noise_free_attack` for one image). None without a
+    shipped attacker; NotImplementedError, naming why, where no attacker reads the releases
+    (:meth:`~privcore.mechanisms.protocol.Mechanism.attack_unavailable`)."""
+    import torch
+
+    reason = mechanism.attack_unavailable()
+    if reason:
+        raise NotImplementedError(reason)
+    rng = _Zero(np.random.default_rng(0))
+    inputs = np.asarray(x, dtype=np.float64).reshape(1, -1)
+    sim = mechanism.simulate_release(target, inputs, mechanism.setting(epsilon=100.0), rng)
+    att = _attacker(_Held(target), models_dir)
+    if att is None:
+        return None
+    rec = _reconstruct(att, sim.values, 0.0, False)
+    scores = _per_image(torch.as_tensor(image, dtype=torch.float32)[None], rec)
+    return SentAttack(reconstruction=rec[0], metrics={k: float(scores[k][0]) for k in METRICS},
+                      told_scale=0.0, gaussian=False)
+
+
 class _Zero:
     """A numpy-generator stand-in whose noise is zero: the simulation's values are then the noise-free
     released part (f(clip z) or f(z)), with the mechanism's own clipping."""
@@ -230,11 +256,15 @@ class SentAttack:
 def attack_release(mechanism: Mechanism, target: Any, release: Any, image: Any, *,
                    models_dir: str | None = None) -> SentAttack | None:
     """What the scale-told attacker rebuilds from one sent ``release`` of ``image`` (C, H, W in [0, 1]),
-    told the release's public noise scale; None for a ⊥, a release that is no embedding, or a model
-    without a shipped attacker."""
+    told the release's public noise scale; None for a ⊥, a release that is no embedding, a mechanism
+    whose releases the attacker does not read
+    (:meth:`~privcore.mechanisms.protocol.Mechanism.attack_unavailable`), or a model without a shipped
+    attacker."""
     import torch
 
     if mechanism.family != "posthoc" or not release.released or release.value is None:
+        return None
+    if mechanism.attack_unavailable():
         return None
     att = _attacker(_Held(target), models_dir)
     if att is None:

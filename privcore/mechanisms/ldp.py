@@ -387,8 +387,12 @@ class LDPEmbeddingRelease(Posthoc):
         return Simulation(predicted=classes(target, values, 0.0), released=np.ones(len(z), bool),
                           noise_scale_effective=eff)
 
+    def attack_unavailable(self) -> str:
+        """The shipped attackers are told the scale of noise added to f's output, and LDP-Embedding's
+        noise enters before f, so no attacker is calibrated for its releases."""
+        return (f"{self.name}'s noise enters before f, and the shipped attackers are trained on noise added "
+                "to f's output: no attacker is calibrated for its releases")
+
     def simulate_release(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
-        """Not read by the attack: the shipped attackers are told the scale of noise added to f's output,
-        and LDP-Embedding's noise enters before f, so no attacker is calibrated for its releases."""
-        raise NotImplementedError("LDP-Embedding's noise enters before f, and the shipped attackers are "
-                                  "trained on noise added to f's output")
+        """Not read by the attack (:meth:`attack_unavailable`)."""
+        raise NotImplementedError(self.attack_unavailable())

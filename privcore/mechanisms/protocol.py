@@ -313,6 +313,15 @@ class Mechanism:
         of its variance per coordinate, and whether it is Gaussian."""
         return float(release.noise_scale), False
 
+    def attack_unavailable(self) -> str:
+        """Why no reconstruction attacker reads this mechanism's releases, in words; "" where one does (the
+        posthoc family: its noise is added to the released embedding f(z), the noise the scale-told
+        attackers are trained on, posthoc paper §5)."""
+        if self.family == "posthoc":
+            return ""
+        return (f"{self.name} releases a classifier's class scores, not an embedding: there is no image "
+                "representation for a reconstruction attacker to decode")
+
     def simulate_release(self, target: Any, inputs: Any, setting: Setting, rng: Any) -> Simulation:
         """One simulated draw of the released vectors for a batch of prepared ``inputs``
         (:class:`Simulation` with ``values``): what a reconstruction attacker sees, for evaluation only —
