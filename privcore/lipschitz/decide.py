@@ -64,6 +64,7 @@ from privcore.lipschitz.backends import SolveResult, solve
 from privcore.lipschitz.ball import Ball
 from privcore.lipschitz.blas import blas_threads
 from privcore.lipschitz.bounds import nearest_sampled_violation, sampled_lower_bound
+from privcore.lipschitz.deadline import deadline_after
 from privcore.lipschitz.milp import LipschitzMILP, build_milp
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.pattern_bnb import global_pattern_bound
@@ -431,7 +432,7 @@ def decide_exact(
     if math.isnan(tau):
         raise ValueError("threshold must be a real number, got nan")
     q = _Query(ball, tau, solver=solver, time_limit=time_limit, threads=threads, use_lp=use_lp)
-    with blas_threads(threads):
+    with blas_threads(threads), deadline_after(time_limit, start=q.start):
         for name, step in STEPS:
             if steps is not None and name not in steps:
                 continue

@@ -29,6 +29,7 @@ from privcore.lipschitz.backends import SOLVERS, solve
 from privcore.lipschitz.ball import MAX_PREACTIVATION, MAX_RADIUS, Ball
 from privcore.lipschitz.blas import blas_threads
 from privcore.lipschitz.bounds import sampled_lower_bound
+from privcore.lipschitz.deadline import TimeLimitReached, deadline_after
 from privcore.lipschitz.decide import MIP_GAP, Decision, decide_exact
 from privcore.lipschitz.decide import TIGHTEN_MIN_UNSTABLE as TIGHTEN_MIN_UNSTABLE
 from privcore.lipschitz.milp import build_milp
@@ -189,17 +190,29 @@ def local_lipschitz(
         time_limit = check_positive("time_limit", time_limit)
     if threads is not None:
         threads = check_int("threads", threads, minimum=1)
+    ball = Ball.of(net, center, radius, input_norm=input_norm, output_norm=output_norm)
     with blas_threads(threads):
-        return _local_lipschitz(net, center, radius, input_norm=input_norm, output_norm=output_norm,
-                                solver=solver, time_limit=time_limit, certifier=certifier, threads=threads,
-                                start=start)
+        try:
+            with deadline_after(time_limit, start=start):
+                return _local_lipschitz(ball, solver=solver, time_limit=time_limit, certifier=certifier,
+                                        threads=threads, start=start)
+        except TimeLimitReached:
+            return _timed_out(ball, certifier, start)
+
+
+def _timed_out(ball: Ball, certifier: str, start: float) -> Certificate:
+    """The certificate of a query whose time limit ran out inside the engine's own search: not
+    exact, ``upper`` the interval bound (certified; computed after the limit, in microseconds to
+    milliseconds), ``lower`` 0 (trivially certified)."""
+    return Certificate(upper=ball.interval, lower=0.0, exact=False, solver="enumeration", status="time_limit",
+                       seconds=time.perf_counter() - start, certifier=certifier, radius=ball.radius,
+                       n_unstable=ball.n_unstable, n_variables=0, n_constraints=0, model_hash=ball.net.digest,
+                       **ball.norms.kwargs)
 
 
 def _local_lipschitz(
-    net: Any, center: Any, radius: float, *, input_norm: str, output_norm: str, solver: str,
-    time_limit: float | None, certifier: str, threads: int | None, start: float,
+    ball: Ball, *, solver: str, time_limit: float | None, certifier: str, threads: int | None, start: float,
 ) -> Certificate:
-    ball = Ball.of(net, center, radius, input_norm=input_norm, output_norm=output_norm)
     net, c, r, fwd = ball.net, ball.center, ball.radius, ball.fwd
     norms = ball.norms
     lower = sampled_lower_bound(net, c, r, **norms.kwargs)
