@@ -27,7 +27,7 @@ from typing import Any
 from privcore.errors import CertificationError
 from privcore.lipschitz.backends import SOLVERS, solve
 from privcore.lipschitz.ball import MAX_PREACTIVATION, MAX_RADIUS, Ball
-from privcore.lipschitz.blas import blas_threads
+from privcore.lipschitz.blas import blas_threads, query_threads
 from privcore.lipschitz.bounds import sampled_lower_bound
 from privcore.lipschitz.deadline import TimeLimitReached, deadline_after
 from privcore.lipschitz.decide import MIP_GAP, Decision, decide_exact
@@ -40,7 +40,7 @@ from privcore.lipschitz.pattern_search import pattern_value
 from privcore.lipschitz.regions import verified_lower_bound
 from privcore.lipschitz.tighten import tighten_bounds
 from privcore.ranges import CERTIFIERS
-from privcore.validation import check_choice, check_int, check_positive
+from privcore.validation import check_choice, check_positive
 
 __all__ = [
     "CERTIFIERS",
@@ -181,15 +181,15 @@ def local_lipschitz(
     :class:`~privcore.lipschitz.network.ReluNetwork`. ``solver`` is "auto" (Gurobi when the
     model fits its licence, else HiGHS), "gurobi" or "highs"; with "auto" a network with no
     unstable neuron on the box is answered in closed form without a solver. ``threads`` bounds the
-    solvers' threads and numpy's BLAS threads (:func:`~privcore.lipschitz.blas.blas_threads`).
-    """
+    solvers' threads and numpy's BLAS threads (:func:`~privcore.lipschitz.blas.blas_threads`; None:
+    :data:`~privcore.lipschitz.blas.DEFAULT_THREADS`). ``time_limit`` holds on every path, the
+    engine's own searches included (:mod:`~privcore.lipschitz.deadline`)."""
     start = time.perf_counter()
     check_choice("certifier", certifier, CERTIFIERS)
     check_choice("solver", solver, ENGINE_SOLVERS)
     if time_limit is not None:
         time_limit = check_positive("time_limit", time_limit)
-    if threads is not None:
-        threads = check_int("threads", threads, minimum=1)
+    threads = query_threads(threads)
     ball = Ball.of(net, center, radius, input_norm=input_norm, output_norm=output_norm)
     with blas_threads(threads):
         try:
