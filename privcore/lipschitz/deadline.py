@@ -15,6 +15,7 @@ it is complete).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,9 +23,10 @@ from contextvars import ContextVar
 
 from privcore.errors import CertificationError
 
-__all__ = ["TimeLimitReached", "check_deadline", "deadline_after", "seconds_left"]
+__all__ = ["TimeLimitReached", "cancel_on", "check_deadline", "deadline_after", "no_deadline", "seconds_left"]
 
 _DEADLINE: ContextVar[float | None] = ContextVar("privcore_lipschitz_deadline", default=None)
+_CANCEL: ContextVar[threading.Event | None] = ContextVar("privcore_lipschitz_cancel", default=None)
 
 
 class TimeLimitReached(CertificationError):
@@ -47,6 +49,29 @@ def deadline_after(seconds: float | None, *, start: float | None = None) -> Iter
         _DEADLINE.reset(token)
 
 
+@contextmanager
+def cancel_on(event: threading.Event) -> Iterator[None]:
+    """Within the block, :func:`check_deadline` also raises once ``event`` is set (by another thread:
+    a portfolio's other peer answered first, :mod:`~privcore.lipschitz.portfolio`)."""
+    token = _CANCEL.set(event)
+    try:
+        yield
+    finally:
+        _CANCEL.reset(token)
+
+
+@contextmanager
+def no_deadline() -> Iterator[None]:
+    """Within the block neither a deadline nor a cancellation is seen (a query's last, bounded step
+    after its time ran out: the certified bound it still reports)."""
+    tokens = (_DEADLINE.set(None), _CANCEL.set(None))
+    try:
+        yield
+    finally:
+        _CANCEL.reset(tokens[1])
+        _DEADLINE.reset(tokens[0])
+
+
 def seconds_left() -> float | None:
     """Seconds until the current deadline (negative once past it), None when none is set."""
     at = _DEADLINE.get()
@@ -54,7 +79,11 @@ def seconds_left() -> float | None:
 
 
 def check_deadline(what: str) -> None:
-    """Raise :class:`TimeLimitReached` (naming ``what`` was running) once the deadline has passed."""
+    """Raise :class:`TimeLimitReached` (naming ``what`` was running) once the deadline has passed or
+    the query was cancelled (:func:`cancel_on`)."""
+    event = _CANCEL.get()
+    if event is not None and event.is_set():
+        raise TimeLimitReached(f"the query was stopped during {what}: another peer answered first")
     at = _DEADLINE.get()
     if at is not None and time.perf_counter() > at:
         raise TimeLimitReached(

@@ -29,9 +29,10 @@ from privcore.lipschitz.backends import SOLVERS, solve
 from privcore.lipschitz.ball import MAX_PREACTIVATION, MAX_RADIUS, Ball
 from privcore.lipschitz.blas import blas_threads, query_threads
 from privcore.lipschitz.bounds import sampled_lower_bound
-from privcore.lipschitz.deadline import TimeLimitReached, deadline_after
+from privcore.lipschitz.deadline import TimeLimitReached, deadline_after, no_deadline
 from privcore.lipschitz.decide import MIP_GAP, Decision, decide_exact
 from privcore.lipschitz.decide import TIGHTEN_MIN_UNSTABLE as TIGHTEN_MIN_UNSTABLE
+from privcore.lipschitz.lazy_patterns import lazy_applies, lazy_pattern_value
 from privcore.lipschitz.milp import build_milp
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.norms import Norms
@@ -204,7 +205,9 @@ def _timed_out(ball: Ball, certifier: str, start: float) -> Certificate:
     """The certificate of a query whose time limit ran out inside the engine's own search: not
     exact, ``upper`` the interval bound (certified; computed after the limit, in microseconds to
     milliseconds), ``lower`` 0 (trivially certified)."""
-    return Certificate(upper=ball.interval, lower=0.0, exact=False, solver="enumeration", status="time_limit",
+    with no_deadline():
+        upper = ball.interval
+    return Certificate(upper=upper, lower=0.0, exact=False, solver="enumeration", status="time_limit",
                        seconds=time.perf_counter() - start, certifier=certifier, radius=ball.radius,
                        n_unstable=ball.n_unstable, n_variables=0, n_constraints=0, model_hash=ball.net.digest,
                        **ball.norms.kwargs)
@@ -234,7 +237,9 @@ def _local_lipschitz(
         return done(upper=value, lower=min(max(lower.value, low), value), exact=low == value,
                     solver="closed-form", status="optimal" if low == value else "node-limit", argmax=argmax)
     if certifier == "exact" and solver in ("auto", "enumeration"):
-        pv = pattern_value(net, c, r, fwd, norms)
+        pv = lazy_pattern_value(net, c, r, fwd, norms) if lazy_applies(net, norms) else None
+        if pv is None:
+            pv = pattern_value(net, c, r, fwd, norms)
         if pv is not None:
             exact = pv.lower == pv.value
             return done(upper=pv.value, lower=max(pv.lower, min(lower.value, pv.value)), exact=exact,
