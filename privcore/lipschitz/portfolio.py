@@ -7,13 +7,15 @@ Dimakis, NeurIPS 2020; Gurobi when it fits its licence, else HiGHS). :func:`pred
 each peer's seconds from the query:
 
 * the engine: ``2^u`` box patterns (u unstable neurons) times the measured time of one exact
-  Jacobian norm (the centre's pattern, timed here: the machine's load at this moment is in it),
-  plus a fixed part (sampling, LPs); where the box is too wide to enumerate, the engine is the
+  Jacobian norm (timed here, so the machine's load at this moment is in it: on a stack of the box's
+  patterns where norms are enumerated together, on the centre's pattern where each is a branch and
+  bound), plus a fixed part (sampling, LPs); where the box is too wide to enumerate, the engine is the
   split step and the MILP, and is predicted as the MILP;
-* the MILP: ``exp(a + b·k + c·k²)`` seconds for its ``k`` binaries (u for the ReLUs, plus d sign
-  binaries for an ℓ∞ input or a one-hot for ℓ1), the coefficients fitted by eye to Gurobi's times
-  on the Fig. 4 nets (docs/RESULTS.md's input-dimension rows, d = 2…16, and its time-outs from d = 20,
-  ``bench/fig4_dims.py``).
+* the MILP: ``(FLOOR + exp(a + b·k)) · (1 + load/cores)`` seconds for its ``k`` binaries (u for the
+  ReLUs, plus d sign binaries for an ℓ∞ input or a one-hot for ℓ1) and the 1-minute load average per
+  core; a and b fitted to Gurobi's mean times on the Fig. 4 nets of the benchmark's seeds, d = 8…16,
+  each divided by its 1 + load/cores (``bench/fig4_dims.py``; it also predicts the time-outs from
+  d = 20). The load factor matches Gurobi's d = 16 means at load 0.4, 7–11 and 14–18 within 1.5×.
 
 Then either
 
@@ -51,9 +53,11 @@ import numpy as np
 from privcore.lipschitz.backends import gurobi_available
 from privcore.lipschitz.ball import Ball
 from privcore.lipschitz.blas import blas_threads, query_threads
+from privcore.lipschitz.codes import to_bits
 from privcore.lipschitz.deadline import cancel_on
 from privcore.lipschitz.engine import Certificate, local_lipschitz
-from privcore.lipschitz.patterns import MAX_PATTERNS
+from privcore.lipschitz.lazy_patterns import lazy_applies
+from privcore.lipschitz.patterns import MAX_PATTERNS, stable_masks
 from privcore.validation import check_positive
 
 __all__ = [
@@ -78,8 +82,12 @@ RACE_RATIO = 4.0
 _ENGINE_FIXED = 0.005
 #: exact norms the sampled lower bound evaluates besides the table (distinct patterns met)
 _SAMPLED_NORMS = 8
-#: log-seconds of Gurobi's MILP as a quadratic in its binaries k (module docstring)
-_MILP_LOG = (-4.5, 0.11, 0.0035)
+#: patterns whose norms are timed together for the prediction, where norms are enumerated as a stack
+_TIMED_STACK = 64
+#: log-seconds of Gurobi's MILP on an idle core, linear in its binaries k, and its fixed part
+#: (building the model, starting the solver) in seconds (module docstring)
+_MILP_LOG = (-9.83, 0.43)
+_MILP_FLOOR = 0.01
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,13 +109,20 @@ class CostEstimate:
         return self.engine <= self.milp
 
 
-def _norm_seconds(ball: Ball) -> float:
-    """Seconds of one exact Jacobian norm: the centre's activation pattern, timed."""
+def _norm_seconds(ball: Ball, patterns: int) -> float:
+    """Seconds per exact Jacobian norm, timed here: on a stack of up to ``_TIMED_STACK`` of the box's
+    patterns where the norms are enumerated together (one matrix product for the stack), else on the
+    centre's pattern alone (a branch and bound per matrix)."""
     net = ball.net
-    jac = net.jacobians(ball.center[None, :])
+    count = 1 if lazy_applies(net, ball.norms) else min(patterns, _TIMED_STACK)
+    on, off = stable_masks(ball.fwd)
+    free = np.flatnonzero(~(on | off))
+    bits = np.repeat(on[None, :].astype(np.float64), count, axis=0)
+    bits[:, free] = to_bits(np.arange(count, dtype=np.int64), free.size)
+    jac = net.jacobians(np.zeros((count, net.in_dim)), net.split_pattern(bits))
     t0 = time.perf_counter()
-    ball.norms.bracket(jac[0])
-    return time.perf_counter() - t0
+    ball.norms.bracket(jac)
+    return (time.perf_counter() - t0) / count
 
 
 def _milp_binaries(ball: Ball) -> int:
@@ -117,15 +132,16 @@ def _milp_binaries(ball: Ball) -> int:
 
 
 def predict_costs(ball: Ball) -> CostEstimate:
-    """Each peer's predicted seconds on ``ball`` (module docstring); costs one exact norm."""
+    """Each peer's predicted seconds on ``ball`` (module docstring); costs one exact norm (or a stack of
+    up to ``_TIMED_STACK`` enumerated together)."""
     k = _milp_binaries(ball)
-    a, b, c = _MILP_LOG
-    milp = math.exp(min(50.0, a + b * k + c * k * k))
+    a, b = _MILP_LOG
+    milp = (_MILP_FLOOR + math.exp(min(50.0, a + b * k))) * _load_factor()
     u = ball.n_unstable
     if (1 << min(u, 62)) > MAX_PATTERNS:
         return CostEstimate(engine=milp, milp=milp, patterns=0, norm_seconds=0.0, binaries=k)
-    t = _norm_seconds(ball)
     patterns = 1 << u
+    t = _norm_seconds(ball, patterns)
     engine = _ENGINE_FIXED + (patterns + _SAMPLED_NORMS) * t
     return CostEstimate(engine=engine, milp=milp, patterns=patterns, norm_seconds=t, binaries=k)
 
@@ -134,9 +150,17 @@ def _milp_solver() -> str:
     return "gurobi" if gurobi_available() else "highs"
 
 
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def _idle_cores() -> float:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return cores - os.getloadavg()[0]
+    return _cores() - os.getloadavg()[0]
+
+
+def _load_factor() -> float:
+    """1 + the 1-minute load average per core: how much slower one thread runs than on an idle core."""
+    return 1.0 + os.getloadavg()[0] / _cores()
 
 
 def _should_race(est: CostEstimate, race: bool | None) -> bool:
