@@ -64,3 +64,25 @@ def test_a_time_out_in_the_engine_releases_nothing() -> None:
     with pytest.raises(CertificationError):
         propose_test_release(module, z, epsilon=1.0, delta=0.05, radius=0.2, delta_p=tau, r_max=0.4, tol=0.1,
                              lipschitz=oracle, rng=0)
+
+
+def test_an_enumeration_bracket_closed_to_rounding_is_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two realised patterns tied up to rounding (or an ∞→1 search ended within its tie tolerance) give
+    a bracket 1e-15 wide: exact, ``upper`` its certified end; a wider bracket is not exact."""
+    import dataclasses
+
+    import privcore.lipschitz.engine as engine
+    from tests._nets import random_net
+
+    net = random_net(11, (4, 6, 3))
+    center = np.random.default_rng(11).standard_normal(4)
+    real = engine.pattern_value
+    for gap, exact in ((1e-15, True), (1e-9, False)):
+        def widened(*args, _gap=gap, **kw):
+            pv = real(*args, **kw)
+            return dataclasses.replace(pv, value=pv.value * (1 + _gap), upper=pv.value * (1 + _gap))
+
+        monkeypatch.setattr(engine, "pattern_value", widened)
+        cert = local_lipschitz(net, center, 0.3, threads=1)
+        assert cert.solver == "enumeration" and cert.exact is exact
+        assert cert.status == ("optimal" if exact else "node-limit") and cert.lower < cert.upper

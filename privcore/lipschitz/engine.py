@@ -46,6 +46,7 @@ from privcore.validation import check_choice, check_positive
 __all__ = [
     "CERTIFIERS",
     "ENGINE_SOLVERS",
+    "ENUMERATION_RTOL",
     "MAX_PREACTIVATION",
     "MAX_RADIUS",
     "RELAXATION_VERSION",
@@ -64,6 +65,10 @@ __all__ = [
 RELAXATION_VERSION = 2
 #: with a time limit, the share of it the split step's maximum gets before the MILP takes the rest
 SPLIT_SHARE = 0.5
+#: the enumeration's bracket counts as closed (``exact``) within this relative width: the ∞→1 branch
+#: and bound ends within 1e-13 of its incumbent (:data:`~privcore.lipschitz.sign_norm.TIE_RTOL`), and two
+#: realised patterns may tie up to rounding; ``upper`` is the certified end either way
+ENUMERATION_RTOL = 1e-12
 #: "enumeration" is the exact activation-pattern search of :mod:`privcore.lipschitz.pattern_search`
 ENGINE_SOLVERS = (*SOLVERS, "enumeration")
 
@@ -73,7 +78,8 @@ class Certificate:
 
     ``upper`` is what mechanisms use: a proven bound (the solver's dual bound on a time-out,
     never its incumbent). ``exact`` is True when ``upper`` is the certifier's exact value (the
-    MILP solved to optimality, the split search complete, or the closed form; for
+    MILP solved to optimality, the enumeration's bracket closed to :data:`ENUMERATION_RTOL`, the split
+    search complete, or the closed form; for
     ``lp``/``interval`` the relaxation's value itself). ``solver`` says what answered ("gurobi",
     "highs", "closed-form", "interval", "enumeration", "split");
     ``status`` is the solver's status; the model size is reported as unstable neurons,
@@ -241,7 +247,7 @@ def _local_lipschitz(
         if pv is None:
             pv = pattern_value(net, c, r, fwd, norms)
         if pv is not None:
-            exact = pv.lower == pv.value
+            exact = pv.value - pv.lower <= ENUMERATION_RTOL * abs(pv.value)
             return done(upper=pv.value, lower=max(pv.lower, min(lower.value, pv.value)), exact=exact,
                         solver="enumeration", status="optimal" if exact else "node-limit",
                         argmax=tuple(float(v) for v in pv.point))
