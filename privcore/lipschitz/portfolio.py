@@ -83,7 +83,7 @@ _ENGINE_FIXED = 0.005
 #: exact norms the sampled lower bound evaluates besides the table (distinct patterns met)
 _SAMPLED_NORMS = 8
 #: patterns whose norms are timed together for the prediction, where norms are enumerated as a stack
-_TIMED_STACK = 64
+_TIMED_STACK = 8
 #: log-seconds of Gurobi's MILP on an idle core, linear in its binaries k, and its fixed part
 #: (building the model, starting the solver) in seconds (module docstring)
 _MILP_LOG = (-9.83, 0.43)
