@@ -22,9 +22,10 @@ Then either
 * **sequential** (the default where fewer than two cores are idle): the peer predicted cheaper runs
   first, the other with all that is left of the time limit. Each peer's budget is ``b = max(MIN_BUDGET,
   BUDGET_FACTOR × its prediction)``; the first gets ``max(b_first, limit − b_second)`` (all the time the
-  second is not predicted to need). Without a time limit they alternate, each budget ×4 per round.
-  Overhead: when the faster peer is the one predicted cheaper and finishes within its budget, none
-  beyond the one timed norm; when the faster peer is the other, at most the first peer's budget. Or
+  second is not predicted to need), and the whole limit where ``b_second`` exceeds it. Without a time
+  limit they alternate, each budget ×4 per round. Overhead: when the faster peer is the one predicted
+  cheaper and finishes within its budget, none beyond the timed norms; when the faster peer is the
+  other, at most the first peer's budget. Or
 * **race** (two idle cores, both predictions above ``RACE_MIN_SECONDS`` and within ``RACE_RATIO`` of
   each other, or ``race=True``): the MILP in a spawned process, the engine here; the first *exact*
   answer wins and the other is stopped (the process terminated; the engine at its next deadline
@@ -214,8 +215,10 @@ def portfolio_lipschitz(
                 budget = budgets[i]
             elif i == 1:
                 budget = left
+            elif budgets[1] > left:  # the second is not predicted to finish in any case
+                budget = left
             else:  # leave the second peer what it is predicted to need, and no more
-                budget = min(left, max(budgets[0], left - budgets[1]))
+                budget = max(budgets[0], left - budgets[1])
             cert = local_lipschitz(ball.net, ball.center, ball.radius, solver=solver, time_limit=budget, **kw)
             if cert.exact:
                 return _stamped(cert, start)
