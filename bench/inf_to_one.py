@@ -77,18 +77,26 @@ def norms_part(n: int, sizes: list[int], brute_max: int) -> None:
                   f"{diff if te else float('nan'):>12.1e}", flush=True)
 
 
+def clear_memos() -> None:
+    """Forget every process-level memo of the engine (pattern tables, pattern norms, G's branch and
+    bound), so that the next query pays for its own tables."""
+    from privcore.lipschitz import pattern_bnb
+    from privcore.lipschitz.bounds import _PATTERN_NORMS
+    from privcore.lipschitz.pattern_store import clear_pattern_tables
+
+    clear_pattern_tables()
+    _PATTERN_NORMS.clear()
+    pattern_bnb._MEMO.clear()
+
+
 def engine_part(n: int, dims: list[int], milp: str, limit: float | None) -> None:
     import torch
 
     from privcore.lipschitz import local_lipschitz
-    from privcore.lipschitz.bounds import _PATTERN_NORMS
     from privcore.lipschitz.network import as_network
-    from privcore.lipschitz.pattern_store import clear_pattern_tables
     from privcore.nets.blocks import relu_mlp
 
-    def fresh() -> None:
-        clear_pattern_tables()
-        _PATTERN_NORMS.clear()
+    fresh = clear_memos
 
     print(f"\n{'d':>3} {'engine s (median)':>18} {milp + ' s (median)':>18} {'ratio milp/engine':>18} "
           f"{'engine how':>24} {'max |Δvalue|/value':>18}")

@@ -307,5 +307,5 @@ def test_milp_near_tie_is_not_failed_for_a_tolerance_artefact() -> None:
     assert plain.upper > delta_p  # the artefact, with default tolerances
     # the MILP's path alone: no pattern search or split search ahead of it
     steps = ("interval", "closed_form", "sampled", "lp", "lp_tightened", "milp")
-    dec = decide.decide_exact(net, z, radius, delta_p, solver="gurobi", steps=steps)
+    dec = decide.decide_exact(net, z, radius, delta_p, solver="gurobi", steps=steps, threads=2)
     assert dec.passed and dec.how == "mip-strict"

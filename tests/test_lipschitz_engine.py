@@ -17,6 +17,7 @@ from privcore.lipschitz import (
     ReluNetwork,
     as_network,
     build_milp,
+    decide_exact,
     global_upper_bound,
     interval_upper_bound,
     local_lipschitz,
@@ -377,3 +378,32 @@ def test_threads_bound_numpys_blas_threads(monkeypatch: pytest.MonkeyPatch) -> N
     local_lipschitz(net, np.zeros(4), 0.3, threads=1)
     assert seen and all(n == 1 for n in seen[0])
     assert blas() == before
+
+
+def test_a_query_naming_no_threads_runs_on_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``threads=None`` (what the dashboard and the CLI pass) bounds BLAS and the solvers by
+    ``DEFAULT_THREADS``, in the value API and in a decision alike."""
+    from threadpoolctl import threadpool_info
+
+    import privcore.lipschitz.decide as decide
+    import privcore.lipschitz.engine as engine
+    from privcore.lipschitz.blas import DEFAULT_THREADS
+
+    def blas() -> list[int]:
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    seen: list[tuple[object, list[int]]] = []
+    for module in (engine, decide):
+        real = module.solve
+
+        def spy(*args: object, _real=real, **kw: object) -> object:
+            seen.append((kw.get("threads"), blas()))
+            return _real(*args, **kw)
+
+        monkeypatch.setattr(module, "solve", spy)
+    net = random_net(3, (4, 12, 3))
+    center = np.random.default_rng(3).standard_normal(4)
+    cert = local_lipschitz(net, center, 0.5, solver="highs")
+    decide_exact(net, center, 0.5, cert.upper * 0.99, steps=("milp",))
+    assert len(seen) >= 2
+    assert all(t == DEFAULT_THREADS and all(n <= DEFAULT_THREADS for n in b) for t, b in seen)

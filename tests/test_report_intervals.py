@@ -161,3 +161,18 @@ def test_ip_and_fig4_tables_show_n_and_their_intervals() -> None:
     text = render_fig4(fig4)
     assert "| depth | 3 | 2.000 [1.500, 2.500] | 1 | 0.500 [0.250, 0.750] | 0 | split | 10 |" in text
     assert "1 of 20 solves hit the time limit" in text
+
+
+def test_the_fig4_dims_table_shows_each_way_its_interval_and_the_ratios() -> None:
+    import pandas as pd
+
+    from privcore.experiments.report_figures import render_fig4_dims
+
+    rows = [dict(nets="fresh", d=24, n=10, way=w, mean=m, lo=m / 2, hi=m * 2, timeouts=t, load=3.0,
+                 ratio_median=r, ratio_lo=r / 2 if r else None, ratio_hi=r * 2 if r else None)
+            for w, m, t, r in (("engine", 1.0, 0, 15.0), ("portfolio", 1.5, 1, 10.0),
+                               ("milp", 15.0, 10, None))]
+    text = render_fig4_dims(pd.DataFrame(rows))
+    assert ("| fresh | 24 | 1.000 [0.500, 2.000] | 0 | 1.500 [0.750, 3.000] | 1 | 15.000 [7.500, 30.000] "
+            "| 10 | 15.000 [7.500, 30.000] | 10.000 [5.000, 20.000] | 10 | 3.0 |") in text
+    assert "lower bound" in text and "bootstrap" in text

@@ -7,8 +7,8 @@ from typing import Any
 
 from privcore.experiments.report_format import eps_label, finite, fmt, hoeffding_halfwidth, lookup, table
 
-__all__ = ["CALIBRATION_LABELS", "render_calibration", "render_fig2", "render_fig4", "render_ip_fig5",
-           "render_ip_grid", "render_simple"]
+__all__ = ["CALIBRATION_LABELS", "render_calibration", "render_fig2", "render_fig4", "render_fig4_dims",
+           "render_ip_fig5", "render_ip_grid", "render_simple"]
 
 CALIBRATION_LABELS = {
     "ours": "privcore's noise Lap(Δp·R/ε), ℓ∞→ℓ1 Δp from training points",
@@ -104,6 +104,32 @@ def render_fig4(frame: Any) -> str:
     note = ("Seconds per exact certificate: mean over n (network, centre) pairs [95 % Student-t interval "
             f"of the mean, lower end clipped at 0]; {timeouts} of {2 * int(frame['n'].sum())} solves hit "
             "the time limit (a time-out enters the mean at the limit, so such a mean is a lower bound).\n\n")
+    return note + table(header, rows)
+
+
+def render_fig4_dims(frame: Any) -> str:
+    """Fig. 4's input-dimension sweep to d = 32 (``bench/fig4_dims.py``): per set of nets and d, mean
+    seconds [95 % t-interval] and time-outs of the engine, the portfolio and LipMIP's MILP, and the
+    median per-pair ratios MILP ÷ engine and MILP ÷ portfolio [95 % bootstrap interval]."""
+    ways = (("engine", "engine (s)"), ("portfolio", "portfolio (s)"), ("milp", "LipMIP's MILP (s)"))
+    header = ["nets", "d"] + [h for _, label in ways for h in (label, "time-outs")]
+    header += ["MILP ÷ engine", "MILP ÷ portfolio", "n", "load"]
+    rows = []
+    for (nets, d), part in frame.groupby(["nets", "d"], sort=False):
+        by = {r["way"]: r for _, r in part.iterrows()}
+        row = [str(nets), str(int(d))]
+        for way, _ in ways:
+            r = by[way]
+            row += [f"{fmt(r['mean'], 3)} [{fmt(r['lo'], 3)}, {fmt(r['hi'], 3)}]", str(int(r["timeouts"]))]
+        for way in ("engine", "portfolio"):
+            r = by[way]
+            row.append(f"{fmt(r['ratio_median'], 3)} [{fmt(r['ratio_lo'], 3)}, {fmt(r['ratio_hi'], 3)}]")
+        row += [str(int(by["engine"]["n"])), f"{float(by['engine']['load']):.1f}"]
+        rows.append(row)
+    note = ("Seconds per certificate: mean over n (network, centre) pairs [95 % Student-t interval of "
+            "the mean, lower end clipped at 0]; a time-out enters at its seconds, so a mean with time-outs, "
+            "and a ratio against a MILP time-out, is a lower bound. Ratios: median over pairs "
+            "[95 % percentile-bootstrap interval]; load: the 1-minute load average after the row.\n\n")
     return note + table(header, rows)
 
 

@@ -61,6 +61,8 @@ _EXPORTS: dict[str, str] = {
     "model_hash": "network",
     "operator_norm": "norms",
     "pair_interval_bound": "pair_interval",
+    "portfolio_lipschitz": "portfolio",
+    "predict_costs": "portfolio",
     "relaxed_upper_bound": "engine",
     "sampled_lower_bound": "bounds",
     "verify_global_constant": "global_box",

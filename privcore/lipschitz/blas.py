@@ -1,5 +1,10 @@
 """BLAS threads of the engine's numpy work: a query's ``threads`` bounds them as it bounds the solvers'.
 
+A query that names no ``threads`` runs on :data:`DEFAULT_THREADS` (:func:`query_threads`): BLAS, the
+solvers and torch together (torch's CPU kernels run on one thread inside every search,
+:func:`~privcore.lipschitz.clarke.single_threaded`), so the dashboard and the CLI, which name none,
+are bounded too.
+
 OpenBLAS starts one thread per core for every product, also for the engine's small matrices; on a
 shared machine they only spin against the other workers (docs/ENGINE.md). threadpoolctl's limits
 are process-wide, so nested and concurrent queries share one limit, set by the first to enter and
@@ -16,9 +21,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["blas_threads"]
+__all__ = ["DEFAULT_THREADS", "blas_threads", "query_threads"]
+
+#: threads of a query that names none. One: on two shared cores (load 11.6–14.0) plus one competing
+#: process, two threads took the engine's d = 16 Fig. 4 query 4.1× as long as one (median per-query
+#: ratio, 95 % bootstrap interval [2.6, 5.3], n = 10; d = 8: 0.74× [0.30, 1.08]), and Gurobi's MILP
+#: 1.18× [1.03, 1.27] at d = 8 and 0.92× [0.79, 1.01] at d = 16 (``bench/threads.py``)
+DEFAULT_THREADS = 1
 
 _LOCK = threading.Lock()
+
+
+def query_threads(threads: int | None) -> int:
+    """A query's thread count: ``threads`` (validated, ≥ 1), or :data:`DEFAULT_THREADS` for None."""
+    from privcore.validation import check_int
+
+    return DEFAULT_THREADS if threads is None else check_int("threads", threads, minimum=1)
 _STATE: dict[str, Any] = {"depth": 0, "limit": None, "controller": None, "modules": -1}
 
 

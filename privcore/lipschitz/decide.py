@@ -62,8 +62,9 @@ import numpy as np
 from privcore.errors import CertificationError
 from privcore.lipschitz.backends import SolveResult, solve
 from privcore.lipschitz.ball import Ball
-from privcore.lipschitz.blas import blas_threads
+from privcore.lipschitz.blas import blas_threads, query_threads
 from privcore.lipschitz.bounds import nearest_sampled_violation, sampled_lower_bound
+from privcore.lipschitz.deadline import deadline_after
 from privcore.lipschitz.milp import LipschitzMILP, build_milp
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.pattern_bnb import global_pattern_bound
@@ -413,7 +414,8 @@ def decide_exact(
 ) -> Decision:
     """Exactly decide ``L(f, B(center, radius)) ≤ threshold`` by the chain of :data:`STEPS`
     (module docstring: which step runs when, and why each is sound). ``solver`` ("auto", "gurobi"
-    or "highs") and ``threads`` apply to the LPs, the MILP and numpy's BLAS; ``time_limit`` bounds the whole
+    or "highs") and ``threads`` (None: :data:`~privcore.lipschitz.blas.DEFAULT_THREADS`) apply to the LPs,
+    the MILP and numpy's BLAS; ``time_limit`` bounds the whole
     decision (the split step and bound tightening get at most half of it, each solver call what is
     left); ``use_lp=False``
     skips the two LP relaxations. ``steps`` runs only the named steps, still in chain order (to
@@ -430,8 +432,9 @@ def decide_exact(
     tau = check_real("threshold", threshold)
     if math.isnan(tau):
         raise ValueError("threshold must be a real number, got nan")
+    threads = query_threads(threads)
     q = _Query(ball, tau, solver=solver, time_limit=time_limit, threads=threads, use_lp=use_lp)
-    with blas_threads(threads):
+    with blas_threads(threads), deadline_after(time_limit, start=q.start):
         for name, step in STEPS:
             if steps is not None and name not in steps:
                 continue

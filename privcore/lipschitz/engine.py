@@ -27,10 +27,12 @@ from typing import Any
 from privcore.errors import CertificationError
 from privcore.lipschitz.backends import SOLVERS, solve
 from privcore.lipschitz.ball import MAX_PREACTIVATION, MAX_RADIUS, Ball
-from privcore.lipschitz.blas import blas_threads
+from privcore.lipschitz.blas import blas_threads, query_threads
 from privcore.lipschitz.bounds import sampled_lower_bound
+from privcore.lipschitz.deadline import TimeLimitReached, deadline_after, no_deadline
 from privcore.lipschitz.decide import MIP_GAP, Decision, decide_exact
 from privcore.lipschitz.decide import TIGHTEN_MIN_UNSTABLE as TIGHTEN_MIN_UNSTABLE
+from privcore.lipschitz.lazy_patterns import lazy_applies, lazy_pattern_value
 from privcore.lipschitz.milp import build_milp
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.norms import Norms
@@ -39,11 +41,12 @@ from privcore.lipschitz.pattern_search import pattern_value
 from privcore.lipschitz.regions import verified_lower_bound
 from privcore.lipschitz.tighten import tighten_bounds
 from privcore.ranges import CERTIFIERS
-from privcore.validation import check_choice, check_int, check_positive
+from privcore.validation import check_choice, check_positive
 
 __all__ = [
     "CERTIFIERS",
     "ENGINE_SOLVERS",
+    "ENUMERATION_RTOL",
     "MAX_PREACTIVATION",
     "MAX_RADIUS",
     "RELAXATION_VERSION",
@@ -62,6 +65,10 @@ __all__ = [
 RELAXATION_VERSION = 2
 #: with a time limit, the share of it the split step's maximum gets before the MILP takes the rest
 SPLIT_SHARE = 0.5
+#: the enumeration's bracket counts as closed (``exact``) within this relative width: the ∞→1 branch
+#: and bound ends within 1e-13 of its incumbent (:data:`~privcore.lipschitz.sign_norm.TIE_RTOL`), and two
+#: realised patterns may tie up to rounding; ``upper`` is the certified end either way
+ENUMERATION_RTOL = 1e-12
 #: "enumeration" is the exact activation-pattern search of :mod:`privcore.lipschitz.pattern_search`
 ENGINE_SOLVERS = (*SOLVERS, "enumeration")
 
@@ -71,7 +78,8 @@ class Certificate:
 
     ``upper`` is what mechanisms use: a proven bound (the solver's dual bound on a time-out,
     never its incumbent). ``exact`` is True when ``upper`` is the certifier's exact value (the
-    MILP solved to optimality, the split search complete, or the closed form; for
+    MILP solved to optimality, the enumeration's bracket closed to :data:`ENUMERATION_RTOL`, the split
+    search complete, or the closed form; for
     ``lp``/``interval`` the relaxation's value itself). ``solver`` says what answered ("gurobi",
     "highs", "closed-form", "interval", "enumeration", "split");
     ``status`` is the solver's status; the model size is reported as unstable neurons,
@@ -180,26 +188,40 @@ def local_lipschitz(
     :class:`~privcore.lipschitz.network.ReluNetwork`. ``solver`` is "auto" (Gurobi when the
     model fits its licence, else HiGHS), "gurobi" or "highs"; with "auto" a network with no
     unstable neuron on the box is answered in closed form without a solver. ``threads`` bounds the
-    solvers' threads and numpy's BLAS threads (:func:`~privcore.lipschitz.blas.blas_threads`).
-    """
+    solvers' threads and numpy's BLAS threads (:func:`~privcore.lipschitz.blas.blas_threads`; None:
+    :data:`~privcore.lipschitz.blas.DEFAULT_THREADS`). ``time_limit`` holds on every path, the
+    engine's own searches included (:mod:`~privcore.lipschitz.deadline`)."""
     start = time.perf_counter()
     check_choice("certifier", certifier, CERTIFIERS)
     check_choice("solver", solver, ENGINE_SOLVERS)
     if time_limit is not None:
         time_limit = check_positive("time_limit", time_limit)
-    if threads is not None:
-        threads = check_int("threads", threads, minimum=1)
+    threads = query_threads(threads)
+    ball = Ball.of(net, center, radius, input_norm=input_norm, output_norm=output_norm)
     with blas_threads(threads):
-        return _local_lipschitz(net, center, radius, input_norm=input_norm, output_norm=output_norm,
-                                solver=solver, time_limit=time_limit, certifier=certifier, threads=threads,
-                                start=start)
+        try:
+            with deadline_after(time_limit, start=start):
+                return _local_lipschitz(ball, solver=solver, time_limit=time_limit, certifier=certifier,
+                                        threads=threads, start=start)
+        except TimeLimitReached:
+            return _timed_out(ball, certifier, start)
+
+
+def _timed_out(ball: Ball, certifier: str, start: float) -> Certificate:
+    """The certificate of a query whose time limit ran out inside the engine's own search: not
+    exact, ``upper`` the interval bound (certified; computed after the limit, in microseconds to
+    milliseconds), ``lower`` 0 (trivially certified)."""
+    with no_deadline():
+        upper = ball.interval
+    return Certificate(upper=upper, lower=0.0, exact=False, solver="enumeration", status="time_limit",
+                       seconds=time.perf_counter() - start, certifier=certifier, radius=ball.radius,
+                       n_unstable=ball.n_unstable, n_variables=0, n_constraints=0, model_hash=ball.net.digest,
+                       **ball.norms.kwargs)
 
 
 def _local_lipschitz(
-    net: Any, center: Any, radius: float, *, input_norm: str, output_norm: str, solver: str,
-    time_limit: float | None, certifier: str, threads: int | None, start: float,
+    ball: Ball, *, solver: str, time_limit: float | None, certifier: str, threads: int | None, start: float,
 ) -> Certificate:
-    ball = Ball.of(net, center, radius, input_norm=input_norm, output_norm=output_norm)
     net, c, r, fwd = ball.net, ball.center, ball.radius, ball.fwd
     norms = ball.norms
     lower = sampled_lower_bound(net, c, r, **norms.kwargs)
@@ -221,9 +243,11 @@ def _local_lipschitz(
         return done(upper=value, lower=min(max(lower.value, low), value), exact=low == value,
                     solver="closed-form", status="optimal" if low == value else "node-limit", argmax=argmax)
     if certifier == "exact" and solver in ("auto", "enumeration"):
-        pv = pattern_value(net, c, r, fwd, norms)
+        pv = lazy_pattern_value(net, c, r, fwd, norms) if lazy_applies(net, norms) else None
+        if pv is None:
+            pv = pattern_value(net, c, r, fwd, norms)
         if pv is not None:
-            exact = pv.lower == pv.value
+            exact = pv.value - pv.lower <= ENUMERATION_RTOL * abs(pv.value)
             return done(upper=pv.value, lower=max(pv.lower, min(lower.value, pv.value)), exact=exact,
                         solver="enumeration", status="optimal" if exact else "node-limit",
                         argmax=tuple(float(v) for v in pv.point))

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privcore.lipschitz.deadline import check_deadline
 from privcore.lipschitz.sign_norm import inf_to_one_bnb
 from privcore.validation import check_choice
 
@@ -175,6 +176,7 @@ def _inf_to_one(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     out = np.empty(flat.shape[0])
     step = max(1, (1 << 19) // max(1, rows * signs.shape[1]))  # scratch of a few MB: stays in cache
     for s in range(0, flat.shape[0], step):
+        check_deadline("the ∞→1 norms' enumeration")
         block = flat[s : s + step]
         prod = block.reshape(-1, k) @ signs  # one GEMM: (n·rows, 2^(k-1))
         np.abs(prod, out=prod)

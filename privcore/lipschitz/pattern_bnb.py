@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from privcore.lipschitz.deadline import check_deadline
 from privcore.lipschitz.network import ReluNetwork, as_network
 from privcore.lipschitz.norms import DEFAULT_NORMS, Norms
 from privcore.validation import check_int, check_real
@@ -238,6 +239,7 @@ class _Search:
             while stack:
                 f = stack.pop()
                 while f.size:
+                    check_deadline("the pattern branch and bound")
                     # bound every open node of this frontier, prune, then branch its next neuron
                     ub = self.completion(f.k + 1, self.A[f.pid], f.y + f.neg, f.y + f.pos) + self.slack[f.pid]
                     self.nodes += ub.size

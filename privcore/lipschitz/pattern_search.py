@@ -20,6 +20,7 @@ import numpy as np
 
 from privcore.lipschitz.bounds import ForwardBounds
 from privcore.lipschitz.codes import to_bits
+from privcore.lipschitz.deadline import check_deadline
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.norms import Norms
 from privcore.lipschitz.pattern_store import (
@@ -121,6 +122,7 @@ def _screen(net: ReluNetwork, table: PatternTable, center: np.ndarray, radius: f
     boxed = memo is not None
     positions = table.positions
     for s0 in range(0, table.codes.shape[0], _CHUNK):
+        check_deadline("the screening of activation patterns")
         sl = slice(s0, s0 + _CHUNK)
         G, h = _region_rows_batch(net, table.codes[sl])
         lbs = _row_distance_bounds(G, h, center)
@@ -309,6 +311,7 @@ def pattern_decide(
         return None
     count = 0
     for pos in range(scr.idx.size):
+        check_deadline("the region LPs of a pattern search")
         if not scr.settle(pos, table.regions, center, radius):
             continue
         count += 1
@@ -347,6 +350,7 @@ def pattern_value(
         for k, Gk, hk in zip(scr.idx + start, scr.G, scr.h, strict=True):
             if n_lps >= max_lps:
                 return None
+            check_deadline("the region LPs of a pattern search")
             n_lps += 1
             hit = _distance_lp(Gk, hk, center, radius)
             if hit is not None:
@@ -418,6 +422,7 @@ def pattern_nearest_violation(
             continue
         if n_lps >= max_lps:
             return None
+        check_deadline("the region LPs of a pattern search")
         n_lps += 1
         hit = _distance_lp(scr.G[pos], scr.h[pos], center, best)
         if hit is not None and (found is None or hit[0] < found[0]):

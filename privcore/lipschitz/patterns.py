@@ -36,6 +36,7 @@ from privcore.lipschitz.codes import (
     layer_codes,
     to_bits,
 )
+from privcore.lipschitz.deadline import check_deadline
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.norms import Norms
 from privcore.lipschitz.regions import _region_box, rows_nonempty
@@ -215,6 +216,7 @@ def _jacobians_of_codes(net: ReluNetwork, codes: np.ndarray) -> np.ndarray:
 def _table(net: ReluNetwork, codes: np.ndarray, norms: Norms) -> PatternTable:
     values, low = np.empty(codes.shape[0]), np.empty(codes.shape[0])
     for s in range(0, codes.shape[0], _CHUNK):
+        check_deadline("a pattern table")
         jac = _jacobians_of_codes(net, codes[s : s + _CHUNK])
         low[s : s + _CHUNK], values[s : s + _CHUNK] = _norm_values(jac, norms)
     order = np.argsort(-values, kind="stable")
@@ -367,6 +369,7 @@ def _threshold_table(net: ReluNetwork, threshold: float, norms: Norms) -> Patter
         new_codes, new_M, new_vals, new_lows = [], [], [], []
         step = max(1, _CHUNK * 8 // bits.shape[0])
         for s0 in range(0, codes.size, step):
+            check_deadline("a threshold pattern table")
             Mc = M[s0 : s0 + step]
             DM = bits[None, :, :, None] * Mc[:, None, :, :]  # (c, P, n_i, d)
             nxt = np.matmul(net.weights[i + 1], DM).reshape(-1, net.weights[i + 1].shape[0], Mc.shape[2])

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privcore.lipschitz.deadline import check_deadline
+
 __all__ = ["DEFAULT_MAX_NODES", "LEAF_BITS", "TIE_RTOL", "SignNorm", "inf_to_one_bnb"]
 
 #: columns enumerated together at the leaves of the search (2^LEAF_BITS sign vectors per node)
@@ -158,6 +160,7 @@ class _Search:
         pruned = -np.inf
         stack: list[tuple[int, np.ndarray]] = [(first + 1, self.a[:, first][None, :].copy())]  # s = +1
         while stack:
+            check_deadline("the ∞→1 norm's branch and bound")
             j, p = stack.pop()
             self.nodes += p.shape[0]
             ub = self.bound(j, p)
