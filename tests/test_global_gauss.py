@@ -83,3 +83,22 @@ def test_release_is_calibrated_to_the_analytic_gaussian_at_g2() -> None:
     # G₂ ≤ G (∞→2 ≤ ∞→1): the Gaussian's sensitivity is never the larger one
     g1 = registry.get("global").outlook(pipe, registry.get("global").setting(epsilon=2.0)).public
     assert g2 <= g1["global_lipschitz"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_l2_threshold_table_keeps_every_pattern_above_the_threshold(seed: int) -> None:
+    from privcore.lipschitz.codes import codes_from_bits
+    from privcore.lipschitz.norms import DEFAULT_NORMS
+    from privcore.lipschitz.patterns import threshold_pattern_table
+    from privcore.mechanisms.global_gauss import _pattern_jacobians, _row_bound
+
+    net = random_net(seed, (4, 4, 4, 3))
+    every = np.array(list(itertools.product((0.0, 1.0), repeat=net.n_hidden)))
+    exact, _ = inf_to_two(_pattern_jacobians(net, every))
+    tau = float(np.quantile(exact, 0.7))
+    table = threshold_pattern_table(net, tau, DEFAULT_NORMS, last_bound=_row_bound)
+    assert table is not None
+    held = dict(zip(table.codes.tolist(), table.norms.tolist(), strict=True))
+    for code, value in zip(codes_from_bits(every).tolist(), exact.tolist(), strict=True):
+        if value > tau:  # every pattern above τ is there, with a value that bounds it
+            assert code in held and held[code] >= value

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -305,6 +306,9 @@ def _completion_bound(net: ReluNetwork, layer: int, M: np.ndarray, norms: Norms)
     return np.atleast_1d(norms.of_interval(mid, rad))
 
 
+#: a certified upper bound per matrix of a stack (n, m, d) → (n,) (:func:`threshold_pattern_table`)
+Bound = Callable[[np.ndarray], np.ndarray]
+
 _THRESHOLD: OrderedDict[tuple, PatternTable | None] = OrderedDict()
 #: most patterns whose exact norm a threshold table may evaluate
 MAX_THRESHOLD_WORK = 1 << 20
@@ -325,20 +329,27 @@ def _bound_flops(net: ReluNetwork, layer: int, groups: int, norms: Norms) -> flo
     return 4.0 * groups * d * sum(widths[j] * widths[j + 1] for j in range(layer, len(widths) - 1))
 
 
-def threshold_pattern_table(net: ReluNetwork, threshold: float, norms: Norms) -> PatternTable | None:
+def threshold_pattern_table(
+    net: ReluNetwork, threshold: float, norms: Norms, *, last_bound: Bound | None = None
+) -> PatternTable | None:
     """Every activation pattern with ``‖J_D‖ > threshold``, for networks too wide for the full table.
 
     Branch and bound over the hidden layers: the patterns of the first layers are expanded, and a
     group is dropped as soon as a bound on every completion (interval arithmetic; the last layer
-    exactly) is ≤ threshold. Memoised per model, norms and threshold (PTR asks with one Δp for
-    every image). None when more than ``MAX_THRESHOLD_WORK`` patterns would need evaluating or the
-    bounds would cost more than ``MAX_THRESHOLD_FLOPS`` (estimated before each layer is expanded)."""
-    key = (net.digest, norms, float(threshold))
+    exactly) is ≤ threshold. Memoised per model, norms, threshold and ``last_bound`` (PTR asks with
+    one Δp for every image). None when more than ``MAX_THRESHOLD_WORK`` patterns would need evaluating
+    or the bounds would cost more than ``MAX_THRESHOLD_FLOPS`` (estimated before each layer is expanded).
+
+    ``last_bound``: for a quantity that ``norms`` bounds from above (e.g. ‖J‖_{∞→2} ≤ ‖J‖_{∞→1}), a
+    certified upper bound on it per Jacobian of a stack, used on the last layer in place of the exact
+    norm: the table then holds every pattern whose bound exceeds ``threshold`` (a superset of those
+    whose quantity does), with the bound (times 1 + 1e-9) as its value and 0 as its lower end."""
+    key = (net.digest, norms, float(threshold), last_bound)
     with _LOCK:
         if key in _THRESHOLD:
             _THRESHOLD.move_to_end(key)
             return _THRESHOLD[key]
-    table = _threshold_table(net, threshold, norms)
+    table = _threshold_table(net, threshold, norms, last_bound)
     with _LOCK:  # a failure is remembered too: it would fail again for every box
         _THRESHOLD[key] = table
         while len(_THRESHOLD) > 64:
@@ -346,7 +357,8 @@ def threshold_pattern_table(net: ReluNetwork, threshold: float, norms: Norms) ->
     return table
 
 
-def _threshold_table(net: ReluNetwork, threshold: float, norms: Norms) -> PatternTable | None:
+def _threshold_table(net: ReluNetwork, threshold: float, norms: Norms,
+                     last_bound: Bound | None = None) -> PatternTable | None:
     widths = net.hidden_widths
     if max(widths) > MAX_THRESHOLD_LAYER_WIDTH:
         return None
@@ -380,7 +392,10 @@ def _threshold_table(net: ReluNetwork, threshold: float, norms: Norms) -> Patter
                 vals = np.full(nxt.shape[0], -np.inf)
                 low = vals.copy()
                 maybe = np.abs(nxt).sum(axis=(1, 2)) * (1.0 + 1e-9) > threshold
-                low[maybe], vals[maybe] = _norm_values(nxt[maybe], norms)
+                if last_bound is None:
+                    low[maybe], vals[maybe] = _norm_values(nxt[maybe], norms)
+                else:
+                    low[maybe], vals[maybe] = 0.0, np.asarray(last_bound(nxt[maybe])) * (1.0 + 1e-9)
             else:
                 vals = low = _completion_bound(net, i + 1, nxt, norms)
             sel = vals > threshold

@@ -126,7 +126,7 @@ def _by_patterns(net: Any, box: Any, tau: float, deadline: float) -> tuple[float
     from privcore.lipschitz.patterns import stable_masks, threshold_pattern_table
     from privcore.lipschitz.regions import polytope_in_box, region_rows
 
-    table = threshold_pattern_table(net, tau, DEFAULT_NORMS)
+    table = threshold_pattern_table(net, tau, DEFAULT_NORMS, last_bound=_row_bound)
     if table is None:
         return None
     on, off = stable_masks(forward_bounds(net, box.lower, box.upper))
