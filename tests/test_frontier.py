@@ -36,12 +36,12 @@ def test_the_grid_starts_with_the_shipped_default_recipe() -> None:
     from privcore.experiments.select_frontier import CANDIDATES
     from privcore.train.recipes import global_obfuscator_recipe
 
-    name, (target, out_dim) = next(iter(CANDIDATES.items()))
+    name, (target, out_dim, _) = next(iter(CANDIDATES.items()))
     card = json.loads((MODELS / "mnist" / f"obfuscator-{name}.json").read_text())
     recipe = global_obfuscator_recipe("mnist", name, target_epsilon=target, out_dim=out_dim).to_json()
     assert {**recipe, **card["recipe"]} == recipe
-    for c, (t, k) in CANDIDATES.items():  # every candidate is a `train global-model` recipe
-        assert global_obfuscator_recipe("mnist", c, target_epsilon=t, out_dim=k).name == c
+    for c, (t, k, over) in CANDIDATES.items():  # every candidate is a `train global-model` recipe
+        assert global_obfuscator_recipe("mnist", c, target_epsilon=t, out_dim=k, **over).name == c
 
 
 def test_the_criterion_is_accuracy_at_two_then_four_then_grid_order() -> None:
