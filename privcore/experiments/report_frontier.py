@@ -19,8 +19,9 @@ OPENING_RULE = (
     "among the models the dataset ships, on the validation rows of select-frontier (certified global "
     "mechanism, 3 noise draws per image): the opening total ε is the smallest validation ε at which "
     "some shipped model's 95 % interval lies at or above the usefulness level u = (1 + 1/C)/2 (halfway "
-    "from chance to perfect; 0.55 for C = 10 classes); the default model is the shipped model with the "
-    "highest validation accuracy at that ε (ties: higher at the largest validation ε)"
+    "from chance to perfect; 0.55 for C = 10 classes); the default model is, among the shipped models "
+    "that clear it there, the one with the highest validation accuracy at that ε (ties: higher at the "
+    "largest validation ε)"
 )
 
 
@@ -31,8 +32,8 @@ def opening_view(frame: Any, shipped: Any, classes: int = 10) -> dict[str, Any] 
     level = (1.0 + 1.0 / classes) / 2.0
     top = float(val["epsilon_total"].max()) if len(val) else math.inf
     for eps in sorted(val["epsilon_total"].unique()):
-        at = val[val["epsilon_total"] == eps]
-        if not (at["low"] >= level).any():
+        at = val[(val["epsilon_total"] == eps) & (val["low"] >= level)]
+        if at.empty:
             continue
         last = val[val["epsilon_total"] == top].set_index("candidate")["accuracy"]
         best = max(at.itertuples(), key=lambda r: (r.accuracy, float(last.get(r.candidate, -1.0))))
