@@ -95,6 +95,8 @@ def render_frontier_test(frame: Any, ceiling: Any, table1_global: Any, select_gl
     (or ``select-global``'s one test read, where it ran), the selected candidate, and the selected
     candidate's gap to the LP bound."""
     final = frame[frame["choice"] == "final"]
+    if final.empty:
+        return "_the test set has not been read: the run has not selected a candidate yet_\n"
     name = str(final["candidate"].iloc[0])
     rows: list[list[str]] = []
     bound: dict[float, float] = {}
