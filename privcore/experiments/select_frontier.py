@@ -46,7 +46,7 @@ from privcore.train.ensure import (
 )
 
 __all__ = ["CANDIDATES", "COLUMNS", "CRITERION", "EMBEDDERS", "GRIDS", "TEST_EPSILONS", "VALIDATION_EPSILONS",
-           "grid", "run"]
+           "grid", "run", "ship_command"]
 
 COLUMNS = (
     "dataset",
@@ -232,15 +232,32 @@ def run(ctx: RunContext) -> Any:
                   out_dim=cands[cand][1], selected=True)
     notes.update({
         "selected": cand,
-        "ship": f"python -m privcore train global-model --dataset {ctx.dataset} --name {cand} "
-                f"--target-epsilon {cands[cand][0]:g} --out-dim {cands[cand][1]} --device cpu "
-                f"--threads 1" + ("" if not cands[cand][2] else
-                                  f" (recipe overrides {cands[cand][2]}: copy the run's checkpoints)"),
+        "ship": ship_command(ctx.dataset, cand),
         "final_checkpoint": str(obfuscator_stem(run_dir, ctx.dataset, cand)),
         "test_set": "read once, for the selected candidate only (rows with split = test)",
     })
     figures = save_figure(_figure(table.frame(), ctx.dataset), ctx.dataset_dir / "select-frontier")
     return table.finish(figures=figures, notes=notes)
+
+
+def ship_command(dataset: str, candidate: str) -> str:
+    """The ``train global-model`` command line that trains ``candidate``'s recipe on ``dataset``'s
+    embedder of :data:`EMBEDDERS` (the run's own checkpoints when seed and inputs agree)."""
+    target, out_dim, over = grid(dataset)[candidate]
+    emb_name, emb_over = EMBEDDERS.get(dataset, ("embedder", {}))
+    flags = [f"--embedder-name {emb_name}"]
+    if not emb_over:  # the dataset's unsupervised recipe, not train global-model's label-aware one
+        from privcore.train.recipes import embedder_recipe
+
+        rec = embedder_recipe(dataset)
+        flags.append(f"--label-weight {rec.label_weight:g} --augment-shift {rec.augment_shift} "
+                     f"--arch {rec.arch} --width {rec.width} --hidden {rec.hidden}")
+    if "obfuscator_hidden" in over:
+        flags.append("--obfuscator-hidden " + ",".join(str(w) for w in over["obfuscator_hidden"]))
+    if over.get("noise_bound", "sampled") != "sampled":
+        flags.append(f"--noise-bound {over['noise_bound']}")
+    return (f"python -m privcore train global-model --dataset {dataset} --name {candidate} "
+            f"{' '.join(flags)} --target-epsilon {target:g} --out-dim {out_dim} --device cpu --threads 1")
 
 
 def obfuscator_stem(run_dir: Path, dataset: str, candidate: str) -> Path:
