@@ -46,6 +46,10 @@ def render_opening_view(frame: Any, shipped: Any, current: tuple[str, float], cl
     """The shipped models' validation accuracy per total ε, the rule's pick (★) beside the dashboard's
     present default model and opening ε."""
     names = [c for c in dict.fromkeys(frame["candidate"]) if c in set(shipped)]
+    if not names:
+        return (f"None of the models this dataset ships has validation rows in `select-frontier.csv`, so "
+                f"the rule ({OPENING_RULE}) has nothing to pick here; the dashboard opens with "
+                f"{current[0]} at total ε = {current[1]:g}.\n")
     val = frame[frame["choice"] == "obfuscator"]
     pick = opening_view(frame, names, classes)
     rows = []
