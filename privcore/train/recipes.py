@@ -205,7 +205,9 @@ class ObfuscatorRecipe:
       Ĝ·R/ε·Lap(1) with Ĝ the batch's largest ‖J_f‖∞→1 (at z and ``noise_ball_samples`` vertices
       of its R-ball; an estimate of G, which bounds every point), ε from ``noise_epsilons`` (the
       release's total ε); no PTR test to pass, so no release margin. Trains f for the ratio of
-      class separation to G·R that the global mechanism's utility depends on;
+      class separation to G·R that the global mechanism's utility depends on. With
+      ``noise_bound="layers"`` Ĝ is instead max_s 1ᵀ|W_L|···|W_2|·|W_1 s|, an upper bound on
+      ‖J_f‖∞→1 at every point (:func:`privcore.train.release_aware.layer_bound`);
     * ``"release"`` (default): the release noise itself, n = Δ̂·R/ε·Lap(1) per coordinate with
       Δ̂ = μ + 3σ of ‖J_f‖∞→1 over the batch (at z and ``noise_ball_samples`` vertices of the
       R-ball), ε drawn per sample from ``noise_epsilons`` and a ``noise_clean_fraction`` left clean,
