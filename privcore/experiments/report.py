@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from privcore.defaults import OPENING_EPSILON, default_model
 from privcore.experiments import paper_numbers as paper
 from privcore.experiments.report_bounds import render_ceiling, render_neighbours
 from privcore.experiments.report_figures import (
@@ -350,6 +351,14 @@ def render_attack(frame: Any, dataset: str, metric: str) -> str:
     return note + table(header, rows)
 
 
+def _shipped_obfuscators(dataset: str) -> list[str]:
+    """The obfuscators ``dataset`` ships in the default models folder (the dashboard's choices)."""
+    from privcore.models import list_models
+
+    return [m.name.removeprefix("obfuscator-") for m in list_models()
+            if m.dataset == dataset and m.kind == "obfuscator" and not m.study_only]
+
+
 def _frontier_sections(res: Path, section: Any) -> None:
     """The low-ε frontier's tables, where the dataset has ``select-frontier.csv``/``attack-frontier.csv``."""
     import pandas as pd
@@ -363,7 +372,11 @@ def _frontier_sections(res: Path, section: Any) -> None:
         section("select-frontier", "The frontier on validation: low-ε obfuscators for the global mechanism",
                 rf.render_frontier_validation)
         section("select-frontier", "The frontier on test: the selected obfuscator beside the ceiling",
-                lambda f: rf.render_frontier_test(f, read("ceiling"), read("table1-global")))
+                lambda f: rf.render_frontier_test(f, read("ceiling"), read("table1-global"),
+                                                  read("select-global")))
+        section("select-frontier", "The opening view: default model and opening ε on validation",
+                lambda f: rf.render_opening_view(f, _shipped_obfuscators(res.name),
+                                                 (default_model(res.name), OPENING_EPSILON)))
     if (res / "attack-frontier.csv").is_file():
         section("attack-frontier", "Reconstruction attack on global releases at equal total ε (SSIM · PSNR)",
                 rf.render_attack_frontier)

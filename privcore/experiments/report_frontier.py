@@ -10,9 +10,63 @@ from typing import Any
 
 from privcore.experiments.report_format import table
 
-__all__ = ["render_attack_frontier", "render_frontier_test", "render_frontier_validation"]
+__all__ = ["OPENING_RULE", "opening_view", "render_attack_frontier", "render_frontier_test",
+           "render_frontier_validation", "render_opening_view"]
 
 _EPS = (1.0, 2.0, 4.0, 10.0)
+#: how the dashboard's default model and opening ε are chosen, together, on validation only
+OPENING_RULE = (
+    "among the models the dataset ships, on the validation rows of select-frontier (certified global "
+    "mechanism, 3 noise draws per image): the opening total ε is the smallest validation ε at which "
+    "some shipped model's 95 % interval lies at or above the usefulness level u = (1 + 1/C)/2 (halfway "
+    "from chance to perfect; 0.55 for C = 10 classes); the default model is, among the shipped models "
+    "that clear it there, the one with the highest validation accuracy at that ε (ties: higher at the "
+    "largest validation ε)"
+)
+
+
+def opening_view(frame: Any, shipped: Any, classes: int = 10) -> dict[str, Any] | None:
+    """(model, ε) that :data:`OPENING_RULE` picks from ``select-frontier`` rows (validation only),
+    among the names in ``shipped``; None when no shipped model reaches the level at any ε."""
+    val = frame[(frame["choice"] == "obfuscator") & frame["candidate"].isin(list(shipped))]
+    level = (1.0 + 1.0 / classes) / 2.0
+    top = float(val["epsilon_total"].max()) if len(val) else math.inf
+    for eps in sorted(val["epsilon_total"].unique()):
+        at = val[(val["epsilon_total"] == eps) & (val["low"] >= level)]
+        if at.empty:
+            continue
+        last = val[val["epsilon_total"] == top].set_index("candidate")["accuracy"]
+        best = max(at.itertuples(), key=lambda r: (r.accuracy, float(last.get(r.candidate, -1.0))))
+        return {"epsilon": float(eps), "model": str(best.candidate), "accuracy": float(best.accuracy),
+                "low": float(best.low), "high": float(best.high), "level": level}
+    return None
+
+
+def render_opening_view(frame: Any, shipped: Any, current: tuple[str, float], classes: int = 10) -> str:
+    """The shipped models' validation accuracy per total ε, the rule's pick (★) beside the dashboard's
+    present default model and opening ε."""
+    names = [c for c in dict.fromkeys(frame["candidate"]) if c in set(shipped)]
+    if not names:
+        return (f"None of the models this dataset ships has validation rows in `select-frontier.csv`, so "
+                f"the rule ({OPENING_RULE}) has nothing to pick here; the dashboard opens with "
+                f"{current[0]} at total ε = {current[1]:g}.\n")
+    val = frame[frame["choice"] == "obfuscator"]
+    pick = opening_view(frame, names, classes)
+    rows = []
+    for name in names:
+        part = val[val["candidate"] == name]
+        cells = []
+        for e in _EPS:
+            mark = " ★" if pick and pick["model"] == name and pick["epsilon"] == e else ""
+            cells.append(_cell(part, e) + mark)
+        rows.append([name, *cells])
+    level = (1.0 + 1.0 / classes) / 2.0
+    chosen = ("no shipped model reaches it at any validation ε" if pick is None else
+              f"the rule picks {pick['model']} at total ε = {pick['epsilon']:g} (★)")
+    note = (f"Validation rows of `select-frontier.csv` for the models this dataset ships; usefulness level "
+            f"u = {level:.2f} ({classes} classes). Rule: {OPENING_RULE}. Here {chosen}; the dashboard "
+            f"opens with {current[0]} at total ε = {current[1]:g}.\n\n")
+    return note + table(["shipped model", *(f"total ε = {e:g}" for e in _EPS)], rows)
 
 
 def _cell(part: Any, eps: float, column: str = "epsilon_total") -> str:
@@ -40,13 +94,17 @@ def render_frontier_validation(frame: Any) -> str:
     return note + table(header, rows)
 
 
-def render_frontier_test(frame: Any, ceiling: Any, table1_global: Any) -> str:
-    """Test accuracy per total ε: the ceiling's rows for the same embedder, the shipped default, the
-    selected candidate, and the selected candidate's gap to the LP bound."""
+def render_frontier_test(frame: Any, ceiling: Any, table1_global: Any, select_global: Any = None) -> str:
+    """Test accuracy per total ε: the ceiling's rows for the same embedder recipe, the shipped default
+    (or ``select-global``'s one test read, where it ran), the selected candidate, and the selected
+    candidate's gap to the LP bound."""
     final = frame[frame["choice"] == "final"]
+    if final.empty:
+        return "_the test set has not been read: the run has not selected a candidate yet_\n"
     name = str(final["candidate"].iloc[0])
     rows: list[list[str]] = []
     bound: dict[float, float] = {}
+    emb = ""
     if ceiling is not None:
         embedders = list(dict.fromkeys(ceiling["embedder"]))
         emb = "embedder-label" if "embedder-label" in embedders else str(embedders[0])
@@ -70,6 +128,11 @@ def render_frontier_test(frame: Any, ceiling: Any, table1_global: Any) -> str:
         shipped = table1_global[table1_global["obfuscator"] == "N-global"]
         if not shipped.empty:
             rows.append(["shipped default: N-global (T = 10)", *(_cell(shipped, e) for e in _EPS)])
+    if select_global is not None:
+        earlier = select_global[(select_global["choice"] == "final") & (select_global["split"] == "test")]
+        if not earlier.empty:
+            label = f"select-global's selection: {earlier['obfuscator'].iloc[0]} (T = 2)"
+            rows.append([label, *(_cell(earlier, e) for e in _EPS)])
     first = final.iloc[0]
     rows.append([f"selected: {name} (T = {first['target_epsilon']:g}, k = {int(first['out_dim'])})",
                  *(_cell(final, e) for e in _EPS)])
@@ -80,8 +143,10 @@ def render_frontier_test(frame: Any, ceiling: Any, table1_global: Any) -> str:
         gaps.append("—" if gap is None else f"{gap:.3f}")
     rows.append([f"gap of {name} to the LP bound", *gaps])
     n, draws = int(final["n"].max()), int(final["draws"].max())
+    where = ("same embedder and R" if ceiling is None or emb == "embedder-label" else
+             f"embedder `{emb}` (the same recipe on all training images), same R")
     note = (f"Test, n = {n} images, {draws} noise draws each, [95 % percentile bootstrap over images]; read "
-            "once for the selected candidate. Ceiling rows: `ceiling.csv`, same embedder and R; shipped "
+            f"once for the selected candidate. Ceiling rows: `ceiling.csv`, {where}; shipped "
             "default: `table1-global.csv` (no ε = 1 column there).\n\n")
     return note + table(["model", *(f"total ε = {e:g}" for e in _EPS)], rows)
 

@@ -4,18 +4,20 @@ chosen on a validation split, then one read of the test set.
 The global release is f(clip z) + Lap(G·R/ε) per output coordinate, G the certified ∞→1 constant of
 f over the public box (:mod:`privcore.mechanisms.global_mechanism`). What the release keeps is the
 class separation of f relative to G·R/ε; ``experiment ceiling`` bounds it for any f. Stated before
-any candidate is trained (:data:`CANDIDATES`, :data:`CRITERION`):
+any candidate is trained (:data:`GRIDS`, :data:`CRITERION`):
 
 1. The split of ``experiment select`` (:func:`privcore.data.validation_split`, the dataset's own
    fixed split where it has one). The embedder (:data:`EMBEDDERS`: the one ``train global-model``
    trains), each obfuscator, its Δp (exact, over 100 fit embeddings), its clipping box and G
    (certified by this process, :func:`privcore.train.global_card.write_global_constant`) and its
    release classifier are trained or computed on the fit part only.
-2. One obfuscator per candidate (:data:`CANDIDATES`: name, target ε, output dimension), each the
-   recipe of ``train global-model --name NAME --target-epsilon T --out-dim K``: trained with the
-   global mechanism's own noise Ĝ·R/ε, ε from (T, 2T). The grid varies the training ε (the shipped
-   ``N-global`` trains at 10), the output dimension (the ∞→1 norm pays for every output coordinate)
-   and the ARL term. Every candidate gives the same formal guarantee (ε, 0, R).
+2. One obfuscator per candidate (:data:`GRIDS`: name, target ε, output dimension, recipe overrides),
+   each the recipe of ``train global-model --name NAME --target-epsilon T --out-dim K`` with those
+   overrides: trained with the global mechanism's own noise Ĝ·R/ε, ε from (T, 2T), Ĝ sampled over the
+   box or (``noise_bound="layers"``) the layer-wise upper bound on ‖J_f‖∞→1. The grid varies the
+   training ε (the shipped ``N-global`` trains at 10), the output dimension (the ∞→1 norm pays for
+   every output coordinate), the hidden widths, how Ĝ is obtained, and the ARL term. Every candidate
+   gives the same formal guarantee (ε, 0, R).
 3. Each is scored on the validation images by the global mechanism at every total ε of
    :data:`VALIDATION_EPSILONS` (1 is the dashboard's opening ε), :data:`VALIDATION_DRAWS` noise draws
    per image; :data:`CRITERION` picks one.
@@ -43,7 +45,8 @@ from privcore.train.ensure import (
     select_cache_root,
 )
 
-__all__ = ["CANDIDATES", "COLUMNS", "CRITERION", "EMBEDDERS", "TEST_EPSILONS", "VALIDATION_EPSILONS", "run"]
+__all__ = ["CANDIDATES", "COLUMNS", "CRITERION", "EMBEDDERS", "GRIDS", "TEST_EPSILONS", "VALIDATION_EPSILONS",
+           "grid", "run", "ship_command"]
 
 COLUMNS = (
     "dataset",
@@ -67,21 +70,37 @@ COLUMNS = (
     "selected",
     "seed",
 )
-#: candidates in grid order: checkpoint name → (target total ε, output dimension); the first is the
-#: shipped default's recipe, the others the training ε, output dimension and ARL term at a low ε
-CANDIDATES: dict[str, tuple[float, int]] = {
-    "N-global": (10.0, 8),
-    "N-global-e2": (2.0, 8),
-    "N-global-e2o4": (2.0, 4),
-    "N-global-e2o2": (2.0, 2),
-    "ARL-N-global-e2": (2.0, 8),
-    "N-global-e1": (1.0, 8),
-    "N-global-e1o4": (1.0, 4),
+#: one candidate: (target total ε, output dimension, further recipe overrides)
+Candidate = tuple[float, int, dict[str, Any]]
+#: MNIST's candidates in grid order: checkpoint name → candidate; the first is the shipped default's
+#: recipe, the others the training ε, output dimension and ARL term at a low ε
+CANDIDATES: dict[str, Candidate] = {
+    "N-global": (10.0, 8, {}),
+    "N-global-e2": (2.0, 8, {}),
+    "N-global-e2o4": (2.0, 4, {}),
+    "N-global-e2o2": (2.0, 2, {}),
+    "ARL-N-global-e2": (2.0, 8, {}),
+    "N-global-e1": (1.0, 8, {}),
+    "N-global-e1o4": (1.0, 4, {}),
 }
-#: per dataset, (embedder checkpoint name, embedder recipe overrides): ``train global-model``'s defaults
+_WIDE: dict[str, Any] = {"obfuscator_hidden": (32, 32)}
+#: per dataset, its grid (:data:`CANDIDATES` where none is named). Fashion-MNIST: the recipe
+#: ``select-global`` selected (sampled Ĝ over the box, training ε (2, 4)) as the baseline, and hidden
+#: widths (32, 32) against (10, 10). Candidates that calibrate Ĝ to the layer-wise bound
+#: (``noise_bound="layers"``) are not in it (docs/RESULTS.md, "The low-ε frontier on Fashion-MNIST")
+GRIDS: dict[str, dict[str, Candidate]] = {
+    "mnist": CANDIDATES,
+    "fashion-mnist": {
+        "N-global-e2": (2.0, 8, {}),
+        "N-global-e2w": (2.0, 8, _WIDE),
+    },
+}
+#: per dataset, (embedder checkpoint name, embedder recipe overrides): MNIST ``train global-model``'s
+#: defaults; Fashion-MNIST the shipped unsupervised recipe, trained on the fit part (``embedder-fit``)
 EMBEDDERS: dict[str, tuple[str, dict[str, Any]]] = {
     "mnist": ("embedder-label", {"arch": "conv", "width": 32, "hidden": 256, "augment_shift": 2,
                                  "label_weight": 10.0}),
+    "fashion-mnist": ("embedder-fit", {}),
 }
 KEY = ("choice", "candidate", "split", "epsilon_total")
 VALIDATION_EPSILONS = (1.0, 2.0, 4.0, 10.0)
@@ -93,11 +112,17 @@ CRITERION = (
 )
 
 
+def grid(dataset: str) -> dict[str, Candidate]:
+    """The candidate grid of ``dataset`` (:data:`GRIDS`, else :data:`CANDIDATES`)."""
+    return GRIDS.get(dataset, CANDIDATES)
+
+
 def _plan(ctx: RunContext) -> dict[str, Any]:
     tiny = ctx.mode == "tiny"
+    names = tuple(grid(ctx.dataset))
     return {
-        "candidates": ctx.pick(full=tuple(CANDIDATES), quick=tuple(CANDIDATES)[:3],
-                               tiny=("N-global", "N-global-e2o2")),
+        "candidates": ctx.pick(full=names, quick=names[:3],
+                               tiny=(names[0], names[3] if ctx.dataset not in GRIDS else names[-1])),
         "n_val": ctx.pick(full=None, quick=1000, tiny=8),
         "n_test": ctx.n_test(full=None, quick=1000, tiny=6),
         "draws": ctx.pick(full=VALIDATION_DRAWS, quick=1, tiny=1),
@@ -124,8 +149,9 @@ def _recipes(ctx: RunContext, plan: dict[str, Any]) -> tuple[str, Any, dict[str,
     emb_name, emb_over = EMBEDDERS.get(ctx.dataset, ("embedder", {}))
     short = plan["short"]
     emb = embedder_recipe(ctx.dataset, **emb_over, **({**short, "kl_warmup_epochs": 0} if short else {}))
-    obf = {c: global_obfuscator_recipe(ctx.dataset, c, target_epsilon=CANDIDATES[c][0],
-                                       out_dim=CANDIDATES[c][1], **plan["obfuscator"])
+    cands = grid(ctx.dataset)
+    obf = {c: global_obfuscator_recipe(ctx.dataset, c, target_epsilon=cands[c][0], out_dim=cands[c][1],
+                                       **{**cands[c][2], **plan["obfuscator"]})
            for c in plan["candidates"]}
     return emb_name, emb, obf, release_classifier_recipe(ctx.dataset, **short)
 
@@ -143,11 +169,12 @@ def run(ctx: RunContext) -> Any:
     rec = split.record()
     fit = split.dataset
     emb_name, emb_recipe, recipes, clf_recipe = _recipes(ctx, plan)
+    cands = grid(ctx.dataset)
     val_idx = test_indices(split.x_val.shape[0], plan["n_val"], ctx.seed)
     test_idx = test_indices(ds.x_test.shape[0], plan["n_test"], ctx.seed)
     config = {
         "validation_split": {k: v for k, v in rec.items() if k != "fit_fingerprint"},
-        "candidates": {c: {"target_epsilon": CANDIDATES[c][0], "out_dim": CANDIDATES[c][1],
+        "candidates": {c: {"target_epsilon": cands[c][0], "out_dim": cands[c][1],
                            "recipe": recipes[c].to_json()} for c in recipes},
         "validation_epsilons_total": list(VALIDATION_EPSILONS),
         "test_epsilons_total": list(TEST_EPSILONS),
@@ -192,8 +219,8 @@ def run(ctx: RunContext) -> Any:
                              split="validation", seed_key=c)) for c in plan["candidates"]]
         cand = _pick(scored)
         for c, rows in scored:
-            _add_rows(table, rows, choice="obfuscator", candidate=c, target_epsilon=CANDIDATES[c][0],
-                      out_dim=CANDIDATES[c][1], selected=c == cand)
+            _add_rows(table, rows, choice="obfuscator", candidate=c, target_epsilon=cands[c][0],
+                      out_dim=cands[c][1], selected=c == cand)
     else:
         cand = str(chosen["candidate"])
     final = build(cand)
@@ -201,18 +228,36 @@ def run(ctx: RunContext) -> Any:
         x_test, y_test = ds.x_test[test_idx], ds.y_test[test_idx].numpy()
         rows = _score(ctx, final, x_test, y_test, epsilons=TEST_EPSILONS, draws=plan["draws"], split="test",
                       seed_key="final")
-        _add_rows(table, rows, choice="final", candidate=cand, target_epsilon=CANDIDATES[cand][0],
-                  out_dim=CANDIDATES[cand][1], selected=True)
+        _add_rows(table, rows, choice="final", candidate=cand, target_epsilon=cands[cand][0],
+                  out_dim=cands[cand][1], selected=True)
     notes.update({
         "selected": cand,
-        "ship": f"python -m privcore train global-model --dataset {ctx.dataset} --name {cand} "
-                f"--target-epsilon {CANDIDATES[cand][0]:g} --out-dim {CANDIDATES[cand][1]} --device cpu "
-                f"--threads 1",
+        "ship": ship_command(ctx.dataset, cand),
         "final_checkpoint": str(obfuscator_stem(run_dir, ctx.dataset, cand)),
         "test_set": "read once, for the selected candidate only (rows with split = test)",
     })
     figures = save_figure(_figure(table.frame(), ctx.dataset), ctx.dataset_dir / "select-frontier")
     return table.finish(figures=figures, notes=notes)
+
+
+def ship_command(dataset: str, candidate: str) -> str:
+    """The ``train global-model`` command line that trains ``candidate``'s recipe on ``dataset``'s
+    embedder of :data:`EMBEDDERS` (the run's own checkpoints when seed and inputs agree)."""
+    target, out_dim, over = grid(dataset)[candidate]
+    emb_name, emb_over = EMBEDDERS.get(dataset, ("embedder", {}))
+    flags = [f"--embedder-name {emb_name}"]
+    if not emb_over:  # the dataset's unsupervised recipe, not train global-model's label-aware one
+        from privcore.train.recipes import embedder_recipe
+
+        rec = embedder_recipe(dataset)
+        flags.append(f"--label-weight {rec.label_weight:g} --augment-shift {rec.augment_shift} "
+                     f"--arch {rec.arch} --width {rec.width} --hidden {rec.hidden}")
+    if "obfuscator_hidden" in over:
+        flags.append("--obfuscator-hidden " + ",".join(str(w) for w in over["obfuscator_hidden"]))
+    if over.get("noise_bound", "sampled") != "sampled":
+        flags.append(f"--noise-bound {over['noise_bound']}")
+    return (f"python -m privcore train global-model --dataset {dataset} --name {candidate} "
+            f"{' '.join(flags)} --target-epsilon {target:g} --out-dim {out_dim} --device cpu --threads 1")
 
 
 def obfuscator_stem(run_dir: Path, dataset: str, candidate: str) -> Path:

@@ -60,6 +60,13 @@ def global_model_cmd(
     out_dim: int = typer.Option(
         None, "--out-dim", help="obfuscator: output dimension (default: the latent size)", show_default=False
     ),
+    obfuscator_hidden: str = typer.Option(
+        "10,10", "--obfuscator-hidden", help="obfuscator: hidden widths, comma-separated"
+    ),
+    noise_bound: str = typer.Option(
+        "sampled", "--noise-bound", help="obfuscator: Ĝ of the training noise, sampled over the box or "
+        "'layers' (the layer-wise upper bound on ‖J_f‖∞→1)"
+    ),
     delta_p_n: int = typer.Option(100, "--delta-p-n", help="training embeddings certified for Δp"),
     epochs: int = typer.Option(
         None, help="every step's epochs (a smoke run; default: the recipes', as shipped)", show_default=False
@@ -108,7 +115,15 @@ def global_model_cmd(
         emb_rec = embedder_recipe(dataset, arch=arch, width=width, hidden=hidden, augment_shift=augment_shift,
                                   label_weight=label_weight,
                                   **({} if epochs is None else {"epochs": epochs, "kl_warmup_epochs": 0}))
-        obf_rec = global_obfuscator_recipe(dataset, name, target_epsilon=target_epsilon,
+        try:
+            hidden_widths = tuple(int(w) for w in obfuscator_hidden.split(","))
+        except ValueError:
+            raise ValueError(f"obfuscator_hidden must be comma-separated positive integers, got "
+                             f"{obfuscator_hidden!r}") from None
+        arch_over = {} if hidden_widths == (10, 10) else {"obfuscator_hidden": hidden_widths}
+        if noise_bound != "sampled":  # one bound for every point: no box samples
+            arch_over.update(noise_bound=noise_bound, noise_box_samples=0)
+        obf_rec = global_obfuscator_recipe(dataset, name, target_epsilon=target_epsilon, **arch_over,
                                            **({} if out_dim is None else {"out_dim": out_dim}),
                                            **({} if epochs is None else {"epochs": epochs, "warmup_epochs": 0,
                                                                          "classifier_refit_epochs": epochs}))

@@ -49,6 +49,7 @@ from privcore.train.release_aware import (
     ball_jacobian_norms,
     box_jacobian_norms,
     delta_hat,
+    layer_bound,
     release_noise,
     spread_penalty,
     standard_laplace,
@@ -112,7 +113,10 @@ class _Regulariser:
 
     def norms(self, f: nn.Module, z: torch.Tensor) -> torch.Tensor:
         """Per-sample ‖J_f‖∞→1 estimates over the R-ball (differentiable in f), followed in global mode
-        with ``noise_box_samples`` by the norms at that many points of the public box."""
+        with ``noise_box_samples`` by the norms at that many points of the public box; with
+        ``noise_bound="layers"`` the layer-wise upper bound instead, one value for every point."""
+        if self.recipe.noise_bound == "layers":  # one bound for every point: no sampling
+            return layer_bound(f)
         n_ball = self.recipe.noise_ball_samples
         norms = ball_jacobian_norms(f, z, self.radius, n_ball=n_ball, generator=self.gen)
         if self.box is None:

@@ -205,7 +205,9 @@ class ObfuscatorRecipe:
       Ĝ·R/ε·Lap(1) with Ĝ the batch's largest ‖J_f‖∞→1 (at z and ``noise_ball_samples`` vertices
       of its R-ball; an estimate of G, which bounds every point), ε from ``noise_epsilons`` (the
       release's total ε); no PTR test to pass, so no release margin. Trains f for the ratio of
-      class separation to G·R that the global mechanism's utility depends on;
+      class separation to G·R that the global mechanism's utility depends on. With
+      ``noise_bound="layers"`` Ĝ is instead max_s 1ᵀ|W_L|···|W_2|·|W_1 s|, an upper bound on
+      ‖J_f‖∞→1 at every point (:func:`privcore.train.release_aware.layer_bound`);
     * ``"release"`` (default): the release noise itself, n = Δ̂·R/ε·Lap(1) per coordinate with
       Δ̂ = μ + 3σ of ‖J_f‖∞→1 over the batch (at z and ``noise_ball_samples`` vertices of the
       R-ball), ε drawn per sample from ``noise_epsilons`` and a ``noise_clean_fraction`` left clean,
@@ -251,6 +253,7 @@ class ObfuscatorRecipe:
     noise_clean_fraction: float = 0.2
     noise_ball_samples: int = 4
     noise_box_samples: int = 0
+    noise_bound: str = "sampled"
     noise_n_sigma: float = 3.0
     spread_weight: float = 0.0
     release_radius_factor: float = 6.0
@@ -310,6 +313,13 @@ class ObfuscatorRecipe:
             raise ValueError(
                 f"noise_box_samples = {self.noise_box_samples} needs noise_mode 'global' (the box is the "
                 f"global mechanism's), got noise_mode {self.noise_mode!r}; allowed: 0 or noise_mode 'global'"
+            )
+        check_choice("noise_bound", self.noise_bound, ("sampled", "layers"))
+        if self.noise_bound != "sampled" and not (self.noise and self.noise_mode == "global"):
+            raise ValueError(
+                f"noise_bound = {self.noise_bound!r} needs an N variant with noise_mode 'global' (it bounds "
+                f"the global mechanism's G), got noise_mode {self.noise_mode!r}; allowed: 'sampled' or "
+                f"noise_mode 'global'"
             )
         check_nonnegative("noise_n_sigma", self.noise_n_sigma)
         check_nonnegative("spread_weight", self.spread_weight)
@@ -376,8 +386,10 @@ class ObfuscatorRecipe:
         elif self.noise_mode == "global":
             where = "the batch's R-balls" + (
                 f" and {self.noise_box_samples} points of the public box" if self.noise_box_samples else "")
+            what = (f"Ĝ the largest sampled ‖J_f‖∞→1 over {where}" if self.noise_bound == "sampled" else
+                    "Ĝ = max_s 1ᵀ|W_L|···|W_2|·|W_1 s|, an upper bound on ‖J_f‖∞→1 everywhere (layer_bound)")
             terms["noise"] = (
-                f"global-aware: Ĝ·R/ε·Lap(1), Ĝ the largest sampled ‖J_f‖∞→1 over {where}, ε drawn from "
+                f"global-aware: Ĝ·R/ε·Lap(1), {what}, ε drawn from "
                 f"noise_epsilons {list(self.noise_epsilons)} (privcore.train.release_aware)"
             )
             terms["spread_weight"] = self.spread_weight

@@ -39,6 +39,7 @@ __all__ = [
     "box_jacobian_norms",
     "delta_hat",
     "laplace_release_noise",
+    "layer_bound",
     "linf_to_l1_norms",
     "release_noise",
     "relu_mlp_jacobians",
@@ -137,6 +138,26 @@ def box_jacobian_norms(
     u[n // 2:] = u[n // 2:].round()
     p = lower + u * (upper - lower)
     return linf_to_l1_norms(relu_mlp_jacobians(f, p))
+
+
+def layer_bound(f: nn.Module) -> torch.Tensor:
+    """A differentiable upper bound on ‖J_f(z)‖∞→1 at every z of a Linear/ReLU ``nn.Sequential``:
+    max over s ∈ {±1}^d of 1ᵀ|W_L|···|W_2|·|W_1 s|. Each ReLU's derivative lies in [0, 1], so
+    |J_f(z) s| ≤ |W_L|···|W_2|·|W_1 s| entrywise (the first layer keeps its cancellations, the later
+    ones are bounded by absolute values). Unlike the sampled norms it bounds the whole input space,
+    so the certified G over any box is at most this value. Shape (1,)."""
+    lin = [m for m in _linear_relu_layers(f) if isinstance(m, nn.Linear)]
+    if not lin:
+        raise ValueError("f has no Linear layer")
+    w1 = lin[0].weight
+    d = w1.shape[1]
+    if d > MAX_SIGN_DIM:
+        raise ValueError(f"layer_bound enumerates the input's sign vectors: needs ≤ {MAX_SIGN_DIM} inputs, "
+                         f"got {d}")
+    v = torch.matmul(w1, _signs(d).to(device=w1.device, dtype=w1.dtype)).abs()  # (h1, 2^(d−1))
+    for m in lin[1:]:
+        v = torch.matmul(m.weight.abs(), v)
+    return v.sum(0).amax().reshape(1)
 
 
 def delta_hat(norms: torch.Tensor, *, n_sigma: float = 3.0) -> torch.Tensor:
