@@ -410,6 +410,8 @@ def _engine_step(net: ReluNetwork, box: ClipBox, bounds: dict[str, float], lower
             exact = How.EXACT if box.is_cube else How.CUBE_EXACT
             how = exact if res.complete else How.SPLIT_BOUND
             bounds[how.value] = float(res.upper)
+            if res.point is not None and box.contains(np.asarray(res.point)):
+                lower = max(lower, float(res.lower))  # verified in float64 in its region, in the box
             return lower
         cert = local_lipschitz(net, center, radius, time_limit=seconds, threads=threads,
                                **DEFAULT_NORMS.kwargs)
