@@ -22,7 +22,8 @@ G, by a chain of certified upper bounds on L(f, B) = sup over B of the generalis
 * ``all-patterns``: a bound on the largest ‖J_D‖ over every pattern the box's interval bounds allow
   (the box's stable neurons fixed). Two hidden layers: decisions "≤ τ?" of
   :func:`~privcore.lipschitz.pattern_bilinear.bilinear_pattern_decide` (branch and bound on both
-  layers, chord relaxations), the first at twice the verified witness, then lower after each pass,
+  layers, chord relaxations), the first at 1.25 × the larger of twice the verified witness and a
+  value some allowed pattern reaches (the floor), then lower after each pass,
   within three quarters of the time left; the smallest τ passed is the bound. Other depths:
   :func:`~privcore.lipschitz.pattern_bnb.max_pattern_norm` (node budget ``max_nodes``, 2 M by default);
 * ``cube-exact`` / ``split-bound``: the engine's split branch and bound
@@ -67,7 +68,7 @@ from privcore.lipschitz.network import ReluNetwork, as_network
 from privcore.lipschitz.norms import DEFAULT_NORMS
 from privcore.lipschitz.pair_interval import pair_interval_bound
 from privcore.lipschitz.pattern_bilinear import bilinear_pattern_decide
-from privcore.lipschitz.pattern_bnb import MAX_PAIRS, max_pattern_norm
+from privcore.lipschitz.pattern_bnb import MAX_PAIRS, max_pattern_norm, pattern_norm_floor
 from privcore.lipschitz.patterns import stable_masks
 from privcore.lipschitz.witnesses import ascend_witness
 from privcore.validation import check_finite_array, check_int, check_nonnegative, check_positive
@@ -101,8 +102,10 @@ _POPULATION = 1024
 _ELITES = 64
 #: share of the time left that the two-hidden-layer all-pattern search may take (the engine gets the rest)
 _PATTERN_SHARE = 0.75
-#: a first all-pattern decision at this multiple of the witness (the issue's target: G ≤ 2 × witness)
+#: the first all-pattern decision is at _FIRST_MARGIN × the larger of _FIRST_RATIO × the witness and
+#: the pattern floor (a value some allowed pattern reaches): far enough above both to pass in seconds
 _FIRST_RATIO = 2.0
+_FIRST_MARGIN = 1.25
 #: after a pass at τ the next decision is at τ × this (or halfway to a pattern found above a threshold)
 _STEP_DOWN = 0.96
 #: the old all-pattern search's node budget when none is given (it has no deadline)
@@ -470,8 +473,10 @@ def _all_pattern_step(net: ReluNetwork, on: np.ndarray, off: np.ndarray, bounds:
     """The largest ‖J_D‖ over the patterns the box's interval bounds allow, as a certified bound in
     ``bounds`` (``all-patterns``). Two hidden layers: decisions of
     :func:`~privcore.lipschitz.pattern_bilinear.bilinear_pattern_decide` until ``deadline``, the first
-    at twice the witness, then lower after each pass (× 0.96, or halfway to the largest pattern found
-    above a threshold); the smallest passed threshold (or an open bound below it) is the bound. Other
+    at 1.25 × the larger of twice the witness and the pattern floor
+    (:func:`~privcore.lipschitz.pattern_bnb.pattern_norm_floor`, raised by any pattern found above a
+    threshold), then lower after each pass (× 0.96, or halfway to the floor), until within 0.1 % of
+    the floor; the smallest passed threshold (or an open bound below it) is the bound. Other
     depths: :func:`~privcore.lipschitz.pattern_bnb.max_pattern_norm` with ``max_nodes`` (default 2 M)."""
     if len(net.weights) != 3 or DEFAULT_NORMS.pair_count(net.in_dim, net.out_dim) > MAX_PAIRS:
         ap = max_pattern_norm(net, on=on, off=off, max_nodes=max_nodes or _DEFAULT_MAX_NODES,
@@ -480,10 +485,11 @@ def _all_pattern_step(net: ReluNetwork, on: np.ndarray, off: np.ndarray, bounds:
             bounds[How.ALL_PATTERNS.value] = float(ap.upper)
         return
     best = min(v for v in bounds.values() if math.isfinite(v))
-    floor = 0.0  # a pattern the box's stable neurons allow has this norm: no threshold below it passes
+    # a pattern the box's stable neurons allow reaches this value: no threshold below it passes
+    floor = pattern_norm_floor(net, on=on, off=off, norms=DEFAULT_NORMS)
     passed = math.inf
-    tau = _FIRST_RATIO * lower * (1.0 - 1e-6) if math.isfinite(lower) and lower > 0 else best * _STEP_DOWN
-    tau = min(tau, best * _STEP_DOWN)
+    start = max(_FIRST_RATIO * lower if math.isfinite(lower) else 0.0, floor) * _FIRST_MARGIN
+    tau = min(start, best * _STEP_DOWN) if start > 0 else best * _STEP_DOWN
     with threadpool_limits(limits=threads, user_api="blas"):
         first = True  # the first decision runs even past the deadline: its root bounds are a bound
         while (first or time.perf_counter() < deadline) and tau > 0:
