@@ -157,7 +157,7 @@ def check_finite_array(name: str, value: Any) -> np.ndarray:
     except (TypeError, ValueError) as exc:
         msg = f"{name} must be an array of real numbers, got {type(value).__name__}"
         raise ParameterTypeError(msg) from exc
-    if not np.all(np.isfinite(arr)):
+    if not np.isfinite(arr).all():
         bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
         raise ParameterError(f"{name} must contain only finite numbers; {bad} entries are NaN or infinite")
     return arr

@@ -40,6 +40,25 @@ def test_global_is_the_default_and_its_document_carries_the_public_constant_and_
     assert out.predicted_class in range(10)
 
 
+def test_the_predicted_class_is_the_release_classifiers_class_of_the_released_value(image) -> None:
+    """The class comes with the release, computed on first read: the noise-aware classifier's argmax
+    for the released vector told its noise scale, whichever posthoc mechanism released it."""
+    import torch
+
+    from privcore.api import _pipeline
+    from privcore.api.core import release_embedding
+    from privcore.defaults import default_model
+
+    pipe = _pipeline("digits", default_model("digits"), None)
+    z = pipe.embed(torch.as_tensor(image, dtype=torch.float32)[None, None]).double().numpy().reshape(-1)
+    for k in range(3):
+        out = release_embedding(pipe, z, epsilon=1.0, mechanism="global", rng=np.random.default_rng(k))
+        doc = out.document()
+        logits = pipe.classify(torch.tensor([out.value], dtype=torch.float32), out.noise_scale)
+        assert out.predicted_class == int(logits.argmax(-1)[0]) == out.predicted_class
+        assert out.document() == doc
+
+
 def test_global_uses_the_constant_this_process_certified_never_the_cards(tmp_path: Path, image) -> None:
     """A card whose G was lowered (a forged hint) does not lower the noise: the hint fails to verify
     and G is computed here."""

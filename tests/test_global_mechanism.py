@@ -130,6 +130,31 @@ def test_all_pattern_bound_is_above_every_realised_pattern(seed: int,
         assert all_patterns <= truth * 1.002 + 1e-9 and g.value <= publish_bound(all_patterns)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_an_exact_engine_value_carries_the_engines_witness(seed: int,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the box's enumeration does not apply and the engine's split search on a cube box is exact,
+    the verified witness of G is the one that search ended with (within its 1e-6 gap), not the first
+    witness search's: forced here by a first search that only evaluates the box's centre. Brute force:
+    the witness never exceeds the largest realised pattern, G never falls below it."""
+    import privcore.lipschitz.global_box as gb
+
+    def centre_only(net, box, **_):
+        x = (box.lower + box.upper) / 2.0
+        vals, ok = jacobian_norms(net, x[None], DEFAULT_NORMS)
+        return (float(vals[0]) * (1 - 1e-12), x) if ok[0] else (-math.inf, None)
+
+    monkeypatch.setattr(gb, "box_pattern_search", lambda *args, **kwargs: None)
+    monkeypatch.setattr(gb, "box_witness", centre_only)
+    net = random_net(seed, (3, 5, 4, 2))
+    box = ClipBox(np.full(3, -1.0), np.full(3, 1.0))
+    g = compute_global_constant(net, box, time_limit=10)
+    ref = _realised_max(net, box)
+    assert g.how is How.EXACT and ref <= g.value <= publish_bound(ref * (1 + 2e-6))
+    assert ref * (1 - 2e-6) <= g.lower <= ref + 1e-9
+    assert g.lower > centre_only(net, box)[0]
+
+
 def test_fallback_never_inf() -> None:
     net = random_net(3, (4, 16, 16, 3))  # 16-wide layers: no pattern table, the enumeration does not apply
     box = _box(3, 4)

@@ -15,7 +15,7 @@ from privcore.lipschitz.backends import solve
 from privcore.lipschitz.bounds import box_around, jacobian_norms
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.norms import Norms, operator_norm
-from privcore.lipschitz.pattern_bnb import global_pattern_bound, max_pattern_norm
+from privcore.lipschitz.pattern_bnb import global_pattern_bound, max_pattern_norm, pattern_norm_floor
 from privcore.lipschitz.patterns import global_pattern_table
 from privcore.lipschitz.splitting import split_decide
 from privcore.mechanisms.ptr import compute_phi
@@ -70,6 +70,25 @@ def test_equals_brute_force_over_all_patterns(seed: int) -> None:
             assert max_pattern_norm(net, threshold=below, **kw).at_most(below) is False
             decided = max_pattern_norm(net, threshold=above, **kw)
             assert decided.at_most(above) is True and truth <= decided.upper <= above
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_pattern_floor_is_reached_by_an_allowed_pattern(seed: int) -> None:
+    """The floor that schedules thresholds never exceeds the largest norm over the patterns the masks
+    allow (brute force over all of them), and the ascent behind it finds most of that maximum."""
+    rng = np.random.default_rng(100 + seed)
+    net = random_net(rng, [int(rng.integers(2, 6)), *(int(w) for w in rng.integers(2, 6, size=2)), 3])
+    n = net.n_hidden
+    for norms in NORMS:
+        nn = Norms(input=norms[0], output=norms[1])
+        table = global_pattern_table(net, nn)
+        bits = (table.codes[:, None] >> np.arange(n)) & 1
+        on = rng.random(n) < 0.25
+        off = (rng.random(n) < 0.25) & ~on
+        allowed = (bits[:, on] == 1).all(axis=1) & (bits[:, off] == 0).all(axis=1)
+        truth = float(table.norms[allowed].max())
+        floor = pattern_norm_floor(net, on=on, off=off, norms=nn)
+        assert 0.5 * truth <= floor <= truth * (1 + 1e-12) + 1e-12
 
 
 def test_wide_net_bound_is_sound_and_far_below_the_product_of_norms() -> None:

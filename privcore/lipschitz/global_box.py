@@ -22,7 +22,8 @@ G, by a chain of certified upper bounds on L(f, B) = sup over B of the generalis
 * ``all-patterns``: a bound on the largest ‖J_D‖ over every pattern the box's interval bounds allow
   (the box's stable neurons fixed). Two hidden layers: decisions "≤ τ?" of
   :func:`~privcore.lipschitz.pattern_bilinear.bilinear_pattern_decide` (branch and bound on both
-  layers, chord relaxations), the first at twice the verified witness, then lower after each pass,
+  layers, chord relaxations), the first at 1.25 × the larger of twice the verified witness and 4/3
+  of a value some allowed pattern reaches (the floor), then lower after each pass,
   within three quarters of the time left; the smallest τ passed is the bound. Other depths:
   :func:`~privcore.lipschitz.pattern_bnb.max_pattern_norm` (node budget ``max_nodes``, 2 M by default);
 * ``cube-exact`` / ``split-bound``: the engine's split branch and bound
@@ -67,7 +68,7 @@ from privcore.lipschitz.network import ReluNetwork, as_network
 from privcore.lipschitz.norms import DEFAULT_NORMS
 from privcore.lipschitz.pair_interval import pair_interval_bound
 from privcore.lipschitz.pattern_bilinear import bilinear_pattern_decide
-from privcore.lipschitz.pattern_bnb import MAX_PAIRS, max_pattern_norm
+from privcore.lipschitz.pattern_bnb import MAX_PAIRS, max_pattern_norm, pattern_norm_floor
 from privcore.lipschitz.patterns import stable_masks
 from privcore.lipschitz.witnesses import ascend_witness
 from privcore.validation import check_finite_array, check_int, check_nonnegative, check_positive
@@ -101,10 +102,17 @@ _POPULATION = 1024
 _ELITES = 64
 #: share of the time left that the two-hidden-layer all-pattern search may take (the engine gets the rest)
 _PATTERN_SHARE = 0.75
-#: a first all-pattern decision at this multiple of the witness (the issue's target: G ≤ 2 × witness)
+#: the first all-pattern decision is at _FIRST_MARGIN × the larger of _FIRST_RATIO × the witness and
+#: _FLOOR_MARGIN × the pattern floor (a value some allowed pattern reaches): a decision's cost grows
+#: steeply as τ nears the largest pattern, so the first one starts far enough above to pass in seconds
 _FIRST_RATIO = 2.0
-#: after a pass at τ the next decision is at τ × this (or halfway to a pattern found above a threshold)
+_FLOOR_MARGIN = 4.0 / 3.0
+_FIRST_MARGIN = 1.25
+#: after a pass at τ the next decision is at τ × this (or halfway to the floor), × _LONG_STEP when the
+#: pass took under _QUICK_SHARE of the time then left
 _STEP_DOWN = 0.96
+_LONG_STEP = 0.9
+_QUICK_SHARE = 0.1
 #: the old all-pattern search's node budget when none is given (it has no deadline)
 _DEFAULT_MAX_NODES = 2_000_000
 _TOKEN = object()  # marks constants certified by this module in this process
@@ -410,6 +418,8 @@ def _engine_step(net: ReluNetwork, box: ClipBox, bounds: dict[str, float], lower
             exact = How.EXACT if box.is_cube else How.CUBE_EXACT
             how = exact if res.complete else How.SPLIT_BOUND
             bounds[how.value] = float(res.upper)
+            if res.point is not None and box.contains(np.asarray(res.point)):
+                lower = max(lower, float(res.lower))  # verified in float64 in its region, in the box
             return lower
         cert = local_lipschitz(net, center, radius, time_limit=seconds, threads=threads,
                                **DEFAULT_NORMS.kwargs)
@@ -468,9 +478,12 @@ def _all_pattern_step(net: ReluNetwork, on: np.ndarray, off: np.ndarray, bounds:
     """The largest ‖J_D‖ over the patterns the box's interval bounds allow, as a certified bound in
     ``bounds`` (``all-patterns``). Two hidden layers: decisions of
     :func:`~privcore.lipschitz.pattern_bilinear.bilinear_pattern_decide` until ``deadline``, the first
-    at twice the witness, then lower after each pass (× 0.96, or halfway to the largest pattern found
-    above a threshold); the smallest passed threshold (or an open bound below it) is the bound. Other
-    depths: :func:`~privcore.lipschitz.pattern_bnb.max_pattern_norm` with ``max_nodes`` (default 2 M)."""
+    at 1.25 × the larger of twice the witness and 4/3 of the pattern floor
+    (:func:`~privcore.lipschitz.pattern_bnb.pattern_norm_floor`, raised by any pattern found above a
+    threshold), then lower after each pass (× 0.9 after a quick pass, else × 0.96, or halfway to the
+    floor), until within 0.1 % of the floor; the smallest passed threshold (or an open bound below it)
+    is the bound. Other depths: :func:`~privcore.lipschitz.pattern_bnb.max_pattern_norm` with
+    ``max_nodes`` (default 2 M)."""
     if len(net.weights) != 3 or DEFAULT_NORMS.pair_count(net.in_dim, net.out_dim) > MAX_PAIRS:
         ap = max_pattern_norm(net, on=on, off=off, max_nodes=max_nodes or _DEFAULT_MAX_NODES,
                               **DEFAULT_NORMS.kwargs)
@@ -478,16 +491,20 @@ def _all_pattern_step(net: ReluNetwork, on: np.ndarray, off: np.ndarray, bounds:
             bounds[How.ALL_PATTERNS.value] = float(ap.upper)
         return
     best = min(v for v in bounds.values() if math.isfinite(v))
-    floor = 0.0  # a pattern the box's stable neurons allow has this norm: no threshold below it passes
+    # a pattern the box's stable neurons allow reaches this value: no threshold below it passes
+    floor = pattern_norm_floor(net, on=on, off=off, norms=DEFAULT_NORMS)
     passed = math.inf
-    tau = _FIRST_RATIO * lower * (1.0 - 1e-6) if math.isfinite(lower) and lower > 0 else best * _STEP_DOWN
-    tau = min(tau, best * _STEP_DOWN)
+    start = max(_FIRST_RATIO * lower if math.isfinite(lower) else 0.0, _FLOOR_MARGIN * floor) * _FIRST_MARGIN
+    tau = min(start, best * _STEP_DOWN) if start > 0 else best * _STEP_DOWN
     with threadpool_limits(limits=threads, user_api="blas"):
         first = True  # the first decision runs even past the deadline: its root bounds are a bound
         while (first or time.perf_counter() < deadline) and tau > 0:
             first = False
+            began = time.perf_counter()
             res = bilinear_pattern_decide(net, tau, DEFAULT_NORMS, on=on, off=off, deadline=deadline,
                                           max_nodes=max_nodes if max_nodes is not None else 1 << 62)
+            now = time.perf_counter()
+            quick = now - began < _QUICK_SHARE * max(deadline - now, 0.0)
             if res is None:
                 return
             if res.upper <= tau:
@@ -500,8 +517,8 @@ def _all_pattern_step(net: ReluNetwork, on: np.ndarray, off: np.ndarray, bounds:
             hi = min(passed, best)
             if hi <= floor * (1.0 + 1e-3):
                 break
-            if math.isfinite(passed):
-                tau = max(passed * _STEP_DOWN, (floor + passed) / 2.0)
+            if math.isfinite(passed):  # a pass that took little of the time left: a longer step
+                tau = max(passed * (_LONG_STEP if quick else _STEP_DOWN), (floor + passed) / 2.0)
             else:  # no pass yet: up from the pattern found, at most halfway to the best bound so far
                 tau = min(floor * 1.15, (floor + hi) / 2.0)
     if math.isfinite(passed):

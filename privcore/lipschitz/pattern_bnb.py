@@ -52,7 +52,7 @@ from privcore.lipschitz.network import ReluNetwork, as_network
 from privcore.lipschitz.norms import DEFAULT_NORMS, Norms
 from privcore.validation import check_int, check_real
 
-__all__ = ["MAX_PAIRS", "PatternNormBound", "global_pattern_bound", "max_pattern_norm"]
+__all__ = ["MAX_PAIRS", "PatternNormBound", "global_pattern_bound", "max_pattern_norm", "pattern_norm_floor"]
 
 #: most vertex pairs (input-ball vertices × dual output vertices) the search enumerates
 MAX_PAIRS = 1 << 18
@@ -376,11 +376,7 @@ def max_pattern_norm(
     root = search.completion(0, A, U, U) + slack
     search.nodes += root.size
     order = np.argsort(-root, kind="stable")
-    top = order[: min(order.size, 2048)]  # coordinate ascent from the most promising pairs: a first incumbent
-    pats = _coordinate_ascent(net, U, A, top, on, off, np.random.default_rng(seed))
-    vals = _pattern_values(net, U[top], A[top], pats)
-    i = int(np.argmax(vals))
-    search.best, search.best_pat = float(vals[i]), pats[i]
+    search.best, search.best_pat = _incumbent(net, U, A, order, on, off, seed)
     stop_above = threshold is not None
     target = float(threshold) if stop_above else search.best
     above, exhausted = stop_above and search.best > target, False
@@ -396,6 +392,31 @@ def max_pattern_norm(
         return PatternNormBound(upper=math.inf, complete=True, **found)
     upper = max(search.pruned_max, search.open_max, search.best + _SAFETY * (1.0 + abs(search.best)))
     return PatternNormBound(upper=upper, complete=not exhausted, **found)
+
+
+def _incumbent(net: ReluNetwork, U: np.ndarray, A: np.ndarray, order: np.ndarray, on: np.ndarray,
+               off: np.ndarray, seed: int) -> tuple[float, np.ndarray]:
+    """Coordinate ascent from the 2048 most promising pairs (``order``): the best ``cᵀ J_D s`` found and
+    its pattern D (on active, off inactive). A lower bound on G(on, off), a heuristic's, proving nothing."""
+    top = order[: min(order.size, 2048)]
+    pats = _coordinate_ascent(net, U, A, top, on, off, np.random.default_rng(seed))
+    vals = _pattern_values(net, U[top], A[top], pats)
+    i = int(np.argmax(vals))
+    return float(vals[i]), pats[i]
+
+
+def pattern_norm_floor(net: ReluNetwork, *, on: np.ndarray, off: np.ndarray, norms: Norms = DEFAULT_NORMS,
+                       seed: int = 0) -> float:
+    """A value of ``cᵀ J_D s`` for a pattern D with ``on`` active and ``off`` inactive, found by the
+    coordinate ascent that seeds :func:`max_pattern_norm` (from the pairs with the largest root bounds),
+    so G(on, off) is at least it: no decision "G(on, off) ≤ τ" below it can pass. For schedules of
+    thresholds only; it proves no bound. 0 with more than :data:`MAX_PAIRS` vertex pairs or no hidden
+    layer."""
+    if norms.pair_count(net.in_dim, net.out_dim) > MAX_PAIRS or len(net.weights) < 2:
+        return 0.0
+    U, A = _vertex_pairs(net, norms)
+    root = _Search(net, on, off, A, np.zeros(A.shape[0])).completion(0, A, U, U)
+    return max(0.0, _incumbent(net, U, A, np.argsort(-root, kind="stable"), on, off, seed)[0])
 
 
 def _pattern_values(net: ReluNetwork, U: np.ndarray, A: np.ndarray, pats: np.ndarray) -> np.ndarray:

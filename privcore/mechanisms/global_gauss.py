@@ -20,6 +20,7 @@ certified ∞→1 constant G ≥ G₂ (``l1-bound``). Never inf.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, replace
@@ -301,7 +302,7 @@ class GlobalGauss(Posthoc):
         # the release classifier is told a Laplace scale: the one with the same variance (b = σ/√2)
         told = float(plan.effective) / math.sqrt(2.0)
         return Release(mechanism=self.name, released=True, value=value,
-                       predicted_class=predict(target, value, told),
+                       prediction=functools.partial(predict, target, value, told),
                        guarantee=_guarantee(setting.epsilon, setting.delta, r, constant.value, sigma,
                                             constant.how, self.name),
                        epsilon=setting.epsilon, delta=setting.delta, noise_scale=sigma,

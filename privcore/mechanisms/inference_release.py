@@ -136,7 +136,7 @@ class Inference(Mechanism):
         block = {"dataset": str(target.ip.dataset), "classifier": str(model.name),
                  "digest": str(model.card["weights"]["sha256"])}
         return Release(mechanism=self.name, released=True, value=value,
-                       predicted_class=int(torch.as_tensor(scores).reshape(-1).argmax()),
+                       prediction=int(torch.as_tensor(scores).reshape(-1).argmax()),
                        guarantee=self._guarantee(mech), epsilon=setting.epsilon, delta=setting.delta,
                        noise_scale=float(getattr(mech, "sigma", getattr(mech, "scale", 0.0))),
                        noise_scale_effective=float(plan.effective), public=self._public(mech, target),

@@ -27,6 +27,7 @@ classifies (everything after the noise is post-processing, so ε-LDP holds for w
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from dataclasses import dataclass, replace
@@ -294,7 +295,7 @@ class LDPImageRelease(Inference):
         value = tuple(float(v) for v in np.asarray(scores, dtype=np.float64).ravel())
         model = target.model
         return Release(mechanism=self.name, released=True, value=value,
-                       predicted_class=int(np.argmax(value)), guarantee=g, epsilon=setting.epsilon, delta=0.0,
+                       prediction=int(np.argmax(value)), guarantee=g, epsilon=setting.epsilon, delta=0.0,
                        noise_scale=mech.scale, noise_scale_effective=float(plan.effective), public=public,
                        model={"dataset": str(target.ip.dataset), "classifier": str(model.name),
                               "digest": str(model.card["weights"]["sha256"])},
@@ -373,8 +374,8 @@ class LDPEmbeddingRelease(Posthoc):
         noisy = np.asarray(mech(z, rng=opts.rng))  # clipped to [−B, B]^k, then the noise
         value = tuple(float(v) for v in self._obfuscated(target, noisy[None]).ravel())
         return Release(mechanism=self.name, released=True, value=value,
-                       predicted_class=predict(target, value, 0.0), guarantee=g, epsilon=setting.epsilon,
-                       delta=0.0, noise_scale=mech.scale_for(public["dim"]),
+                       prediction=functools.partial(predict, target, value, 0.0), guarantee=g,
+                       epsilon=setting.epsilon, delta=0.0, noise_scale=mech.scale_for(public["dim"]),
                        noise_scale_effective=float(plan.effective), public=public, model=model_block(target),
                        mechanism_result=noisy)
 

@@ -209,7 +209,8 @@ class GlobalLaplace(Posthoc):
                   "clip_box": {"lower": box.lower.tolist(), "upper": box.upper.tolist()},
                   "sensitivity": out.sensitivity}
         return Release(mechanism=self.name, released=True, value=value,
-                       predicted_class=predict(target, value, out.noise_scale), guarantee=out.guarantee,
-                       epsilon=setting.epsilon, delta=0.0, noise_scale=float(out.noise_scale),
+                       prediction=functools.partial(predict, target, value, out.noise_scale),
+                       guarantee=out.guarantee, epsilon=setting.epsilon, delta=0.0,
+                       noise_scale=float(out.noise_scale),
                        noise_scale_effective=float(out.noise_scale_effective),
                        public=public, model=model_block(target), mechanism_result=out)

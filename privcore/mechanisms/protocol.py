@@ -18,6 +18,7 @@ spends it in parts (PTR: half on the test, half on the noise) says so in its cal
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -109,12 +110,16 @@ class Release:
     None), the ``guarantee`` of the sent release, ``epsilon``/``delta`` (the total ε and the δ of the
     setting), the public parameters and the model block. ``certification`` and ``mechanism_result``
     (the mechanism's own result, e.g. PTR's φ and φ̂) and ``warnings`` (computed from the image without
-    noise) are private: :meth:`document` never includes them."""
+    noise) are private: :meth:`document` never includes them.
+
+    ``prediction`` is the release classifier's class for ``value`` (None for ⊥), or a function of
+    nothing that computes it: post-processing of the released value, read as :attr:`predicted_class`,
+    computed on its first read, so a release that nobody asks the class of does not pay for it."""
 
     mechanism: str
     released: bool
     value: tuple[float, ...] | None
-    predicted_class: int | None
+    prediction: int | Callable[[], int | None] | None = field(compare=False, repr=False)
     guarantee: Any
     epsilon: float
     delta: float
@@ -126,6 +131,12 @@ class Release:
     test_scale_effective: float | None = None
     mechanism_result: Any = field(default=None, repr=False, compare=False)
     warnings: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def predicted_class(self) -> int | None:
+        """The release classifier's class for the released value (None for ⊥), computed on first read."""
+        p = self.prediction
+        return p() if callable(p) else p
 
     def document(self) -> dict[str, Any]:
         """The public JSON of this release, the one builder of it (no φ, φ̂, R*, trace, image or

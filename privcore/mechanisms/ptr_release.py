@@ -12,6 +12,7 @@ is refused and nothing is released.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import weakref
@@ -375,12 +376,14 @@ class PTR(Posthoc):
         finite = [float(v) for v in (out.noise_scale, out.noise_scale_effective, out.test_scale_effective)]
         assert all(math.isfinite(v) for v in finite)  # propose_test_release validated ε, δ, R and Δp
         return ptr_record(out, delta=dlt, certifier=cert.certifier, model=model_block(target),
-                          predicted_class=None if value is None else predict(target, value, out.noise_scale),
+                          prediction=(None if value is None
+                                      else functools.partial(predict, target, value, out.noise_scale)),
                           certification=cert)
 
 
 def ptr_record(out: Any, *, delta: float, certifier: str, model: dict[str, str],
-               predicted_class: int | None = None, certification: Certification | None = None) -> Release:
+               prediction: int | Callable[[], int | None] | None = None,
+               certification: Certification | None = None) -> Release:
     """The :class:`Release` of a :class:`~privcore.mechanisms.ptr.PTRResult` run at δ with its public
     parameters (R, Δp, R_max, tol, the test's scale, the certifier): the one constructor of a PTR release.
     Its ε is the total the guarantee spends; no φ, R* or trace among the public parameters."""
@@ -390,7 +393,7 @@ def ptr_record(out: Any, *, delta: float, certifier: str, model: dict[str, str],
               "tol": float(phi.tol), "test_noise_scale_effective": float(out.test_scale_effective),
               "certifier": certifier}
     return Release(mechanism=PTR.name, released=bool(out.released), value=value,
-                   predicted_class=predicted_class, guarantee=out.guarantee,
+                   prediction=prediction, guarantee=out.guarantee,
                    epsilon=float(out.guarantee.epsilon), delta=float(delta),
                    noise_scale=float(out.noise_scale), noise_scale_effective=float(out.noise_scale_effective),
                    public=public, model=dict(model), certification=certification,

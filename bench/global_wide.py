@@ -1,0 +1,122 @@
+"""G for wide obfuscators: the certified bound over a public box against the best verified witness.
+
+Per hidden width h, ``--nets`` untrained 8→h→h→8 obfuscators (PyTorch's default initialisation,
+``bench/lipschitz.py``'s ``paper_net``, seeds 0, 1, …) on the box [−3, 3]^8: G from
+:func:`~privcore.lipschitz.global_box.compute_global_constant` (``--limit`` seconds, one thread), which
+evidence gave it, its wall and CPU seconds, the verified witness it carries (a Jacobian norm
+re-evaluated in float64 inside its region, in the box), the best witness of a further
+:func:`~privcore.lipschitz.global_box.box_witness` run at other seeds (``--extra`` seeds), and the
+ratio G / best witness (the target: ≤ 1.2 at h = 64, ≤ 2 at h = 128).
+
+Also the *floor* of every bound that ignores which patterns the box realises: the largest exact
+‖J_D‖ found, by coordinate ascent over both layers per vertex pair (each layer set to its best given
+the other, from random patterns), among the patterns the box's interval bounds allow. The
+all-pattern bound can never go below it, so floor / best witness is the least ratio such a bound
+can reach. Not a test: it prints timings and ratios from one run; the 1-minute load average is
+printed before and after.
+
+    .venv/bin/python bench/global_wide.py                      # h = 16, 32, 64, 128; 3 nets each; 60 s
+    .venv/bin/python bench/global_wide.py --widths 64 --nets 1 --limit 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from privcore.lipschitz.bounds import forward_bounds
+from privcore.lipschitz.global_box import ClipBox, box_witness, compute_global_constant
+from privcore.lipschitz.network import ReluNetwork
+from privcore.lipschitz.norms import DEFAULT_NORMS
+from privcore.lipschitz.patterns import stable_masks
+
+
+def pattern_floor(net: ReluNetwork, box: ClipBox, *, restarts: int = 2, seed: int = 0) -> float:
+    """The largest exact ‖J_D‖ that coordinate ascent finds among the patterns D of a two-hidden-layer
+    ``net`` the box's interval bounds allow (module docstring): a lower bound on the all-pattern maximum."""
+    w1, w2, w3 = net.weights
+    on, off = stable_masks(forward_bounds(net, box.lower, box.upper))
+    n1 = w1.shape[0]
+    S, C = DEFAULT_NORMS.dual_vertices(net.in_dim, net.out_dim)
+    U, A = S @ w1.T, C @ w3
+    rng = np.random.default_rng(seed)
+    best = 0.0
+    for a in A:
+        for _ in range(restarts):
+            d1 = rng.random(U.shape) < 0.5
+            for _ in range(50):
+                d1 = (d1 | on[:n1]) & ~off[:n1]
+                d2 = (a * ((d1 * U) @ w2.T) > 0) | on[n1:]
+                d2 &= ~off[n1:]
+                new = (((d2 * a) @ w2) * U > 0) | on[:n1]
+                new &= ~off[:n1]
+                if np.array_equal(new, d1):
+                    break
+                d1 = new
+            values = (np.maximum(a * ((d1 * U) @ w2.T), 0.0) * ~off[n1:]).sum(axis=1)
+            k = int(np.argmax(values))
+            pattern = np.concatenate([d1[k], d2[k]]).astype(np.float64)
+            jac = net.jacobians(np.zeros((1, net.in_dim)), net.split_pattern(pattern))
+            best = max(best, float(np.atleast_1d(DEFAULT_NORMS.of(jac))[0]))
+    return best
+
+
+def main() -> None:
+    from lipschitz import paper_net
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--widths", default="16,32,64,128", help="hidden widths h of 8→h→h→8")
+    ap.add_argument("--nets", type=int, default=3, help="nets per width (seeds 0 … nets − 1)")
+    ap.add_argument("--limit", type=float, default=60.0, help="seconds for each G")
+    ap.add_argument("--half-width", type=float, default=3.0, help="the box is [−w, w]^8")
+    ap.add_argument("--extra", type=int, default=2, help="further witness searches (seeds 1 …) per net")
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    box = ClipBox(np.full(8, -args.half_width), np.full(8, args.half_width))
+    print(f"box [−{args.half_width:g}, {args.half_width:g}]^8, {args.limit:g} s per G, threads 1, "
+          f"1-min load {os.getloadavg()[0]:.2f}")
+    print(f"{'h':>4} {'seed':>4} {'G':>9} {'how':>13} {'wall s':>7} {'cpu s':>7} {'G wit':>8} "
+          f"{'best wit':>8} {'G/best':>7} {'floor':>8} {'floor/best':>10}")
+    ratios: dict[int, list[float]] = {}
+    floors: dict[int, list[float]] = {}
+    for h in (int(w) for w in args.widths.split(",")):
+        for seed in range(args.nets):
+            net = paper_net((8, h, h, 8), seed=seed)
+            wall, cpu = time.perf_counter(), time.process_time()
+            with threadpool_limits(limits=1):
+                g = compute_global_constant(net, box, time_limit=args.limit, threads=1)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            best = g.lower
+            for extra in range(1, args.extra + 1):
+                with threadpool_limits(limits=1):
+                    best = max(best, box_witness(net, box, seed=extra)[0])
+            with threadpool_limits(limits=1):
+                floor = pattern_floor(net, box)
+            ratio = g.value / best
+            ratios.setdefault(h, []).append(ratio)
+            floors.setdefault(h, []).append(floor / best)
+            print(f"{h:>4} {seed:>4} {g.value:>9.5g} {g.how.value:>13} {wall:>7.1f} {cpu:>7.1f} "
+                  f"{g.lower:>8.5g} {best:>8.5g} {ratio:>7.3f} {floor:>8.5g} {floor / best:>10.3f}",
+                  flush=True)
+    print("per h: G / best witness and floor / best witness (median, max; n nets):")
+    for h, rs in ratios.items():
+        fl = floors[h]
+        print(f"  h = {h:>3}: G/best median {statistics.median(rs):.3f}, max {max(rs):.3f}; "
+              f"floor/best median {statistics.median(fl):.3f}, max {max(fl):.3f} (n = {len(rs)})")
+    print(f"1-min load {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
