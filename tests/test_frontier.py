@@ -127,3 +127,15 @@ def test_the_opening_rule_takes_the_smallest_useful_epsilon_and_the_best_shipped
     tie.loc[tie["epsilon_total"] == 2.0, ["accuracy", "low"]] = [0.7, 0.6]
     assert opening_view(tie, ["b", "a"])["model"] == "a"
     assert opening_view(frame[frame["candidate"] == "b"].assign(low=0.1), ["b"]) is None
+
+
+def test_the_dashboard_opens_where_the_rule_picks_on_mnists_validation_rows() -> None:
+    from privcore.defaults import OPENING_EPSILON, default_model
+    from privcore.experiments.report_frontier import opening_view
+    from privcore.models import list_models
+
+    shipped = [m.name.removeprefix("obfuscator-") for m in list_models()
+               if m.dataset == "mnist" and m.kind == "obfuscator" and not m.study_only]
+    frame = pd.read_csv(MODELS.parent / "data" / "results" / "mnist" / "select-frontier.csv")
+    pick = opening_view(frame, shipped)
+    assert pick is not None and (pick["model"], pick["epsilon"]) == (default_model("mnist"), OPENING_EPSILON)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from privcore.defaults import OPENING_EPSILON
 from tests._dashboard import ROOT, app, isolate, texts
 
 PAGES = (
@@ -31,7 +32,7 @@ def test_every_page_runs_with_the_shared_sidebar() -> None:
     for page in PAGES:
         at.switch_page(str(ROOT / "pages" / f"{page}.py")).run()
         assert not at.exception, (page, [e.value for e in at.exception])
-        assert at.sidebar.select_slider(key="w_epsilon").value == 1.0, page
+        assert at.sidebar.select_slider(key="w_epsilon").value == OPENING_EPSILON, page
 
 
 def test_settings_come_from_the_url_and_survive_page_switches() -> None:
@@ -60,7 +61,7 @@ def test_a_bad_url_value_stops_the_page_and_releases_nothing_until_fixed(key: st
     at = app("release", query={key: "-1"})
     top = _top_error(at)
     assert f"{key}='-1'" in top and "a number in [0.01, 100]" in top and "nothing was released" in top
-    assert "ε = 1 instead" in top
+    assert f"ε = {OPENING_EPSILON:g} instead" in top
     assert not at.metric and not at.success and not at.status  # no certification, no outcome
     assert "privlens_releases" not in at.session_state and not _released_anything(at)
     assert at.query_params[key] == "-1"  # the URL keeps what the user must fix
@@ -86,9 +87,9 @@ def test_bad_url_values_are_named_and_can_be_accepted() -> None:
     assert not at.metric and not _released_anything(at)
     at.button(key="url_accept").click().run()  # continue with the sidebar's values
     s = at.session_state["privlens_settings"]
-    assert (s.epsilon, s.delta, s.mechanism, s.dataset) == (1.0, 1e-5, "Global", "mnist")
+    assert (s.epsilon, s.delta, s.mechanism, s.dataset) == (OPENING_EPSILON, 1e-5, "Global", "mnist")
     assert at.metric  # the page runs again
-    assert at.query_params["eps"] == "1.0" and "foo" not in at.query_params  # the URL is rewritten
+    assert at.query_params["eps"] == str(OPENING_EPSILON) and "foo" not in at.query_params  # URL rewritten
 
 
 def test_an_alias_works_like_its_key() -> None:
@@ -174,7 +175,7 @@ def test_url_values_are_shown_never_rendered() -> None:
     at.button(key="url_accept").click().run()
     s = at.session_state["privlens_settings"]
     assert (s.model, s.mechanism, s.certifier, s.dataset) == ("N-global", "Global", "exact", "mnist")
-    assert s.epsilon == 1.0
+    assert s.epsilon == OPENING_EPSILON
 
 
 def test_an_unhandled_error_is_a_message_and_a_server_log_not_a_traceback(

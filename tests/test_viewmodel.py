@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
+from privcore.defaults import OPENING_EPSILON
 from privcore.inputs.images import load_image
 from privcore.mechanisms import bisection_decisions, compute_phi, propose_test_release, ptr_search_range
 from privcore.mechanisms.ptr import HINT_STEPS
@@ -50,7 +51,8 @@ def test_the_mechanisms_are_the_registrys_and_old_links_still_parse() -> None:
     # every posthoc mechanism is the Release page's, Global-Gauss and LDP-Embedding included
     assert POSTHOC_MECHANISMS == ("Global", "PTR", "Global-Gauss", "LDP-Embedding")
     assert IP_MECHANISMS == registry.names(family="inference")
-    assert DEFAULT.mechanism == "Global" and DEFAULT.is_posthoc and DEFAULT.mechanism_epsilon == 1.0
+    assert DEFAULT.mechanism == "Global" and DEFAULT.is_posthoc
+    assert DEFAULT.mechanism_epsilon == OPENING_EPSILON  # Global spends the whole ε on its noise
     for old in ("PTR", "Gauss-Input", "Gauss-Output", "Lap-Output"):
         s, problems = settings_from_query({"mech": old}, default=DEFAULT, models=MODELS)
         assert s.mechanism == old and problems == ()
@@ -107,7 +109,7 @@ def test_bad_query_values_are_problems_naming_key_value_and_range() -> None:
     assert set(by_key) == {"eps", "delta", "mech", "cert", "R", "alpha", "model", "unknown"}
     # the range in the message is the widget's own (PARAMS), not the library's (0, ∞)
     assert "eps='lots'" in by_key["eps"].message and "a number in [0.01, 100]" in by_key["eps"].message
-    assert by_key["eps"].instead == "ε = 1" and by_key["eps"].field == "epsilon"
+    assert by_key["eps"].instead == f"ε = {OPENING_EPSILON:g}" and by_key["eps"].field == "epsilon"
     assert "a number in [1e-12, 0.5]" in by_key["delta"].message
     assert "a number in [0.001, 2]" in by_key["R"].message
     assert "one of Global, PTR, Gauss-Input" in by_key["mech"].message
