@@ -6,6 +6,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from privcore.defaults import OPENING_EPSILON
 from privcore.mechanisms import GaussInput, registry
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -20,7 +21,7 @@ def test_home_page_runs_and_sigma_follows_the_epsilon_slider() -> None:
     at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
     assert not at.exception
     before = _metric(at, "Gauss-Input")
-    assert before == f"σ = {GaussInput(epsilon=1.0, delta=1e-5, alpha=0.1).sigma:.4g}"
+    assert before == f"σ = {GaussInput(epsilon=OPENING_EPSILON, delta=1e-5, alpha=0.1).sigma:.4g}"
     at.select_slider(key="w_epsilon").set_value(0.25).run()  # the sidebar's ε
     assert not at.exception
     after = _metric(at, "Gauss-Input")
@@ -78,7 +79,8 @@ def test_ldp_image_row_follows_the_datasets_image_size_and_metrics_wrap() -> Non
     table = at.table[0].value
     row = table[table["mechanism"].str.startswith("LDP-Image")].iloc[0]
     # the embedded default, real MNIST: 28×28
-    assert "(d = 784;" in row["noise"] and row["now"] == "b = 784" and row["model"] == "mnist/ip-cnn"  # ε = 1
+    assert "(d = 784;" in row["noise"] and row["model"] == "mnist/ip-cnn"
+    assert row["now"] == f"b = {784 / OPENING_EPSILON:g}"  # d/ε at the opening ε
     assert "d = 64" not in " ".join(table["noise"])
     def blocks(node):  # every block under the page's main area (the table sits in a fragment)
         for child in getattr(node, "children", {}).values():
@@ -96,13 +98,13 @@ def test_ldp_image_row_follows_the_datasets_image_size_and_metrics_wrap() -> Non
     at.selectbox(key="w_dataset").set_value("digits").run()
     table = at.table[0].value
     row = table[table["mechanism"].str.startswith("LDP-Image")].iloc[0]
-    assert "(d = 64;" in row["noise"] and row["now"] == "b = 64"
+    assert "(d = 64;" in row["noise"] and row["now"] == f"b = {64 / OPENING_EPSILON:g}"
     assert "d = 784" not in " ".join(table["noise"]) and "784" not in " ".join(table["now"])
     if "fashion-mnist" in at.selectbox(key="w_dataset").options:
         at.selectbox(key="w_dataset").set_value("fashion-mnist").run()
         table = at.table[0].value
         row = table[table["mechanism"].str.startswith("LDP-Image")].iloc[0]
-        assert "(d = 784;" in row["noise"] and row["now"] == "b = 784"
+        assert "(d = 784;" in row["noise"] and row["now"] == f"b = {784 / OPENING_EPSILON:g}"
 
 
 def test_home_noise_is_each_registered_mechanisms_outlook_on_the_sidebars_model() -> None:

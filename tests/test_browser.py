@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from privcore.defaults import OPENING_EPSILON
 from tests._dashboard import ROOT, sample_png
 
 pytestmark = pytest.mark.browser
@@ -190,7 +191,7 @@ def test_bad_link_releases_nothing_and_nothing_is_charged_before_send(server: st
             preview = main.get_by_text("The server holds your image for this session", exact=False)
             expect(preview).to_be_visible(timeout=120_000)
             _settled(page)
-            expect(page).to_have_url(re.compile(r"eps=1\.0"), timeout=30_000)
+            expect(page).to_have_url(re.compile(rf"eps={re.escape(str(OPENING_EPSILON))}"), timeout=30_000)
             page.screenshot(path=str(SHOTS / "05-release-preview.png"), full_page=True)
 
             nav = page.locator('[data-testid="stSidebarNav"]')
@@ -210,7 +211,8 @@ def test_bad_link_releases_nothing_and_nothing_is_charged_before_send(server: st
             download.value.save_as(saved)
             report = saved.read_text(encoding="utf-8")
             ok = "privlens session report" in report and "privlens.release/1" in report  # the sent release
-            assert ok and "current \\u03b5 = 1" in report and "(sent)" in report, "report lacks parts"
+            current = f"current \\u03b5 = {OPENING_EPSILON:g}"
+            assert ok and current in report and "(sent)" in report, "report lacks parts"
             report_page = browser.new_page()
             report_page.goto(saved.as_uri())  # it opens
             expect(report_page.locator("h1")).to_have_text("privlens session report")

@@ -162,7 +162,7 @@ def test_worst_case_far_below_the_threshold_is_a_status_not_a_warning_box() -> N
     a threshold of 1.2 (ε at 83 % of it) warns; the long column headers are short, their meaning on hover."""
     import json
 
-    at = send(app("release"))  # the default mechanism at ε = 1
+    at = send(app("release", query={"eps": "1.0"}))  # the default mechanism at ε = 1
     at.switch_page(str(ROOT / "pages" / "accountant.py")).run()
     assert not at.exception
     assert not [w.value for w in at.warning if "Worst case" in w.value or "threshold" in w.value]

@@ -11,7 +11,7 @@ def _accuracy(at) -> str:
 
 
 def test_the_default_opening_shows_a_live_accuracy_with_n_and_interval() -> None:
-    at = app("release", dataset=None)  # the embedded default: MNIST, N-global, Global at total ε = 1
+    at = app("release", dataset=None)  # the embedded default: MNIST, N-global, Global at the opening ε
     value = _accuracy(at)
     assert value not in ("—", "") and 0.0 <= float(value) <= 1.0
     captions = " ".join(c.value for c in at.caption)

@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from privcore.defaults import OPENING_EPSILON
 from tests._dashboard import app, chart_specs, figures, isolate, texts
 
 
@@ -39,7 +40,7 @@ def test_the_selected_curve_is_live_on_the_total_epsilon_with_the_solver_opened_
     assert "95 % interval" in curve["hovertemplate"] and curve["customdata"][0][1] == "n = 360 × 3 draws"
     # the local-DP baselines are registered mechanisms: live when added, never a second, measured copy
     assert not [n for n in traces if n.startswith("LDP-Image (measured")]
-    assert _vline_x(chart_specs(at)[0]) == [1.0]  # the sidebar's total ε, the one axis
+    assert _vline_x(chart_specs(at)[0]) == [OPENING_EPSILON]  # the sidebar's total ε, the one axis
     assert at.selectbox(key="to_pair").value == ("Global", "ARL-C-N")
     assert at.number_input(key="to_target").value == 0.9  # out of reach on the digits models: said so
     assert any("Not reachable within ε ∈ [0.1, 100]" in w.value for w in at.warning), texts(at)
@@ -82,7 +83,7 @@ def test_release_rate_is_on_the_total_epsilon(results) -> None:
     rates = _traces(at, 1)
     (name,) = [n for n in rates if n.startswith("PTR on ARL-C-N: test set (measured (table1), n = 360")]
     assert rates[name]["x"] == [2.0, 4.0, 10.0, 20.0] and "δ = 0.05" in name  # PTR's own ε 1, 2, 5, 10
-    assert _vline_x(chart_specs(at)[1]) == [1.0]
+    assert _vline_x(chart_specs(at)[1]) == [OPENING_EPSILON]
 
 
 @pytest.mark.parametrize("eps", [0.5, 20.0])

@@ -17,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 import privcore.mechanisms.global_mechanism as global_module
 import privcore.mechanisms.ptr as ptr_module
+from privcore.defaults import OPENING_EPSILON
 from privcore.mechanisms import GlobalRelease, registry
 from privlens import ui
 from privlens.settings import MECHANISMS
@@ -48,15 +49,15 @@ def test_the_sidebar_lists_the_registry_and_defaults_to_global_which_releases_at
     assert box.options == [registry.get(n).label for n in MECHANISMS]  # registry order and labels
     assert box.value == "Global" and at.query_params["mech"] == "Global"
     s = at.session_state["privlens_settings"]
-    assert (s.mechanism, s.epsilon, s.delta) == ("Global", 1.0, 1e-5)
+    assert (s.mechanism, s.epsilon, s.delta) == ("Global", OPENING_EPSILON, 1e-5)
     assert metric(at, "P[this image is released]") == "100 %"
     assert not any(w.value for w in at.warning)
     send(at)
     assert any(e.value.startswith("**Released**") for e in at.success), texts(at)
     (row,) = _ledger(at)
     g = row["guarantee"]
-    assert (g.epsilon, g.delta, g.radius) == (1.0, 0.0, default_radius())  # (ε, 0, R): the total ε
-    assert "Global ε=1" in row["label"] and "(sent)" in row["label"]
+    assert (g.epsilon, g.delta, g.radius) == (OPENING_EPSILON, 0.0, default_radius())  # (ε, 0, R): total ε
+    assert f"Global ε={OPENING_EPSILON:g}" in row["label"] and "(sent)" in row["label"]
     assert any(m.value.startswith("Released vector") for m in at.markdown)
 
 
@@ -86,7 +87,7 @@ def test_ptr_runs_at_half_the_slider_epsilon_and_the_ledger_records_epsilon_and_
 
 
 def test_the_comparison_names_global_with_both_noise_scales_and_their_ratio() -> None:
-    at = app("release")
+    at = app("release", query={"eps": "1.0"})
     table = _comparison(at)
     rows = table.to_dict("records")
     by = {str(row["mechanism"]).removeprefix("★ "): row for row in rows}
