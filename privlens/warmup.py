@@ -183,8 +183,9 @@ def prepare_opening(dataset: str, model: str) -> None:
             continue
         try:
             posthoc = mech.family == "posthoc"
-            target = mech.load(dataset=dataset, model=model if posthoc else None,
-                               models_dir=pipelines.models_dir())
+            # a posthoc pipeline as the pages hold it (their cache can outlive the library's)
+            target = (pipelines.load(dataset, model, pipelines.models_dir()) if posthoc
+                      else mech.load(dataset=dataset, model=None, models_dir=pipelines.models_dir()))
             name = model if posthoc else str(target.model.name)
             mechanism_text.live_accuracy(mech, target, s, dataset=dataset, model=name)
         except Exception:  # the page computes it again and says why

@@ -87,3 +87,22 @@ def test_background_threads_run_at_the_lowest_priority_and_the_page_keeps_its_ow
     background.start(record, name="privlens-test-priority").join(timeout=30)
     assert seen["nice"] == 19
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
+
+
+def test_the_warm_up_reads_the_pipeline_the_pages_hold(background_on: None) -> None:
+    """The pages' model cache can outlive the library's (each keeps 8): the warm-up must fill the memo for
+    the object the pages hold, or their first reading misses it."""
+    from privcore.defaults import default_model
+    from privcore.mechanisms import peek_accuracy
+    from privcore.mechanisms.posthoc import load_pipeline_cached
+    from privlens import mechanism_text, warmup
+    from privlens import mechanism_view as mv
+
+    model = default_model("digits")
+    s = Settings(dataset="digits", model=model, epsilon=0.3)
+    held = _loaded(s).pipeline  # the pages' object
+    load_pipeline_cached.cache_clear()  # the library's cache let it go meanwhile
+    warmup.prepare_opening("digits", model)
+    mech = registry.get("Global")
+    assert peek_accuracy(mech, held, mv.setting(mech, Settings(dataset="digits", model=model)),
+                         dataset="digits", model=model, n=mechanism_text.LIVE_IMAGES) is not None
