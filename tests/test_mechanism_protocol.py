@@ -6,9 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +15,6 @@ import privcore
 from privcore.errors import ParameterError
 from privcore.mechanisms import registry
 from privcore.mechanisms.protocol import Mechanism, Outlook
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -99,17 +94,22 @@ def test_a_certification_this_process_did_not_make_is_refused(image) -> None:
         privcore.release(image, dataset="digits", mechanism="ptr", epsilon=2.0, certification=cert)
 
 
-def test_the_cli_releases_every_mechanism_with_the_total_epsilon(tmp_path: Path, image) -> None:
+def test_the_cli_releases_every_mechanism_with_the_total_epsilon(
+    tmp_path: Path, image, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In process (typer's runner): the installed command's start-up is tested in test_packaging."""
     from PIL import Image
+    from typer.testing import CliRunner
+
+    from privcore.cli import app
 
     png = tmp_path / "digit.png"
     Image.fromarray((image * 255).astype(np.uint8)).save(png)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PRIVLENS_CACHE_DIR": str(tmp_path / "cache")}
+    monkeypatch.setenv("PRIVLENS_CACHE_DIR", str(tmp_path / "cache"))
     for name in ("gauss-output", "ptr", "global-gauss", "ldp-image", "ldp-embedding"):
         extra = ["--alpha", "0.5"] if name == "gauss-output" else []
-        out = subprocess.run([sys.executable, "-m", "privcore", "release", "--dataset", "digits", str(png),
-                              "--mechanism", name, "--epsilon", "4", *extra],
-                             cwd=tmp_path, env=env, capture_output=True, timeout=600)
-        assert out.returncode == 0, out.stderr.decode()
-        doc = json.loads(out.stdout.decode("utf-8"))
+        out = CliRunner().invoke(app, ["release", "--dataset", "digits", str(png), "--mechanism", name,
+                                       "--epsilon", "4", *extra])
+        assert out.exit_code == 0, out.output
+        doc = json.loads(out.stdout)
         assert doc["mechanism"] == registry.get(name).name and doc["guarantee"]["epsilon"] == 4.0
