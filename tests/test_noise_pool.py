@@ -109,3 +109,17 @@ def test_a_forked_child_never_hands_out_the_parents_draws() -> None:
     os.waitpid(pid, 0)
     parent = add_noise(np.zeros(8), plan)
     assert child.size == 8 and not np.array_equal(child, parent)
+
+
+@pytest.mark.parametrize("rng", [None, 3])
+def test_a_draw_outside_the_exact_range_releases_nothing(rng: int | None,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sampler output with |N| ≥ 2^52 (never drawn in practice) is refused when drawn, pooled or not."""
+    import privcore.mechanisms.sampling as sampling
+    from privcore.errors import PrivcoreError
+
+    plan = plan_laplace(sensitivity=0.123456, epsilon=0.77, numel=8)  # a scale no other test draws at
+    monkeypatch.setattr(sampling, "discrete_laplace_integers",
+                        lambda t, m, bits: np.full(m, 2**52, dtype=np.int64))
+    with pytest.raises(PrivcoreError, match="exact-arithmetic range"):
+        add_noise(np.zeros(8), plan, rng=rng)

@@ -536,19 +536,27 @@ def discrete_gaussian_integers(s: float, n: int, rng: RngLike = None) -> np.ndar
 
 
 def _plan_integers(plan: NoisePlan, n: int, bits: RandomBits) -> np.ndarray:
-    """n noise integers of ``plan``'s kind and scale: from the OS CSPRNG through the secure pool
+    """n noise integers of ``plan``'s kind and scale, each checked to lie in the exact-arithmetic range
+    (|N| < 2⁵²) when drawn: from the OS CSPRNG through the secure pool
     (:data:`~privcore.mechanisms.noise_pool.SECURE_POOL`: the same exact sampler, drawn in blocks),
     from a seeded stream directly (a seed reproduces its draws)."""
     if plan.kind == "laplace":
         t = int(plan.grid_scale)
 
-        def draw(m: int) -> np.ndarray:
+        def sample(m: int) -> np.ndarray:
             return discrete_laplace_integers(t, m, bits)
     else:
         s = plan.grid_scale
 
-        def draw(m: int) -> np.ndarray:
+        def sample(m: int) -> np.ndarray:
             return discrete_gaussian_integers(s, m, bits)
+
+    def draw(m: int) -> np.ndarray:
+        out = sample(m)
+        if out.size and np.abs(out).max() >= _N_LIMIT:
+            raise PrivcoreError("noise sampler left the exact-arithmetic range; nothing released, retry")
+        return out
+
     if bits.secure:
         return SECURE_POOL.take((plan.kind, plan.grid_scale), n, draw)
     return draw(n)
@@ -575,8 +583,6 @@ def add_noise(values: np.ndarray, plan: NoisePlan, rng: RngLike = None) -> np.nd
                 f"(max |value| = {np.max(np.abs(x)):.3g}); nothing released"
             )
         noise = _plan_integers(plan, x.size, as_random_bits(rng))
-        if noise.size and np.abs(noise).max() >= _N_LIMIT:
-            raise PrivcoreError("noise sampler left the exact-arithmetic range; nothing released, retry")
         # rint(x/g)·g is x rounded to the grid and N·g the noise, both exact (|N| < 2^52): one rounding
         out = np.asarray(np.rint(scaled) * plan.grid + noise.reshape(x.shape) * plan.grid)
     if not np.isfinite(out).all():  # post-processing of the noisy integers: refusing leaks nothing more
