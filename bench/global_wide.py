@@ -15,8 +15,17 @@ all-pattern bound can never go below it, so floor / best witness is the least ra
 can reach. Not a test: it prints timings and ratios from one run; the 1-minute load average is
 printed before and after.
 
+``--halves``: whether splitting the box can help a bound that is exact on the patterns a sub-box's
+bounds allow. The box is cut in two along every coordinate (2^8 sub-boxes); per sub-box, its neurons
+left unstable by CROWN bounds (:meth:`~privcore.lipschitz.clarke.ClarkeBounds.preactivation_bounds`)
+and its own pattern floor (the largest ‖J_D‖ coordinate ascent finds among the patterns those
+bounds allow, :func:`~privcore.lipschitz.pattern_bnb.pattern_norm_floor`). A sub-box whose floor is
+above 1.2 × the best witness cannot be pruned at that level by any such bound; the count of those is
+printed.
+
     .venv/bin/python bench/global_wide.py                      # h = 16, 32, 64, 128; 3 nets each; 60 s
     .venv/bin/python bench/global_wide.py --widths 64 --nets 1 --limit 30
+    .venv/bin/python bench/global_wide.py --widths 64 --nets 1 --halves
 """
 
 from __future__ import annotations
@@ -71,6 +80,33 @@ def pattern_floor(net: ReluNetwork, box: ClipBox, *, restarts: int = 2, seed: in
     return best
 
 
+def halves(net: ReluNetwork, box: ClipBox, best: float) -> str:
+    """The ``--halves`` line of one net (module docstring)."""
+    import itertools
+
+    import torch
+
+    from privcore.lipschitz.clarke import clarke_bounds
+    from privcore.lipschitz.pattern_bnb import pattern_norm_floor
+
+    mid = (box.lower + box.upper) / 2.0
+    corners = np.array(list(itertools.product((0, 1), repeat=box.dim)), dtype=bool)
+    lo = np.where(corners, mid, box.lower)
+    hi = np.where(corners, box.upper, mid)
+    cb = clarke_bounds(net, DEFAULT_NORMS, device="cpu")
+    lows, ups = cb.preactivation_bounds(torch.tensor(lo), torch.tensor(hi))
+    act = np.concatenate([(x > 0).numpy() for x in lows], axis=1)
+    ina = np.concatenate([(x < 0).numpy() for x in ups], axis=1)
+    unstable = (~(act | ina)).sum(axis=1)
+    floors = np.array([pattern_norm_floor(net, on=a, off=i, norms=DEFAULT_NORMS)
+                       for a, i in zip(act, ina, strict=True)])
+    above = int(np.count_nonzero(floors > 1.2 * best))
+    return (f"       halves: {lo.shape[0]} sub-boxes, unstable neurons median {np.median(unstable):.0f} "
+            f"(min {unstable.min()}, of {net.n_hidden}); sub-box floors / best witness median "
+            f"{np.median(floors) / best:.3f} (min {floors.min() / best:.3f}); {above} of {lo.shape[0]} "
+            "above 1.2")
+
+
 def main() -> None:
     from lipschitz import paper_net
 
@@ -80,6 +116,7 @@ def main() -> None:
     ap.add_argument("--limit", type=float, default=60.0, help="seconds for each G")
     ap.add_argument("--half-width", type=float, default=3.0, help="the box is [−w, w]^8")
     ap.add_argument("--extra", type=int, default=2, help="further witness searches (seeds 1 …) per net")
+    ap.add_argument("--halves", action="store_true", help="also the sub-box analysis of each net")
     args = ap.parse_args()
     import torch
 
@@ -110,6 +147,9 @@ def main() -> None:
             print(f"{h:>4} {seed:>4} {g.value:>9.5g} {g.how.value:>13} {wall:>7.1f} {cpu:>7.1f} "
                   f"{g.lower:>8.5g} {best:>8.5g} {ratio:>7.3f} {floor:>8.5g} {floor / best:>10.3f}",
                   flush=True)
+            if args.halves:
+                with threadpool_limits(limits=1):
+                    print(halves(net, box, best), flush=True)
     print("per h: G / best witness and floor / best witness (median, max; n nets):")
     for h, rs in ratios.items():
         fl = floors[h]

@@ -19,7 +19,9 @@ Rounds alternate the trees (A B, then B A, …) so that both see the same machin
 the median over rounds of µs per call in CPU time of the worker (``time.process_time``: less sensitive
 than the wall clock to other processes on a shared machine) and in wall-clock time, the overhead
 (release − forward), the ratio release / forward, the ratios this / base, and the 1-minute load average
-before and after. torch runs on one thread. No timing is asserted anywhere.
+before and after; then per tree the overhead of each round (release − forward in that round), its median
+and a distribution-free 95 % interval of that median (order statistics). torch runs on one thread. No
+timing is asserted anywhere.
 """
 
 from __future__ import annotations
@@ -118,6 +120,18 @@ def _worktree(rev: str, base: Path) -> None:
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def _median_interval(values: list[float]) -> tuple[float, float]:
+    """A distribution-free interval for the median of sorted ``values``: order statistics whose ranks
+    cover it with probability ≥ 95 % (binomial(n, ½)); the whole range when n is too small for that."""
+    from scipy.stats import binom
+
+    n = len(values)
+    k = int(binom.ppf(0.025, n, 0.5))  # P(Binomial ≤ k − 1) ≤ 2.5 %: the k-th value from each end
+    if k < 1:
+        return values[0], values[-1]
+    return values[k - 1], values[n - k]
+
+
 def _report(label: str, times: dict[str, dict[str, list[float]]], trees: dict[str, Path]) -> None:
     med = {t: {k: statistics.median(v) for k, v in times[t].items()} for t in trees}
     print(f"{'tree':<6} {'clock':<5} {'release':>9} {'forward':>8} {'overhead':>9} {'ratio':>6} "
@@ -126,6 +140,15 @@ def _report(label: str, times: dict[str, dict[str, list[float]]], trees: dict[st
         for c in CLOCKS:
             rel, fwd, ident = (med[t][f"{c} {k}"] for k in KINDS)
             print(f"{t:<6} {c:<5} {rel:>9.1f} {fwd:>8.1f} {rel - fwd:>9.1f} {rel / fwd:>6.1f} {ident:>11.1f}")
+    for t in trees:
+        parts = []
+        for c in CLOCKS:
+            per_round = sorted(r - f for r, f in zip(times[t][f"{c} release"], times[t][f"{c} forward"],
+                                                    strict=True))
+            lo, hi = _median_interval(per_round)
+            parts.append(f"{c} {statistics.median(per_round):.1f} [{lo:.1f}, {hi:.1f}]")
+        print(f"{t:<6} overhead per round, median [95 % interval of the median]: {'; '.join(parts)} "
+              f"(n = {len(per_round)} rounds)")
     if "base" in trees:
         for c in CLOCKS:
             over = {t: med[t][f"{c} release"] - med[t][f"{c} forward"] for t in trees}

@@ -57,6 +57,8 @@ def check_real(name: str, value: Any) -> float:
 
 def check_positive(name: str, value: Any, *, allow_inf: bool = False) -> float:
     """A real number > 0 (finite unless ``allow_inf``)."""
+    if type(value) is float and 0.0 < value < math.inf:  # the common case, without the general checks
+        return value
     v = check_real(name, value)
     upper = "∞]" if allow_inf else "∞)"
     if math.isnan(v) or v <= 0 or (math.isinf(v) and not allow_inf):
@@ -83,6 +85,10 @@ def check_in_range(
     high_open: bool = True,
 ) -> float:
     """A real number in the interval (low, high), ends open or closed as asked."""
+    if type(value) is float and (value > low if low_open else value >= low) and (
+        value < high if high_open else value <= high
+    ):  # the common case, without the general checks (NaN fails every comparison)
+        return value
     v = check_real(name, value)
     ok = not math.isnan(v)
     ok = ok and (v > low if low_open else v >= low)
@@ -133,11 +139,20 @@ def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     return value
 
 
+_FLOAT64 = np.dtype(np.float64)
+
+
 def check_finite_array(name: str, value: Any) -> np.ndarray:
     """A real array (numpy, torch or nested lists) with no NaN or infinity, as float64.
 
     TypeError for booleans, complex numbers, strings and ragged nested lists (never silently
     converted: numpy would drop an imaginary part or parse "1.5")."""
+    if type(value) is np.ndarray and value.dtype == _FLOAT64:  # already float64: only finiteness to check
+        if not np.isfinite(value).all():
+            bad = int(np.size(value) - np.count_nonzero(np.isfinite(value)))
+            raise ParameterError(
+                f"{name} must contain only finite numbers; {bad} entries are NaN or infinite")
+        return value
     if hasattr(value, "detach"):  # torch tensor, without importing torch here
         t = value.detach().cpu()
         value = t.double().numpy() if t.is_floating_point() else t.numpy()  # bfloat16 has no numpy dtype

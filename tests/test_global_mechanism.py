@@ -130,6 +130,31 @@ def test_all_pattern_bound_is_above_every_realised_pattern(seed: int,
         assert all_patterns <= truth * 1.002 + 1e-9 and g.value <= publish_bound(all_patterns)
 
 
+@pytest.mark.parametrize("seed,max_nodes", [(6, 20), (2, 5), (4, 1)])
+def test_decisions_that_run_out_leave_a_bound_above_every_allowed_pattern(
+        seed: int, max_nodes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The all-pattern search with decisions cut short by a node budget (each then leaves its open
+    nodes' bound, and the next threshold goes up): the bound is still above the largest norm of every
+    pattern the box's stable neurons allow (brute force over all patterns), and G above it. The first
+    threshold is put at the pattern floor, so that the first decisions cannot pass within the budget."""
+    import privcore.lipschitz.global_box as gb
+    from privcore.lipschitz.bounds import forward_bounds
+    from privcore.lipschitz.patterns import global_pattern_table, stable_masks
+
+    monkeypatch.setattr(gb, "box_pattern_search", lambda *args, **kwargs: None)
+    for name, value in (("_FIRST_RATIO", 0.0), ("_FLOOR_MARGIN", 1.0), ("_FIRST_MARGIN", 1.0)):
+        monkeypatch.setattr(gb, name, value)
+    net = random_net(seed, (3, 6, 5, 2))
+    box = _box(seed, 3)
+    g = compute_global_constant(net, box, time_limit=5, max_nodes=max_nodes)
+    on, off = stable_masks(forward_bounds(net, box.lower, box.upper))
+    table = global_pattern_table(net, DEFAULT_NORMS)
+    bits = (table.codes[:, None] >> np.arange(net.n_hidden)) & 1
+    allowed = (bits[:, on] == 1).all(axis=1) & (bits[:, off] == 0).all(axis=1)
+    truth = float(table.norms[allowed].max())
+    assert truth <= g.bounds.get("all-patterns", math.inf) and _realised_max(net, box) <= g.value
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_an_exact_engine_value_carries_the_engines_witness(seed: int,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:

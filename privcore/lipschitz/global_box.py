@@ -23,8 +23,9 @@ G, by a chain of certified upper bounds on L(f, B) = sup over B of the generalis
   (the box's stable neurons fixed). Two hidden layers: decisions "≤ τ?" of
   :func:`~privcore.lipschitz.pattern_bilinear.bilinear_pattern_decide` (branch and bound on both
   layers, chord relaxations), the first at 1.25 × the larger of twice the verified witness and 4/3
-  of a value some allowed pattern reaches (the floor), then lower after each pass,
-  within three quarters of the time left; the smallest τ passed is the bound. Other depths:
+  of a value some allowed pattern reaches (the floor), then lower after each pass (higher after one
+  that runs out of its share of the time before any pass), within three quarters of the time left;
+  the smallest τ passed is the bound. Other depths:
   :func:`~privcore.lipschitz.pattern_bnb.max_pattern_norm` (node budget ``max_nodes``, 2 M by default);
 * ``cube-exact`` / ``split-bound``: the engine's split branch and bound
   (:func:`~privcore.lipschitz.splitting.split_value`: CROWN-style Clarke bounds over sub-boxes and
@@ -113,6 +114,11 @@ _FIRST_MARGIN = 1.25
 _STEP_DOWN = 0.96
 _LONG_STEP = 0.9
 _QUICK_SHARE = 0.1
+#: until a decision passes, each may take this share of the time left; one that runs out moves the
+#: next threshold up by _STEP_UP, at most to _STEP_DOWN × the open nodes' bound (which stands as a
+#: certified bound meanwhile)
+_TRIAL_SHARE = 0.4
+_STEP_UP = 1.25
 #: the old all-pattern search's node budget when none is given (it has no deadline)
 _DEFAULT_MAX_NODES = 2_000_000
 _TOKEN = object()  # marks constants certified by this module in this process
@@ -482,8 +488,10 @@ def _all_pattern_step(net: ReluNetwork, on: np.ndarray, off: np.ndarray, bounds:
     (:func:`~privcore.lipschitz.pattern_bnb.pattern_norm_floor`, raised by any pattern found above a
     threshold), then lower after each pass (× 0.9 after a quick pass, else × 0.96, or halfway to the
     floor), until within 0.1 % of the floor; the smallest passed threshold (or an open bound below it)
-    is the bound. Other depths: :func:`~privcore.lipschitz.pattern_bnb.max_pattern_norm` with
-    ``max_nodes`` (default 2 M)."""
+    is the bound. Until one passes, each decision gets 40 % of the time left, and one that runs out
+    moves the threshold up by 1.25, at most to 0.96 × its open nodes' bound (which stands meanwhile).
+    Other depths: :func:`~privcore.lipschitz.pattern_bnb.max_pattern_norm` with ``max_nodes``
+    (default 2 M)."""
     if len(net.weights) != 3 or DEFAULT_NORMS.pair_count(net.in_dim, net.out_dim) > MAX_PAIRS:
         ap = max_pattern_norm(net, on=on, off=off, max_nodes=max_nodes or _DEFAULT_MAX_NODES,
                               **DEFAULT_NORMS.kwargs)
@@ -496,12 +504,14 @@ def _all_pattern_step(net: ReluNetwork, on: np.ndarray, off: np.ndarray, bounds:
     passed = math.inf
     start = max(_FIRST_RATIO * lower if math.isfinite(lower) else 0.0, _FLOOR_MARGIN * floor) * _FIRST_MARGIN
     tau = min(start, best * _STEP_DOWN) if start > 0 else best * _STEP_DOWN
+    proven = False  # whether a decision has passed (not only left open nodes)
     with threadpool_limits(limits=threads, user_api="blas"):
         first = True  # the first decision runs even past the deadline: its root bounds are a bound
         while (first or time.perf_counter() < deadline) and tau > 0:
             first = False
             began = time.perf_counter()
-            res = bilinear_pattern_decide(net, tau, DEFAULT_NORMS, on=on, off=off, deadline=deadline,
+            until = deadline if proven else began + _TRIAL_SHARE * max(deadline - began, 0.0)
+            res = bilinear_pattern_decide(net, tau, DEFAULT_NORMS, on=on, off=off, deadline=until,
                                           max_nodes=max_nodes if max_nodes is not None else 1 << 62)
             now = time.perf_counter()
             quick = now - began < _QUICK_SHARE * max(deadline - now, 0.0)
@@ -509,11 +519,17 @@ def _all_pattern_step(net: ReluNetwork, on: np.ndarray, off: np.ndarray, bounds:
                 return
             if res.upper <= tau:
                 passed = min(passed, res.upper)
+                proven = True
             elif res.complete:  # a pattern at or above τ (up to rounding): G over all patterns ≥ it
                 floor = max(floor, res.lower, tau * (1.0 - 1e-9))
             else:  # out of time or nodes: the open nodes' bound, certified, may still be the best
                 passed = min(passed, res.upper)
-                break
+                # before any pass: a higher threshold, still below the open bound, may pass in the time left
+                higher = min(tau * _STEP_UP, min(passed, best) * _STEP_DOWN)
+                if proven or higher <= tau:
+                    break
+                tau = higher
+                continue
             hi = min(passed, best)
             if hi <= floor * (1.0 + 1e-3):
                 break

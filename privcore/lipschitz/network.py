@@ -205,6 +205,7 @@ class _Snapshot:
     classes: tuple[type, ...]
     attributes: tuple[tuple[tuple[str, ...], tuple[Any, ...]] | None, ...]  # None: a plain layer
     tensors: tuple[Any, ...]
+    present: tuple[Any, ...]  # the tensors that are not None, in order
     layouts: tuple[tuple[Any, ...], ...]
     views: tuple[np.ndarray, ...]
     values: tuple[bytes, ...]
@@ -231,6 +232,7 @@ class _Snapshot:
             attributes=tuple(None if type(m) in plain else (tuple(vars(m)), tuple(vars(m).values()))
                              for m in modules),
             tensors=tuple(tensors),
+            present=tuple(present),
             layouts=tuple(_layout(t) for t in present),
             views=views,
             values=tuple(v.tobytes() for v in views),
@@ -239,8 +241,7 @@ class _Snapshot:
     def matches(self, modules: list[Any]) -> bool:
         """Whether the tree ``modules`` (:func:`_modules_of` of the module this was taken of) is exactly
         as when this was taken."""
-        sub = modules[1:]
-        if len(sub) != len(self.submodules) or not all(map(operator.is_, sub, self.submodules)):
+        if len(modules) != len(self.classes) or not all(map(operator.is_, modules[1:], self.submodules)):
             return False
         if not all(map(operator.is_, map(type, modules), self.classes)):
             return False
@@ -253,13 +254,24 @@ class _Snapshot:
                 map(operator.is_, now.values(), values)
             ):
                 return False
-        tensors = _tensors_of(modules)
-        if len(tensors) != len(self.tensors) or not all(map(operator.is_, tensors, self.tensors)):
+        expected = iter(self.tensors)
+        for m in modules:
+            for d in (m._parameters, m._buffers):
+                for t in d.values():
+                    if t is not next(expected, _MISSING):
+                        return False
+        if next(expected, _MISSING) is not _MISSING:
             return False
-        present = [t for t in tensors if t is not None]
-        if any(_layout(t) != lay for t, lay in zip(present, self.layouts, strict=True)):
-            return False
-        return all(v.tobytes() == b for v, b in zip(self.views, self.values, strict=True))
+        rows = zip(self.present, self.layouts, self.views, self.values, strict=True)
+        for t, (ptr, dtype, shape, stride), view, value in rows:
+            if t.data_ptr() != ptr or t.dtype != dtype or t.shape != shape or t.stride() != stride:
+                return False
+            if view.tobytes() != value:
+                return False
+        return True
+
+
+_MISSING = object()
 
 
 class _ParseMemo:

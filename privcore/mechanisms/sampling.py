@@ -4,7 +4,8 @@ Randomness
     ``rng=None`` takes every bit from the operating system's CSPRNG (``os.urandom``). An ``int``
     seed or a ``numpy.random.Generator`` gives reproducible bits *for tests and experiments only*:
     whoever knows the seed can subtract the noise. Everything after the bits (:class:`RandomBits`)
-    is one shared code path.
+    is one shared code path. :func:`add_noise` takes the OS CSPRNG's draws through a pool of blocks
+    made by the same exact sampler, each draw handed out once (:mod:`privcore.mechanisms.noise_pool`).
 
 Why a grid (Mironov 2012)
     Textbook ``x + scale * laplace()`` in floating point leaks x through the low-order bits of the
@@ -61,6 +62,7 @@ from typing import Literal, TypeAlias
 import numpy as np
 
 from privcore.errors import PrivcoreError
+from privcore.mechanisms.noise_pool import SECURE_POOL
 from privcore.validation import check_delta, check_epsilon, check_finite_array, check_int, check_positive
 
 __all__ = [
@@ -533,6 +535,33 @@ def discrete_gaussian_integers(s: float, n: int, rng: RngLike = None) -> np.ndar
     return out
 
 
+def _plan_integers(plan: NoisePlan, n: int, bits: RandomBits) -> np.ndarray:
+    """n noise integers of ``plan``'s kind and scale, each checked to lie in the exact-arithmetic range
+    (|N| < 2⁵²) when drawn: from the OS CSPRNG through the secure pool
+    (:data:`~privcore.mechanisms.noise_pool.SECURE_POOL`: the same exact sampler, drawn in blocks),
+    from a seeded stream directly (a seed reproduces its draws)."""
+    if plan.kind == "laplace":
+        t = int(plan.grid_scale)
+
+        def sample(m: int) -> np.ndarray:
+            return discrete_laplace_integers(t, m, bits)
+    else:
+        s = plan.grid_scale
+
+        def sample(m: int) -> np.ndarray:
+            return discrete_gaussian_integers(s, m, bits)
+
+    def draw(m: int) -> np.ndarray:
+        out = sample(m)
+        if out.size and np.abs(out).max() >= _N_LIMIT:
+            raise PrivcoreError("noise sampler left the exact-arithmetic range; nothing released, retry")
+        return out
+
+    if bits.secure:
+        return SECURE_POOL.take((plan.kind, plan.grid_scale), n, draw)
+    return draw(n)
+
+
 def add_noise(values: np.ndarray, plan: NoisePlan, rng: RngLike = None) -> np.ndarray:
     """Return fl(g·(rint(values/g) + N)) with N drawn per ``plan``: float64, same shape as ``values``.
 
@@ -548,18 +577,12 @@ def add_noise(values: np.ndarray, plan: NoisePlan, rng: RngLike = None) -> np.nd
         raise ValueError(f"values has {x.size} entries but the noise plan covers at most {plan.numel}")
     with np.errstate(over="ignore"):
         scaled = x / plan.grid
-        if not (np.abs(scaled) < 2.0**1000).all():
+        if not np.abs(scaled).max(initial=0.0) < 2.0**1000:
             raise ValueError(
                 f"values too large for the noise grid 2^{round(math.log2(plan.grid))} "
                 f"(max |value| = {np.max(np.abs(x)):.3g}); nothing released"
             )
-        bits = as_random_bits(rng)
-        if plan.kind == "laplace":
-            noise = discrete_laplace_integers(int(plan.grid_scale), x.size, bits)
-        else:
-            noise = discrete_gaussian_integers(plan.grid_scale, x.size, bits)
-        if noise.size and np.abs(noise).max() >= _N_LIMIT:
-            raise PrivcoreError("noise sampler left the exact-arithmetic range; nothing released, retry")
+        noise = _plan_integers(plan, x.size, as_random_bits(rng))
         # rint(x/g)·g is x rounded to the grid and N·g the noise, both exact (|N| < 2^52): one rounding
         out = np.asarray(np.rint(scaled) * plan.grid + noise.reshape(x.shape) * plan.grid)
     if not np.isfinite(out).all():  # post-processing of the noisy integers: refusing leaks nothing more
