@@ -142,3 +142,21 @@ def test_live_interval_is_the_percentile_bootstrap_over_images() -> None:
     means = per_image[rng.integers(0, 300, size=(20_000, 300))].mean(axis=1)
     low, high = np.quantile(means, [0.025, 0.975])
     assert u.low == pytest.approx(low, abs=0.01) and u.high == pytest.approx(high, abs=0.01)
+
+
+@pytest.mark.parametrize("name", ["Gauss-Output", "Lap-Output"])
+def test_output_noise_draws_on_the_shared_inputs_equal_draws_on_a_copy(name: str) -> None:
+    """The evaluation split's inputs are read-only and shared, and an output-noise mechanism keeps their
+    noise-free scores between draws and settings: each draw, at two ε, equals the draw with the same
+    generator on a private writable copy (whose scores are computed afresh every time)."""
+    mech = registry.get(name)
+    target = mech.load(dataset="digits", model=None, models_dir=None)
+    shared, _ = evaluation_inputs(mech, target, "digits", n=150)
+    assert not shared.flags.writeable
+    mine = shared.copy()
+    for eps in (2.0, 8.0):
+        setting = mech.setting(**{**SETTINGS[name], "epsilon": eps})
+        for seed in (1, 2):
+            a = mech.simulate(target, shared, setting, np.random.default_rng(seed))
+            b = mech.simulate(target, mine, setting, np.random.default_rng(seed))
+            assert np.array_equal(a.predicted, b.predicted)
