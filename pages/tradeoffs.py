@@ -20,6 +20,10 @@ from privlens.image import current_image
 from privlens.outcome import release_probability
 from privlens.results import load_results
 
+#: seconds the page waits for the solver's answer before it shows "computing…", and between two looks
+SOLVE_WAIT_S = 0.3
+POLL_S = 1.0
+
 s = ui.page_setup()
 st.title("Trade-offs")
 st.caption(
@@ -307,23 +311,38 @@ else:
         key="to_target",
     )
     m = registry.get(pair[0])
-    with st.spinner(
-        f"Searching ε ∈ [{tv.SOLVER_RANGE[0]:g}, {tv.SOLVER_RANGE[1]:g}] for {m.name} on {pair[1]}…"
-    ):
-        sol = tv.solve(m, pair[1], mv.setting(m, s), dataset=dataset, metric=metric, bound=float(bound))
-    (st.success if sol.epsilon is not None else st.warning)(sol.text)
-    if sol.crossing is not None:
-        st.caption(
-            f"Live: a scan and bisection in log ε over {len(sol.crossing.readings)} readings at the "
-            "sidebar's δ, R and α (each n test images × draws). The interval runs from the smallest ε "
-            "whose reading's 95 % interval reaches the target to the smallest whose whole interval does "
-            "(pointwise, not simultaneous). The search takes the metric to move one way with ε and "
-            "checks it on its readings."
-        )
-    if (
-        sol.epsilon is not None
-        and sol.epsilon != s.epsilon
-        and st.button(f"Use total ε = {sol.epsilon:.3g} in the sidebar", key="use_eps")
-    ):
-        ui.update_settings(epsilon=float(f"{sol.epsilon:.3g}"))
-        st.rerun()
+    question = {"dataset": dataset, "metric": metric, "bound": float(bound)}
+    # a search of tens of readings (seconds on a first visit): in the background, the page drawn meanwhile
+    _, SOLVING = tv.solve_soon(m, pair[1], mv.setting(m, s), wait_s=SOLVE_WAIT_S, **question)
+
+    @st.fragment(run_every=POLL_S if SOLVING else None)
+    def _solution() -> None:
+        sol, pending = tv.solve_soon(m, pair[1], mv.setting(m, s), **question)
+        if SOLVING and not pending:
+            st.rerun()  # the answer is in: draw the page once more, without polling
+        if pending:
+            st.info(f"“computing…”: searching ε ∈ [{tv.SOLVER_RANGE[0]:g}, {tv.SOLVER_RANGE[1]:g}] for "
+                    f"{m.name} on {pair[1]} (live readings in the background); the answer appears here when "
+                    "it is in.", icon=":material/hourglass_top:")
+            return
+        if sol is None:
+            st.info("The search could not be completed here (the server log says why).")
+            return
+        (st.success if sol.epsilon is not None else st.warning)(sol.text)
+        if sol.crossing is not None:
+            st.caption(
+                f"Live: a scan and bisection in log ε over {len(sol.crossing.readings)} readings at the "
+                "sidebar's δ, R and α (each n test images × draws). The interval runs from the smallest ε "
+                "whose reading's 95 % interval reaches the target to the smallest whose whole interval does "
+                "(pointwise, not simultaneous). The search takes the metric to move one way with ε and "
+                "checks it on its readings."
+            )
+        if (
+            sol.epsilon is not None
+            and sol.epsilon != s.epsilon
+            and st.button(f"Use total ε = {sol.epsilon:.3g} in the sidebar", key="use_eps")
+        ):
+            ui.update_settings(epsilon=float(f"{sol.epsilon:.3g}"))
+            st.rerun()
+
+    _solution()

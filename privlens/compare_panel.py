@@ -8,7 +8,8 @@ certification, this image's only when the session already has it or the user ask
 costs time: a button, then the progress bar of :func:`privlens.mechanism_view.certify`); and the
 live accuracies (:mod:`privlens.mechanism_text`): the page's own mechanism's computed with the page,
 every other one's in the background, its row "computing…" until it is in. It shows the table, the
-recommended mechanism with the reason and a button to use it.
+recommended mechanism with the reason and a button to use it. While rows are being computed the table
+redraws itself every second, and an invisible watcher draws the page once more as soon as the last is in.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ __all__ = ["panel"]
 CERTIFY_KEY = "privlens_compare_certify"
 #: seconds between two redraws of the table while a row's live accuracy is being computed
 POLL_S = 1.0
+#: seconds between two looks, drawing nothing, whether every row is in (:func:`_watch`)
+WATCH_S = 0.25
 
 
 def _ask_certify(key: tuple) -> None:
@@ -188,6 +191,22 @@ def panel(
         _show(s, loaded, image, rows)
 
     _table()
+    if initial.waiting:
+        looks = {**args, "allow_certify": False}  # the watcher draws nothing: no certification
+        _watch(lambda: not _rows(s, loaded, image, **looks).waiting)
+
+
+def _watch(ready: Any) -> None:
+    """Every :data:`WATCH_S` seconds, a fragment that draws nothing (so the browser shows no change while
+    it looks) draws the page once more as soon as ``ready()``: every row in, without waiting for the
+    table's next redraw."""
+
+    @st.fragment(run_every=WATCH_S)
+    def _look() -> None:
+        if ready():
+            st.rerun()
+
+    _look()
 
 
 def _show(s: Settings, loaded: pipelines.Loaded, image: CurrentImage | None, rows: _Rows) -> None:

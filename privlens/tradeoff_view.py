@@ -8,7 +8,8 @@ the dataset, on the total-ε axis. View glue: the maths is :mod:`privcore.mechan
   that measures it, labelled "measured (<table>)"; computed once per setting per server process;
 * :func:`solve` — the smallest total ε reaching a target of a :data:`METRICS` entry, live, with its
   interval; for a mechanism read from a table, the smallest measured ε and the interpolated estimate,
-  labelled as such. Adding a metric (an attacker's SSIM) is one :class:`MetricSpec` in :data:`METRICS`.
+  labelled as such (:func:`solve_soon`: the same in a background worker, for a page drawn meanwhile).
+  Adding a metric (an attacker's SSIM) is one :class:`MetricSpec` in :data:`METRICS`.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from privlens.results import smallest_epsilon as measured_smallest_epsilon
 from privlens.settings import EPSILON_GRID
 
 __all__ = ["GRID", "METRICS", "Line", "MetricSpec", "Pair", "Solution", "frame", "line", "pairs", "solve",
-           "target"]
+           "solve_soon", "target"]
 
 #: the total ε of every curve: the sidebar's grid and beyond it to the ε range's end
 GRID: tuple[float, ...] = tuple(sorted({*EPSILON_GRID, 50.0, 100.0}))
@@ -220,6 +221,21 @@ def solve(mech: Mechanism, model: str, setting: Setting, *, dataset: str, metric
     bound for a metric whose :attr:`MetricSpec.at_least` is False: then the largest ε keeping it)."""
     return _solve(mech.name, model, _any_epsilon(setting), dataset, pipelines.models_dir(), metric,
                   float(bound))
+
+
+def solve_soon(mech: Mechanism, model: str, setting: Setting, *, dataset: str, metric: str, bound: float,
+               wait_s: float = 0.0) -> tuple[Solution | None, bool]:
+    """:func:`solve`, computed in a background thread once per question (:func:`privlens.background.soon`)
+    for a page that must not wait for it: the answer and False once it is in (None where it failed), else
+    None and True (pending: "computing…"). With background work off it is computed here."""
+    from privlens import background
+
+    if not background.enabled():
+        return solve(mech, model, setting, dataset=dataset, metric=metric, bound=bound), False
+    args = (mech.name, model, _any_epsilon(setting), dataset, pipelines.models_dir(), metric, float(bound))
+    job = background.soon(("tradeoff-solve", *args), lambda: _solve(*args),
+                          name=f"privlens-solve-{mech.name}", wait_s=wait_s)
+    return (job.value, False) if job.done.is_set() else (None, True)
 
 
 @functools.lru_cache(maxsize=256)

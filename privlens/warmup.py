@@ -4,14 +4,15 @@ way of the pages.
 * :func:`warm_up` (once per process, a daemon thread at the process's priority that pauses while a page
   runs, then at the lowest for the pattern tables): the default model's G and domain check (what the
   first Release page needs), the start of its φ table for PTR's live accuracy (:mod:`privlens.evaluation`,
-  a thread of its own), the slow imports, the Mechanism lab's baselines, then the exact
-  certifier's pattern tables of every shipped obfuscator
+  a thread of its own), the Trade-offs page's opening curve and answer, the slow imports, the Mechanism
+  lab's baselines, then the exact certifier's pattern tables of every shipped obfuscator
   (:func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`). Everything
   is computed here from the weights and the data, into privcore's in-memory memos; a page asking for a
   result being computed waits for it (``privcore._inflight``) instead of computing it again, except
   during the pattern tables, which run at the lowest priority: a page computes beside those.
 * :func:`import_early` (once per process, from the top of the first run): torch, in a daemon thread that
-  does not wait for the script runs (third-party modules only, :data:`EARLY_IMPORTS`).
+  does not wait for the script runs (third-party modules only, :data:`EARLY_IMPORTS`), then torch's threads
+  per operation for the whole process (:data:`TORCH_THREADS`).
 * :func:`script_run` wraps each run of the app's script (and each fragment rerun). While one runs the
   warm-up waits at its next pause point (:func:`wait_for_quiet`), so it does not take the interpreter
   from the page the user waits for. Its import steps are exclusive the other way round too: a run
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -33,7 +35,8 @@ import streamlit as st
 from privlens import background
 from privlens.pipelines import GLOBAL_TIME_LIMIT_S, _catalogue, models_dir
 
-__all__ = ["EARLY_IMPORTS", "IMPORT_STEPS", "import_early", "script_run", "wait_for_quiet", "warm_up"]
+__all__ = ["EARLY_IMPORTS", "IMPORT_STEPS", "TORCH_THREADS", "import_early", "script_run", "torch_threads",
+           "wait_for_quiet", "warm_up"]
 
 LOG = logging.getLogger("privlens")
 
@@ -46,6 +49,7 @@ IMPORT_STEPS: tuple[tuple[str, ...], ...] = (
     ("torch", "privcore.models.pipeline", "privcore.mechanisms.global_mechanism", "highspy"),
     # not scikit-learn (~1.7 s): only the digits need it (data and split); their first page imports it
     ("privcore.inputs.domain", "privcore.data.split"),
+    ("streamlit.emojis",),  # ~0.5 s: the first alert with a body (st.success, st.info…) reads its table
     ("torch._dynamo",),  # ~1.2 s of privcore.attacks.metrics' ~1.8 s (torchmetrics → torchvision.models)
     ("torchvision",),
     ("privcore.attacks.metrics",),
@@ -54,6 +58,12 @@ IMPORT_STEPS: tuple[tuple[str, ...], ...] = (
 #: Imported from the start of the process's first run, alongside it (:func:`import_early`): third-party
 #: packages only, which import no module of this project, so no cycle of import locks can form with a page.
 EARLY_IMPORTS: tuple[str, ...] = ("torch",)
+
+#: torch's threads per operation in the server process (``$PRIVLENS_TORCH_THREADS`` sets another number):
+#: the pages, the background workers and the warm-up run side by side on a few shared cores, where one
+#: operation split over two threads waits for the slower of them (on the loaded 2-core machine, the release
+#: classifier on 2 000 vectors took 70–200 ms on two threads and 2–15 ms on one)
+TORCH_THREADS = 1
 
 _STATE = threading.Condition()
 _running = 0  # script runs in progress
@@ -163,6 +173,7 @@ def prepare_default(directory: str, dataset: str, model: str) -> None:
         if _enabled():
             no_release_baseline(dataset)
         prepare_opening(dataset, model)
+        prepare_tradeoffs(dataset, model)
     except Exception:  # the page computes it again and says why
         LOG.warning("%s/%s not prepared ahead", dataset, model, exc_info=True)
 
@@ -190,6 +201,30 @@ def prepare_opening(dataset: str, model: str) -> None:
             mechanism_text.live_accuracy(mech, target, s, dataset=dataset, model=name)
         except Exception:  # the page computes it again and says why
             LOG.warning("%s on %s/%s not prepared ahead", mech.name, dataset, model, exc_info=True)
+
+
+def prepare_tradeoffs(dataset: str, model: str) -> None:
+    """The Trade-offs page's opening view on ``dataset/model``: the default mechanism's accuracy curve and
+    its smallest-ε answer for the default accuracy target, computed by the functions that page calls
+    (:mod:`privlens.tradeoff_view`, memoised per process)."""
+    from privcore.mechanisms import registry
+    from privlens import mechanism_view, tradeoff_view
+    from privlens.settings import Settings
+
+    s = Settings(dataset=dataset, model=model)
+    mech = registry.get(s.mechanism)
+    at = mechanism_view.setting(mech, s)
+    wait_for_quiet()
+    if not _enabled():
+        return
+    try:
+        tradeoff_view.line(mech, model, at, dataset=dataset)
+        wait_for_quiet()
+        if _enabled():
+            tradeoff_view.solve(mech, model, at, dataset=dataset, metric="accuracy",
+                                bound=tradeoff_view.METRICS["accuracy"].default)
+    except Exception:  # the page computes it again and says why
+        LOG.warning("the Trade-offs view of %s/%s not prepared ahead", dataset, model, exc_info=True)
 
 
 def prepare_lab() -> None:
@@ -253,6 +288,27 @@ def warm_up() -> threading.Thread:
 def import_early() -> threading.Thread:
     """Import :data:`EARLY_IMPORTS` in a daemon thread, once per process, without waiting for the script
     runs: started at the top of the first run, torch (about a second) is loaded while the browser draws
-    the home page, instead of when the first page that needs a model asks for it."""
+    the home page, instead of when the first page that needs a model asks for it; then torch's threads per
+    operation are set for the process (:func:`torch_threads`)."""
 
-    return background.start(lambda: _import_all(EARLY_IMPORTS), name="privlens-early-imports", yielding=False)
+    def run() -> None:
+        _import_all(EARLY_IMPORTS)
+        _limit_torch_threads()
+
+    return background.start(run, name="privlens-early-imports", yielding=False)
+
+
+def torch_threads() -> int:
+    """:data:`TORCH_THREADS`, or ``$PRIVLENS_TORCH_THREADS`` when that is an integer ≥ 1."""
+    text = os.environ.get("PRIVLENS_TORCH_THREADS", "").strip()
+    return int(text) if text.isdigit() and int(text) >= 1 else TORCH_THREADS
+
+
+def _limit_torch_threads() -> None:
+    """Set torch's threads per operation for the whole process to :func:`torch_threads` (torch imported)."""
+    try:
+        import torch
+
+        torch.set_num_threads(torch_threads())
+    except Exception:  # an accelerator only: torch keeps its own default
+        LOG.warning("torch's thread count not set", exc_info=True)

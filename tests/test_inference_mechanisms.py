@@ -344,3 +344,21 @@ def test_ip_scores_refuse_inputs_outside_the_certified_domain(digits_ip) -> None
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         ip["ip-lipschitz-l1"].scores(torch.as_tensor(x[:2] * 2.0))
     assert ip["ip-lipschitz-l1"].rounding["l1"] < 1e-11
+
+
+def test_a_cnn_scores_a_large_batch_in_chunks_as_in_one_pass(digits_ip) -> None:
+    """More images than one chunk (:data:`privcore.models.pipeline.FORWARD_CHUNK`, ragged end): the scores
+    of the whole batch at once, to float rounding, and the same classes."""
+    import torch
+
+    from privcore.models.pipeline import FORWARD_CHUNK
+
+    ip, x = digits_ip
+    cnn = next(m for m in ip.models.values() if m.certified is None)
+    batch = torch.as_tensor(np.concatenate([x] * (2 * FORWARD_CHUNK // len(x) + 1)), dtype=torch.float32)
+    batch = batch[: 2 * FORWARD_CHUNK + 7].reshape(-1, *ip.image_shape)
+    with torch.no_grad():
+        whole = cnn.model(batch)
+    scores = cnn(batch)
+    assert scores.shape == whole.shape and torch.allclose(scores, whole, atol=1e-5)
+    assert torch.equal(scores.argmax(-1), whole.argmax(-1))

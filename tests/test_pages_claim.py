@@ -87,3 +87,16 @@ def test_inference_privacy_shows_each_mechanisms_audit_in_its_column(results: Pa
     assert "n = 100,000, false-alarm rate ≤ 5%" in page
     at.select_slider(key="w_delta").set_value(1e-3).run()  # the Gaussian rows were audited at δ = 1e-5
     assert "(at this ε, δ = 1e-05, not this setting's δ = 0.001)" in texts(at)
+
+
+def test_the_opening_view_has_an_audited_row_at_its_own_epsilon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The committed MNIST audit covers the total ε the dashboard opens at: the opening view's mechanism
+    shows the row at that ε, not the nearest audited one."""
+    from privcore.defaults import DEFAULT_DATASET, OPENING_EPSILON, default_model
+    from privlens.settings import DEFAULT_MECHANISM
+
+    monkeypatch.delenv("PRIVLENS_RESULTS_DIR", raising=False)
+    ev = evidence(DEFAULT_DATASET, DEFAULT_MECHANISM, epsilon=OPENING_EPSILON,
+                  model=default_model(DEFAULT_DATASET))
+    assert ev.rows and ev.rows[0].exact and not ev.rows[0].refutes, ev
+    assert "at this ε" in ev.rows[0].text()

@@ -109,3 +109,23 @@ def test_mnist_default_names_the_epsilon_for_accuracy_0_9() -> None:
     (answer,) = [x.value for x in at.success]
     m = re.search(r"accuracy ≥ 0.9 from total ε = ([\d.]+) \[([\d.]+), ([\d.]+|beyond 100)\] on", answer)
     assert m and float(m[2]) <= float(m[1]) and "n = 1000 × 3 draws" in answer, answer
+
+
+def test_the_solver_in_the_background_answers_what_solve_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With background work on, the page's solver is computed by a worker: "pending" until it is in,
+    then the very answer :func:`privlens.tradeoff_view.solve` gives (one memo for both)."""
+    import time
+
+    from privcore.mechanisms import registry
+    from privlens import tradeoff_view as tv
+
+    monkeypatch.delenv("PRIVLENS_WARM_UP", raising=False)
+    mech = registry.get("Global")
+    model = next(m for name, m in tv.pairs("digits") if name == mech.name)
+    args = {"dataset": "digits", "metric": "accuracy", "bound": 0.31}
+    deadline = time.monotonic() + 120
+    sol, pending = tv.solve_soon(mech, model, mech.setting(epsilon=2.0), **args)
+    while pending and time.monotonic() < deadline:
+        sol, pending = tv.solve_soon(mech, model, mech.setting(epsilon=2.0), wait_s=0.5, **args)
+    assert not pending and sol is not None and sol.crossing is not None
+    assert sol is tv.solve(mech, model, mech.setting(epsilon=7.0), **args)  # ε is not part of the question

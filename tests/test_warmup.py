@@ -41,3 +41,56 @@ def test_early_imports_are_third_party_only() -> None:
     out = subprocess.run([sys.executable, "-c", code, *EARLY_IMPORTS], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
+
+
+def test_torch_threads_default_to_one_and_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PRIVLENS_TORCH_THREADS", raising=False)
+    assert warmup.torch_threads() == warmup.TORCH_THREADS == 1
+    monkeypatch.setenv("PRIVLENS_TORCH_THREADS", "3")
+    assert warmup.torch_threads() == 3
+    for bad in ("0", "-2", "two", ""):
+        monkeypatch.setenv("PRIVLENS_TORCH_THREADS", bad)
+        assert warmup.torch_threads() == 1
+
+
+def test_the_early_imports_set_torch_threads_for_the_whole_process() -> None:
+    """In a fresh process (torch's thread count is process-wide): after the early imports, a thread
+    of the server's sees the configured count."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import threading, torch\nfrom privlens import warmup\nwarmup.import_early().join()\n"
+            "seen = []\nt = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))\n"
+            "t.start(); t.join(); print(seen[0])")
+    for want in ("1", "2"):
+        env = {**os.environ, "PRIVLENS_TORCH_THREADS": want, "PRIVLENS_WARM_UP": "off"}
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                             env=env)
+        assert out.returncode == 0 and out.stdout.strip().splitlines()[-1] == want, out.stderr
+
+
+def test_the_warm_up_leaves_the_trade_offs_opening_curve_in_the_memo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After :func:`privlens.warmup.prepare_tradeoffs`, every point of the Trade-offs page's opening curve
+    is a memo hit (the page's own model object, setting and n)."""
+    import dataclasses
+
+    from privcore.defaults import default_model
+    from privcore.mechanisms import peek_accuracy, registry
+    from privlens import mechanism_text, pipelines
+    from privlens import mechanism_view as mv
+    from privlens import tradeoff_view as tv
+    from privlens.settings import Settings
+
+    monkeypatch.setattr(warmup, "wait_for_quiet", lambda: None)
+    monkeypatch.setenv("PRIVLENS_WARM_UP", "on")
+    model = default_model("digits")
+    warmup.prepare_tradeoffs("digits", model)
+    s = Settings(dataset="digits", model=model)
+    mech = registry.get(s.mechanism)
+    target = pipelines.load("digits", model, pipelines.models_dir())
+    at = mv.setting(mech, s)
+    for eps in tv.GRID:
+        hit = peek_accuracy(mech, target, dataclasses.replace(at, epsilon=eps), dataset="digits", model=model,
+                            n=mechanism_text.LIVE_IMAGES)
+        assert hit is not None, eps

@@ -83,7 +83,7 @@ class Inference(Mechanism):
     def prepare(self, target: Any, image: Any) -> Any:
         import torch
 
-        return torch.as_tensor(image, dtype=torch.float32).reshape(1, *target.ip.image_shape)
+        return torch.as_tensor(_writable(image), dtype=torch.float32).reshape(1, *target.ip.image_shape)
 
     def image_shape(self, target: Any) -> tuple[int, int, int]:
         return tuple(int(v) for v in target.ip.image_shape)  # type: ignore[return-value]
@@ -161,7 +161,7 @@ class Inference(Mechanism):
         """A batch of model inputs (n, C, H, W) in [0, 1], as the mechanism takes them."""
         import torch
 
-        return torch.as_tensor(images, dtype=torch.float32).reshape(-1, *target.ip.image_shape)
+        return torch.as_tensor(_writable(images), dtype=torch.float32).reshape(-1, *target.ip.image_shape)
 
     def simulate(self, target: Any, inputs: Any, setting: Setting, rng: Any, *,
                  certificates: Any = None) -> Simulation:
@@ -175,12 +175,37 @@ class Inference(Mechanism):
             noisy = x.double().numpy() + rng.normal(0.0, eff, size=tuple(x.shape))
             scores = target.model(torch.as_tensor(noisy, dtype=torch.float32)).double().numpy()
         else:
-            clean = target.model.scores(x).numpy()
+            clean = _clean_scores(target.model, inputs, x)
             noise = (rng.laplace(0.0, eff, size=clean.shape) if self.laplace
                      else rng.normal(0.0, eff, size=clean.shape))
             scores = clean + noise
         return Simulation(predicted=np.asarray(scores).argmax(-1), released=np.ones(len(scores), bool),
                           noise_scale_effective=eff)
+
+
+def _writable(images: Any) -> Any:
+    """``images``, copied when it is a read-only numpy array (torch takes no read-only memory)."""
+    return images.copy() if isinstance(images, np.ndarray) and not images.flags.writeable else images
+
+
+#: per model (by identity): the last read-only input array scored and its noise-free scores
+_CLEAN: dict[int, tuple[Any, Any, Any]] = {}
+
+
+def _clean_scores(model: Any, inputs: Any, batch: Any) -> Any:
+    """``model.scores(batch)`` as numpy, for the output-noise mechanisms' simulation. The scores of a
+    read-only ``inputs`` array that owns its data (the evaluation split's:
+    :func:`~privcore.mechanisms.utility.evaluation_inputs`) are kept for the next draw and the next ε:
+    the noise-free part of every reading of one model."""
+    frozen = isinstance(inputs, np.ndarray) and not inputs.flags.writeable and inputs.flags.owndata
+    hit = _CLEAN.get(id(model)) if frozen else None
+    if hit is not None and hit[0] is model and hit[1] is inputs:
+        return hit[2]
+    clean = model.scores(batch).numpy()
+    if frozen:
+        clean.setflags(write=False)
+        _CLEAN[id(model)] = (model, inputs, clean)
+    return clean
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,8 @@ SPLIT = "test"
 DRAWS = 3
 #: bootstrap resamples of the interval
 _RESAMPLES = 1000
+#: per-image scores with at most this many distinct values are resampled through their counts
+_FEW_VALUES = 64
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,8 +81,14 @@ def _interval(per_image: np.ndarray, seed: int) -> tuple[float, float]:
         v = float(per_image.mean()) if per_image.size else float("nan")
         return v, v
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, per_image.size, size=(_RESAMPLES, per_image.size))
-    means = per_image[idx].mean(axis=1)
+    values, counts = np.unique(per_image, return_counts=True)
+    if values.size <= _FEW_VALUES:
+        # a resample's mean depends only on how often it draws each distinct value (an accuracy's k/draws),
+        # and those counts are multinomial: the same bootstrap distribution as resampling image by image
+        drawn = rng.multinomial(per_image.size, counts / per_image.size, size=_RESAMPLES)
+        means = drawn @ values / per_image.size
+    else:
+        means = per_image[rng.integers(0, per_image.size, size=(_RESAMPLES, per_image.size))].mean(axis=1)
     return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
 
 
@@ -107,8 +115,9 @@ def evaluation_inputs(mechanism: Mechanism, target: Any, dataset: str, *, n: int
     if mechanism.family == "posthoc":
         with torch.no_grad():
             inputs = target.embed(x).double().cpu().numpy()
-    else:
-        inputs = x.numpy()
+    else:  # read-only, shared by every reading (an output-noise mechanism keeps their noise-free scores)
+        inputs = x.numpy().copy()
+        inputs.setflags(write=False)
     out = (inputs, y.numpy().astype(np.int64))
     with _LOCK:
         _INPUTS[key] = out

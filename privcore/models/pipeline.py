@@ -287,6 +287,13 @@ def load_pipeline(
     )
 
 
+#: images per forward pass of an inference-privacy CNN on the CPU (:meth:`IPModel.__call__`): on one
+#: thread, 2 000 MNIST images ran about 1.9× slower in one pass than in chunks of 64–256 (the same
+#: scores), and about 1.8× faster again with the weights and each chunk channels last (the same
+#: classes; scores within float rounding)
+FORWARD_CHUNK = 128
+
+
 @dataclass(frozen=True, eq=False)
 class IPModel:
     """An inference-privacy classifier on pixels in [0, 1]. ``lipschitz`` holds certified global
@@ -315,7 +322,12 @@ class IPModel:
             flat = torch.as_tensor(x).detach().to("cpu", torch.float64).reshape(x.shape[0], -1)
             return torch.from_numpy(self.certified(flat.numpy()))
         dev = next(self.model.parameters()).device
-        return self.model(x.to(dev, torch.float32))
+        x = x.to(dev, torch.float32)
+        if dev.type != "cpu" or x.ndim != 4 or len(x) <= FORWARD_CHUNK:
+            return self.model(x)
+        # in chunks whose activations stay in the CPU's caches, channels last
+        return torch.cat([self.model(chunk.contiguous(memory_format=torch.channels_last))
+                          for chunk in x.split(FORWARD_CHUNK)])
 
     @torch.no_grad()
     def scores(self, x: torch.Tensor) -> torch.Tensor:
@@ -385,6 +397,8 @@ def load_ip_models(
             lip = live
             certified = CertifiedNet.from_module(model)  # TypeError for a layer it cannot analyse
             rounding = {p: certified.error_bound(p=p, input_bound=1.0) for p in ("l1", "l2")}
+        elif dev.type == "cpu":
+            model = model.to(memory_format=torch.channels_last)  # the CNN's fast layout (IPModel.__call__)
         models[str(ck.card["name"])] = IPModel(
             name=str(ck.card["name"]),
             model=model,
