@@ -274,8 +274,17 @@ def _local_lipschitz(
                 arg = None if best_arg is None else tuple(float(v) for v in best_arg)
                 return done(upper=split.upper, lower=min(best_lower, split.upper), exact=True, solver="split",
                             status="optimal", argmax=arg)
-    return _milp_certificate(ball, split, best_lower, best_arg, solver=solver, time_limit=time_limit,
-                             threads=threads, start=start, done=done)
+    try:
+        return _milp_certificate(ball, split, best_lower, best_arg, solver=solver, time_limit=time_limit,
+                                 threads=threads, start=start, done=done)
+    except TimeLimitReached:
+        if split is None:
+            raise
+    # the limit ran out in the MILP's own steps: the split step's bracket stands (certified on its own)
+    with no_deadline():
+        upper = min(split.upper, ball.interval)
+    return done(upper=upper, lower=min(best_lower, upper), exact=False, solver="split", status="time_limit",
+                argmax=None if best_arg is None else tuple(float(v) for v in best_arg))
 
 
 def split_share(ball: Ball, time_limit: float) -> float:
