@@ -17,8 +17,9 @@ Every net and centre comes from seeds ``UNSEEN_SEED + …``, used by no test or 
 * ``portfolio``: :func:`privcore.lipschitz.portfolio_lipschitz` (with ``--ways``);
 
 each with ``--limit`` seconds, one thread, the engine's process memos cleared first, alternating which
-runs first. Printed per query: seconds, exact or not, the bracket; per shape: exact counts, median
-seconds with a 95 % bootstrap interval, and the median engine ÷ MILP ratio (a MILP time-out enters at
+runs first. Printed per query: seconds (wall, and this process's CPU: one thread, so the CPU seconds are
+what a quiet core would take), exact or not, the bracket; per shape: exact counts, median seconds with a
+95 % bootstrap interval, and the median engine ÷ MILP ratio of wall seconds (a MILP time-out enters at
 the limit, so the ratio is then an upper bound). Values that two ways both give exactly must agree.
 
     .venv/bin/python bench/unseen_nets.py                          # 2 nets × 2 centres per init
@@ -95,18 +96,20 @@ def queries(n_nets: int, n_centres: int):
                     yield f"{name} r={r:g} {init} net{j} z{c}", (widths, r), net, z
 
 
-def certify(way: str, net, z: np.ndarray, r: float, limit: float) -> tuple[float, bool, float, float, str]:
+def certify(way: str, net, z: np.ndarray, r: float, limit: float
+            ) -> tuple[float, bool, float, float, str, float]:
     from bench.inf_to_one import clear_memos
     from privcore.lipschitz import local_lipschitz, portfolio_lipschitz
 
     clear_memos()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if way == "portfolio":
         cert = portfolio_lipschitz(net, z, r, time_limit=limit, threads=1)
     else:
         cert = local_lipschitz(net, z, r, solver="auto" if way == "engine" else "gurobi", time_limit=limit,
                                threads=1)
-    return time.perf_counter() - t0, bool(cert.exact), float(cert.lower), float(cert.upper), cert.solver
+    return (time.perf_counter() - t0, bool(cert.exact), float(cert.lower), float(cert.upper), cert.solver,
+            time.process_time() - c0)
 
 
 def bootstrap_median(values: list[float], seed: int = 0) -> tuple[float, float, float]:
@@ -120,19 +123,21 @@ def load() -> str:
 
 
 def summary(ways: list[str], rows: list[dict], limit: float) -> None:
-    print("\n| shape | way | exact | median s [95 % bootstrap] | n |")
-    print("|---|---|---|---|---|")
+    print("\n| shape | way | exact | median s [95 % bootstrap] | median CPU s [95 % bootstrap] | n |")
+    print("|---|---|---|---|---|---|")
     for shape, group in itertools.groupby(rows, key=lambda row: row["shape"]):
         group = list(group)
         name = f"{'→'.join(map(str, shape[0]))}, r = {shape[1]:g}"
         for way in ways:
             secs = [g[way][0] for g in group]
             med, lo, hi = bootstrap_median(secs)
+            cpu = bootstrap_median([g[way][5] for g in group])
             ex = sum(g[way][1] for g in group)
-            print(f"| {name} | {way} | {ex}/{len(group)} | {med:.2f} [{lo:.2f}, {hi:.2f}] | {len(group)} |")
+            print(f"| {name} | {way} | {ex}/{len(group)} | {med:.2f} [{lo:.2f}, {hi:.2f}] | "
+                  f"{cpu[0]:.2f} [{cpu[1]:.2f}, {cpu[2]:.2f}] | {len(group)} |")
         if "engine" in ways and "milp" in ways:
             ratio = bootstrap_median([g["engine"][0] / min(g["milp"][0], limit) for g in group])
-            print(f"| {name} | engine ÷ MILP | | {ratio[0]:.3f} [{ratio[1]:.3f}, {ratio[2]:.3f}] "
+            print(f"| {name} | engine ÷ MILP | | {ratio[0]:.3f} [{ratio[1]:.3f}, {ratio[2]:.3f}] | "
                   f"| {len(group)} |")
     both = [g for g in rows if all(g[w][1] for w in ways)]
     if len(ways) > 1 and both:
@@ -163,8 +168,9 @@ def main() -> None:
             row: dict = {"shape": shape}
             for way in ways[i % len(ways):] + ways[: i % len(ways)]:
                 row[way] = certify(way, net, z, shape[1], args.limit)
-            cells = "  ".join(f"{w} {row[w][0]:6.2f}s {'exact' if row[w][1] else 'open '} "
-                              f"[{row[w][2]:.5g}, {row[w][3]:.5g}] ({row[w][4]})" for w in ways)
+            cells = "  ".join(f"{w} {row[w][0]:6.2f}s ({row[w][5]:.2f} CPU s) "
+                              f"{'exact' if row[w][1] else 'open '} [{row[w][2]:.5g}, {row[w][3]:.5g}] "
+                              f"({row[w][4]})" for w in ways)
             print(f"{label:34s} {cells}  load {os.getloadavg()[0]:.1f}", flush=True)
             rows.append(row)
     summary(ways, rows, args.limit)
