@@ -21,7 +21,8 @@ first (after Shi et al., NeurIPS 2022, whose branch and bound splits neurons):
   them strictly) drops the node when HiGHS proves them infeasible on the box even relaxed by 1e-9.
   The unstable neurons of the first layer not yet affine get a range over that polytope, intersected
   into the bounds: deciding, the exact one (two LPs each, optima padded by 1e-6 relative as in OBBT);
-  maximising, a closed-form one, exact for each cut alone (:mod:`~privcore.lipschitz.halfspace`);
+  maximising, a closed-form one, exact for each cut alone (:mod:`~privcore.lipschitz.halfspace`), kept
+  only where it proves the neuron's sign;
 * bounds per open pair (the interval and linear bounds on ``cᵀ J s``). A pair whose bound is ``≤ τ``
   is cleared for the node and everything inside it, so children inherit only the open pairs. A node
   with no open pair is cleared;
@@ -209,15 +210,20 @@ class _Search:
         affine pre-activation over the split half-spaces and the box, intersected into the node's bounds
         (children inherit them): deciding, the exact range (two LPs each,
         :func:`~privcore.lipschitz.regions.affine_range`); maximising, the closed-form range one cut at a
-        time (:func:`~privcore.lipschitz.halfspace.halfspace_range`). Returns the new active / inactive
-        masks, or None when a split is contradicted."""
+        time (:func:`~privcore.lipschitz.halfspace.halfspace_range`), kept only where it proves the
+        neuron's sign. Returns the new active / inactive masks, or None when a split is contradicted."""
         k, P, p0, G, h = rows
         sl = slice(self.offsets[k], self.offsets[k + 1])
         free = ~(act[sl] | ina[sl])
         if not free.any() or G.shape[0] == 0:
             return act, ina
-        ranges_of = affine_range if self.exact_ranges else halfspace_range
-        ranges = ranges_of(G, h, box.lo, box.hi, P[free], p0[free])
+        if self.exact_ranges:
+            ranges = affine_range(G, h, box.lo, box.hi, P[free], p0[free])
+        else:
+            ranges = halfspace_range(G, h, box.lo, box.hi, P[free], p0[free])
+            if ranges is not None:  # only the signs it proves: narrower unstable ranges steer splits worse
+                fixed = (ranges[0] > 0) | (ranges[1] < 0)
+                ranges = np.where(fixed, ranges[0], -np.inf), np.where(fixed, ranges[1], np.inf)
         if ranges is None:
             return None
         lo_k, up_k = ranges
