@@ -86,3 +86,33 @@ def test_an_enumeration_bracket_closed_to_rounding_is_exact(monkeypatch: pytest.
         cert = local_lipschitz(net, center, 0.3, threads=1)
         assert cert.solver == "enumeration" and cert.exact is exact
         assert cert.status == ("optimal" if exact else "node-limit") and cert.lower < cert.upper
+
+
+def test_a_time_out_in_the_milp_keeps_the_split_steps_bracket(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The split step stops open (one sub-box) and the limit runs out in the MILP's own steps: the value is
+    not exact, and its bracket is the split step's, certified (it holds the brute-force L), tighter than
+    the interval bound the engine falls back to without it."""
+    import privcore.lipschitz.engine as engine
+    import privcore.lipschitz.splitting as splitting
+    from tests._nets import random_net
+    from tests._reference import brute_force_lipschitz
+
+    real_split = splitting.split_value
+
+    def one_box(*args, **kw):
+        return real_split(*args, **{**kw, "max_boxes": 1})
+
+    def out_of_time(*args, **kw):
+        raise TimeLimitReached("the test")
+
+    monkeypatch.setattr(splitting, "split_value", one_box)
+    monkeypatch.setattr(engine, "pattern_value", lambda *args, **kw: None)
+    monkeypatch.setattr(engine, "lazy_applies", lambda *args, **kw: False)
+    monkeypatch.setattr(engine, "_milp_certificate", out_of_time)
+    net = random_net(20, (4, 7, 7, 3))  # its root sub-box alone leaves the split step open
+    center = np.random.default_rng(20).standard_normal(4)
+    truth = brute_force_lipschitz(net, center, 1.5)
+    cert = local_lipschitz(net, center, 1.5, time_limit=30, threads=1)
+    assert not cert.exact and cert.status == "time_limit" and cert.solver == "split"
+    assert 0 < cert.lower <= truth * (1 + 1e-9) and truth <= cert.upper * (1 + 1e-9)
+    assert cert.upper < engine.Ball.of(net, center, 1.5).interval  # tighter than the fallback

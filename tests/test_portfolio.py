@@ -154,3 +154,58 @@ def test_a_worker_answer_for_another_query_is_refused() -> None:
     other = Ball.of(net, center, radius / 2)
     assert portfolio._from_worker(json.dumps(raw).encode(), other) is None
     assert portfolio._from_worker(b"not json", ball) is None
+
+
+def test_the_certifier_values_come_from_the_portfolio_and_are_brute_force(monkeypatch: pytest.MonkeyPatch
+                                                                            ) -> None:
+    """An exact Certifier with a time limit asks the portfolio (never racing) for its values, which are the
+    brute-force L; without a time limit, or another kind, it asks the engine alone."""
+    import privcore.lipschitz.certifier as certifier_module
+    from privcore.lipschitz import Certifier
+
+    calls: list[dict] = []
+    real = certifier_module.portfolio_lipschitz
+
+    def spy(*args, **kw):
+        calls.append(kw)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(certifier_module, "portfolio_lipschitz", spy)
+    for seed, dims, radius in _CASES:
+        net = random_net(seed, dims)
+        center = np.random.default_rng(seed).standard_normal(dims[0])
+        truth = brute_force_lipschitz(net, center, radius)
+        value = Certifier(kind="exact", time_limit=60, threads=1)(net, center, radius)
+        assert value == pytest.approx(truth, rel=1e-6) and value >= truth * (1 - 1e-9)
+    assert len(calls) == len(_CASES) and all(kw["race"] is False for kw in calls)
+    seed, dims, radius = _CASES[0]
+    net, center = random_net(seed, dims), np.random.default_rng(seed).standard_normal(dims[0])
+    Certifier(kind="exact", time_limit=None)(net, center, radius)
+    Certifier(kind="lp", time_limit=60)(net, center, radius)
+    Certifier(kind="exact", solver="highs", time_limit=60)(net, center, radius)
+    assert len(calls) == len(_CASES)
+
+
+def test_the_certifier_answers_where_only_the_milp_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine predicted first but never finishing (its every call out of time): the Certifier's value is
+    still exact, from the MILP, and the brute-force L."""
+    from privcore.lipschitz import Certifier
+
+    real = portfolio.local_lipschitz
+
+    def engine_never_done(*args, **kw):
+        if kw.get("solver") == "auto":
+            return real(*args, **{**kw, "time_limit": 1e-6})
+        return real(*args, **kw)
+
+    def engine_first(ball):
+        return portfolio.CostEstimate(engine=0.0, milp=1.0, patterns=1, norm_seconds=0.0, binaries=1)
+
+    monkeypatch.setattr(portfolio, "local_lipschitz", engine_never_done)
+    monkeypatch.setattr(portfolio, "predict_costs", engine_first)
+    seed, dims, radius = _CASES[1]
+    net = random_net(seed, dims)
+    center = np.random.default_rng(seed).standard_normal(dims[0])
+    cert = Certifier(kind="exact", time_limit=60, threads=1).certify(net, center, radius)
+    assert cert.exact and cert.solver in ("gurobi", "highs")
+    assert cert.upper == pytest.approx(brute_force_lipschitz(net, center, radius), rel=1e-6)

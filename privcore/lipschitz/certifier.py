@@ -68,6 +68,7 @@ from privcore.lipschitz.engine import (
 )
 from privcore.lipschitz.network import ReluNetwork, as_network
 from privcore.lipschitz.norms import Norms
+from privcore.lipschitz.portfolio import portfolio_lipschitz
 from privcore.validation import check_choice, check_finite_array, check_in_range, check_int, check_positive
 
 __all__ = [
@@ -279,13 +280,21 @@ class Certifier:
             if hit is not None:
                 facts.add_lower(hit.radius, hit.upper if self.kind != "exact" else hit.lower)
                 return hit
-        cert = local_lipschitz(
-            net, c, r, solver=self.solver, time_limit=self.time_limit, certifier=self.kind,
-            threads=self.threads, **self.norms.kwargs,
-        )
+        cert = self._value(net, c, r)
         if cert.exact:
             self._learn(facts, cert)
         return store_certificate(cache, key, cert)
+
+    def _value(self, net: ReluNetwork, c: np.ndarray, r: float) -> Certificate:
+        """The certificate computed here: an exact value with ``solver="auto"`` and a time limit from
+        :func:`~privcore.lipschitz.portfolio.portfolio_lipschitz` (the engine and the MILP, the one
+        predicted cheaper first; no race, so no process is started), otherwise from
+        :func:`~privcore.lipschitz.engine.local_lipschitz` (module docstring)."""
+        if self.kind == "exact" and self.solver == "auto" and self.time_limit is not None:
+            return portfolio_lipschitz(net, c, r, time_limit=self.time_limit, threads=self.threads,
+                                       race=False, **self.norms.kwargs)
+        return local_lipschitz(net, c, r, solver=self.solver, time_limit=self.time_limit, certifier=self.kind,
+                               threads=self.threads, **self.norms.kwargs)
 
     def _learn(self, facts: _Facts, cert: Certificate) -> None:
         facts.add_upper(cert.radius, cert.upper)

@@ -9,8 +9,9 @@ query, thread or process.
 
 Reaching it raises :class:`TimeLimitReached`, a :class:`~privcore.errors.CertificationError`: the
 value is then not known, and nothing may be decided or released on it (docs/TRUST.md). What the
-search had found is dropped, and nothing half-built is memoised (every memo stores a value only once
-it is complete).
+search had found is dropped (except a finished split step's certified bracket, which a value query
+whose MILP then runs out keeps: :func:`~privcore.lipschitz.engine.local_lipschitz`), and nothing
+half-built is memoised (every memo stores a value only once it is complete).
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from privcore.lipschitz.decide import MIP_GAP, Decision, decide_exact
 from privcore.lipschitz.decide import TIGHTEN_MIN_UNSTABLE as TIGHTEN_MIN_UNSTABLE
 from privcore.lipschitz.lazy_patterns import lazy_applies, lazy_pattern_value
 from privcore.lipschitz.milp import build_milp
+from privcore.lipschitz.milp_cost import milp_seconds
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.norms import Norms
 from privcore.lipschitz.pattern_bnb import global_pattern_bound
@@ -65,6 +66,10 @@ __all__ = [
 RELAXATION_VERSION = 2
 #: with a time limit, the share of it the split step's maximum gets before the MILP takes the rest
 SPLIT_SHARE = 0.5
+#: ... and where the MILP is predicted to need more than HOPELESS_FACTOR times the whole limit
+#: (:func:`~privcore.lipschitz.milp_cost.milp_seconds`), the split step's share
+HOPELESS_SHARE = 0.9
+HOPELESS_FACTOR = 4.0
 #: the enumeration's bracket counts as closed (``exact``) within this relative width: the ∞→1 branch
 #: and bound ends within 1e-13 of its incumbent (:data:`~privcore.lipschitz.sign_norm.TIE_RTOL`), and two
 #: realised patterns may tie up to rounding; ``upper`` is the certified end either way
@@ -261,7 +266,7 @@ def _local_lipschitz(
                                threads=threads, done=done)
     split, best_lower, best_arg = None, lower.value, lower.point
     if time_limit is not None and solver == "auto":  # the split step's maximum first, for its share
-        split = _split_value(ball, best_lower, best_arg, time_limit * SPLIT_SHARE)
+        split = _split_value(ball, best_lower, best_arg, time_limit * split_share(ball, time_limit))
         if split is not None:
             if split.lower > best_lower:
                 best_lower, best_arg = split.lower, split.point
@@ -269,8 +274,25 @@ def _local_lipschitz(
                 arg = None if best_arg is None else tuple(float(v) for v in best_arg)
                 return done(upper=split.upper, lower=min(best_lower, split.upper), exact=True, solver="split",
                             status="optimal", argmax=arg)
-    return _milp_certificate(ball, split, best_lower, best_arg, solver=solver, time_limit=time_limit,
-                             threads=threads, start=start, done=done)
+    try:
+        return _milp_certificate(ball, split, best_lower, best_arg, solver=solver, time_limit=time_limit,
+                                 threads=threads, start=start, done=done)
+    except TimeLimitReached:
+        if split is None:
+            raise
+    # the limit ran out in the MILP's own steps: the split step's bracket stands (certified on its own)
+    with no_deadline():
+        upper = min(split.upper, ball.interval)
+    return done(upper=upper, lower=min(best_lower, upper), exact=False, solver="split", status="time_limit",
+                argmax=None if best_arg is None else tuple(float(v) for v in best_arg))
+
+
+def split_share(ball: Ball, time_limit: float) -> float:
+    """The split step's share of a value query's time limit: :data:`SPLIT_SHARE`, or
+    :data:`HOPELESS_SHARE` where the MILP is not predicted to finish in it by far (it then keeps the
+    rest, for a bound). Orders work only: either peer's answer is certified on its own."""
+    hopeless = milp_seconds(ball) > HOPELESS_FACTOR * time_limit
+    return HOPELESS_SHARE if hopeless else SPLIT_SHARE
 
 
 def _lp_certificate(ball: Ball, lower: float, argmax: Any, *, solver: str, time_limit: float | None,

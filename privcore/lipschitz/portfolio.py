@@ -11,11 +11,8 @@ each peer's seconds from the query:
   patterns where norms are enumerated together, on the centre's pattern where each is a branch and
   bound), plus a fixed part (sampling, LPs); where the box is too wide to enumerate, the engine is the
   split step and the MILP, and is predicted as the MILP;
-* the MILP: ``(FLOOR + exp(a + b·k)) · (1 + load/cores)`` seconds for its ``k`` binaries (u for the
-  ReLUs, plus d sign binaries for an ℓ∞ input or a one-hot for ℓ1) and the 1-minute load average per
-  core; a and b fitted to Gurobi's mean times on the Fig. 4 nets of the benchmark's seeds, d = 8…16,
-  each divided by its 1 + load/cores (``bench/fig4_dims.py``; it also predicts the time-outs from
-  d = 20). The load factor matches Gurobi's d = 16 means at load 0.4, 7–11 and 14–18 within 1.5×.
+* the MILP: :func:`~privcore.lipschitz.milp_cost.milp_seconds`, exponential in its binaries and
+  scaled by the machine's load.
 
 Then either
 
@@ -41,7 +38,6 @@ Nothing is refused that the MILP would answer, since the MILP is always one of t
 from __future__ import annotations
 
 import json
-import math
 import multiprocessing as mp
 import os
 import threading
@@ -58,6 +54,7 @@ from privcore.lipschitz.codes import to_bits
 from privcore.lipschitz.deadline import cancel_on
 from privcore.lipschitz.engine import Certificate, local_lipschitz
 from privcore.lipschitz.lazy_patterns import lazy_applies
+from privcore.lipschitz.milp_cost import cores, milp_binaries, milp_seconds
 from privcore.lipschitz.patterns import MAX_PATTERNS, stable_masks
 from privcore.validation import check_positive
 
@@ -85,10 +82,6 @@ _ENGINE_FIXED = 0.005
 _SAMPLED_NORMS = 8
 #: patterns whose norms are timed together for the prediction, where norms are enumerated as a stack
 _TIMED_STACK = 8
-#: log-seconds of Gurobi's MILP on an idle core, linear in its binaries k, and its fixed part
-#: (building the model, starting the solver) in seconds (module docstring)
-_MILP_LOG = (-9.83, 0.43)
-_MILP_FLOOR = 0.01
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,18 +119,11 @@ def _norm_seconds(ball: Ball, patterns: int) -> float:
     return (time.perf_counter() - t0) / count
 
 
-def _milp_binaries(ball: Ball) -> int:
-    """The MILP's binaries: one per unstable neuron, and d for the input norm (a sign per input for ℓ∞,
-    a one-hot over the inputs for ℓ1)."""
-    return ball.n_unstable + ball.net.in_dim
-
-
 def predict_costs(ball: Ball) -> CostEstimate:
     """Each peer's predicted seconds on ``ball`` (module docstring); costs one exact norm (or a stack of
     up to ``_TIMED_STACK`` enumerated together)."""
-    k = _milp_binaries(ball)
-    a, b = _MILP_LOG
-    milp = (_MILP_FLOOR + math.exp(min(50.0, a + b * k))) * _load_factor()
+    k = milp_binaries(ball)
+    milp = milp_seconds(ball)
     u = ball.n_unstable
     if (1 << min(u, 62)) > MAX_PATTERNS:
         return CostEstimate(engine=milp, milp=milp, patterns=0, norm_seconds=0.0, binaries=k)
@@ -151,17 +137,8 @@ def _milp_solver() -> str:
     return "gurobi" if gurobi_available() else "highs"
 
 
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def _idle_cores() -> float:
-    return _cores() - os.getloadavg()[0]
-
-
-def _load_factor() -> float:
-    """1 + the 1-minute load average per core: how much slower one thread runs than on an idle core."""
-    return 1.0 + os.getloadavg()[0] / _cores()
+    return cores() - os.getloadavg()[0]
 
 
 def _should_race(est: CostEstimate, race: bool | None) -> bool:
