@@ -23,7 +23,7 @@ from privlens import charts, pipelines, ui
 from privlens import mechanism_view as mv
 from privlens.charts import hline_trace
 from privlens.image import require_image
-from privlens.memo import memo
+from privlens.memo import memo, shared_memo
 from privlens.results import load_results
 from privlens.settings import md_literal
 
@@ -84,8 +84,9 @@ def _certify_radii() -> pd.DataFrame:
 
 
 key = (str(pipe.cards["obfuscator"]["weights"]["sha256"]), image.digest, radii)
-table = memo("privlens_lipschitz", key, _certify_radii)
-glob = memo(
+# a shipped sample's table and the weights' bound are public: computed once per server, for every session
+table = (shared_memo if image.source == "sample" else memo)("privlens_lipschitz", key, _certify_radii)
+glob = shared_memo(
     "privlens_lipschitz", ("global", net.digest), lambda: max_pattern_norm(net, max_nodes=2_000_000)
 )
 

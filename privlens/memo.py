@@ -1,13 +1,16 @@
-"""One memo for the pages' per-session results (decodes, embeddings, views, draws)."""
+"""The pages' memos: :func:`memo` per session (decodes, embeddings, views, draws), and
+:func:`shared_memo` per server process, for values computed from public inputs only."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import TypeVar
 
 import streamlit as st
 
-__all__ = ["memo"]
+__all__ = ["memo", "shared_memo"]
 
 T = TypeVar("T")
 
@@ -23,3 +26,27 @@ def memo(name: str, key: Hashable, compute: Callable[[], T], *, max_entries: int
             store.pop(next(iter(store)))
         store[key] = value
     return store[key]
+
+
+@st.cache_resource(show_spinner=False)
+def _shared() -> tuple[threading.Lock, OrderedDict]:
+    return threading.Lock(), OrderedDict()
+
+
+def shared_memo(name: str, key: Hashable, compute: Callable[[], T], *, max_entries: int = 64) -> T:
+    """``compute()`` once per ``(name, key)`` in this server process, for every session; beyond
+    ``max_entries`` the least recently used entry goes. Only for values computed from public inputs (the
+    shipped models and samples): a value of a user's upload goes in :func:`memo`, never here, so no
+    session can see or time another's. Two sessions that miss at once may both compute."""
+    lock, store = _shared()
+    full = (name, key)
+    with lock:
+        if full in store:
+            store.move_to_end(full)
+            return store[full]
+    value = compute()  # outside the lock: a long computation holds no other session back
+    with lock:
+        store[full] = value
+        while len(store) > max_entries:
+            store.popitem(last=False)
+    return value

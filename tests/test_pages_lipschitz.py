@@ -72,3 +72,36 @@ def test_fig2_fits_1000_px_legend_below_and_slanted_labels() -> None:
     assert fig2.layout.legend.orientation == "h" and fig2.layout.legend.yref == "container"  # at the foot
     assert fig2.layout.xaxis.tickangle == -30 and fig2.layout.xaxis.automargin
     assert fig2.layout.yaxis.automargin
+
+
+def test_a_shipped_samples_table_is_certified_once_per_server_an_upload_per_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The shipped sample is public: a second session reads its table without certifying. An upload is
+    the user's: another session that uploads the same file certifies it again (nothing is shared)."""
+    from privcore.lipschitz import Certifier
+    from tests._dashboard import sample_png
+    from tests.test_pages_release import ROOT, _confirm, _upload
+
+    calls: list[int] = []
+    real = Certifier.certify
+
+    def spy(self, *args, **kwargs):
+        calls.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Certifier, "certify", spy)
+    first = app("lipschitz")
+    second = app("lipschitz")  # another session, the same shipped sample
+    assert first.dataframe[0].value.equals(second.dataframe[0].value)
+    calls.clear()
+    app("lipschitz")
+    assert calls == []  # read from the server's memo
+    per_session = []
+    for _ in range(2):
+        at = _confirm(_upload(app("release"), "mine.png", sample_png()))
+        calls.clear()
+        at.switch_page(str(ROOT / "pages" / "lipschitz.py")).run()
+        assert not at.exception, [e.value for e in at.exception]
+        per_session.append(len(calls))
+    assert per_session[0] > 0 and per_session[1] == per_session[0]  # each session certifies its upload
