@@ -35,8 +35,6 @@ measured side by side in one run mean anything.
 from __future__ import annotations
 
 import argparse
-import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,6 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from ab import ab_trees, print_medians
 from load import (  # bench/load.py: the server and image helpers
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -200,13 +199,6 @@ def one_pass(
     return out
 
 
-def worktree(rev: str, folder: Path) -> Path:
-    """A detached ``git worktree`` of ``rev`` in ``folder``."""
-    subprocess.run(["git", "worktree", "add", "--detach", str(folder), rev], cwd=ROOT, check=True,
-                   capture_output=True)
-    return folder
-
-
 def main() -> None:
     """Run the passes (interleaved A/B with ``--ref``) and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -222,14 +214,8 @@ def main() -> None:
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="privlens-browser-bench-"))
-    trees: list[tuple[str, Path]] = []
-    try:
-        if args.ref:
-            rev = subprocess.run(["git", "rev-parse", "--short", args.ref], cwd=ROOT, check=True,
-                                 capture_output=True, text=True).stdout.strip()
-            trees.append((f"A={rev}", worktree(rev, work / "ref")))
-        trees.append(("B=tree" if args.ref else "tree", ROOT))
-        for _, root in trees:  # every tree as `make run` leaves it since issue 33: bytecode written
+    with ab_trees(args.ref, ROOT, work) as trees:
+        for _, root in trees:  # every tree as `make run` leaves it: bytecode written
             subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", "app.py", "pages",
                             "privlens", "privcore"], cwd=root, check=True, stdout=subprocess.DEVNULL)
         # each tree uploads samples of its own default dataset (what its first-time user would)
@@ -246,11 +232,6 @@ def main() -> None:
                 for name, values in one_pass(root, work, f"{label} r{r + 1}", args, images[root]).items():
                     results[label].setdefault(name, []).extend(values)
         load_end = load1()
-    finally:
-        if args.ref and (work / "ref").exists():
-            subprocess.run(["git", "worktree", "remove", "--force", str(work / "ref")], cwd=ROOT,
-                           capture_output=True)
-        shutil.rmtree(work, ignore_errors=True)
 
     labels = [label for label, _ in trees]
     names = list(dict.fromkeys(n for label in labels for n in results[label]))
@@ -261,16 +242,7 @@ def main() -> None:
                 results[label]["ε or δ step" + suffix] = [v for n in both for v in results[label].get(n, [])]
             names.append("ε or δ step" + suffix)
     print(f"\nload average (1 min): start {load_start:.2f}, end {load_end:.2f}")
-    head = "".join(f"{label + ' median':>18}" for label in labels)
-    print(f"{'figure':<36}{head}{'B/A' if len(labels) == 2 else '':>8}{'n':>8}")
-    for name in names:
-        meds = [statistics.median(results[label][name]) if results[label].get(name) else float("nan")
-                for label in labels]
-        ns = "/".join(str(len(results[label].get(name, []))) for label in labels)
-        row = "".join(f"{m:>16.3f} s" for m in meds)
-        ratio = f"{meds[1] / meds[0]:8.2f}" if len(meds) == 2 and meds[0] > 0 else ""
-        print(f"{name:<36}{row}{ratio:>8}{ns:>8}")
-
+    print_medians({label: results[label] for label in labels}, names, first="figure", width=36)
 
 if __name__ == "__main__":
     main()

@@ -20,14 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ab import ab_trees, print_medians  # noqa: E402  (bench/ab.py: the A/B table)
 
 PASS = r"""
 import dataclasses, json, time
@@ -93,15 +94,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="passes per tree")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="privlens-live-bench-"))
-    trees: list[tuple[str, Path]] = []
-    try:
-        if args.ref:
-            rev = subprocess.run(["git", "rev-parse", "--short", args.ref], cwd=ROOT, check=True,
-                                 capture_output=True, text=True).stdout.strip()
-            subprocess.run(["git", "worktree", "add", "--detach", str(work / "ref"), rev], cwd=ROOT,
-                           check=True, capture_output=True)
-            trees.append((f"A={rev}", work / "ref"))
-        trees.append(("B=tree" if args.ref else "tree", ROOT))
+    with ab_trees(args.ref, ROOT, work) as trees:
         results: dict[str, dict[str, list[float]]] = {label: {} for label, _ in trees}
         load_start = load1()
         for r in range(args.rounds):
@@ -112,24 +105,10 @@ def main() -> None:
                 for name, seconds in res.items():
                     results[label].setdefault(name, []).append(seconds)
         load_end = load1()
-    finally:
-        if args.ref and (work / "ref").exists():
-            subprocess.run(["git", "worktree", "remove", "--force", str(work / "ref")], cwd=ROOT,
-                           capture_output=True)
-        shutil.rmtree(work, ignore_errors=True)
     labels = [label for label, _ in trees]
     names = list(dict.fromkeys(n for label in labels for n in results[label]))
     print(f"\nload average (1 min): start {load_start:.2f}, end {load_end:.2f}")
-    head = "".join(f"{label + ' median':>18}" for label in labels)
-    print(f"{'reading':<42}{head}{'B/A' if len(labels) == 2 else '':>8}{'n':>8}")
-    for name in names:
-        meds = [statistics.median(results[label][name]) if results[label].get(name) else float("nan")
-                for label in labels]
-        ns = "/".join(str(len(results[label].get(name, []))) for label in labels)
-        row = "".join(f"{m:>16.3f} s" for m in meds)
-        ratio = f"{meds[1] / meds[0]:8.2f}" if len(meds) == 2 and meds[0] > 0 else ""
-        print(f"{name:<42}{row}{ratio:>8}{ns:>8}")
-
+    print_medians({label: results[label] for label in labels}, names, first="reading", width=42)
 
 if __name__ == "__main__":
     main()
