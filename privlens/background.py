@@ -10,6 +10,8 @@ and lets a page wait for it a little, then show "computing…" and look again la
 
 ``PRIVLENS_WARM_UP=off`` (the test suite's many short-lived dashboards) turns background work off
 (:func:`enabled`): whoever would have started a thread computes in its own instead.
+``PRIVLENS_BACKGROUND_NICE`` (0–19, default :data:`BACKGROUND_NICE`) is the nice value background threads
+run at (:func:`background_nice`).
 """
 
 from __future__ import annotations
@@ -25,14 +27,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from privcore._inflight import mark_background
+from privcore.validation import ParameterError
 
-__all__ = ["EXIT_JOIN_S", "Job", "enabled", "exiting", "lower_priority", "on_exit", "soon", "start",
-           "wait_all"]
+__all__ = ["BACKGROUND_NICE", "EXIT_JOIN_S", "Job", "background_nice", "enabled", "exiting", "lower_priority",
+           "on_exit", "soon", "start", "wait_all"]
 
 LOG = logging.getLogger("privlens")
 
 #: the longest interpreter exit waits for one background thread
 EXIT_JOIN_S = 10.0
+#: the nice value of background threads: the lowest priority Linux gives, so that a page wins the cores
+BACKGROUND_NICE = 19
 
 _EXITING = threading.Event()
 _LOCK = threading.Lock()
@@ -40,25 +45,40 @@ _THREADS: list[threading.Thread] = []
 _WAKE: list[Callable[[], None]] = []
 
 
-def lower_priority() -> None:
-    """Run the calling thread from now on at the lowest CPU priority the OS gives it (Linux: a thread's
-    own nice value; it cannot be raised again), so that a page the user waits for wins the cores, and
-    with them the interpreter lock, while background work (φ tables, certifications) runs beside it.
-    The thread is marked as background work (:func:`privcore._inflight.mark_background`): a page asking
-    for a result it is computing computes it beside it instead of waiting for a thread that a loaded
-    machine barely runs."""
+def background_nice() -> int:
+    """:data:`BACKGROUND_NICE`, or ``$PRIVLENS_BACKGROUND_NICE`` (an integer in [0, 19]; 0: the process's
+    own priority, e.g. where every core is busy with work that waits for the background, as in the test
+    suite's parallel workers). Anything else is a :class:`~privcore.validation.ParameterError` naming it."""
+    text = os.environ.get("PRIVLENS_BACKGROUND_NICE", "").strip()
+    if not text:
+        return BACKGROUND_NICE
+    if not (text.isascii() and text.isdigit()) or int(text) > 19:
+        raise ParameterError(f"PRIVLENS_BACKGROUND_NICE must be an integer in [0, 19], got {text!r}")
+    return int(text)
+
+
+def lower_priority(nice: int | None = None) -> None:
+    """Run the calling thread from now on at nice value ``nice`` (None: :func:`background_nice`; Linux: a
+    thread's own nice value, which it cannot lower again), so that a page the user waits for wins the
+    cores, and with them the interpreter lock, while background work (φ tables, certifications) runs
+    beside it. The thread is marked as background work (:func:`privcore._inflight.mark_background`): a
+    page asking for a result it is computing computes it beside it instead of waiting for a thread that
+    a loaded machine barely runs."""
+    nice = background_nice() if nice is None else nice
     mark_background()
+    if nice <= 0:
+        return
     try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
     except (AttributeError, OSError):  # not Linux, or not allowed: run at the process's priority
         pass
 
 
-def _yielding(target: Callable[[], None]) -> Callable[[], None]:
-    """``target``, run at the lowest CPU priority (:func:`lower_priority`)."""
+def _yielding(target: Callable[[], None], nice: int) -> Callable[[], None]:
+    """``target``, run at nice value ``nice`` (:func:`lower_priority`)."""
 
     def run() -> None:
-        lower_priority()
+        lower_priority(nice)
         target()
 
     return run
@@ -66,9 +86,11 @@ def _yielding(target: Callable[[], None]) -> Callable[[], None]:
 
 def start(target: Callable[[], None], *, name: str, yielding: bool = True) -> threading.Thread:
     """Run ``target`` in a daemon thread named ``name`` that interpreter exit waits for; return it. With
-    ``yielding`` (background work) it runs at the lowest CPU priority (:func:`_yielding`); without (the
-    early imports, which must end before a page imports the same modules) at the process's."""
-    thread = threading.Thread(target=_yielding(target) if yielding else target, name=name, daemon=True)
+    ``yielding`` (background work) it runs at :func:`background_nice` (read here, so that a bad value is
+    named to the caller); without (the early imports, which must end before a page imports the same
+    modules) at the process's."""
+    run = _yielding(target, background_nice()) if yielding else target
+    thread = threading.Thread(target=run, name=name, daemon=True)
     with _LOCK:
         _THREADS[:] = [t for t in _THREADS if t.is_alive()]
         _THREADS.append(thread)

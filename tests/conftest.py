@@ -14,6 +14,9 @@ import pytest
 os.environ.setdefault("PRIVLENS_WARM_UP", "off")
 # the live accuracy of a mechanism with per-image certificates scores a few test images, not hundreds
 os.environ.setdefault("PRIVLENS_CERTIFIED_IMAGES", "8")
+# Background threads (those tables) run at the process's own priority: the suite's parallel workers keep
+# every core busy, and at nice 19 a table a test waits for would barely run (minutes of waiting).
+os.environ.setdefault("PRIVLENS_BACKGROUND_NICE", "0")
 # Ledgers the dashboards of this test run keep go to a private folder of their own, never the checkout's.
 os.environ.setdefault("PRIVLENS_LEDGER_DIR", tempfile.mkdtemp(prefix="privlens-ledgers-"))
 

@@ -72,21 +72,39 @@ def test_the_warm_up_leaves_the_opening_views_accuracies_in_the_memo(background_
 
 
 @pytest.mark.skipif(not hasattr(os, "setpriority"), reason="thread priorities are a POSIX call")
-def test_background_threads_run_at_the_lowest_priority_and_the_page_keeps_its_own() -> None:
-    """A background thread (φ tables, certifications) yields the cores to the page the user waits for."""
+def test_background_threads_run_at_the_lowest_priority_and_the_page_keeps_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A background thread (φ tables, certifications) yields the cores to the page the user waits for, at
+    nice 19 unless ``PRIVLENS_BACKGROUND_NICE`` says otherwise; a bad value is named, and starts nothing."""
     import threading
 
+    from privcore.validation import ParameterError
     from privlens import background
 
-    seen: dict[str, int] = {}
+    def nice_seen() -> int:
+        seen: dict[str, int] = {}
 
-    def record() -> None:
-        seen["nice"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        def record() -> None:
+            seen["nice"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+        background.start(record, name="privlens-test-priority").join(timeout=30)
+        return seen["nice"]
 
     before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    background.start(record, name="privlens-test-priority").join(timeout=30)
-    assert seen["nice"] == 19
+    monkeypatch.delenv("PRIVLENS_BACKGROUND_NICE", raising=False)
+    assert background.BACKGROUND_NICE == 19 and nice_seen() == 19
+    for value, nice in ((" 7 ", 7), ("0", before)):
+        monkeypatch.setenv("PRIVLENS_BACKGROUND_NICE", value)
+        assert nice_seen() == nice
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
+    started = threading.active_count()
+    for bad in ("20", "-1", "low", "1.5", "١"):
+        monkeypatch.setenv("PRIVLENS_BACKGROUND_NICE", bad)
+        named = rf"PRIVLENS_BACKGROUND_NICE must be an integer in \[0, 19\], got '{bad}'"
+        with pytest.raises(ParameterError, match=named):
+            background.start(lambda: None, name="privlens-test-bad-priority")
+    assert threading.active_count() == started
 
 
 def test_the_warm_up_reads_the_pipeline_the_pages_hold(background_on: None) -> None:
