@@ -7,8 +7,11 @@ every ℓ∞-Lipschitz scalar function (Anil, Lucas & Grosse 2019, Thm. 3): Lips
 mechanism's input norm. Stated before any candidate is trained (``FAMILIES``, :data:`BAR`):
 
 1. The split, the embedder (``select_frontier.EMBEDDERS``, in the same cache folder) and every other
-   step of ``select-frontier`` (:func:`~privcore.experiments.select_frontier.build_candidate`): Δp,
-   the box, G certified by this process from the baked ReLU form, the default release classifier.
+   step of ``select-frontier`` (:func:`~privcore.experiments.select_frontier.build_candidate`): Δp
+   (the release classifier's scale unit here, not a privacy parameter; 30 s per point, so the
+   Certifier runs its portfolio, and a point that runs out keeps its certified upper bound, counted
+   on the card), the box, G certified by this process from the baked ReLU form, the default release
+   classifier.
 2. The family (``groupsort_family.FAMILIES``), all at training ε (2, 4) and output dimension 2, the
    recipe of the selected ``N-global-e2o2`` otherwise: MaxMin in place of ReLU with hidden widths (16, 16) or
    (32, 32), trained against the sampled Ĝ; and (16, 16) with ∞-normalised weights, trained against
@@ -77,6 +80,9 @@ def _plan(ctx: RunContext) -> dict[str, Any]:
         "n_test": ctx.n_test(full=None, quick=1000, tiny=6),
         "draws": ctx.pick(full=VALIDATION_DRAWS, quick=1, tiny=1),
         "delta_p_n": ctx.pick(full=100, quick=100, tiny=3),
+        # per point: with a limit the Certifier runs its portfolio (the plain exact search took minutes
+        # at single points of the (32, 32) MaxMin net)
+        "delta_p_time_limit": 30.0,
         "global_time_limit": ctx.pick(full=60.0, quick=60.0, tiny=1.0),
         "short": {"epochs": 1, "batch_size": 512} if tiny else {},
         "obfuscator": {"warmup_epochs": 0, "epochs": 1, "classifier_refit_epochs": 1, "batch_size": 512}

@@ -239,7 +239,8 @@ def build_candidate(ctx: RunContext, plan: dict[str, Any], *, fit: Any, emb_reci
     ensure_embedder(fit, emb_recipe, emb_stem, command=f"{base} (embedder on the fit part)", **train)
     ensure_obfuscator(fit, recipe, embedder=emb_stem, stem=stem, command=f"{base} (candidate {c})", **train)
     ensure_delta_p(stem, n=plan["delta_p_n"], seed=ctx.seed, workers=ctx.workers, executor=ctx.executor,
-                   progress=ctx.show_progress, command=f"{base} (Δp of candidate {c})")
+                   progress=ctx.show_progress, command=f"{base} (Δp of candidate {c})",
+                   time_limit=plan.get("delta_p_time_limit"))
     if not read_card(stem).get("global_lipschitz"):
         write_global_constant(stem, time_limit=plan["global_time_limit"])  # G computed here
     ensure_classifier(stem, clf_recipe, stem.with_name(f"classifier-{c}"),
