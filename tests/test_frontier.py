@@ -169,3 +169,16 @@ def test_frontier_groupsort_tiny_reads_the_test_set_only_above_the_bar(
     widths = card["architecture"]["obfuscator"]["kwargs"]["widths"]
     assert widths[1:] == [24, 24, 2]  # the ReLU form of MaxMin (16, 16)
     assert 0.0 < card["global_lipschitz"]["value"] <= 1.0 + 1e-5  # certified, within the construction's 1
+
+
+def test_the_groupsort_table_puts_the_bar_beside_the_family_and_says_whether_test_was_read() -> None:
+    from privcore.experiments.report_frontier import render_groupsort
+
+    res = MODELS.parent / "data" / "results" / "mnist"
+    frame, frontier = pd.read_csv(res / "frontier-groupsort.csv"), pd.read_csv(res / "select-frontier.csv")
+    text = render_groupsort(frame, frontier)
+    assert "N-global-e2o2 (select-frontier's selection, the bar)" in text
+    assert all(c in text for c in ("N-global-e2o2gs ", "N-global-e2o2gsw", "N-global-e2o2gsl"))
+    assert ("read once for" in text) == bool((frame["choice"] == "final").any())
+    no_test = render_groupsort(frame[frame["choice"] == "family"], frontier)
+    assert "The test set was not read" in no_test and "read once for" not in no_test

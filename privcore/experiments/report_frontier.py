@@ -202,9 +202,15 @@ def render_groupsort(frame: Any, frontier: Any) -> str:
     test = frame[frame["choice"] == "final"]
     if len(test):
         name = str(test["candidate"].iloc[0])
-        out += (f"\n\nTest, n = {int(test['n'].max())} images, read once for {name}:\n\n"
-                + table(["candidate", *(f"total ε = {e:g}" for e in _EPS)],
-                        [[name, *(_cell(test, e) for e in _EPS)]]))
+        rows = []
+        if frontier is not None:  # select-frontier's own test read of its selection
+            ref = frontier[frontier["choice"] == "final"]
+            if len(ref):
+                rows.append([f"{ref['candidate'].iloc[0]} (select-frontier's selection)",
+                             *(_cell(ref, e) for e in _EPS)])
+        rows.append([name, *(_cell(test, e) for e in _EPS)])
+        out += (f"\n\nTest, n = {int(test['n'].max())} images, {int(test['draws'].max())} noise draws each, "
+                f"read once for {name}:\n\n" + table(["model", *(f"total ε = {e:g}" for e in _EPS)], rows))
     else:
         out += "\n\nThe test set was not read: no candidate of the family is above the bar on validation."
     return out
