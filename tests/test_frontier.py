@@ -141,6 +141,7 @@ def test_the_dashboard_opens_where_the_rule_picks_on_mnists_validation_rows() ->
     assert pick is not None and (pick["model"], pick["epsilon"]) == (default_model("mnist"), OPENING_EPSILON)
 
 
+@pytest.mark.slow  # ~50 CPU-s: it trains a candidate and certifies its Δp and G (make test-slow)
 def test_frontier_groupsort_tiny_reads_the_test_set_only_above_the_bar(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
