@@ -23,9 +23,19 @@ bounds allow, :func:`~privcore.lipschitz.pattern_bnb.pattern_norm_floor`). A sub
 above 1.2 × the best witness cannot be pruned at that level by any such bound; the count of those is
 printed.
 
+``--levels K``: the same at finer cuts, sampled: for k = 1 … K, ``--level-boxes`` sub-boxes of side
+2w/2^k (one cell of the grid that cuts every coordinate 2^k times, drawn at random), their unstable
+neurons and floors / best witness, and the share above 1.2: how many sub-boxes a bound that splits the
+input box would need before its leaves can all be pruned.
+
+``--cpu-clock``: every deadline in this process counts its own CPU seconds (``time.perf_counter`` is
+replaced by ``time.process_time`` here), so ``--limit`` is CPU seconds: the figures of a quiet machine,
+whatever else runs beside.
+
     .venv/bin/python bench/global_wide.py                      # h = 16, 32, 64, 128; 3 nets each; 60 s
     .venv/bin/python bench/global_wide.py --widths 64 --nets 1 --limit 30
     .venv/bin/python bench/global_wide.py --widths 64 --nets 1 --halves
+    .venv/bin/python bench/global_wide.py --widths 64 --nets 1 --levels 4 --cpu-clock
 """
 
 from __future__ import annotations
@@ -48,6 +58,8 @@ from privcore.lipschitz.global_box import ClipBox, box_witness, compute_global_c
 from privcore.lipschitz.network import ReluNetwork
 from privcore.lipschitz.norms import DEFAULT_NORMS
 from privcore.lipschitz.patterns import stable_masks
+
+_WALL = time.perf_counter  # the wall clock, also under --cpu-clock
 
 
 def pattern_floor(net: ReluNetwork, box: ClipBox, *, restarts: int = 2, seed: int = 0) -> float:
@@ -107,6 +119,32 @@ def halves(net: ReluNetwork, box: ClipBox, best: float) -> str:
             "above 1.2")
 
 
+def levels(net: ReluNetwork, box: ClipBox, best: float, depth: int, count: int) -> list[str]:
+    """The ``--levels`` lines of one net (module docstring)."""
+    import torch
+
+    from privcore.lipschitz.clarke import clarke_bounds
+    from privcore.lipschitz.pattern_bnb import pattern_norm_floor
+
+    cb = clarke_bounds(net, DEFAULT_NORMS, device="cpu")
+    rng = np.random.default_rng(0)
+    lines = []
+    for k in range(1, depth + 1):
+        side = (box.upper - box.lower) / 2**k
+        lo = box.lower + rng.integers(0, 2**k, (count, box.dim)) * side
+        lows, ups = cb.preactivation_bounds(torch.tensor(lo), torch.tensor(lo + side))
+        act = np.concatenate([(x > 0).numpy() for x in lows], axis=1)
+        ina = np.concatenate([(x < 0).numpy() for x in ups], axis=1)
+        unstable = (~(act | ina)).sum(axis=1)
+        floors = np.array([pattern_norm_floor(net, on=a, off=i, norms=DEFAULT_NORMS)
+                           for a, i in zip(act, ina, strict=True)]) / best
+        lines.append(f"       level {k}: side {float(side.max()):.3g} ({2.0 ** (box.dim * k):.2g} cells), "
+                     f"{count} drawn: unstable median {np.median(unstable):.0f} (min {unstable.min()}, max "
+                     f"{unstable.max()}); floor / best median {np.median(floors):.3f}, "
+                     f"max {floors.max():.3f}; share above 1.2: {np.mean(floors > 1.2):.2f}")
+    return lines
+
+
 def main() -> None:
     from lipschitz import paper_net
 
@@ -117,12 +155,18 @@ def main() -> None:
     ap.add_argument("--half-width", type=float, default=3.0, help="the box is [−w, w]^8")
     ap.add_argument("--extra", type=int, default=2, help="further witness searches (seeds 1 …) per net")
     ap.add_argument("--halves", action="store_true", help="also the sub-box analysis of each net")
+    ap.add_argument("--levels", type=int, default=0, help="also sampled sub-boxes at cuts 1 … K")
+    ap.add_argument("--level-boxes", type=int, default=64, help="sub-boxes drawn per level")
+    ap.add_argument("--cpu-clock", action="store_true", help="deadlines count this process's CPU seconds")
     args = ap.parse_args()
+    if args.cpu_clock:
+        time.perf_counter = time.process_time  # every deadline of the library reads this clock
     import torch
 
     torch.set_num_threads(1)
     box = ClipBox(np.full(8, -args.half_width), np.full(8, args.half_width))
-    print(f"box [−{args.half_width:g}, {args.half_width:g}]^8, {args.limit:g} s per G, threads 1, "
+    clock = "CPU" if args.cpu_clock else "wall"
+    print(f"box [−{args.half_width:g}, {args.half_width:g}]^8, {args.limit:g} {clock} s per G, threads 1, "
           f"1-min load {os.getloadavg()[0]:.2f}")
     print(f"{'h':>4} {'seed':>4} {'G':>9} {'how':>13} {'wall s':>7} {'cpu s':>7} {'G wit':>8} "
           f"{'best wit':>8} {'G/best':>7} {'floor':>8} {'floor/best':>10}")
@@ -131,10 +175,10 @@ def main() -> None:
     for h in (int(w) for w in args.widths.split(",")):
         for seed in range(args.nets):
             net = paper_net((8, h, h, 8), seed=seed)
-            wall, cpu = time.perf_counter(), time.process_time()
+            wall, cpu = _WALL(), time.process_time()
             with threadpool_limits(limits=1):
                 g = compute_global_constant(net, box, time_limit=args.limit, threads=1)
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            wall, cpu = _WALL() - wall, time.process_time() - cpu
             best = g.lower
             for extra in range(1, args.extra + 1):
                 with threadpool_limits(limits=1):
@@ -150,6 +194,9 @@ def main() -> None:
             if args.halves:
                 with threadpool_limits(limits=1):
                     print(halves(net, box, best), flush=True)
+            if args.levels:
+                with threadpool_limits(limits=1):
+                    print("\n".join(levels(net, box, best, args.levels, args.level_boxes)), flush=True)
     print("per h: G / best witness and floor / best witness (median, max; n nets):")
     for h, rs in ratios.items():
         fl = floors[h]

@@ -287,6 +287,7 @@ _FR = ("The frontier on validation: low-ε obfuscators for the global mechanism"
        "The frontier on test: the selected obfuscator beside the ceiling",
        "Reconstruction attack on global releases at equal total ε (SSIM · PSNR)",
        "The opening view: default model and opening ε on validation")
+_GROUPSORT = "GroupSort obfuscators on validation beside the selection"
 _GLOBAL = "## PTR beside the certified global mechanism"
 
 _CEILING = "The ceiling of the global mechanism (accuracy on test)"
@@ -315,6 +316,7 @@ REPORT_SECTIONS: tuple[tuple[str, str, tuple[str, str]], ...] = (
     ("mnist", _FIG5, (_MNIST, "### " + _FIG5.replace("IP paper, Fig. 5", "IP on MNIST, Fig. 5"))),
     ("mnist", _AUDIT, (_MNIST, f"### {_AUDIT} on MNIST")),
     *(("mnist", t, (_FRONTIER, f"### {t}")) for t in _FR),
+    ("mnist", _GROUPSORT, (_FRONTIER, f"### {_GROUPSORT}")),
     *(("fashion-mnist", t, (_FRONTIER_FM, f"### {t}")) for t in (_FR[0], _FR[1], _FR[3])),
 )
 

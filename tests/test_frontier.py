@@ -139,3 +139,47 @@ def test_the_dashboard_opens_where_the_rule_picks_on_mnists_validation_rows() ->
     frame = pd.read_csv(MODELS.parent / "data" / "results" / "mnist" / "select-frontier.csv")
     pick = opening_view(frame, shipped)
     assert pick is not None and (pick["model"], pick["epsilon"]) == (default_model("mnist"), OPENING_EPSILON)
+
+
+@pytest.mark.slow  # ~50 CPU-s: it trains a candidate and certifies its Δp and G (make test-slow)
+def test_frontier_groupsort_tiny_reads_the_test_set_only_above_the_bar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from privcore.cli import app
+    from privcore.experiments.frontier_groupsort import bar
+
+    monkeypatch.setenv("PRIVCORE_SELECT_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "out" / "digits"
+    out.mkdir(parents=True)
+    row = {"choice": "obfuscator", "candidate": "N-global-e2o2", "split": "validation", "epsilon_total": 2.0,
+           "accuracy": -1.0, "selected": True}
+    frontier = pd.DataFrame([row, {**row, "candidate": "N-global", "accuracy": 0.9, "selected": False}])
+    frontier.to_csv(out / "select-frontier.csv", index=False)
+    assert bar(frontier) == ("N-global-e2o2", -1.0) and bar(frontier.iloc[1:]) is None
+    args = ["experiment", "frontier-groupsort", "--dataset", "digits", "--tiny",
+            "--out", str(tmp_path / "out"), "--workers", "1", "--no-progress"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    frame = pd.read_csv(out / "frontier-groupsort.csv")
+    assert list(frame.columns) == documented_columns("frontier-groupsort")
+    val = frame[frame["choice"] == "family"]
+    assert (val["split"] == "validation").all() and set(val["candidate"]) == {"N-global-e2o2gsl"}
+    test = frame[frame["split"] == "test"]
+    assert (test["choice"] == "final").all() and sorted(test["epsilon_total"]) == [1.0, 2.0, 4.0, 10.0, 20.0]
+    card = json.loads(next((tmp_path / "cache").rglob("obfuscator-N-global-e2o2gsl.json")).read_text())
+    widths = card["architecture"]["obfuscator"]["kwargs"]["widths"]
+    assert widths[1:] == [24, 24, 2]  # the ReLU form of MaxMin (16, 16)
+    assert 0.0 < card["global_lipschitz"]["value"] <= 1.0 + 1e-5  # certified, within the construction's 1
+
+
+def test_the_groupsort_table_puts_the_bar_beside_the_family_and_says_whether_test_was_read() -> None:
+    from privcore.experiments.report_frontier import render_groupsort
+
+    res = MODELS.parent / "data" / "results" / "mnist"
+    frame, frontier = pd.read_csv(res / "frontier-groupsort.csv"), pd.read_csv(res / "select-frontier.csv")
+    text = render_groupsort(frame, frontier)
+    assert "N-global-e2o2 (select-frontier's selection, the bar)" in text
+    assert all(c in text for c in ("N-global-e2o2gs ", "N-global-e2o2gsw", "N-global-e2o2gsl"))
+    assert ("read once for" in text) == bool((frame["choice"] == "final").any())
+    no_test = render_groupsort(frame[frame["choice"] == "family"], frontier)
+    assert "The test set was not read" in no_test and "read once for" not in no_test

@@ -24,6 +24,7 @@ every CSV: ``data/results/README.md``. Our numbers beside the papers': ``docs/RE
 ``select``    the ARL-C-N release margin and classifier schedule chosen on validation
 ``select-global``  obfuscator and classifier for the global mechanism chosen on validation
 ``select-frontier``  low-ε obfuscators for the global mechanism (training ε, output dimension, ARL)
+``frontier-groupsort``  GroupSort (MaxMin) obfuscators beside ``select-frontier``'s selection, ε = 2
 ============  ==================================================================================
 """
 
@@ -87,6 +88,7 @@ EXPERIMENTS: dict[str, str] = {
     "select": "select",
     "select-global": "select_global",
     "select-frontier": "select_frontier",
+    "frontier-groupsort": "frontier_groupsort",
 }
 #: The registry mechanism whose releases an experiment's table measures, where it is one mechanism (its
 #: ε column is that mechanism's own ε: PTR's half of the total in ``table1`` and ``attack``); ``ip``
@@ -95,7 +97,8 @@ MEASURES: dict[str, str] = {"table1": "PTR", "table1-global": "Global", "table1-
                              "attack": "PTR"}
 #: Experiments that ``all`` leaves out (run them by name): they train models, or read models trained
 #: for them alone.
-NOT_IN_ALL: frozenset[str] = frozenset({"select", "select-global", "select-frontier", "table1-weights"})
+NOT_IN_ALL: frozenset[str] = frozenset({"select", "select-global", "select-frontier", "frontier-groupsort",
+                                        "table1-weights"})
 
 
 def get_experiment(name: str) -> Callable[[RunContext], Any]:

@@ -33,7 +33,7 @@ def experiment(
         typer.Argument(
             help="table1, table1-global, table1-weights, mechanisms, table2, attack, attack-global, "
             "attack-frontier, fig2, fig3, fig4, ip, audit, calibration, ceiling, neighbours, select, "
-            "select-global, select-frontier, all, or report"
+            "select-global, select-frontier, frontier-groupsort, all, or report"
         ),
     ],
     dataset: Annotated[

@@ -377,6 +377,9 @@ def _frontier_sections(res: Path, section: Any) -> None:
         section("select-frontier", "The opening view: default model and opening ε on validation",
                 lambda f: rf.render_opening_view(f, _shipped_obfuscators(res.name),
                                                  (default_model(res.name), OPENING_EPSILON)))
+    if (res / "frontier-groupsort.csv").is_file():
+        section("frontier-groupsort", "GroupSort obfuscators on validation beside the selection",
+                lambda f: rf.render_groupsort(f, read("select-frontier")))
     if (res / "attack-frontier.csv").is_file():
         section("attack-frontier", "Reconstruction attack on global releases at equal total ε (SSIM · PSNR)",
                 rf.render_attack_frontier)

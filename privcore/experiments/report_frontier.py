@@ -1,7 +1,7 @@
 """Markdown tables of the low-ε frontier of the global mechanism (``experiment report``): the
 validation grid of ``select-frontier``, its one test read beside the ceiling (``ceiling``) and the
-shipped default (``table1-global``), and the reconstruction attack at equal total ε
-(``attack-frontier``)."""
+shipped default (``table1-global``), the GroupSort family beside its selection
+(``frontier-groupsort``), and the reconstruction attack at equal total ε (``attack-frontier``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from privcore.experiments.report_format import table
 
 __all__ = ["OPENING_RULE", "opening_view", "render_attack_frontier", "render_frontier_test",
-           "render_frontier_validation", "render_opening_view"]
+           "render_frontier_validation", "render_groupsort", "render_opening_view"]
 
 _EPS = (1.0, 2.0, 4.0, 10.0)
 #: how the dashboard's default model and opening ε are chosen, together, on validation only
@@ -169,3 +169,49 @@ def render_attack_frontier(frame: Any) -> str:
             f"{floor['ssim_floor']:.3f}, PSNR {floor['psnr_floor']:.2f} dB.\n\n")
     header = ["model", "G", *(("ε = ∞" if math.isinf(e) else f"total ε = {e:g}") for e in totals)]
     return note + table(header, rows)
+
+
+def render_groupsort(frame: Any, frontier: Any) -> str:
+    """The GroupSort family on validation beside ``select-frontier``'s selected candidate (the bar), and
+    the family's one test read where its best passed the bar."""
+    from privcore.experiments.groupsort_family import family
+
+    fam = family(str(frame["dataset"].iloc[0])) if len(frame) else {}
+    rows = []
+    if frontier is not None:
+        ref = frontier[(frontier["choice"] == "obfuscator") & (frontier["selected"].astype(str) == "True")]
+        if len(ref):
+            first = ref.iloc[0]
+            rows.append([f"{first['candidate']} (select-frontier's selection, the bar)", "ReLU (10, 10)",
+                         "sampled", f"{first['global_lipschitz']:.4g}", *(_cell(ref, e) for e in _EPS)])
+    val = frame[frame["choice"] == "family"]
+    for name, part in val.groupby("candidate", sort=False):
+        over = fam.get(name, (0.0, 0, {}))[2]
+        hidden = ", ".join(str(w) for w in over.get("obfuscator_hidden", ()))
+        bound = over.get("noise_bound", "sampled")
+        rows.append([str(name), f"MaxMin ({hidden})", bound, f"{part.iloc[0]['global_lipschitz']:.4g}",
+                     *(_cell(part, e) for e in _EPS)])
+    n, draws = (int(val["n"].max()), int(val["draws"].max())) if len(val) else (0, 0)
+    note = (f"Validation, n = {n} images, {draws} noise draws each, [95 % percentile bootstrap over "
+            "images]. All at training ε ∈ {2, 4} and output dimension 2. Ĝ in training: `sampled` (the "
+            "largest ‖J_f‖∞→1 over the batch's R-balls and 512 box points) or `construction` (Π‖Ŵ_l‖∞→∞·"
+            "‖Ŵ_L‖∞→1 = 1 of ∞-normalised weights); G: certified by the run's process from the baked ReLU "
+            "form.\n\n")
+    out = note + table(["candidate", "activation (widths)", "Ĝ in training", "G",
+                        *(f"total ε = {e:g}" for e in _EPS)], rows)
+    test = frame[frame["choice"] == "final"]
+    if len(test):
+        name = str(test["candidate"].iloc[0])
+        rows = []
+        if frontier is not None:  # select-frontier's own test read of its selection
+            ref = frontier[frontier["choice"] == "final"]
+            if len(ref):
+                rows.append([f"{ref['candidate'].iloc[0]} (select-frontier's selection)",
+                             *(_cell(ref, e) for e in _EPS)])
+        rows.append([name, *(_cell(test, e) for e in _EPS)])
+        out += (f"\n\nTest, n = {int(test['n'].max())} images, {int(test['draws'].max())} noise draws each, "
+                f"read once for {name}:\n\n" + table(["model", *(f"total ε = {e:g}" for e in _EPS)], rows))
+    else:
+        out += "\n\nThe test set was not read: no candidate of the family is above the bar on validation."
+    return out
+

@@ -45,8 +45,9 @@ from privcore.train.ensure import (
     select_cache_root,
 )
 
-__all__ = ["CANDIDATES", "COLUMNS", "CRITERION", "EMBEDDERS", "GRIDS", "TEST_EPSILONS", "VALIDATION_EPSILONS",
-           "grid", "run", "ship_command"]
+__all__ = ["CANDIDATES", "COLUMNS", "CRITERION", "EMBEDDERS", "GRIDS", "KEY", "TEST_EPSILONS",
+           "VALIDATION_DRAWS", "VALIDATION_EPSILONS", "build_candidate", "grid", "obfuscator_stem", "run",
+           "ship_command"]
 
 COLUMNS = (
     "dataset",
@@ -159,9 +160,6 @@ def _recipes(ctx: RunContext, plan: dict[str, Any]) -> tuple[str, Any, dict[str,
 def run(ctx: RunContext) -> Any:
     """Validation-only choice of a low-ε obfuscator for the global mechanism, then one test read."""
     from privcore.data import load_dataset, validation_split
-    from privcore.models.pipeline import load_pipeline
-    from privcore.nets.checkpoint import read_card
-    from privcore.train.global_card import write_global_constant
 
     plan = _plan(ctx)
     ds = load_dataset(ctx.dataset)
@@ -193,23 +191,10 @@ def run(ctx: RunContext) -> Any:
     notes: dict[str, Any] = {"cache_dir": str(run_dir), "candidates": {}}
 
     def build(c: str) -> Any:
-        ensure_embedder(fit, emb_recipe, emb_stem, command=f"{base} (embedder on the fit part)", **train)
         stem = obfuscator_stem(run_dir, ctx.dataset, c)
-        ensure_obfuscator(fit, recipes[c], embedder=emb_stem, stem=stem, command=f"{base} (candidate {c})",
-                          **train)
-        ensure_delta_p(stem, n=plan["delta_p_n"], seed=ctx.seed, workers=ctx.workers, executor=ctx.executor,
-                       progress=ctx.show_progress, command=f"{base} (Δp of candidate {c})")
-        if not read_card(stem).get("global_lipschitz"):
-            write_global_constant(stem, time_limit=plan["global_time_limit"])  # G computed here
-        ensure_classifier(stem, clf_recipe, stem.with_name(f"classifier-{c}"),
-                          command=f"{base} (classifier of candidate {c})", **train)
-        card, clf = read_card(stem), read_card(stem.with_name(f"classifier-{c}"))
-        notes["candidates"][c] = {
-            "obfuscator_sha256": card["weights"]["sha256"],
-            "global_lipschitz": card["global_lipschitz"]["value"], "train_seconds": card.get("train_seconds"),
-            "validation_accuracy_no_noise": clf["metrics"]["test_accuracy"],
-        }
-        return load_pipeline(ctx.dataset, c, models_dir=stem.parent.parent, device=ctx.torch_device())
+        return build_candidate(ctx, plan, fit=fit, emb_recipe=emb_recipe, emb_stem=emb_stem,
+                               recipe=recipes[c], clf_recipe=clf_recipe, stem=stem, base=base,
+                               notes=notes["candidates"], train=train)
 
     frame = table.frame() if table.n_rows else None
     chosen = _selected(frame, "obfuscator")
@@ -238,6 +223,35 @@ def run(ctx: RunContext) -> Any:
     })
     figures = save_figure(_figure(table.frame(), ctx.dataset), ctx.dataset_dir / "select-frontier")
     return table.finish(figures=figures, notes=notes)
+
+
+def build_candidate(ctx: RunContext, plan: dict[str, Any], *, fit: Any, emb_recipe: Any, emb_stem: Path,
+                    recipe: Any, clf_recipe: Any, stem: Path, base: str, notes: dict[str, Any],
+                    train: dict[str, Any]) -> Any:
+    """Candidate ``recipe``'s pipeline at ``stem``, trained on the fit part ``fit`` where the cache lacks
+    it: the embedder, the obfuscator, its Δp, its G (certified by this process) and its release
+    classifier; its summary goes to ``notes[name]``."""
+    from privcore.models.pipeline import load_pipeline
+    from privcore.nets.checkpoint import read_card
+    from privcore.train.global_card import write_global_constant
+
+    c = recipe.name
+    ensure_embedder(fit, emb_recipe, emb_stem, command=f"{base} (embedder on the fit part)", **train)
+    ensure_obfuscator(fit, recipe, embedder=emb_stem, stem=stem, command=f"{base} (candidate {c})", **train)
+    ensure_delta_p(stem, n=plan["delta_p_n"], seed=ctx.seed, workers=ctx.workers, executor=ctx.executor,
+                   progress=ctx.show_progress, command=f"{base} (Δp of candidate {c})",
+                   time_limit=plan.get("delta_p_time_limit"))
+    if not read_card(stem).get("global_lipschitz"):
+        write_global_constant(stem, time_limit=plan["global_time_limit"])  # G computed here
+    ensure_classifier(stem, clf_recipe, stem.with_name(f"classifier-{c}"),
+                      command=f"{base} (classifier of candidate {c})", **train)
+    card, clf = read_card(stem), read_card(stem.with_name(f"classifier-{c}"))
+    notes[c] = {
+        "obfuscator_sha256": card["weights"]["sha256"],
+        "global_lipschitz": card["global_lipschitz"]["value"], "train_seconds": card.get("train_seconds"),
+        "validation_accuracy_no_noise": clf["metrics"]["test_accuracy"],
+    }
+    return load_pipeline(ctx.dataset, c, models_dir=stem.parent.parent, device=ctx.torch_device())
 
 
 def ship_command(dataset: str, candidate: str) -> str:

@@ -104,9 +104,11 @@ def ensure_obfuscator(ds: Any, recipe: Any, *, embedder: Path, stem: Path, seed:
 
 
 def ensure_delta_p(stem: Path, *, n: int, seed: int, workers: int, executor: Any, progress: bool,
-                   command: str) -> dict[str, Any]:
+                   command: str, time_limit: float | None = None) -> dict[str, Any]:
     """Δp = μ + 3σ of exact L(f, N(z_i, R)) over ``n`` of the obfuscator's own training embeddings
-    (the fit part of the split), as for the shipped cards: reused when the card has it."""
+    (the fit part of the split), as for the shipped cards: reused when the card has it. ``time_limit``
+    (seconds per point): where the exact search runs out, its certified upper bound (the card counts
+    them, ``n_inexact``)."""
     from privcore.train.delta_p import compute_delta_p
 
     card = read_card(stem)
@@ -114,7 +116,7 @@ def ensure_delta_p(stem: Path, *, n: int, seed: int, workers: int, executor: Any
     if dp.get("n") == n and dp.get("certifier") == "exact" and dp.get("n_sigma") == 3.0:
         return card
     return compute_delta_p(stem, n=n, n_sigma=3.0, certifier="exact", workers=workers, seed=seed,
-                           progress=progress, command=command, executor=executor)
+                           progress=progress, command=command, executor=executor, time_limit=time_limit)
 
 
 def ensure_classifier(obfuscator: Path, recipe: Any, stem: Path, *, seed: int, device: Any, progress: bool,

@@ -34,6 +34,7 @@ from torch import nn
 
 from privcore.data import Dataset, get_spec
 from privcore.nets.checkpoint import Architecture, build_module, load_checkpoint, save_checkpoint
+from privcore.nets.groupsort import bake, construction_bound, maxmin_relu_mlp, relu_form_widths
 from privcore.train.common import (
     ResumableRun,
     batched_apply,
@@ -62,10 +63,11 @@ def obfuscator_architectures(
     ds: Dataset, recipe: ObfuscatorRecipe, latent_dim: int
 ) -> dict[str, Architecture]:
     """Architectures of the obfuscator, classifier and proxy adversary a recipe describes."""
+    widths = [latent_dim, *recipe.obfuscator_hidden, recipe.out_dim]
+    if recipe.obfuscator_activation == "maxmin":  # saved in its ReLU form (privcore.nets.groupsort)
+        widths = relu_form_widths(widths)
     archs = {
-        "obfuscator": Architecture(
-            "relu_mlp", {"widths": [latent_dim, *recipe.obfuscator_hidden, recipe.out_dim]}
-        ),
+        "obfuscator": Architecture("relu_mlp", {"widths": widths}),
         "classifier": Architecture(
             "relu_mlp", {"widths": [recipe.out_dim, *recipe.classifier_hidden, ds.num_classes]}
         ),
@@ -85,6 +87,15 @@ def obfuscator_architectures(
             "latent_adversary", {"in_dim": recipe.out_dim, "out_dim": latent_dim}
         )
     return archs
+
+
+def _build(archs: dict[str, Architecture], key: str, recipe: ObfuscatorRecipe, latent_dim: int) -> nn.Module:
+    """The module ``key`` of ``archs``; a MaxMin obfuscator is trained through its free GroupSort
+    weights (:func:`~privcore.nets.groupsort.maxmin_relu_mlp`) and saved baked, as ``archs`` says."""
+    if key == "obfuscator" and recipe.obfuscator_activation == "maxmin":
+        return maxmin_relu_mlp([latent_dim, *recipe.obfuscator_hidden, recipe.out_dim],
+                               linf=recipe.noise_bound == "construction")
+    return build_module(archs[key])
 
 
 def _noisy(z: torch.Tensor, sigma: float, on: bool) -> torch.Tensor:
@@ -117,6 +128,8 @@ class _Regulariser:
         ``noise_bound="layers"`` the layer-wise upper bound instead, one value for every point."""
         if self.recipe.noise_bound == "layers":  # one bound for every point: no sampling
             return layer_bound(f)
+        if self.recipe.noise_bound == "construction":  # the normalised GroupSort weights' product
+            return construction_bound(f)
         n_ball = self.recipe.noise_ball_samples
         norms = ball_jacobian_norms(f, z, self.radius, n_ball=n_ball, generator=self.gen)
         if self.box is None:
@@ -234,7 +247,8 @@ def train_obfuscator(
 
     gen = seed_everything(seed)
     archs = obfuscator_architectures(ds, recipe, latent_dim)
-    f, h, a = (build_module(archs[k]).to(dev) for k in ("obfuscator", "classifier", "adversary"))
+    f, h, a = (_build(archs, k, recipe, latent_dim).to(dev)
+               for k in ("obfuscator", "classifier", "adversary"))
     opt_f = torch.optim.Adam(f.parameters(), lr=recipe.lr)
     opt_h = torch.optim.Adam(h.parameters(), lr=recipe.lr)
     opt_a = torch.optim.Adam(a.parameters(), lr=recipe.adversary_lr or recipe.lr)
@@ -342,7 +356,8 @@ def train_obfuscator(
 
         card["authors_code"] = {**authors_code(recipe.authors_commit),
                                 "note": "authors'-code twin of ARL-C-N (docs/RESULTS.md)"}
-    modules = {"obfuscator": (archs["obfuscator"], f.cpu()), "classifier": (archs["classifier"], h.cpu())}
+    modules = {"obfuscator": (archs["obfuscator"], bake(f.cpu())),  # MaxMin: its plain ReLU form
+               "classifier": (archs["classifier"], h.cpu())}
     if keep_adversary:
         modules["adversary"] = (archs["adversary"], a.cpu())
     written = save_checkpoint(out, modules=modules, card=card)

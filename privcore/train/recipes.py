@@ -207,7 +207,10 @@ class ObfuscatorRecipe:
       release's total ε); no PTR test to pass, so no release margin. Trains f for the ratio of
       class separation to G·R that the global mechanism's utility depends on. With
       ``noise_bound="layers"`` Ĝ is instead max_s 1ᵀ|W_L|···|W_2|·|W_1 s|, an upper bound on
-      ‖J_f‖∞→1 at every point (:func:`privcore.train.release_aware.layer_bound`);
+      ‖J_f‖∞→1 at every point (:func:`privcore.train.release_aware.layer_bound`). With
+      ``obfuscator_activation="maxmin"`` f is a GroupSort (MaxMin) network written as a ReLU network
+      (:mod:`privcore.nets.groupsort`, Anil et al. 2019); ``noise_bound="construction"`` then
+      ∞-normalises its weights and takes Ĝ = Π‖Ŵ_l‖∞→∞·‖Ŵ_L‖∞→1 (≤ 1 by construction);
     * ``"release"`` (default): the release noise itself, n = Δ̂·R/ε·Lap(1) per coordinate with
       Δ̂ = μ + 3σ of ‖J_f‖∞→1 over the batch (at z and ``noise_ball_samples`` vertices of the
       R-ball), ε drawn per sample from ``noise_epsilons`` and a ``noise_clean_fraction`` left clean,
@@ -262,6 +265,7 @@ class ObfuscatorRecipe:
     release_margin: float = 0.08
     contrastive_units: str = "raw"
     obfuscator_hidden: tuple[int, ...] = (10, 10)
+    obfuscator_activation: str = "relu"
     out_dim: int = 8
     classifier_hidden: tuple[int, ...] = (64, 64)
     adversary: str = "image"
@@ -314,7 +318,7 @@ class ObfuscatorRecipe:
                 f"noise_box_samples = {self.noise_box_samples} needs noise_mode 'global' (the box is the "
                 f"global mechanism's), got noise_mode {self.noise_mode!r}; allowed: 0 or noise_mode 'global'"
             )
-        check_choice("noise_bound", self.noise_bound, ("sampled", "layers"))
+        check_choice("noise_bound", self.noise_bound, ("sampled", "layers", "construction"))
         if self.noise_bound != "sampled" and not (self.noise and self.noise_mode == "global"):
             raise ValueError(
                 f"noise_bound = {self.noise_bound!r} needs an N variant with noise_mode 'global' (it bounds "
@@ -331,12 +335,26 @@ class ObfuscatorRecipe:
         check_int("out_dim", self.out_dim, minimum=1)
         for i, w in enumerate(self.obfuscator_hidden):
             check_int(f"obfuscator_hidden[{i}]", w, minimum=1)
+        self._check_activation()
         check_choice("adversary", self.adversary, ("image", "latent"))
         check_int("epochs", self.epochs, minimum=1)
         check_int("classifier_refit_epochs", self.classifier_refit_epochs, minimum=0)
         check_int("warmup_epochs", self.warmup_epochs, minimum=0)
         check_int("batch_size", self.batch_size, minimum=2)
         check_positive("lr", self.lr)
+
+    def _check_activation(self) -> None:
+        check_choice("obfuscator_activation", self.obfuscator_activation, ("relu", "maxmin"))
+        if self.noise_bound == "construction" and self.obfuscator_activation != "maxmin":
+            raise ValueError(f"noise_bound = 'construction' needs obfuscator_activation 'maxmin' (the bound "
+                             f"of the normalised GroupSort weights), got {self.obfuscator_activation!r}")
+        if self.obfuscator_activation == "maxmin":
+            if not self.obfuscator_hidden or any(w % 2 for w in self.obfuscator_hidden):
+                raise ValueError(f"obfuscator_activation 'maxmin' sorts pairs: obfuscator_hidden must be "
+                                 f"one or more even widths, got {self.obfuscator_hidden!r}")
+            if self.noise_bound == "layers":
+                raise ValueError("noise_bound = 'layers' bounds a ReLU network's own weights; with "
+                                 "obfuscator_activation 'maxmin' allowed: 'sampled' or 'construction'")
 
     @property
     def paper_noise(self) -> bool:
@@ -386,13 +404,20 @@ class ObfuscatorRecipe:
         elif self.noise_mode == "global":
             where = "the batch's R-balls" + (
                 f" and {self.noise_box_samples} points of the public box" if self.noise_box_samples else "")
-            what = (f"Ĝ the largest sampled ‖J_f‖∞→1 over {where}" if self.noise_bound == "sampled" else
-                    "Ĝ = max_s 1ᵀ|W_L|···|W_2|·|W_1 s|, an upper bound on ‖J_f‖∞→1 everywhere (layer_bound)")
+            what = {
+                "sampled": f"Ĝ the largest sampled ‖J_f‖∞→1 over {where}",
+                "layers": "Ĝ = max_s 1ᵀ|W_L|···|W_2|·|W_1 s|, an upper bound on ‖J_f‖∞→1 everywhere "
+                "(layer_bound)",
+                "construction": "Ĝ = Π‖Ŵ_l‖∞→∞·‖Ŵ_L‖∞→1 of the ∞-normalised GroupSort weights (≤ 1; "
+                "privcore.nets.groupsort.construction_bound)",
+            }[self.noise_bound]
             terms["noise"] = (
                 f"global-aware: Ĝ·R/ε·Lap(1), {what}, ε drawn from "
                 f"noise_epsilons {list(self.noise_epsilons)} (privcore.train.release_aware)"
             )
             terms["spread_weight"] = self.spread_weight
+            if self.obfuscator_activation != "relu":
+                terms["obfuscator"] = "GroupSort (MaxMin) in ReLU form (privcore.nets.groupsort)"
         else:
             terms["noise"] = (
                 "release-aware: Δ̂·R/ε·Lap(1), ε drawn from noise_epsilons (privcore.train.release_aware)"
