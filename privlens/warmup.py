@@ -4,8 +4,8 @@ way of the pages.
 * :func:`warm_up` (once per process, a daemon thread at the process's priority that pauses while a page
   runs, then at the lowest for the pattern tables): the default model's G and domain check (what the
   first Release page needs), the start of its φ table for PTR's live accuracy (:mod:`privlens.evaluation`,
-  a thread of its own), the Trade-offs page's opening curve and answer, the slow imports, the Attack
-  page's opening reading, the Lipschitz page's opening table (the first shipped sample's), the Mechanism
+  a thread of its own), the Trade-offs page's opening curve and answer, the Lipschitz page's opening
+  table (the first shipped sample's), the slow imports, the Attack page's opening reading, the Mechanism
   lab's baselines, then the exact certifier's pattern tables of every shipped obfuscator
   (:func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`). Everything
   is computed here from the weights and the data, into privcore's in-memory memos; a page asking for a
@@ -176,9 +176,10 @@ def prepare_default(directory: str, dataset: str, model: str) -> None:
 
 
 def opening_settings(dataset: str, model: str) -> Settings:
-    """The settings a new session opens on for ``dataset/model``: the defaults with the dataset's R, as the
-    sidebar sets them (:func:`privlens.ui.default_settings`, :func:`privlens.settings.from_query`), so that
-    what the warm-up prepares is what the pages ask for."""
+    """The settings a new session opens on for ``dataset/model``: the defaults with the dataset's R, as
+    the sidebar sets them (:func:`privlens.ui.default_settings`,
+    :func:`privlens.settings.settings_from_query`), so that what the warm-up prepares is what the pages
+    ask for."""
     radius = Settings.radius
     try:
         from privcore.data import get_spec
@@ -229,9 +230,11 @@ def prepare_tradeoffs(dataset: str, model: str) -> None:
     try:
         tradeoff_view.line(mech, model, at, dataset=dataset)
         wait_for_quiet()
-        if _enabled():
-            tradeoff_view.solve(mech, model, at, dataset=dataset, metric="accuracy",
-                                bound=tradeoff_view.METRICS["accuracy"].default)
+        bound = tradeoff_view.METRICS["accuracy"].default
+        question = {"dataset": dataset, "metric": "accuracy", "bound": bound}
+        # the page's own background job (one per question): a page asking meanwhile waits for this one
+        while _enabled() and tradeoff_view.solve_soon(mech, model, at, wait_s=1.0, **question)[1]:
+            pass
     except Exception:  # the page computes it again and says why
         LOG.warning("the Trade-offs view of %s/%s not prepared ahead", dataset, model, exc_info=True)
 
@@ -317,11 +320,11 @@ def warm_up() -> threading.Thread:
         import_quietly(IMPORT_STEPS[1])
         if first and _enabled():
             prepare_default(directory, *first[0].split("/", 1))
+            prepare_lipschitz(*first[0].split("/", 1))
         for step in IMPORT_STEPS[2:]:
             import_quietly(step)
         if first and _enabled():  # after the imports: the attack's metrics need torchmetrics
             prepare_attack(*first[0].split("/", 1))
-            prepare_lipschitz(*first[0].split("/", 1))
         if not _enabled():
             return
         prepare_lab()
