@@ -4,10 +4,10 @@ way of the pages.
 * :func:`warm_up` (once per process, a daemon thread at the process's priority that pauses while a page
   runs, then at the lowest for the pattern tables): the default model's G and domain check (what the
   first Release page needs), the start of its φ table for PTR's live accuracy (:mod:`privlens.evaluation`,
-  a thread of its own), the Trade-offs page's opening curve and answer, the Lipschitz page's opening
-  table (the first shipped sample's), the slow imports, the Attack page's opening reading, the Mechanism
-  lab's baselines, then the exact certifier's pattern tables of every shipped obfuscator
-  (:func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`). Everything
+  a thread of its own), the Trade-offs page's opening curve and answer, the Attack page's no-release
+  baseline, the Lipschitz page's opening table (the first shipped sample's), the slow imports, the Attack
+  page's opening reading, the Mechanism lab's baselines, then the exact certifier's pattern tables of
+  every shipped obfuscator (:func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`). Everything
   is computed here from the weights and the data, into privcore's in-memory memos; a page asking for a
   result being computed waits for it (``privcore._inflight``) instead of computing it again, except
   during the pattern tables, which run at the lowest priority: a page computes beside those.
@@ -240,14 +240,12 @@ def prepare_tradeoffs(dataset: str, model: str) -> None:
 
 
 def prepare_attack(dataset: str, model: str) -> None:
-    """The Attack page's opening view on ``dataset/model``: its no-release baseline
-    (:func:`privlens.baselines.no_release_baseline`) and the default mechanism's live attack at the
+    """The Attack page's opening reading on ``dataset/model``: the default mechanism's live attack at the
     default setting (:func:`privlens.attack_view.live_reading_soon`, the page's own job), waited for
     here so that the warm-up's next steps do not compete with it. Public inputs only (the test split and
     the shipped attacker)."""
     from privcore.mechanisms import registry
     from privlens import attack_view, pipelines
-    from privlens.baselines import no_release_baseline
 
     s = opening_settings(dataset, model)
     mech = registry.get(s.mechanism)
@@ -255,13 +253,26 @@ def prepare_attack(dataset: str, model: str) -> None:
     if not _enabled():
         return
     try:
-        no_release_baseline(dataset)  # the page's committed-grid section compares with it
         target = pipelines.load(dataset, model, pipelines.models_dir()) if mech.family == "posthoc" else None
         job = attack_view.live_reading_job(mech, target, s, dataset=dataset, model=model)
         while _enabled() and not job.wait(1.0):
             pass
     except Exception:  # the page computes it again and says why
         LOG.warning("the Attack page's reading on %s/%s not prepared ahead", dataset, model, exc_info=True)
+
+
+def prepare_baseline(dataset: str) -> None:
+    """The Attack page's no-release baseline on ``dataset`` (:func:`privlens.baselines.no_release_baseline`;
+    its first call imports the image metrics, torchmetrics and torchvision)."""
+    from privlens.baselines import no_release_baseline
+
+    wait_for_quiet()
+    if not _enabled():
+        return
+    try:
+        no_release_baseline(dataset)
+    except Exception:  # the page computes it again and says why
+        LOG.warning("the no-release baseline of %s not prepared ahead", dataset, exc_info=True)
 
 
 def prepare_lipschitz(dataset: str, model: str) -> None:
@@ -320,6 +331,9 @@ def warm_up() -> threading.Thread:
         import_quietly(IMPORT_STEPS[1])
         if first and _enabled():
             prepare_default(directory, *first[0].split("/", 1))
+            # a step of its own, not an import step (a page starting meanwhile is not held back): it
+            # imports the image metrics, which the import steps below then find loaded
+            prepare_baseline(first[0].split("/", 1)[0])
             prepare_lipschitz(*first[0].split("/", 1))
         for step in IMPORT_STEPS[2:]:
             import_quietly(step)

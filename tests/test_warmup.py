@@ -20,7 +20,7 @@ def test_prepare_default_leaves_g_and_the_domain_check_ready(monkeypatch: pytest
     assert _CHECKS.peek(("digits", pipe.domain_digest)) is not MISSING
 
 
-def test_prepare_attack_leaves_the_baseline_and_the_opening_reading_ready(
+def test_the_warm_up_leaves_the_attack_baseline_and_opening_reading_ready(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The Attack page's no-release baseline and its live reading at the opening settings are in before
@@ -33,6 +33,7 @@ def test_prepare_attack_leaves_the_baseline_and_the_opening_reading_ready(
     monkeypatch.setenv("PRIVLENS_WARM_UP", "on")
     monkeypatch.setattr(baselines, "_BASELINES", type(baselines._BASELINES)(4))
     model = default_model("digits")
+    warmup.prepare_baseline("digits")
     warmup.prepare_attack("digits", model)
     metrics, mean_image = baselines._BASELINES.peek("digits")
     assert len(metrics.ssim) == 360 and mean_image.shape == (1, 8, 8)  # every digits test image
