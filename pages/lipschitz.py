@@ -12,22 +12,14 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from privcore.errors import CertificationError
-from privcore.lipschitz import (
-    Certifier,
-    as_network,
-    global_upper_bound,
-    max_pattern_norm,
-    relaxed_upper_bound,
-)
-from privlens import charts, pipelines, ui
+from privcore.lipschitz import as_network, global_upper_bound, max_pattern_norm
+from privlens import charts, lipschitz_view, pipelines, ui
 from privlens import mechanism_view as mv
 from privlens.charts import hline_trace
 from privlens.image import require_image
 from privlens.memo import memo, shared_memo
 from privlens.results import load_results
 from privlens.settings import md_literal
-
-MULTIPLES = (0.125, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
 
 s = ui.page_setup()
 st.title("Lipschitz")
@@ -47,47 +39,30 @@ image = require_image(loaded.dataset, pipe.image_shape)
 z = mv.embedding(pipe, image)
 R = s.radius
 delta_p = pipe.proposed_delta_p
-radii = tuple(round(R * m, 6) for m in MULTIPLES)
+radii = lipschitz_view.radii_of(R)
 
 net = as_network(pipe.obfuscator)
 
 
 def _certify_radii() -> pd.DataFrame:
     """Exact, LP and interval bounds at every radius, with a progress bar (once per model, image, radii)."""
-    rows = []
     bar = st.progress(0.0, text="certifying…")
-    exact = Certifier(kind="exact", cache=mv.disk_cache(), time_limit=60.0)  # per image: deployment
     try:
-        for i, r in enumerate(radii):
-            c = exact.certify(net, z, r)
-            row = {
-                "radius": r,
-                "exact_upper": c.upper,
-                "lower": c.lower,
-                "exact": c.exact,
-                "solver": c.solver,
-                "status": c.status,
-                "unstable": c.n_unstable,
-                "solve_seconds": c.seconds,
-                "lp_upper": relaxed_upper_bound(net, z, r, kind="lp"),
-                "interval_upper": relaxed_upper_bound(net, z, r, kind="interval"),
-            }
-            rows.append(row)
-            bar.progress(
-                (i + 1) / len(radii), text=f"radius {r:g}: L ≤ {row['exact_upper']:.4g} ({row['solver']})"
-            )
+        out = lipschitz_view.radius_table(net, z, radii, cache=mv.disk_cache(),
+                                          progress=lambda f, text: bar.progress(f, text=text))
     except CertificationError as exc:
         st.error(f"Certification failed: {exc}")
         st.stop()
     bar.empty()
-    return pd.DataFrame(rows)
+    return out
 
 
-key = (str(pipe.cards["obfuscator"]["weights"]["sha256"]), image.digest, radii)
+key = lipschitz_view.table_key(pipe, image.digest, radii)
 # a shipped sample's table and the weights' bound are public: computed once per server, for every session
-table = (shared_memo if image.source == "sample" else memo)("privlens_lipschitz", key, _certify_radii)
+# (the warm-up certifies the default sample's: privlens.lipschitz_view.prepare_sample)
+table = (shared_memo if image.source == "sample" else memo)(lipschitz_view.MEMO, key, _certify_radii)
 glob = shared_memo(
-    "privlens_lipschitz", ("global", net.digest), lambda: max_pattern_norm(net, max_nodes=2_000_000)
+    lipschitz_view.MEMO, ("global", net.digest), lambda: max_pattern_norm(net, max_nodes=2_000_000)
 )
 
 fig = go.Figure()

@@ -13,12 +13,13 @@ from privlens import mechanism_view as mv
 from privlens import pipelines
 from privlens.settings import Settings
 
-__all__ = ["LIVE_IMAGES", "METRIC_TEXT", "live_reading", "live_reading_soon", "noise_free", "reading_caption",
-           "reading_table", "sent_attack", "sent_caption"]
+__all__ = ["LIVE_IMAGES", "METRIC_TEXT", "live_reading", "live_reading_job", "live_reading_soon",
+           "noise_free", "reading_caption", "reading_table", "sent_attack", "sent_caption"]
 
 #: test images of a live attack reading (the first ones of the split): SSIM's 11×11 window dominates the
-#: cost (5 s per 1 000 images and draw, profiled on two cores shared by about eight busy processes);
-#: 300 × 3 draws give SSIM intervals near ±0.01
+#: cost (in float64 5 s per 1 000 images and draw, profiled on two cores shared by about eight busy
+#: processes; the reading computes it in float32, about 9× faster); 300 × 3 draws give SSIM intervals
+#: near ±0.01
 LIVE_IMAGES = 300
 #: per metric: its name on the page, which way is better for the attacker, its decimals
 METRIC_TEXT = {
@@ -48,10 +49,19 @@ def live_reading_soon(mech: Any, target: Any, s: Settings, *, dataset: str, mode
 
     if not background.enabled():
         return live_reading(mech, target, s, dataset=dataset, model=model), False
-    key = ("live-attack", mech.name, id(target), mv.setting(mech, s), dataset, model)
-    job = background.soon(key, lambda: live_reading(mech, target, s, dataset=dataset, model=model),
-                          name=f"privlens-attack-{mech.name}", wait_s=wait_s)
+    job = live_reading_job(mech, target, s, dataset=dataset, model=model, wait_s=wait_s)
     return (job.value, False) if job.done.is_set() else (None, True)
+
+
+def live_reading_job(mech: Any, target: Any, s: Settings, *, dataset: str, model: str,
+                     wait_s: float = 0.0) -> Any:
+    """The background job (:func:`privlens.background.soon`) computing :func:`live_reading`, one per
+    setting in the process: the page's and the warm-up's (:func:`privlens.warmup.prepare_attack`)."""
+    from privlens import background
+
+    key = ("live-attack", mech.name, id(target), mv.setting(mech, s), dataset, model)
+    return background.soon(key, lambda: live_reading(mech, target, s, dataset=dataset, model=model),
+                           name=f"privlens-attack-{mech.name}", wait_s=wait_s)
 
 
 def reading_table(reading: Any) -> pd.DataFrame:

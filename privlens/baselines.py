@@ -18,10 +18,14 @@ def no_release_baseline(dataset: str) -> tuple[Any, Any]:
     image as a (C, H, W) array). Raises what loading the dataset raises."""
 
     def compute() -> tuple[Any, Any]:
+        import torch
+
         from privcore.attacks import mean_image_baseline
         from privcore.data import load_dataset
 
         ds = load_dataset(dataset)
-        return mean_image_baseline(ds.x_train, ds.x_test), ds.x_train.mean(dim=0).numpy()
+        # SSIM in float32 (within 1e-6 of float64; shown to 3 decimals): about 9× faster on CPU
+        return (mean_image_baseline(ds.x_train, ds.x_test, ssim_dtype=torch.float32),
+                ds.x_train.mean(dim=0).numpy())
 
     return _BASELINES.get(str(dataset), compute)

@@ -66,39 +66,39 @@ def _outlook_or_why(mech: Any, target: Any, at: Any) -> Any:
 
 
 def _posthoc(mech: Any, s: Settings, loaded: pipelines.Loaded, image: CurrentImage | None, *, view: Any,
-             certification: Any, outlook: Any, allow_certify: bool, soon: bool) -> tuple[Any, Any, bool]:
+             certification: Any, outlook: Any, allow_certify: bool, soon: bool) -> tuple[Any, Any, Any]:
     """``mech``'s outlook on the loaded model (or why it cannot run), with P[release] from the image's
     certification where the page or the session has it or the user asked for it; the view to offer a
-    certification for (None: nothing to offer); and whether the outlook is still being computed in the
-    background (``soon``: a constant certified on a model's first use takes seconds)."""
+    certification for (None: nothing to offer); and the background job still computing the outlook, or
+    None (``soon``: a constant certified on a model's first use takes seconds)."""
     if view is not None and view.mech is mech and outlook is not None:
-        return outlook, None, False
+        return outlook, None, None
     at = mv.setting(mech, s)
     if soon and background.enabled():
         job = background.soon(("outlook", mech.name, id(loaded.pipeline), at),
                               lambda: _outlook_or_why(mech, loaded.pipeline, at),
                               name=f"privlens-outlook-{mech.name}")
         if not job.done.is_set():
-            return None, None, True
+            return None, None, job
         look = job.value if job.error is None else f"not computed: {job.error}"
     else:
         look = _outlook_or_why(mech, loaded.pipeline, at)
     if isinstance(look, str) or not mech.needs_certificate or image is None:
-        return look, None, False
+        return look, None, None
     mine = view if view is not None and view.mech is mech else mv.posthoc(s, loaded, image, mech, quiet=True)
     if mine is None:
-        return look, None, False
+        return look, None, None
     cert = certification if mine is view else mv.known_certificate(mine)
     if cert is None and allow_certify:
         if mine.certificate_key not in st.session_state.get(CERTIFY_KEY, set()):
-            return look, mine, False
+            return look, mine, None
         cert = mv.certify(mine)
     if cert is None:
-        return look, None, False
+        return look, None, None
     try:
-        return mv.outlook(mine, s, cert), None, False
+        return mv.outlook(mine, s, cert), None, None
     except (ValueError, PrivcoreError):
-        return look, None, False
+        return look, None, None
 
 
 def _delta(mech: Any, s: Settings) -> float:
@@ -109,12 +109,17 @@ def _delta(mech: Any, s: Settings) -> float:
 @dataclass(frozen=True, kw_only=True)
 class _Rows:
     """The comparison's entries, the certifications to offer, the certificate progress to show, and
-    whether a live reading is still being computed in the background."""
+    the background jobs still computing a row (``waiting``: any)."""
 
     entries: list[chooser.Entry]
     offers: list[mv.View]
     progress: list[mt.LiveAccuracy]
-    waiting: bool
+    jobs: list[background.Job]
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a row is still being computed in the background."""
+        return bool(self.jobs)
 
 
 def _rows(s: Settings, loaded: pipelines.Loaded, image: CurrentImage | None, *, view: mv.View | None,
@@ -126,7 +131,7 @@ def _rows(s: Settings, loaded: pipelines.Loaded, image: CurrentImage | None, *, 
     entries: list[chooser.Entry] = []
     offers: list[mv.View] = []
     progress: list[mt.LiveAccuracy] = []
-    waiting = False
+    jobs: list[background.Job] = []
     ip = mv.inference_views(s, loaded.dataset, None)
     for mech in registry.MECHANISMS:
         if mech.family == "posthoc":
@@ -135,8 +140,8 @@ def _rows(s: Settings, loaded: pipelines.Loaded, image: CurrentImage | None, *, 
                                               allow_certify=allow_certify)
             offers += [] if offer is None else [offer]
             model, target = loaded.model, loaded.pipeline
-            if computing:  # its constant is being certified: the whole row fills in later
-                waiting = True
+            if computing is not None:  # its constant is being certified: the whole row fills in later
+                jobs.append(computing)
                 entries.append(chooser.Entry(mechanism=mech, outlook="computing…", pending=True))
                 continue
         else:
@@ -148,18 +153,22 @@ def _rows(s: Settings, loaded: pipelines.Loaded, image: CurrentImage | None, *, 
         g = None if isinstance(look, str) else look.guarantee
         live, pending = None, False
         if not isinstance(look, str) and target is not None:
-            if mech is own:
+            job = None if mech is own else mt.live_accuracy_job(mech, target, s, dataset=loaded.dataset,
+                                                                model=model)
+            if job is None:
                 live = mt.live_accuracy(mech, target, s, dataset=loaded.dataset, model=model)
+            elif job.done.is_set():
+                live = job.value
             else:
-                live, pending = mt.live_accuracy_soon(mech, target, s, dataset=loaded.dataset, model=model)
-        waiting = waiting or pending
+                pending = True
+                jobs.append(job)
         delta = _delta(mech, s) if g is None else g.delta
         progress += [] if live is None or not live.progress else [live]
         acc = live.reading if live is not None and live.reading is not None else (
             None if pending or (isinstance(look, str) and mech.family != "posthoc")
             else mt.accuracy(mech, s, dataset=loaded.dataset, model=model, delta=delta))
         entries.append(chooser.Entry(mechanism=mech, outlook=look, accuracy=acc, pending=pending))
-    return _Rows(entries=entries, offers=offers, progress=progress, waiting=waiting)
+    return _Rows(entries=entries, offers=offers, progress=progress, jobs=jobs)
 
 
 def panel(
@@ -192,14 +201,15 @@ def panel(
 
     _table()
     if initial.waiting:
-        looks = {**args, "allow_certify": False}  # the watcher draws nothing: no certification
-        _watch(lambda: not _rows(s, loaded, image, **looks).waiting)
+        # the jobs of the first draw: a look is a check of their flags, nothing computed (a row whose
+        # constant comes in starts its reading's job; the page then drawn watches that one)
+        _watch(lambda: all(job.done.is_set() for job in initial.jobs))
 
 
 def _watch(ready: Any) -> None:
     """Every :data:`WATCH_S` seconds, a fragment that draws nothing (so the browser shows no change while
-    it looks) draws the page once more as soon as ``ready()``: every row in, without waiting for the
-    table's next redraw."""
+    it looks) draws the page once more as soon as ``ready()``: the first draw's background rows in,
+    without waiting for the table's next redraw."""
 
     @st.fragment(run_every=WATCH_S)
     def _look() -> None:

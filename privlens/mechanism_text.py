@@ -29,6 +29,7 @@ __all__ = [
     "constant_of",
     "epsilon_note",
     "live_accuracy",
+    "live_accuracy_job",
     "live_accuracy_soon",
     "measuring",
     "noise_formula",
@@ -180,15 +181,25 @@ def live_accuracy_soon(mech: Any, target: Any, s: Settings, *, dataset: str, mod
     it is computed (None where it failed: the committed results stand in), else None and True (pending:
     "computing…"). A mechanism that needs a per-image certificate reads its table here (its table is the
     background work); with background work off it is all computed here."""
+    job = live_accuracy_job(mech, target, s, dataset=dataset, model=model, wait_s=wait_s)
+    if job is None:
+        return live_accuracy(mech, target, s, dataset=dataset, model=model), False
+    return (job.value, False) if job.done.is_set() else (None, True)
+
+
+def live_accuracy_job(mech: Any, target: Any, s: Settings, *, dataset: str, model: str,
+                      wait_s: float = 0.0) -> Any:
+    """The background job (:func:`privlens.background.soon`) of :func:`live_accuracy_soon`, one per
+    setting in the process; None where the reading is computed in the caller's thread (a mechanism that
+    needs a per-image certificate, or background work off)."""
     from privlens import background
     from privlens.mechanism_view import setting
 
     if mech.needs_certificate or not background.enabled():
-        return live_accuracy(mech, target, s, dataset=dataset, model=model), False
+        return None
     key = ("live-accuracy", mech.name, id(target), setting(mech, s), dataset, model)
-    job = background.soon(key, lambda: live_accuracy(mech, target, s, dataset=dataset, model=model),
-                          name=f"privlens-accuracy-{mech.name}", wait_s=wait_s)
-    return (job.value, False) if job.done.is_set() else (None, True)
+    return background.soon(key, lambda: live_accuracy(mech, target, s, dataset=dataset, model=model),
+                           name=f"privlens-accuracy-{mech.name}", wait_s=wait_s)
 
 
 def accuracy(mech: Any, s: Settings, *, dataset: str, model: str, delta: float) -> live.Reading | None:

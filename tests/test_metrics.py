@@ -47,6 +47,23 @@ def test_ssim_matches_the_formula_written_out(side: int) -> None:
     np.testing.assert_allclose(got, want, atol=1e-12)
 
 
+@pytest.mark.parametrize("side", [8, 28])
+def test_float32_ssim_is_within_1e_6_of_the_formula_and_other_dtypes_are_refused(side: int) -> None:
+    """The live attack reading's SSIM (float32 arithmetic) against the float64 formula written out, on
+    noisy and on far-off reconstructions."""
+    rng = np.random.default_rng(5)
+    x = rng.random((6, 1, side, side))
+    y = np.concatenate([np.clip(x[:3] + 0.15 * rng.standard_normal(x[:3].shape), 0.0, 1.0),
+                        rng.random((3, 1, side, side))])
+    want = np.array([_direct_ssim(x[i, 0], y[i, 0]) for i in range(6)])
+    np.testing.assert_allclose(ssim(x, y, dtype=torch.float32), want, atol=1e-6)
+    got = image_metrics(x, y, ssim_dtype=torch.float32)
+    np.testing.assert_allclose(got.ssim, want, atol=1e-6)
+    np.testing.assert_allclose(got.l2, image_metrics(x, y).l2, atol=1e-12)  # the others stay float64
+    with pytest.raises(ValueError, match=r"dtype must be .*, got torch\.float16"):
+        ssim(x, y, dtype=torch.float16)
+
+
 def test_ssim_multichannel_is_the_channel_mean() -> None:
     rng = np.random.default_rng(1)
     x = rng.random((2, 3, 12, 12))

@@ -105,3 +105,60 @@ def test_a_shipped_samples_table_is_certified_once_per_server_an_upload_per_sess
         assert not at.exception, [e.value for e in at.exception]
         per_session.append(len(calls))
     assert per_session[0] > 0 and per_session[1] == per_session[0]  # each session certifies its upload
+
+
+def test_the_warm_up_certifies_the_table_a_new_session_opens_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`privlens.warmup.prepare_lipschitz` fills the page's process-wide memo with the default
+    sample's table at the opening R, outside any session: the page's first visit then certifies nothing
+    and shows that table."""
+    from privcore.lipschitz import Certifier
+    from privlens import memo, pipelines, warmup
+    from tests._dashboard import DATASET
+
+    memo._shared.clear()  # a fresh server process
+    monkeypatch.setattr(warmup, "wait_for_quiet", lambda: None)
+    monkeypatch.setenv("PRIVLENS_WARM_UP", "on")
+    model = pipelines._catalogue(pipelines.models_dir())[DATASET][0]
+    warmup.prepare_lipschitz(DATASET, model)
+    calls: list[int] = []
+    real = Certifier.certify
+
+    def spy(self, *args, **kwargs):
+        calls.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Certifier, "certify", spy)
+    at = app("lipschitz")
+    assert calls == []  # every radius read from the warm-up's table
+    assert list(at.dataframe[0].value["radius"]) == pytest.approx(
+        [default_radius() * m for m in (0.125, 0.25, 0.5, 1, 1.5, 2, 3, 4)], abs=1e-6)
+
+
+def test_a_session_missing_an_entry_being_computed_waits_for_it() -> None:
+    """Two threads (the warm-up and a page) asking the process-wide memo for one entry at once: one
+    computes, the other waits and reads that value; a failure stores nothing."""
+    import threading
+    import time
+
+    from privlens.memo import shared_memo
+
+    key = ("test-wait", time.monotonic())
+    calls: list[int] = []
+    started = threading.Event()
+
+    def slow() -> int:
+        calls.append(1)
+        started.set()
+        time.sleep(0.3)
+        return 7
+
+    got: list[int] = []
+    other = threading.Thread(target=lambda: got.append(shared_memo("test", key, slow)))
+    other.start()
+    assert started.wait(30)
+    assert shared_memo("test", key, slow) == 7
+    other.join(30)
+    assert got == [7] and calls == [1]
+    with pytest.raises(ZeroDivisionError):
+        shared_memo("test", ("fails", key), lambda: 1 // 0)
+    assert shared_memo("test", ("fails", key), lambda: 3) == 3

@@ -9,21 +9,58 @@ from privcore._inflight import MISSING
 from privlens import baselines, warmup
 
 
-def test_prepare_default_leaves_g_the_domain_check_and_the_attack_baseline_ready(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_prepare_default_leaves_g_and_the_domain_check_ready(monkeypatch: pytest.MonkeyPatch) -> None:
     from privcore.inputs.domain import _CHECKS
     from privcore.models.pipeline import load_pipeline
 
     monkeypatch.setattr(warmup, "wait_for_quiet", lambda: None)
     monkeypatch.delenv("PRIVLENS_WARM_UP", raising=False)
-    monkeypatch.setattr(baselines, "_BASELINES", type(baselines._BASELINES)(4))
     warmup.prepare_default(str(warmup.models_dir()), "digits", "ARL-C-N")
+    pipe = load_pipeline("digits", "ARL-C-N", device="cpu")
+    assert _CHECKS.peek(("digits", pipe.domain_digest)) is not MISSING
+
+
+def test_the_warm_up_leaves_the_attack_baseline_and_opening_reading_ready(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Attack page's no-release baseline and its live reading at the opening settings are in before
+    the page asks: the page's own job is done and holds the reading the page computes."""
+    from privcore.defaults import default_model
+    from privcore.mechanisms import registry
+    from privlens import attack_view, pipelines
+
+    monkeypatch.setattr(warmup, "wait_for_quiet", lambda: None)
+    monkeypatch.setenv("PRIVLENS_WARM_UP", "on")
+    monkeypatch.setattr(baselines, "_BASELINES", type(baselines._BASELINES)(4))
+    model = default_model("digits")
+    warmup.prepare_baseline("digits")
+    warmup.prepare_attack("digits", model)
     metrics, mean_image = baselines._BASELINES.peek("digits")
     assert len(metrics.ssim) == 360 and mean_image.shape == (1, 8, 8)  # every digits test image
     assert baselines.no_release_baseline("digits")[0] is metrics  # the page reads the same object
-    pipe = load_pipeline("digits", "ARL-C-N", device="cpu")
-    assert _CHECKS.peek(("digits", pipe.domain_digest)) is not MISSING
+    s = warmup.opening_settings("digits", model)
+    mech = registry.get(s.mechanism)
+    target = pipelines.load("digits", model, pipelines.models_dir())
+    job = attack_view.live_reading_job(mech, target, s, dataset="digits", model=model)
+    assert job.done.is_set() and job.error is None
+    assert job.value == attack_view.live_reading(mech, target, s, dataset="digits", model=model)
+
+
+def test_the_warm_ups_settings_are_the_ones_a_new_session_opens_on() -> None:
+    """What the warm-up prepares is keyed on the settings (R included, which every posthoc mechanism's
+    setting holds): they are the sidebar's defaults on every dataset, the dataset's own R."""
+    from privcore.data import get_spec
+    from privlens import pipelines, ui
+    from privlens.settings import settings_from_query
+
+    models = pipelines._catalogue(pipelines.models_dir())
+    default = ui.default_settings(models)
+    assert warmup.opening_settings(default.dataset, default.model) == default
+    for dataset, names in models.items():
+        opened, problems = settings_from_query({"dataset": dataset}, default=default, models=models)
+        assert problems == () and opened.model == names[0], dataset
+        assert warmup.opening_settings(dataset, names[0]) == opened
+        assert opened.radius == float(get_spec(dataset).radius)
 
 
 def test_early_imports_are_third_party_only() -> None:

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torchmetrics.functional.image import peak_signal_noise_ratio, structural_similarity_index_measure
 
+from privcore.errors import ParameterError
 from privcore.validation import check_positive
 
 __all__ = [
@@ -45,12 +46,12 @@ PAPER_PSNR_OFFSET_DB = 20.0 * math.log10(255.0)
 _SSIM_PAD = 5  # half-width of torchmetrics' 11-tap window for σ = 1.5 (reflect padding needs H, W > 5)
 
 
-def _as_images(name: str, x: Any) -> torch.Tensor:
-    """A float64 CPU tensor of shape (N, C, H, W) from (N, C, H, W), (N, H, W) or (H, W) input."""
+def _as_images(name: str, x: Any, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """A ``dtype`` CPU tensor of shape (N, C, H, W) from (N, C, H, W), (N, H, W) or (H, W) input."""
     t = x.detach() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
     if t.dtype == torch.bool or t.is_complex():
         raise TypeError(f"{name} must hold real pixel values, got dtype {t.dtype}")
-    t = t.to(device="cpu", dtype=torch.float64)
+    t = t.to(device="cpu", dtype=dtype)
     if t.ndim == 2:
         t = t[None, None]
     elif t.ndim == 3:
@@ -64,9 +65,10 @@ def _as_images(name: str, x: Any) -> torch.Tensor:
     return t
 
 
-def _pair(reference: Any, reconstruction: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    ref = _as_images("reference", reference)
-    rec = _as_images("reconstruction", reconstruction)
+def _pair(reference: Any, reconstruction: Any,
+          dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
+    ref = _as_images("reference", reference, dtype)
+    rec = _as_images("reconstruction", reconstruction, dtype)
     if ref.shape != rec.shape:
         raise ValueError(
             f"reference and reconstruction differ in shape: {tuple(ref.shape)} vs {tuple(rec.shape)}"
@@ -74,12 +76,17 @@ def _pair(reference: Any, reconstruction: Any) -> tuple[torch.Tensor, torch.Tens
     return ref, rec
 
 
-def ssim(reference: Any, reconstruction: Any, *, data_range: float = 1.0) -> np.ndarray:
+def ssim(reference: Any, reconstruction: Any, *, data_range: float = 1.0,
+         dtype: torch.dtype = torch.float64) -> np.ndarray:
     """Per-image SSIM (Wang et al. 2004; posthoc paper Table 3), shape (N,); images ≥ 6×6.
 
     Gaussian window σ = 1.5 (11 taps), reflect padding, mean over the whole map (module docstring).
+    ``dtype`` is the arithmetic's: ``torch.float32`` is about 9× faster on CPU (its convolutions are
+    vectorised, float64's are not) and within 1e-6 of float64 on [0, 1] images.
     """
-    ref, rec = _pair(reference, reconstruction)
+    if dtype not in (torch.float32, torch.float64):
+        raise ParameterError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+    ref, rec = _pair(reference, reconstruction, dtype)
     rng = check_positive("data_range", data_range)
     if min(ref.shape[-2:]) < _SSIM_PAD + 1:
         side = _SSIM_PAD + 1
@@ -149,28 +156,31 @@ class ImageMetrics:
 
 
 def image_metrics(
-    reference: Any, reconstruction: Any, *, data_range: float = 1.0, batch_size: int = 1024
+    reference: Any, reconstruction: Any, *, data_range: float = 1.0, batch_size: int = 1024,
+    ssim_dtype: torch.dtype = torch.float64,
 ) -> ImageMetrics:
-    """SSIM, PSNR, ℓ1 and ℓ2 of every reconstruction against its reference (posthoc paper Sec. 6)."""
+    """SSIM, PSNR, ℓ1 and ℓ2 of every reconstruction against its reference (posthoc paper Sec. 6);
+    SSIM in ``ssim_dtype`` arithmetic (:func:`ssim`), the others in float64."""
     ref, rec = _pair(reference, reconstruction)
     parts: dict[str, list[np.ndarray]] = {"ssim": [], "psnr": [], "l1": [], "l2": []}
     for start in range(0, ref.shape[0], max(1, int(batch_size))):
         a, b = ref[start : start + batch_size], rec[start : start + batch_size]
-        parts["ssim"].append(ssim(a, b, data_range=data_range))
+        parts["ssim"].append(ssim(a, b, data_range=data_range, dtype=ssim_dtype))
         parts["psnr"].append(psnr(a, b, data_range=data_range))
         parts["l1"].append(l1_error(a, b))
         parts["l2"].append(l2_error(a, b))
     return ImageMetrics(**{k: np.concatenate(v) for k, v in parts.items()})
 
 
-def mean_image_baseline(train: Any, test: Any, *, data_range: float = 1.0) -> ImageMetrics:
+def mean_image_baseline(train: Any, test: Any, *, data_range: float = 1.0,
+                        ssim_dtype: torch.dtype = torch.float64) -> ImageMetrics:
     """The no-release baseline: the metrics of the training mean image against each test image.
 
     An attacker who receives nothing (⊥, or no release at all) can still output the average
     training image; a reconstruction scoring no better than this has learned nothing about the
     particular image from the release (posthoc paper Sec. 6 reports the attacker's scores alone).
     ``train``, ``test``: (N, C, H, W) images in [0, ``data_range``]; uses training data only for
-    the guess.
+    the guess. SSIM in ``ssim_dtype`` arithmetic (:func:`ssim`).
     """
     tr = torch.as_tensor(train, dtype=torch.float32)
     te = torch.as_tensor(test, dtype=torch.float32)
@@ -180,4 +190,4 @@ def mean_image_baseline(train: Any, test: Any, *, data_range: float = 1.0) -> Im
             f"and {tuple(te.shape)}"
         )
     guess = tr.mean(dim=0, keepdim=True).expand_as(te)
-    return image_metrics(te, guess, data_range=data_range)
+    return image_metrics(te, guess, data_range=data_range, ssim_dtype=ssim_dtype)

@@ -97,9 +97,12 @@ class AttackReading:
 
 
 def _per_image(images: Any, recs: Any) -> dict[str, np.ndarray]:
+    import torch
+
     from privcore.attacks.metrics import image_metrics
 
-    m = image_metrics(images, recs)
+    # SSIM in float32 (within 1e-6 of float64, shown to 3 decimals): about 9× faster on CPU
+    m = image_metrics(images, recs, ssim_dtype=torch.float32)
     return {k: np.asarray(getattr(m, k), dtype=np.float64) for k in METRICS}
 
 
