@@ -74,14 +74,10 @@ def test_fig2_fits_1000_px_legend_below_and_slanted_labels() -> None:
     assert fig2.layout.yaxis.automargin
 
 
-def test_a_shipped_samples_table_is_certified_once_per_server_an_upload_per_session(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The shipped sample is public: a second session reads its table without certifying. An upload is
-    the user's: another session that uploads the same file certifies it again (nothing is shared)."""
+@pytest.fixture
+def certify_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry per call of :meth:`Certifier.certify` during the test (a spy around the real one)."""
     from privcore.lipschitz import Certifier
-    from tests._dashboard import sample_png
-    from tests.test_pages_release import ROOT, _confirm, _upload
 
     calls: list[int] = []
     real = Certifier.certify
@@ -91,6 +87,18 @@ def test_a_shipped_samples_table_is_certified_once_per_server_an_upload_per_sess
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(Certifier, "certify", spy)
+    return calls
+
+
+def test_a_shipped_samples_table_is_certified_once_per_server_an_upload_per_session(
+    certify_calls: list[int],
+) -> None:
+    """The shipped sample is public: a second session reads its table without certifying. An upload is
+    the user's: another session that uploads the same file certifies it again (nothing is shared)."""
+    from tests._dashboard import sample_png
+    from tests.test_pages_release import ROOT, _confirm, _upload
+
+    calls = certify_calls
     first = app("lipschitz")
     second = app("lipschitz")  # another session, the same shipped sample
     assert first.dataframe[0].value.equals(second.dataframe[0].value)
@@ -107,11 +115,12 @@ def test_a_shipped_samples_table_is_certified_once_per_server_an_upload_per_sess
     assert per_session[0] > 0 and per_session[1] == per_session[0]  # each session certifies its upload
 
 
-def test_the_warm_up_certifies_the_table_a_new_session_opens_on(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_warm_up_certifies_the_table_a_new_session_opens_on(
+    monkeypatch: pytest.MonkeyPatch, certify_calls: list[int],
+) -> None:
     """:func:`privlens.warmup.prepare_lipschitz` fills the page's process-wide memo with the default
     sample's table at the opening R, outside any session: the page's first visit then certifies nothing
     and shows that table."""
-    from privcore.lipschitz import Certifier
     from privlens import memo, pipelines, warmup
     from tests._dashboard import DATASET
 
@@ -120,16 +129,10 @@ def test_the_warm_up_certifies_the_table_a_new_session_opens_on(monkeypatch: pyt
     monkeypatch.setenv("PRIVLENS_WARM_UP", "on")
     model = pipelines._catalogue(pipelines.models_dir())[DATASET][0]
     warmup.prepare_lipschitz(DATASET, model)
-    calls: list[int] = []
-    real = Certifier.certify
-
-    def spy(self, *args, **kwargs):
-        calls.append(1)
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(Certifier, "certify", spy)
+    assert certify_calls  # the warm-up certified the table
+    certify_calls.clear()
     at = app("lipschitz")
-    assert calls == []  # every radius read from the warm-up's table
+    assert certify_calls == []  # every radius read from the warm-up's table
     assert list(at.dataframe[0].value["radius"]) == pytest.approx(
         [default_radius() * m for m in (0.125, 0.25, 0.5, 1, 1.5, 2, 3, 4)], abs=1e-6)
 
